@@ -1,0 +1,131 @@
+# fedsvd — build, test, bench, demo.
+#
+#   make deps    install the Debian packages we build and test with (only missing ones)
+#   make         binaries in build/bin/, the library in build/lib/
+#   make test    everything: unit tests, the same under ASan/UBSan, CLI tests
+#   make bench   benchmarks (print figures and ratios; assert nothing)
+#   make demo    the main job (see README.md)
+#   make clean
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := all
+
+# Debian 12 packages: build, test, demo.
+DEB_BUILD := build-essential pkg-config libssl-dev libgmp-dev liblapacke-dev libopenblas-dev \
+             libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev zlib1g-dev
+DEB_TEST  := valgrind clang-format
+DEB_DEMO  := dataset-fashion-mnist
+DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_DEMO)
+
+PKGS := openblas lapacke gmp libcrypto zlib jansson libmicrohttpd libcurl sqlite3
+
+BUILD ?= build
+SAN   ?= 0
+
+CC      ?= cc
+WARN    := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Werror
+DEFS    := -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L
+OPT     := -O2 -g
+ifeq ($(SAN),1)
+OPT     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
+PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
+CFLAGS  := $(WARN) $(DEFS) $(OPT) -Ilib -Iapi -I. $(PKG_CFLAGS) -MMD -MP
+LDFLAGS := $(OPT)
+LDLIBS   = $(PKG_LIBS) -lpthread -lm
+
+LIB_DIRS  ?= lib api
+LIB_SRC   := $(shell find $(LIB_DIRS) -name '*.c' 2>/dev/null | sort)
+CLI_SRC   := $(wildcard cli/*.c)
+TEST_SRC  := $(wildcard tests/unit/test_*.c)
+BENCH_SRC := $(wildcard bench/bench_*.c)
+SERVICES  := $(notdir $(wildcard services/*))
+
+LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
+CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
+LIBA      := $(BUILD)/lib/libfedsvd.a
+TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+SVC_BINS  := $(SERVICES:%=$(BUILD)/bin/%)
+FEDSVD    := $(BUILD)/bin/fedsvd
+
+.PHONY: all deps lib tests benches test test-unit test-asan test-cli bench demo clean format format-check
+
+all: $(LIBA) $(FEDSVD) $(SVC_BINS)
+
+lib: $(LIBA)
+
+$(BUILD)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) -c $< -o $@
+
+$(LIBA): $(LIB_OBJ)
+	@mkdir -p $(dir $@)
+	rm -f $@
+	ar rcs $@ $^
+
+$(FEDSVD): $(CLI_OBJ) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBA) $(LDLIBS)
+
+.SECONDEXPANSION:
+$(BUILD)/bin/%: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard services/%/*.c)) $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+
+$(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
+
+tests: $(TESTS)
+benches: $(BENCHES)
+
+# Install only what is missing; apt-get update only when something is.
+deps:
+	@missing=""; for p in $(DEB_ALL); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  if [ "$$(id -u)" -eq 0 ]; then SUDO=""; else SUDO=sudo; fi; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else echo "deps: all Debian packages present"; fi
+
+test: deps
+	$(MAKE) all tests
+	$(MAKE) BUILD=build-asan SAN=1 tests
+	tests/run_all.sh
+
+test-unit: all tests
+	tests/run_unit.sh $(BUILD)/tests unit
+
+test-asan:
+	$(MAKE) BUILD=build-asan SAN=1 tests
+	ASAN_OPTIONS=detect_leaks=1 tests/run_unit.sh build-asan/tests asan
+
+test-cli: all
+	tests/cli/run.sh $(FEDSVD)
+
+bench: deps
+	$(MAKE) all benches
+	bench/run.sh $(BUILD)
+
+demo: deps
+	$(MAKE) all
+	scripts/demo.sh
+
+format:
+	clang-format -i $(shell find lib api cli services tests bench -name '*.[ch]' 2>/dev/null)
+
+format-check:
+	clang-format --dry-run --Werror $(shell find lib api cli services tests bench -name '*.[ch]' 2>/dev/null)
+
+clean:
+	rm -rf build build-asan
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

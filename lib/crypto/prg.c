@@ -1,0 +1,165 @@
+#include "prg.h"
+
+#include <math.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Words produced per EVP call when adding a stream to a vector: 32 KiB keeps
+ * the scratch buffer in L1/L2 while amortising the call overhead. */
+#define PRG_CHUNK_WORDS 4096
+
+struct fs_prg {
+    EVP_CIPHER_CTX *ctx;
+    uint64_t scratch[PRG_CHUNK_WORDS];
+};
+
+int fs_prg_new(fs_prg **out, const uint8_t key[32], const uint8_t *iv, struct fs_err *err)
+{
+    static const uint8_t zero_iv[16] = {0};
+    fs_prg *prg = NULL;
+
+    *out = NULL;
+    prg = calloc(1, sizeof *prg);
+    if (prg == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "prg: out of memory");
+    }
+    prg->ctx = EVP_CIPHER_CTX_new();
+    if (prg->ctx == NULL ||
+        EVP_EncryptInit_ex(prg->ctx, EVP_aes_256_ctr(), NULL, key,
+                           iv != NULL ? iv : zero_iv) != 1) {
+        fs_prg_free(prg);
+        return fs_err_set(err, FS_ECRYPTO, "prg: AES-256-CTR init failed");
+    }
+    *out = prg;
+    return 0;
+}
+
+int fs_prg_bytes(fs_prg *prg, void *buf, size_t n, struct fs_err *err)
+{
+    unsigned char *p = buf;
+
+    memset(p, 0, n);
+    while (n > 0) {
+        int chunk = n > (1u << 30) ? (1 << 30) : (int)n;
+        int outl = 0;
+        if (EVP_EncryptUpdate(prg->ctx, p, &outl, p, chunk) != 1 || outl != chunk) {
+            return fs_err_set(err, FS_ECRYPTO, "prg: AES-256-CTR update failed");
+        }
+        p += chunk;
+        n -= (size_t)chunk;
+    }
+    return 0;
+}
+
+int fs_prg_u64(fs_prg *prg, uint64_t *out, size_t n, struct fs_err *err)
+{
+    int rc = fs_prg_bytes(prg, out, n * sizeof *out, err);
+
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        out[i] = __builtin_bswap64(out[i]);
+    }
+#endif
+    return rc;
+}
+
+static int prg_combine(fs_prg *prg, uint64_t *vec, size_t n, int sign, struct fs_err *err)
+{
+    while (n > 0) {
+        size_t m = n < PRG_CHUNK_WORDS ? n : PRG_CHUNK_WORDS;
+        int rc = fs_prg_u64(prg, prg->scratch, m, err);
+        if (rc != 0) {
+            return rc;
+        }
+        if (sign > 0) {
+            for (size_t i = 0; i < m; i++) {
+                vec[i] += prg->scratch[i];
+            }
+        } else {
+            for (size_t i = 0; i < m; i++) {
+                vec[i] -= prg->scratch[i];
+            }
+        }
+        vec += m;
+        n -= m;
+    }
+    return 0;
+}
+
+int fs_prg_add_u64(fs_prg *prg, uint64_t *vec, size_t n, struct fs_err *err)
+{
+    return prg_combine(prg, vec, n, 1, err);
+}
+
+int fs_prg_sub_u64(fs_prg *prg, uint64_t *vec, size_t n, struct fs_err *err)
+{
+    return prg_combine(prg, vec, n, -1, err);
+}
+
+int fs_prg_uniform(fs_prg *prg, double *out, struct fs_err *err)
+{
+    uint64_t x;
+    int rc = fs_prg_u64(prg, &x, 1, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    *out = (double)(x >> 11) * 0x1.0p-53;
+    return 0;
+}
+
+int fs_prg_normal(fs_prg *prg, double *out, size_t n, struct fs_err *err)
+{
+    size_t i = 0;
+
+    while (i < n) {
+        uint64_t w[2];
+        double u1;
+        double u2;
+        double r;
+        int rc = fs_prg_u64(prg, w, 2, err);
+        if (rc != 0) {
+            return rc;
+        }
+        /* u1 in (0, 1] so the logarithm is finite. */
+        u1 = (double)((w[0] >> 11) + 1) * 0x1.0p-53;
+        u2 = (double)(w[1] >> 11) * 0x1.0p-53;
+        r = sqrt(-2.0 * log(u1));
+        out[i++] = r * cos(2.0 * M_PI * u2);
+        if (i < n) {
+            out[i++] = r * sin(2.0 * M_PI * u2);
+        }
+    }
+    return 0;
+}
+
+int fs_prg_below(fs_prg *prg, uint64_t bound, uint64_t *out, struct fs_err *err)
+{
+    uint64_t x;
+    uint64_t limit;
+
+    if (bound == 0) {
+        return fs_err_set(err, FS_EINVAL, "prg: bound is 0");
+    }
+    limit = UINT64_MAX - (UINT64_MAX % bound);
+    do {
+        int rc = fs_prg_u64(prg, &x, 1, err);
+        if (rc != 0) {
+            return rc;
+        }
+    } while (x >= limit);
+    *out = x % bound;
+    return 0;
+}
+
+void fs_prg_free(fs_prg *prg)
+{
+    if (prg == NULL) {
+        return;
+    }
+    EVP_CIPHER_CTX_free(prg->ctx);
+    OPENSSL_cleanse(prg->scratch, sizeof prg->scratch);
+    free(prg);
+}

@@ -1,0 +1,132 @@
+/* AES-256-CTR PRG: NIST SP 800-38A F.5.5 known answer, chunked streaming
+ * equals one call, add/sub are inverse, CSPRNG sanity. */
+#include "crypto/prg.h"
+#include "crypto/rand.h"
+#include "test.h"
+
+#include <stdlib.h>
+
+static void hex(const char *s, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = 0;
+        sscanf(s + 2 * i, "%2x", &v);
+        out[i] = (uint8_t)v;
+    }
+}
+
+static void test_nist_ctr_kat(void)
+{
+    uint8_t key[32], iv[16], pt[32], ct[32], ks[32];
+    struct fs_err err = {0};
+    fs_prg *p = NULL;
+
+    hex("603deb1015ca71be2b73aef0857d77811f352c073b6108d72d9810a30914dff4", key, 32);
+    hex("f0f1f2f3f4f5f6f7f8f9fafbfcfdfeff", iv, 16);
+    hex("6bc1bee22e409f96e93d7e117393172aae2d8a571e03ac9c9eb76fac45af8e51", pt, 32);
+    hex("601ec313775789a5b7a7f504bbf3d228f443e3ca4d62b59aca84e990cacaf5c5", ct, 32);
+    CHECK_OK(fs_prg_new(&p, key, iv, &err), &err);
+    if (p == NULL) {
+        return;
+    }
+    CHECK_OK(fs_prg_bytes(p, ks, 32, &err), &err);
+    for (size_t i = 0; i < 32; i++) {
+        CHECK((uint8_t)(ks[i] ^ pt[i]) == ct[i]);
+    }
+    fs_prg_free(p);
+}
+
+static void test_streaming_equals_oneshot(void)
+{
+    uint8_t key[32] = {1, 2, 3};
+    enum { N = 10007 };
+    uint64_t *a = calloc(N, sizeof *a);
+    uint64_t *b = calloc(N, sizeof *b);
+    struct fs_err err = {0};
+    fs_prg *p = NULL;
+    fs_prg *q = NULL;
+
+    CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
+    CHECK_OK(fs_prg_new(&q, key, NULL, &err), &err);
+    CHECK_OK(fs_prg_u64(p, a, N, &err), &err);
+    for (size_t off = 0, step = 1; off < N; off += step, step = step * 3 + 1) {
+        size_t m = off + step > N ? N - off : step;
+        CHECK_OK(fs_prg_u64(q, b + off, m, &err), &err);
+    }
+    CHECK(memcmp(a, b, N * sizeof *a) == 0);
+    fs_prg_free(p);
+    fs_prg_free(q);
+    free(a);
+    free(b);
+}
+
+static void test_add_sub_inverse(void)
+{
+    uint8_t key[32] = {9};
+    enum { N = 9000 };
+    uint64_t v[N];
+    uint64_t w[N];
+    struct fs_err err = {0};
+    fs_prg *p = NULL;
+    fs_prg *q = NULL;
+
+    for (size_t i = 0; i < N; i++) {
+        v[i] = w[i] = i * 0x9e3779b97f4a7c15ull;
+    }
+    CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
+    CHECK_OK(fs_prg_new(&q, key, NULL, &err), &err);
+    CHECK_OK(fs_prg_add_u64(p, v, N, &err), &err);
+    CHECK(memcmp(v, w, sizeof v) != 0);
+    CHECK_OK(fs_prg_sub_u64(q, v, N, &err), &err);
+    CHECK(memcmp(v, w, sizeof v) == 0);
+    fs_prg_free(p);
+    fs_prg_free(q);
+}
+
+static void test_normal_moments(void)
+{
+    uint8_t key[32] = {7};
+    enum { N = 200000 };
+    double *x = malloc(N * sizeof *x);
+    double s = 0, s2 = 0;
+    struct fs_err err = {0};
+    fs_prg *p = NULL;
+
+    CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
+    CHECK_OK(fs_prg_normal(p, x, N, &err), &err);
+    for (size_t i = 0; i < N; i++) {
+        s += x[i];
+        s2 += x[i] * x[i];
+    }
+    /* mean ~ N(0, 1/N): 5 sigma = 0.011; variance sd ~ sqrt(2/N) = 0.0032 */
+    CHECK_NEAR(s / N, 0.0, 0.012);
+    CHECK_NEAR(s2 / N, 1.0, 0.016);
+    fs_prg_free(p);
+    free(x);
+}
+
+static void test_csprng(void)
+{
+    uint8_t a[32] = {0}, b[32] = {0};
+    uint64_t r = 0;
+    struct fs_err err = {0};
+
+    CHECK_OK(fs_rand_bytes(a, sizeof a, &err), &err);
+    CHECK_OK(fs_rand_bytes(b, sizeof b, &err), &err);
+    CHECK(memcmp(a, b, sizeof a) != 0);
+    for (int i = 0; i < 1000; i++) {
+        CHECK_OK(fs_rand_below(7, &r, &err), &err);
+        CHECK(r < 7);
+    }
+    CHECK(fs_rand_below(0, &r, &err) == FS_EINVAL);
+}
+
+int main(void)
+{
+    RUN(test_nist_ctr_kat);
+    RUN(test_streaming_equals_oneshot);
+    RUN(test_add_sub_inverse);
+    RUN(test_normal_moments);
+    RUN(test_csprng);
+    return TEST_END("test_prg");
+}
