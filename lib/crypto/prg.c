@@ -12,6 +12,8 @@
 
 struct fs_prg {
     EVP_CIPHER_CTX *ctx;
+    uint8_t key[32]; /* kept for fs_prg_seek; wiped on free */
+    uint8_t iv[16];
     uint64_t scratch[PRG_CHUNK_WORDS];
 };
 
@@ -25,6 +27,8 @@ int fs_prg_new(fs_prg **out, const uint8_t key[32], const uint8_t *iv, struct fs
     if (prg == NULL) {
         return fs_err_set(err, FS_ENOMEM, "prg: out of memory");
     }
+    memcpy(prg->key, key, sizeof prg->key);
+    memcpy(prg->iv, iv != NULL ? iv : zero_iv, sizeof prg->iv);
     prg->ctx = EVP_CIPHER_CTX_new();
     if (prg->ctx == NULL ||
         EVP_EncryptInit_ex(prg->ctx, EVP_aes_256_ctr(), NULL, key,
@@ -154,12 +158,34 @@ int fs_prg_below(fs_prg *prg, uint64_t bound, uint64_t *out, struct fs_err *err)
     return 0;
 }
 
+int fs_prg_seek(fs_prg *prg, uint64_t offset, struct fs_err *err)
+{
+    uint8_t iv[16];
+    uint8_t skip[16];
+    uint64_t blocks = offset / 16;
+    unsigned carry = 0;
+
+    /* The CTR counter is the whole 16-byte block, big-endian: add `blocks`. */
+    memcpy(iv, prg->iv, sizeof iv);
+    for (int i = 15; i >= 0; i--) {
+        unsigned sum = (unsigned)iv[i] + (unsigned)(blocks & 0xff) + carry;
+        iv[i] = (uint8_t)sum;
+        carry = sum >> 8;
+        blocks >>= 8;
+    }
+    if (EVP_EncryptInit_ex(prg->ctx, NULL, NULL, prg->key, iv) != 1) {
+        return fs_err_set(err, FS_ECRYPTO, "prg: AES-256-CTR re-init failed");
+    }
+    return fs_prg_bytes(prg, skip, (size_t)(offset % 16), err);
+}
+
 void fs_prg_free(fs_prg *prg)
 {
     if (prg == NULL) {
         return;
     }
     EVP_CIPHER_CTX_free(prg->ctx);
+    OPENSSL_cleanse(prg->key, sizeof prg->key);
     OPENSSL_cleanse(prg->scratch, sizeof prg->scratch);
     free(prg);
 }

@@ -43,6 +43,13 @@ FS_WUR int fs_prg_normal(fs_prg *prg, double *out, size_t n, struct fs_err *err)
 /** Uniform integer in [0, bound) without bias; bound > 0. */
 FS_WUR int fs_prg_below(fs_prg *prg, uint64_t bound, uint64_t *out, struct fs_err *err);
 
+/**
+ * Reposition the stream at byte `offset` from its start (as if `offset` bytes
+ * had been drawn since fs_prg_new), so a vector can be masked chunk by chunk
+ * in any order. @return 0 or FS_ECRYPTO.
+ */
+FS_WUR int fs_prg_seek(fs_prg *prg, uint64_t offset, struct fs_err *err);
+
 /** Free, wiping the key schedule. Accepts NULL. */
 void fs_prg_free(fs_prg *prg);
 

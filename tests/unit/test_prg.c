@@ -105,6 +105,34 @@ static void test_normal_moments(void)
     free(x);
 }
 
+static void test_seek(void)
+{
+    uint8_t key[32] = {5};
+    uint8_t iv[16];
+    enum { N = 5000 };
+    uint8_t all[N];
+    uint8_t part[N];
+    struct fs_err err = {0};
+    fs_prg *p = NULL;
+    fs_prg *q = NULL;
+    static const size_t offs[] = {0, 1, 15, 16, 17, 255, 256, 4095, 4999};
+
+    /* An IV near the top of the counter space exercises the carry. */
+    memset(iv, 0xff, sizeof iv);
+    iv[0] = 3;
+    CHECK_OK(fs_prg_new(&p, key, iv, &err), &err);
+    CHECK_OK(fs_prg_new(&q, key, iv, &err), &err);
+    CHECK_OK(fs_prg_bytes(p, all, N, &err), &err);
+    for (size_t i = 0; i < sizeof offs / sizeof offs[0]; i++) {
+        size_t off = offs[i];
+        CHECK_OK(fs_prg_seek(q, off, &err), &err);
+        CHECK_OK(fs_prg_bytes(q, part, N - off, &err), &err);
+        CHECK(memcmp(all + off, part, N - off) == 0);
+    }
+    fs_prg_free(p);
+    fs_prg_free(q);
+}
+
 static void test_csprng(void)
 {
     uint8_t a[32] = {0}, b[32] = {0};
@@ -127,6 +155,7 @@ int main(void)
     RUN(test_streaming_equals_oneshot);
     RUN(test_add_sub_inverse);
     RUN(test_normal_moments);
+    RUN(test_seek);
     RUN(test_csprng);
     return TEST_END("test_prg");
 }

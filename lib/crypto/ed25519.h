@@ -1,0 +1,50 @@
+/* Ed25519 signatures (RFC 8032, pure Ed25519) with raw 32-byte keys, on
+ * OpenSSL EVP_DigestSign/EVP_DigestVerify.
+ *
+ * Each party's long-term identity key signs its advertised X25519 keys (R0)
+ * and the survivor set (R3) in secure aggregation (DESIGN.md §5.1).
+ * The private key is the 32-byte RFC 8032 seed; it is a secret (fs_wipe it).
+ * Verification is OpenSSL 3.0's: cofactorless, rejects S >= L. */
+#ifndef FS_CRYPTO_ED25519_H
+#define FS_CRYPTO_ED25519_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+
+#define FS_ED25519_KEY_LEN 32
+#define FS_ED25519_SIG_LEN 64
+
+/**
+ * New key pair; the private seed comes from the CSPRNG.
+ * @param priv, pub caller's 32-byte buffers; both zeroed on failure.
+ * @return 0 or FS_ECRYPTO.
+ */
+FS_WUR int fs_ed25519_keygen(uint8_t priv[FS_ED25519_KEY_LEN], uint8_t pub[FS_ED25519_KEY_LEN],
+                             struct fs_err *err);
+
+/** Public key of a private seed. @return 0 or FS_ECRYPTO. */
+FS_WUR int fs_ed25519_public(uint8_t pub[FS_ED25519_KEY_LEN],
+                             const uint8_t priv[FS_ED25519_KEY_LEN], struct fs_err *err);
+
+/**
+ * Sign msg (deterministic, as RFC 8032 specifies).
+ * @param sig caller's 64-byte buffer; zeroed on failure.
+ * @param msg borrowed, msg_len bytes; may be NULL when msg_len == 0.
+ * @return 0; FS_EINVAL for NULL msg with nonzero length; FS_ECRYPTO.
+ */
+FS_WUR int fs_ed25519_sign(uint8_t sig[FS_ED25519_SIG_LEN], const uint8_t priv[FS_ED25519_KEY_LEN],
+                           const void *msg, size_t msg_len, struct fs_err *err);
+
+/**
+ * Verify sig on msg under pub.
+ * @return 0 if valid; FS_EAUTH if the signature does not verify (also for a
+ *         public key that is not a valid point encoding); FS_EINVAL for NULL
+ *         msg with nonzero length; FS_ECRYPTO if OpenSSL fails to set up.
+ */
+FS_WUR int fs_ed25519_verify(const uint8_t sig[FS_ED25519_SIG_LEN],
+                             const uint8_t pub[FS_ED25519_KEY_LEN], const void *msg, size_t msg_len,
+                             struct fs_err *err);
+
+#endif
