@@ -50,7 +50,7 @@ BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 SVC_BINS  := $(SERVICES:%=$(BUILD)/bin/%)
 FEDSVD    := $(BUILD)/bin/fedsvd
 
-.PHONY: all deps lib tests benches test test-unit test-asan test-cli bench demo clean format format-check
+.PHONY: all deps lib tests benches test test-unit test-asan test-cli test-valgrind bench demo clean format format-check
 
 all: $(LIBA) $(FEDSVD) $(SVC_BINS)
 
@@ -107,6 +107,14 @@ test-unit: all tests
 test-asan:
 	$(MAKE) BUILD=build-asan SAN=1 tests
 	ASAN_OPTIONS=detect_leaks=1 tests/run_unit.sh build-asan/tests asan
+
+# valgrind (memcheck) over every unit-test program of the normal build.
+test-valgrind: all tests
+	@fail=0; for t in $(TESTS); do \
+	  echo "== valgrind $$t"; \
+	  FS_TEST_QUICK=1 valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite \
+	    $$t >/dev/null || fail=1; \
+	done; exit $$fail
 
 test-cli: all
 	tests/cli/run.sh $(FEDSVD)

@@ -1,0 +1,284 @@
+/* Secure aggregation (Bonawitz et al. 2017, as summarised in seed 001
+ * Appendix A) as two pure state machines, one per side. No sockets, files or
+ * clocks: callers move the messages (HTTP, or a unit test's loop) and decide
+ * when a round closes (deadline or everyone in).
+ *
+ * One job = one key setup, then `aggregations` sums:
+ *   R0 AdvertiseKeys   client: fs_secagg_client_advertise  -> server: add_adv, close_adv
+ *   R1 ShareKeys       client: share_keys(roster)          -> server: add_shares, close_shares
+ *                      client: receive_shares(cts for me)
+ * and for each aggregation r = 0, 1, ... (server: begin(r, len)):
+ *   R2 MaskedInput     client: begin(r, len, active), mask(chunks) -> server: add_masked, close_masked
+ *   R3 Consistency     client: consistency(U3)              -> server: add_consistency, close_consistency
+ *   R4 Unmasking       client: unmask(U4 signatures)        -> server: add_reveals, finish -> sum
+ *
+ * Choices (DESIGN.md §5.1): X25519 key agreement, Ed25519 signatures,
+ * AES-256-GCM share encryption under HKDF of the pairwise secret (ids and the
+ * session bound in the associated data), masks from AES-256-CTR keyed by an
+ * HKDF of (secret, session id, aggregation index, vector length), Shamir over
+ * the field of lib/crypto/shamir.h, arithmetic in Z_2^64. The session id is a
+ * SHA-256 of the job id, the parameters and every advertised key.
+ *
+ * Fresh masks per aggregation: pairwise masks are keyed by the aggregation
+ * index; self-mask seeds are drawn independently per aggregation and all
+ * shared in R1, so revealing one aggregation's seed reveals no other's.
+ * A party whose mask key was reconstructed (it dropped during an
+ * aggregation) stays dropped for the rest of the job.
+ *
+ * Threat model: honest-but-curious server, and clients that may drop at any
+ * point. Identity (signing) keys are trusted on first use: the server learns
+ * them in R0 and cannot be stopped from substituting a party it impersonates
+ * without an external PKI. Clients refuse to reveal both kinds of share for
+ * the same peer and check that t parties signed the same survivor set. */
+#ifndef FS_PROTO_SECAGG_H
+#define FS_PROTO_SECAGG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+#include "../crypto/shamir.h"
+
+#define FS_SECAGG_MAX_PARTIES     1000
+#define FS_SECAGG_MAX_AGGREGATIONS 100000
+#define FS_SECAGG_KEY_LEN         32
+#define FS_SECAGG_SIG_LEN         64
+#define FS_SECAGG_DEFAULT_CHUNK   65536 /* words per upload chunk */
+
+struct fs_secagg_config {
+    uint32_t n;            /* expected parties, ids 1..n */
+    uint32_t t;            /* threshold: survivors needed at every round, 1 <= t <= n */
+    uint32_t aggregations; /* sums this job will run; self-mask seeds for all are shared in R1 */
+    uint32_t chunk_words;  /* upload chunk size in uint64 words; 0 = FS_SECAGG_DEFAULT_CHUNK */
+    uint8_t job_id[32];    /* binds every key, signature and mask to this job */
+};
+
+/* R0 message: a party's public keys, signed with its identity key. */
+struct fs_secagg_adv {
+    uint32_t id;
+    uint8_t sign_pk[FS_SECAGG_KEY_LEN]; /* Ed25519 identity */
+    uint8_t c_pk[FS_SECAGG_KEY_LEN];    /* X25519, encrypts shares */
+    uint8_t s_pk[FS_SECAGG_KEY_LEN];    /* X25519, seeds pairwise masks */
+    uint8_t sig[FS_SECAGG_SIG_LEN];     /* over job id, id, c_pk, s_pk */
+};
+
+/* R1 message: the encrypted bundle of shares `from` made for `to`. */
+struct fs_secagg_share_ct {
+    uint32_t from;
+    uint32_t to;
+    size_t len;
+    uint8_t *ct; /* owned by whoever owns the array; see fs_secagg_share_cts_free */
+};
+
+enum fs_secagg_share_kind {
+    FS_SECAGG_SELF_SEED = 1, /* share of a survivor's self-mask seed for this aggregation */
+    FS_SECAGG_MASK_KEY = 2   /* share of a dropped party's mask private key */
+};
+
+/* R4 message element: one share about party `about`. */
+struct fs_secagg_reveal {
+    uint32_t about;
+    uint8_t kind; /* enum fs_secagg_share_kind */
+    uint8_t share[FS_SHAMIR_SHARE_LEN];
+};
+
+/** Check a configuration (ranges, t <= n, caps). @return 0 or FS_EINVAL. */
+FS_WUR int fs_secagg_config_check(const struct fs_secagg_config *cfg, struct fs_err *err);
+
+/** Bytes of one R1 ciphertext for a configuration. */
+size_t fs_secagg_share_ct_len(const struct fs_secagg_config *cfg);
+
+/** Free an array of k share ciphertexts and their buffers. Accepts NULL. */
+void fs_secagg_share_cts_free(struct fs_secagg_share_ct *cts, size_t k);
+
+/* ------------------------------------------------------------------ client */
+
+typedef struct fs_secagg_client fs_secagg_client;
+
+/**
+ * New client state for party `id` (1..n) with its long-term Ed25519 identity
+ * private key (copied; wiped on free). Generates the X25519 key pairs and the
+ * self-mask seeds from the CSPRNG.
+ * @param out new state, free with fs_secagg_client_free.
+ */
+FS_WUR int fs_secagg_client_new(const struct fs_secagg_config *cfg, uint32_t id,
+                                const uint8_t sign_sk[FS_SECAGG_KEY_LEN], fs_secagg_client **out,
+                                struct fs_err *err);
+
+/** R0: this party's advertisement. */
+FS_WUR int fs_secagg_client_advertise(fs_secagg_client *c, struct fs_secagg_adv *out,
+                                      struct fs_err *err);
+
+/**
+ * R1: verify the roster the server forwarded (>= t advertisements, distinct
+ * ids, valid signatures, ours unchanged), fix the session id, and share the
+ * mask key and every self-mask seed with each other roster member.
+ * @param out new array of k-1 ciphertexts (one per other member), free with
+ *        fs_secagg_share_cts_free.
+ */
+FS_WUR int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv *roster,
+                                       size_t k, struct fs_secagg_share_ct **out, size_t *nout,
+                                       struct fs_err *err);
+
+/**
+ * End of R1: the ciphertexts addressed to this party by every member of U2
+ * (the parties whose shares the server accepted). Each is decrypted and
+ * checked now; U2 is this set plus this party.
+ */
+FS_WUR int fs_secagg_client_receive_shares(fs_secagg_client *c,
+                                           const struct fs_secagg_share_ct *cts, size_t k,
+                                           struct fs_err *err);
+
+/**
+ * R2: start aggregation r (0-based, increasing) of a vector of len words
+ * over the active set the server announced (sorted or not; must be a subset
+ * of U2 containing this party, of size >= t, and contain nobody whose mask
+ * key this party has revealed).
+ */
+FS_WUR int fs_secagg_client_begin(fs_secagg_client *c, uint32_t r, uint64_t len,
+                                  const uint32_t *active, size_t na, struct fs_err *err);
+
+/**
+ * R2: y[0..m) = x[0..m) + self mask + pairwise masks at word positions
+ * off..off+m (mod 2^64). Chunks may come in any order; x and y may alias.
+ */
+FS_WUR int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64_t *x,
+                                 uint64_t *y, size_t m, struct fs_err *err);
+
+/** R3: sign the survivor set U3 the server announced (must contain this party, >= t, within the active set). */
+FS_WUR int fs_secagg_client_consistency(fs_secagg_client *c, const uint32_t *u3, size_t n3,
+                                        uint8_t sig[FS_SECAGG_SIG_LEN], struct fs_err *err);
+
+/**
+ * R4: given the signatures on U3 the server collected (ids and signatures,
+ * at least t valid ones from distinct members of U3 required), reveal a
+ * self-seed share for each survivor and a mask-key share for each active
+ * party not in U3. Refuses (FS_EAUTH / FS_ESTATE) rather than ever revealing
+ * both kinds for one peer.
+ * @param out new array (free()) of *nout reveals.
+ */
+FS_WUR int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
+                                   const uint8_t (*sigs)[FS_SECAGG_SIG_LEN], size_t k,
+                                   struct fs_secagg_reveal **out, size_t *nout,
+                                   struct fs_err *err);
+
+/** The session id (valid after share_keys). */
+const uint8_t *fs_secagg_client_session(const fs_secagg_client *c);
+
+/** Free, wiping every secret. Accepts NULL. */
+void fs_secagg_client_free(fs_secagg_client *c);
+
+/* ------------------------------------------------------------------ server */
+
+/* Where the server keeps chunks of uploads still in progress, so that a party
+ * that drops half-way contributes nothing: chunks are folded into the running
+ * sum only when a party's upload is complete. The service keeps them on disk;
+ * tests in memory. With put == NULL chunks are folded at once (less memory,
+ * but a party that drops mid-upload then makes the aggregation fail). */
+struct fs_secagg_chunk_store {
+    void *ctx;
+    int (*put)(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, size_t m,
+               struct fs_err *err);
+    int (*get)(void *ctx, uint32_t party, uint64_t idx, uint64_t *y, size_t m,
+               struct fs_err *err);
+    void (*drop)(void *ctx, uint32_t party);
+};
+
+enum fs_secagg_phase {
+    FS_SECAGG_ADVERTISE = 1,
+    FS_SECAGG_SHARE,
+    FS_SECAGG_READY,       /* keys set up, between aggregations */
+    FS_SECAGG_MASKED,
+    FS_SECAGG_CONSISTENCY,
+    FS_SECAGG_UNMASK,
+    FS_SECAGG_ABORTED
+};
+
+typedef struct fs_secagg_server fs_secagg_server;
+
+/** New server state. store may be NULL (fold at once). @param out free with fs_secagg_server_free. */
+FS_WUR int fs_secagg_server_new(const struct fs_secagg_config *cfg,
+                                const struct fs_secagg_chunk_store *store,
+                                fs_secagg_server **out, struct fs_err *err);
+
+enum fs_secagg_phase fs_secagg_server_phase(const fs_secagg_server *s);
+
+/** Why the server aborted (empty string if it has not). */
+const char *fs_secagg_server_abort_reason(const fs_secagg_server *s);
+
+/** R0: accept an advertisement. An identical repeat is accepted (idempotent); a different one is FS_ECONFLICT. */
+FS_WUR int fs_secagg_server_add_adv(fs_secagg_server *s, const struct fs_secagg_adv *a,
+                                    struct fs_err *err);
+
+/** Close R0: U1 = advertisers; aborts (FS_ESTATE) if fewer than t. */
+FS_WUR int fs_secagg_server_close_adv(fs_secagg_server *s, struct fs_err *err);
+
+/** The roster (U1's advertisements, by id), borrowed until the server is freed. */
+const struct fs_secagg_adv *fs_secagg_server_roster(const fs_secagg_server *s, size_t *k);
+
+/** R1: party `from` in U1 hands in exactly one ciphertext for each other member of U1. Idempotent. */
+FS_WUR int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
+                                       const struct fs_secagg_share_ct *cts, size_t k,
+                                       struct fs_err *err);
+
+/** Close R1: U2 = parties whose shares arrived; aborts if fewer than t. */
+FS_WUR int fs_secagg_server_close_shares(fs_secagg_server *s, struct fs_err *err);
+
+/**
+ * The ciphertexts addressed to `to` by members of U2 (borrowed pointers into
+ * server state; *out is a new array of pointers, free()).
+ */
+FS_WUR int fs_secagg_server_shares_for(const fs_secagg_server *s, uint32_t to,
+                                       const struct fs_secagg_share_ct ***out, size_t *k,
+                                       struct fs_err *err);
+
+/** Start aggregation r (next index) of len words. Active set = U2 minus permanently dropped parties. */
+FS_WUR int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len,
+                                  struct fs_err *err);
+
+/** Ids of the current active set (borrowed), or U3/U4 when asked with which = 3/4. */
+const uint32_t *fs_secagg_server_set(const fs_secagg_server *s, int which, size_t *k);
+
+/**
+ * R2: chunk idx (words idx*chunk .. , m words: chunk_words except the last)
+ * of party from's masked vector. A repeat with the same content is accepted;
+ * different content is FS_ECONFLICT.
+ */
+FS_WUR int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx,
+                                       const uint64_t *y, size_t m, struct fs_err *err);
+
+/** 1 if party from's upload of this aggregation is complete. */
+int fs_secagg_server_has_masked(const fs_secagg_server *s, uint32_t from);
+
+/** Close R2: U3 = parties with complete uploads; aborts if fewer than t. */
+FS_WUR int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err);
+
+/** R3: party from (in U3) signs U3. Invalid signature is FS_EAUTH. */
+FS_WUR int fs_secagg_server_add_consistency(fs_secagg_server *s, uint32_t from,
+                                            const uint8_t sig[FS_SECAGG_SIG_LEN],
+                                            struct fs_err *err);
+
+/** Close R3: U4 = signers; aborts if fewer than t. */
+FS_WUR int fs_secagg_server_close_consistency(fs_secagg_server *s, struct fs_err *err);
+
+/** The U4 signatures (borrowed; ids from fs_secagg_server_set(s, 4, ...), same order). */
+const uint8_t (*fs_secagg_server_sigs(const fs_secagg_server *s))[FS_SECAGG_SIG_LEN];
+
+/** R4: party from's reveals (one per active party other than a dropped... see client). */
+FS_WUR int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
+                                        const struct fs_secagg_reveal *rv, size_t k,
+                                        struct fs_err *err);
+
+/**
+ * Close R4: with >= t responders, reconstruct every survivor's self seed and
+ * every dropped party's mask key (checked against its advertised key) and
+ * remove the masks. *sum is borrowed (len words) until the next begin.
+ * Aborts if fewer than t responded or a reconstruction fails.
+ */
+FS_WUR int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum,
+                                   struct fs_err *err);
+
+/** Free. Accepts NULL. */
+void fs_secagg_server_free(fs_secagg_server *s);
+
+#endif

@@ -1,0 +1,278 @@
+/* Pieces both sides of secure aggregation compute identically: signed
+ * messages, the session id and the key derivations. */
+#include "secagg_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../crypto/ct.h"
+#include "../crypto/hkdf.h"
+#include "../crypto/sha256.h"
+#include "../crypto/x25519.h"
+
+static const char ADV_TAG[] = "fedsvd/secagg/v1/adv";
+static const char U3_TAG[] = "fedsvd/secagg/v1/u3";
+static const char SESSION_TAG[] = "fedsvd/secagg/v1/session";
+static const char SHARE_INFO[] = "fedsvd/secagg/v1/share-enc";
+static const char PAIR_INFO[] = "fedsvd/secagg/v1/pair-mask";
+static const char SELF_INFO[] = "fedsvd/secagg/v1/self-mask";
+
+void sa_put_u32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+uint32_t sa_get_u32(const uint8_t *p)
+{
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static void put_u64(uint8_t *p, uint64_t v)
+{
+    sa_put_u32(p, (uint32_t)(v >> 32));
+    sa_put_u32(p + 4, (uint32_t)v);
+}
+
+int fs_secagg_config_check(const struct fs_secagg_config *cfg, struct fs_err *err)
+{
+    if (cfg->n < 1 || cfg->n > FS_SECAGG_MAX_PARTIES) {
+        return fs_err_set(err, FS_EINVAL, "secagg: parties must be 1..%d, got %u",
+                          FS_SECAGG_MAX_PARTIES, cfg->n);
+    }
+    if (cfg->t < 1 || cfg->t > cfg->n) {
+        return fs_err_set(err, FS_EINVAL, "secagg: threshold must be 1..%u, got %u", cfg->n,
+                          cfg->t);
+    }
+    if (cfg->aggregations < 1 || cfg->aggregations > FS_SECAGG_MAX_AGGREGATIONS) {
+        return fs_err_set(err, FS_EINVAL, "secagg: aggregations must be 1..%d, got %u",
+                          FS_SECAGG_MAX_AGGREGATIONS, cfg->aggregations);
+    }
+    return 0;
+}
+
+uint32_t sa_chunk_words(const struct fs_secagg_config *cfg)
+{
+    return cfg->chunk_words != 0 ? cfg->chunk_words : FS_SECAGG_DEFAULT_CHUNK;
+}
+
+size_t sa_share_pt_len(const struct fs_secagg_config *cfg)
+{
+    /* from, to, mask-key share, one self-seed share per aggregation */
+    return 8 + (size_t)FS_SHAMIR_SHARE_LEN * (1 + (size_t)cfg->aggregations);
+}
+
+size_t fs_secagg_share_ct_len(const struct fs_secagg_config *cfg)
+{
+    return sa_share_pt_len(cfg) + FS_AEAD_BOX_OVERHEAD;
+}
+
+void fs_secagg_share_cts_free(struct fs_secagg_share_ct *cts, size_t k)
+{
+    if (cts == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < k; i++) {
+        free(cts[i].ct);
+    }
+    free(cts);
+}
+
+size_t sa_adv_msg(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *a,
+                  uint8_t buf[SA_ADV_MSG_MAX])
+{
+    size_t n = 0;
+
+    memcpy(buf, ADV_TAG, sizeof ADV_TAG);
+    n += sizeof ADV_TAG;
+    memcpy(buf + n, cfg->job_id, 32);
+    n += 32;
+    sa_put_u32(buf + n, a->id);
+    n += 4;
+    memcpy(buf + n, a->c_pk, 32);
+    n += 32;
+    memcpy(buf + n, a->s_pk, 32);
+    n += 32;
+    return n;
+}
+
+int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *roster,
+                  size_t k, uint8_t out[32], struct fs_err *err)
+{
+    fs_sha256_ctx *h = NULL;
+    uint8_t hdr[16];
+    int rc;
+
+    rc = fs_sha256_new(&h, err);
+    if (rc != 0) {
+        return rc;
+    }
+    sa_put_u32(hdr, cfg->n);
+    sa_put_u32(hdr + 4, cfg->t);
+    sa_put_u32(hdr + 8, cfg->aggregations);
+    sa_put_u32(hdr + 12, (uint32_t)k);
+    rc = fs_sha256_update(h, SESSION_TAG, sizeof SESSION_TAG, err);
+    if (rc == 0) {
+        rc = fs_sha256_update(h, cfg->job_id, 32, err);
+    }
+    if (rc == 0) {
+        rc = fs_sha256_update(h, hdr, sizeof hdr, err);
+    }
+    /* roster is sorted by id by both sides before hashing */
+    for (size_t i = 0; rc == 0 && i < k; i++) {
+        uint8_t idb[4];
+        sa_put_u32(idb, roster[i].id);
+        rc = fs_sha256_update(h, idb, 4, err);
+        if (rc == 0) {
+            rc = fs_sha256_update(h, roster[i].sign_pk, 32, err);
+        }
+        if (rc == 0) {
+            rc = fs_sha256_update(h, roster[i].c_pk, 32, err);
+        }
+        if (rc == 0) {
+            rc = fs_sha256_update(h, roster[i].s_pk, 32, err);
+        }
+    }
+    if (rc == 0) {
+        rc = fs_sha256_final(h, out, err);
+    }
+    fs_sha256_free(h);
+    return rc;
+}
+
+int sa_u3_msg(const uint8_t session[32], uint32_t r, uint64_t len, const uint32_t *ids, size_t k,
+              uint8_t **out, size_t *out_len, struct fs_err *err)
+{
+    size_t n = sizeof U3_TAG + 32 + 4 + 8 + 4 + 4 * k;
+    uint8_t *buf = malloc(n);
+    size_t off = 0;
+
+    if (buf == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    memcpy(buf, U3_TAG, sizeof U3_TAG);
+    off += sizeof U3_TAG;
+    memcpy(buf + off, session, 32);
+    off += 32;
+    sa_put_u32(buf + off, r);
+    off += 4;
+    put_u64(buf + off, len);
+    off += 8;
+    sa_put_u32(buf + off, (uint32_t)k);
+    off += 4;
+    for (size_t i = 0; i < k; i++) {
+        sa_put_u32(buf + off, ids[i]);
+        off += 4;
+    }
+    *out = buf;
+    *out_len = n;
+    return 0;
+}
+
+void sa_share_ad(const uint8_t session[32], const struct fs_secagg_config *cfg, uint32_t from,
+                 uint32_t to, uint8_t ad[SA_SHARE_AD_LEN])
+{
+    memcpy(ad, cfg->job_id, 32);
+    memcpy(ad + 32, session, 32);
+    sa_put_u32(ad + 64, from);
+    sa_put_u32(ad + 68, to);
+}
+
+int sa_share_key(const uint8_t my_c_sk[32], const uint8_t peer_c_pk[32], const uint8_t session[32],
+                 uint8_t key[32], struct fs_err *err)
+{
+    uint8_t shared[32];
+    int rc = fs_x25519_shared(shared, my_c_sk, peer_c_pk, err);
+
+    if (rc == 0) {
+        rc = fs_hkdf_sha256(key, 32, shared, 32, session, 32, SHARE_INFO, sizeof SHARE_INFO, err);
+    }
+    fs_wipe(shared, sizeof shared);
+    return rc;
+}
+
+static int mask_info(const char *tag, size_t tag_len, uint32_t party, uint32_t r, uint64_t len,
+                     uint8_t *info)
+{
+    memcpy(info, tag, tag_len);
+    sa_put_u32(info + tag_len, party);
+    sa_put_u32(info + tag_len + 4, r);
+    put_u64(info + tag_len + 8, len);
+    return (int)(tag_len + 16);
+}
+
+int sa_pair_mask_key(const uint8_t my_s_sk[32], const uint8_t peer_s_pk[32],
+                     const uint8_t session[32], uint32_t r, uint64_t len, uint8_t key[32],
+                     struct fs_err *err)
+{
+    uint8_t shared[32];
+    uint8_t info[sizeof PAIR_INFO + 16];
+    int ilen = mask_info(PAIR_INFO, sizeof PAIR_INFO, 0, r, len, info);
+    int rc = fs_x25519_shared(shared, my_s_sk, peer_s_pk, err);
+
+    if (rc == 0) {
+        rc = fs_hkdf_sha256(key, 32, shared, 32, session, 32, info, (size_t)ilen, err);
+    }
+    fs_wipe(shared, sizeof shared);
+    return rc;
+}
+
+int sa_self_mask_key(const uint8_t seed[32], const uint8_t session[32], uint32_t party, uint32_t r,
+                     uint64_t len, uint8_t key[32], struct fs_err *err)
+{
+    uint8_t info[sizeof SELF_INFO + 16];
+    int ilen = mask_info(SELF_INFO, sizeof SELF_INFO, party, r, len, info);
+
+    return fs_hkdf_sha256(key, 32, seed, 32, session, 32, info, (size_t)ilen, err);
+}
+
+int sa_prg_apply(const uint8_t key[32], uint64_t off, uint64_t *v, size_t m, int sign,
+                 struct fs_err *err)
+{
+    fs_prg *p = NULL;
+    int rc = fs_prg_new(&p, key, NULL, err);
+
+    if (rc == 0 && off != 0) {
+        rc = fs_prg_seek(p, off * 8, err);
+    }
+    if (rc == 0) {
+        rc = sign > 0 ? fs_prg_add_u64(p, v, m, err) : fs_prg_sub_u64(p, v, m, err);
+    }
+    fs_prg_free(p);
+    return rc;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a;
+    uint32_t y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+int sa_sorted_ids(const uint32_t *ids, size_t k, uint32_t n, uint32_t **out, struct fs_err *err)
+{
+    uint32_t *s = NULL;
+
+    *out = NULL;
+    if (k == 0 || k > n) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party set of size %zu (parties %u)", k, n);
+    }
+    s = malloc(k * sizeof *s);
+    if (s == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    memcpy(s, ids, k * sizeof *s);
+    qsort(s, k, sizeof *s, cmp_u32);
+    for (size_t i = 0; i < k; i++) {
+        if (s[i] < 1 || s[i] > n || (i > 0 && s[i] == s[i - 1])) {
+            uint32_t bad = s[i];
+            free(s);
+            return fs_err_set(err, FS_EINVAL, "secagg: party set has invalid or repeated id %u",
+                              bad);
+        }
+    }
+    *out = s;
+    return 0;
+}

@@ -1,0 +1,792 @@
+/* Server side of secure aggregation: see secagg.h for the rounds.
+ * Every add_* validates the whole message before it changes any state, so a
+ * bad message is rejected and changes nothing. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../crypto/ct.h"
+#include "../crypto/ed25519.h"
+#include "../crypto/sha256.h"
+#include "../crypto/x25519.h"
+#include "secagg_internal.h"
+
+struct sparty {
+    int in_u1;
+    int in_u2;
+    int dropped; /* mask key reconstructed: out for the rest of the job */
+    struct fs_secagg_adv adv;
+    struct fs_secagg_share_ct *cts_by_to; /* n+1 entries, len 0 = absent */
+    /* per aggregation */
+    int active;
+    int complete;
+    int in_u3;
+    int in_u4;
+    int revealed;
+    uint64_t chunks_got;
+    uint8_t *chunk_have;
+    uint8_t *chunk_hash; /* nchunks x 32 */
+    uint8_t sig[FS_SECAGG_SIG_LEN];
+    uint8_t reveal_hash[32];
+};
+
+struct fs_secagg_server {
+    struct fs_secagg_config cfg;
+    struct fs_secagg_chunk_store store;
+    int has_store;
+    enum fs_secagg_phase phase;
+    char abort_reason[256];
+    struct sparty *p; /* 1..n */
+    struct fs_secagg_adv *roster;
+    size_t nroster;
+    uint8_t session[32];
+    uint32_t round;
+    int has_round;
+    uint64_t len;
+    uint64_t nchunks;
+    uint64_t *sum;
+    uint64_t *scratch;
+    uint32_t *set[5]; /* 0 active, 3 U3, 4 U4 */
+    size_t nset[5];
+    uint8_t (*sigs)[FS_SECAGG_SIG_LEN];
+    uint8_t *u3msg;
+    size_t u3msg_len;
+    struct fs_shamir_share **rv; /* per party id: shares about it, up to |U4| */
+    size_t *nrv;
+};
+
+static int abort_job(fs_secagg_server *s, struct fs_err *err, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int abort_job(fs_secagg_server *s, struct fs_err *err, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(s->abort_reason, sizeof s->abort_reason, fmt, ap);
+    va_end(ap);
+    s->phase = FS_SECAGG_ABORTED;
+    if (s->sum != NULL) {
+        fs_wipe(s->sum, s->len * sizeof *s->sum);
+    }
+    return fs_err_set(err, FS_ESTATE, "secagg aborted: %s", s->abort_reason);
+}
+
+static int want_phase(const fs_secagg_server *s, enum fs_secagg_phase ph, const char *what,
+                      struct fs_err *err)
+{
+    if (s->phase == FS_SECAGG_ABORTED) {
+        return fs_err_set(err, FS_ESTATE, "secagg: job aborted: %s", s->abort_reason);
+    }
+    if (s->phase != ph) {
+        return fs_err_set(err, FS_ESTATE, "secagg: %s is not allowed in this phase", what);
+    }
+    return 0;
+}
+
+static int party_ok(const fs_secagg_server *s, uint32_t id)
+{
+    return id >= 1 && id <= s->cfg.n;
+}
+
+int fs_secagg_server_new(const struct fs_secagg_config *cfg,
+                         const struct fs_secagg_chunk_store *store, fs_secagg_server **out,
+                         struct fs_err *err)
+{
+    fs_secagg_server *s = NULL;
+    int rc;
+
+    *out = NULL;
+    rc = fs_secagg_config_check(cfg, err);
+    if (rc != 0) {
+        return rc;
+    }
+    s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    s->cfg = *cfg;
+    if (store != NULL && store->put != NULL) {
+        s->store = *store;
+        s->has_store = 1;
+    }
+    s->phase = FS_SECAGG_ADVERTISE;
+    s->p = calloc((size_t)cfg->n + 1, sizeof *s->p);
+    s->rv = calloc((size_t)cfg->n + 1, sizeof *s->rv);
+    s->nrv = calloc((size_t)cfg->n + 1, sizeof *s->nrv);
+    for (int i = 0; i < 5; i++) {
+        s->set[i] = calloc((size_t)cfg->n, sizeof *s->set[i]);
+    }
+    s->sigs = calloc((size_t)cfg->n, sizeof *s->sigs);
+    if (s->p == NULL || s->rv == NULL || s->nrv == NULL || s->set[0] == NULL ||
+        s->set[3] == NULL || s->set[4] == NULL || s->sigs == NULL) {
+        fs_secagg_server_free(s);
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    *out = s;
+    return 0;
+}
+
+enum fs_secagg_phase fs_secagg_server_phase(const fs_secagg_server *s)
+{
+    return s->phase;
+}
+
+const char *fs_secagg_server_abort_reason(const fs_secagg_server *s)
+{
+    return s->abort_reason;
+}
+
+int fs_secagg_server_add_adv(fs_secagg_server *s, const struct fs_secagg_adv *a, struct fs_err *err)
+{
+    uint8_t msg[SA_ADV_MSG_MAX];
+    size_t n;
+    int rc = want_phase(s, FS_SECAGG_ADVERTISE, "key advertisement", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!party_ok(s, a->id)) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party id %u outside 1..%u", a->id, s->cfg.n);
+    }
+    n = sa_adv_msg(&s->cfg, a, msg);
+    if (fs_ed25519_verify(a->sig, a->sign_pk, msg, n, err) != 0) {
+        return fs_err_set(err, FS_EAUTH, "secagg: advertisement of party %u has a bad signature",
+                          a->id);
+    }
+    if (s->p[a->id].in_u1) {
+        if (memcmp(&s->p[a->id].adv, a, sizeof *a) == 0) {
+            return 0;
+        }
+        return fs_err_set(err, FS_ECONFLICT, "secagg: party %u already advertised other keys",
+                          a->id);
+    }
+    s->p[a->id].adv = *a;
+    s->p[a->id].in_u1 = 1;
+    return 0;
+}
+
+int fs_secagg_server_close_adv(fs_secagg_server *s, struct fs_err *err)
+{
+    size_t k = 0;
+    int rc = want_phase(s, FS_SECAGG_ADVERTISE, "closing advertisement", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    for (uint32_t v = 1; v <= s->cfg.n; v++) {
+        k += (size_t)s->p[v].in_u1;
+    }
+    if (k < s->cfg.t) {
+        return abort_job(s, err, "%zu parties advertised keys, threshold %u", k, s->cfg.t);
+    }
+    s->roster = calloc(k, sizeof *s->roster);
+    if (s->roster == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    s->nroster = 0;
+    for (uint32_t v = 1; v <= s->cfg.n; v++) {
+        if (s->p[v].in_u1) {
+            s->roster[s->nroster++] = s->p[v].adv;
+        }
+    }
+    rc = sa_session_id(&s->cfg, s->roster, s->nroster, s->session, err);
+    if (rc == 0) {
+        s->phase = FS_SECAGG_SHARE;
+    }
+    return rc;
+}
+
+const struct fs_secagg_adv *fs_secagg_server_roster(const fs_secagg_server *s, size_t *k)
+{
+    *k = s->nroster;
+    return s->roster;
+}
+
+static int same_cts(const struct sparty *p, const struct fs_secagg_share_ct *cts, size_t k)
+{
+    for (size_t i = 0; i < k; i++) {
+        const struct fs_secagg_share_ct *have = &p->cts_by_to[cts[i].to];
+        if (have->len != cts[i].len || memcmp(have->ct, cts[i].ct, cts[i].len) != 0) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
+                                const struct fs_secagg_share_ct *cts, size_t k, struct fs_err *err)
+{
+    size_t want_len = fs_secagg_share_ct_len(&s->cfg);
+    struct fs_secagg_share_ct *by_to = NULL;
+    uint8_t *seen = NULL;
+    int rc = want_phase(s, FS_SECAGG_SHARE, "share upload", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!party_ok(s, from) || !s->p[from].in_u1) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u did not advertise keys", from);
+    }
+    if (k + 1 != s->nroster) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u sent %zu share bundles, want %zu",
+                          from, k, s->nroster - 1);
+    }
+    seen = calloc((size_t)s->cfg.n + 1, 1);
+    if (seen == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    for (size_t i = 0; i < k; i++) {
+        uint32_t to = cts[i].to;
+        if (cts[i].from != from || !party_ok(s, to) || to == from || !s->p[to].in_u1 || seen[to]) {
+            rc = fs_err_set(err, FS_EINVAL, "secagg: share bundle %zu of party %u is misaddressed",
+                            i, from);
+            goto out;
+        }
+        if (cts[i].len != want_len || cts[i].ct == NULL) {
+            rc = fs_err_set(err, FS_EINVAL, "secagg: share bundle %zu of party %u has %zu bytes, "
+                            "want %zu", i, from, cts[i].len, want_len);
+            goto out;
+        }
+        seen[to] = 1;
+    }
+    if (s->p[from].in_u2) {
+        rc = same_cts(&s->p[from], cts, k)
+                 ? 0
+                 : fs_err_set(err, FS_ECONFLICT, "secagg: party %u already sent other shares",
+                              from);
+        goto out;
+    }
+    by_to = calloc((size_t)s->cfg.n + 1, sizeof *by_to);
+    if (by_to == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < k; i++) {
+        struct fs_secagg_share_ct *d = &by_to[cts[i].to];
+        d->from = from;
+        d->to = cts[i].to;
+        d->ct = malloc(want_len);
+        if (d->ct == NULL) {
+            fs_secagg_share_cts_free(by_to, (size_t)s->cfg.n + 1);
+            rc = fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+            goto out;
+        }
+        memcpy(d->ct, cts[i].ct, want_len);
+        d->len = want_len;
+    }
+    s->p[from].cts_by_to = by_to;
+    s->p[from].in_u2 = 1;
+out:
+    free(seen);
+    return rc;
+}
+
+int fs_secagg_server_close_shares(fs_secagg_server *s, struct fs_err *err)
+{
+    size_t k = 0;
+    int rc = want_phase(s, FS_SECAGG_SHARE, "closing share exchange", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    for (uint32_t v = 1; v <= s->cfg.n; v++) {
+        k += (size_t)s->p[v].in_u2;
+    }
+    if (k < s->cfg.t) {
+        return abort_job(s, err, "%zu parties shared keys, threshold %u", k, s->cfg.t);
+    }
+    s->phase = FS_SECAGG_READY;
+    return 0;
+}
+
+int fs_secagg_server_shares_for(const fs_secagg_server *s, uint32_t to,
+                                const struct fs_secagg_share_ct ***out, size_t *k,
+                                struct fs_err *err)
+{
+    const struct fs_secagg_share_ct **list = NULL;
+    size_t n = 0;
+
+    *out = NULL;
+    *k = 0;
+    if (s->phase == FS_SECAGG_ADVERTISE || s->phase == FS_SECAGG_SHARE ||
+        s->phase == FS_SECAGG_ABORTED) {
+        return fs_err_set(err, FS_ESTATE, "secagg: share exchange not closed");
+    }
+    if (!party_ok(s, to) || !s->p[to].in_u2) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u is not in the key setup", to);
+    }
+    list = calloc(s->cfg.n, sizeof *list);
+    if (list == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    for (uint32_t v = 1; v <= s->cfg.n; v++) {
+        if (v != to && s->p[v].in_u2) {
+            list[n++] = &s->p[v].cts_by_to[to];
+        }
+    }
+    *out = list;
+    *k = n;
+    return 0;
+}
+
+static void clear_round(fs_secagg_server *s)
+{
+    for (uint32_t v = 1; v <= s->cfg.n; v++) {
+        struct sparty *p = &s->p[v];
+        if (s->has_store && p->chunks_got > 0 && s->store.drop != NULL) {
+            s->store.drop(s->store.ctx, v);
+        }
+        free(p->chunk_have);
+        free(p->chunk_hash);
+        p->chunk_have = NULL;
+        p->chunk_hash = NULL;
+        p->chunks_got = 0;
+        p->active = p->complete = p->in_u3 = p->in_u4 = p->revealed = 0;
+        if (s->rv[v] != NULL) {
+            fs_wipe(s->rv[v], s->nrv[v] * sizeof *s->rv[v]);
+            free(s->rv[v]);
+            s->rv[v] = NULL;
+        }
+        s->nrv[v] = 0;
+    }
+    free(s->u3msg);
+    s->u3msg = NULL;
+    for (int i = 0; i < 5; i++) {
+        s->nset[i] = 0;
+    }
+}
+
+int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len, struct fs_err *err)
+{
+    size_t na = 0;
+    uint64_t cw;
+    int rc = want_phase(s, FS_SECAGG_READY, "starting an aggregation", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (r >= s->cfg.aggregations || (s->has_round && r <= s->round)) {
+        return fs_err_set(err, FS_ESTATE, "secagg: aggregation %u not allowed", r);
+    }
+    if (len == 0 || len > ((uint64_t)1 << 40)) {
+        return fs_err_set(err, FS_EINVAL, "secagg: vector length %llu out of range",
+                          (unsigned long long)len);
+    }
+    clear_round(s);
+    for (uint32_t v = 1; v <= s->cfg.n; v++) {
+        if (s->p[v].in_u2 && !s->p[v].dropped) {
+            s->set[0][na++] = v;
+        }
+    }
+    s->round = r;
+    s->has_round = 1;
+    if (na < s->cfg.t) {
+        return abort_job(s, err, "%zu parties left for aggregation %u, threshold %u", na, r,
+                         s->cfg.t);
+    }
+    cw = sa_chunk_words(&s->cfg);
+    free(s->sum);
+    free(s->scratch);
+    s->sum = calloc((size_t)len, sizeof *s->sum);
+    s->scratch = malloc((size_t)(cw < len ? cw : len) * sizeof *s->scratch);
+    if (s->sum == NULL || s->scratch == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: cannot hold a sum of %llu words",
+                          (unsigned long long)len);
+    }
+    s->len = len;
+    s->nchunks = (len + cw - 1) / cw;
+    for (size_t i = 0; i < na; i++) {
+        struct sparty *p = &s->p[s->set[0][i]];
+        p->active = 1;
+        p->chunk_have = calloc((size_t)s->nchunks, 1);
+        p->chunk_hash = malloc((size_t)s->nchunks * 32);
+        if (p->chunk_have == NULL || p->chunk_hash == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+        }
+    }
+    s->nset[0] = na;
+    s->phase = FS_SECAGG_MASKED;
+    return 0;
+}
+
+const uint32_t *fs_secagg_server_set(const fs_secagg_server *s, int which, size_t *k)
+{
+    if (which != 0 && which != 3 && which != 4) {
+        *k = 0;
+        return NULL;
+    }
+    *k = s->nset[which];
+    return s->set[which];
+}
+
+static void fold(uint64_t *sum, const uint64_t *y, size_t m)
+{
+    for (size_t i = 0; i < m; i++) {
+        sum[i] += y[i];
+    }
+}
+
+/* All chunks of party v are in: fold them from the store into the sum. */
+static int fold_party(fs_secagg_server *s, uint32_t v, struct fs_err *err)
+{
+    uint64_t cw = sa_chunk_words(&s->cfg);
+
+    for (uint64_t idx = 0; s->has_store && idx < s->nchunks; idx++) {
+        uint64_t off = idx * cw;
+        size_t m = (size_t)(s->len - off < cw ? s->len - off : cw);
+        int rc = s->store.get(s->store.ctx, v, idx, s->scratch, m, err);
+        if (rc != 0) {
+            return rc;
+        }
+        fold(s->sum + off, s->scratch, m);
+    }
+    if (s->has_store && s->store.drop != NULL) {
+        s->store.drop(s->store.ctx, v);
+    }
+    s->p[v].complete = 1;
+    return 0;
+}
+
+int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx,
+                                const uint64_t *y, size_t m, struct fs_err *err)
+{
+    uint64_t cw = sa_chunk_words(&s->cfg);
+    uint8_t h[32];
+    struct sparty *p;
+    uint64_t off;
+    size_t want;
+    int rc = want_phase(s, FS_SECAGG_MASKED, "masked input upload", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!party_ok(s, from) || !s->p[from].active) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u is not active in aggregation %u",
+                          from, s->round);
+    }
+    if (idx >= s->nchunks) {
+        return fs_err_set(err, FS_EINVAL, "secagg: chunk %llu of %llu does not exist",
+                          (unsigned long long)idx, (unsigned long long)s->nchunks);
+    }
+    off = idx * cw;
+    want = (size_t)(s->len - off < cw ? s->len - off : cw);
+    if (m != want) {
+        return fs_err_set(err, FS_EINVAL, "secagg: chunk %llu has %zu words, want %zu",
+                          (unsigned long long)idx, m, want);
+    }
+    p = &s->p[from];
+    rc = fs_sha256(h, y, m * sizeof *y, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (p->chunk_have[idx]) {
+        if (fs_ct_eq(h, p->chunk_hash + idx * 32, 32)) {
+            return 0;
+        }
+        return fs_err_set(err, FS_ECONFLICT, "secagg: chunk %llu of party %u re-sent with other "
+                          "content", (unsigned long long)idx, from);
+    }
+    if (s->has_store) {
+        rc = s->store.put(s->store.ctx, from, idx, y, m, err);
+        if (rc != 0) {
+            return rc;
+        }
+    } else {
+        fold(s->sum + off, y, m);
+    }
+    memcpy(p->chunk_hash + idx * 32, h, 32);
+    p->chunk_have[idx] = 1;
+    p->chunks_got++;
+    if (p->chunks_got == s->nchunks) {
+        return fold_party(s, from, err);
+    }
+    return 0;
+}
+
+int fs_secagg_server_has_masked(const fs_secagg_server *s, uint32_t from)
+{
+    return party_ok(s, from) && s->p[from].complete;
+}
+
+int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
+{
+    size_t n3 = 0;
+    int rc = want_phase(s, FS_SECAGG_MASKED, "closing masked input", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < s->nset[0]; i++) {
+        uint32_t v = s->set[0][i];
+        struct sparty *p = &s->p[v];
+        if (p->complete) {
+            p->in_u3 = 1;
+            s->set[3][n3++] = v;
+        } else if (p->chunks_got > 0 && !s->has_store) {
+            return abort_job(s, err, "party %u dropped mid-upload in aggregation %u and its "
+                             "partial upload was already folded", v, s->round);
+        }
+    }
+    s->nset[3] = n3;
+    if (n3 < s->cfg.t) {
+        return abort_job(s, err, "%zu masked inputs in aggregation %u, threshold %u", n3,
+                         s->round, s->cfg.t);
+    }
+    rc = sa_u3_msg(s->session, s->round, s->len, s->set[3], n3, &s->u3msg, &s->u3msg_len, err);
+    if (rc == 0) {
+        s->phase = FS_SECAGG_CONSISTENCY;
+    }
+    return rc;
+}
+
+int fs_secagg_server_add_consistency(fs_secagg_server *s, uint32_t from,
+                                     const uint8_t sig[FS_SECAGG_SIG_LEN], struct fs_err *err)
+{
+    struct sparty *p;
+    int rc = want_phase(s, FS_SECAGG_CONSISTENCY, "consistency signature", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!party_ok(s, from) || !s->p[from].in_u3) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u is not a survivor", from);
+    }
+    p = &s->p[from];
+    if (fs_ed25519_verify(sig, p->adv.sign_pk, s->u3msg, s->u3msg_len, err) != 0) {
+        return fs_err_set(err, FS_EAUTH, "secagg: party %u's signature on the survivors is invalid",
+                          from);
+    }
+    memcpy(p->sig, sig, FS_SECAGG_SIG_LEN);
+    p->in_u4 = 1;
+    return 0;
+}
+
+int fs_secagg_server_close_consistency(fs_secagg_server *s, struct fs_err *err)
+{
+    size_t n4 = 0;
+    int rc = want_phase(s, FS_SECAGG_CONSISTENCY, "closing consistency check", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < s->nset[3]; i++) {
+        uint32_t v = s->set[3][i];
+        if (s->p[v].in_u4) {
+            memcpy(s->sigs[n4], s->p[v].sig, FS_SECAGG_SIG_LEN);
+            s->set[4][n4++] = v;
+        }
+    }
+    s->nset[4] = n4;
+    if (n4 < s->cfg.t) {
+        return abort_job(s, err, "%zu consistency signatures in aggregation %u, threshold %u", n4,
+                         s->round, s->cfg.t);
+    }
+    for (size_t i = 0; i < s->nset[0]; i++) {
+        uint32_t v = s->set[0][i];
+        s->rv[v] = calloc(n4, sizeof *s->rv[v]);
+        if (s->rv[v] == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+        }
+    }
+    s->phase = FS_SECAGG_UNMASK;
+    return 0;
+}
+
+const uint8_t (*fs_secagg_server_sigs(const fs_secagg_server *s))[FS_SECAGG_SIG_LEN]
+{
+    return (const uint8_t(*)[FS_SECAGG_SIG_LEN])s->sigs;
+}
+
+/* Check a whole reveal message: one entry per active party, right kinds, share x = from. */
+static int check_reveals(const fs_secagg_server *s, uint32_t from,
+                         const struct fs_secagg_reveal *rv, size_t k,
+                         struct fs_shamir_share *decoded, struct fs_err *err)
+{
+    uint8_t *seen = calloc((size_t)s->cfg.n + 1, 1);
+    int rc = 0;
+
+    if (seen == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    if (k != s->nset[0]) {
+        rc = fs_err_set(err, FS_EINVAL, "secagg: party %u revealed %zu shares, want %zu", from, k,
+                        s->nset[0]);
+    }
+    for (size_t i = 0; rc == 0 && i < k; i++) {
+        uint32_t v = rv[i].about;
+        int want_kind;
+        if (!party_ok(s, v) || !s->p[v].active || seen[v]) {
+            rc = fs_err_set(err, FS_EINVAL, "secagg: reveal about party %u is unexpected", v);
+            break;
+        }
+        seen[v] = 1;
+        want_kind = s->p[v].in_u3 ? FS_SECAGG_SELF_SEED : FS_SECAGG_MASK_KEY;
+        if (rv[i].kind != want_kind) {
+            rc = fs_err_set(err, FS_EINVAL, "secagg: reveal about party %u has the wrong kind", v);
+            break;
+        }
+        if (fs_shamir_share_decode(&decoded[i], rv[i].share, FS_SHAMIR_SHARE_LEN, err) != 0 ||
+            decoded[i].x != from) {
+            rc = fs_err_set(err, FS_EINVAL, "secagg: reveal about party %u is malformed", v);
+            break;
+        }
+    }
+    free(seen);
+    return rc;
+}
+
+int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
+                                 const struct fs_secagg_reveal *rv, size_t k, struct fs_err *err)
+{
+    struct fs_shamir_share *decoded = NULL;
+    uint8_t h[32];
+    int rc = want_phase(s, FS_SECAGG_UNMASK, "unmasking shares", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!party_ok(s, from) || !s->p[from].in_u4) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u did not sign the survivors", from);
+    }
+    if (k > s->cfg.n) {
+        return fs_err_set(err, FS_EINVAL, "secagg: %zu reveals from party %u", k, from);
+    }
+    rc = fs_sha256(h, rv, k * sizeof *rv, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (s->p[from].revealed) {
+        if (fs_ct_eq(h, s->p[from].reveal_hash, 32)) {
+            return 0;
+        }
+        return fs_err_set(err, FS_ECONFLICT, "secagg: party %u already revealed other shares",
+                          from);
+    }
+    decoded = calloc(k + 1, sizeof *decoded);
+    if (decoded == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    rc = check_reveals(s, from, rv, k, decoded, err);
+    if (rc == 0) {
+        for (size_t i = 0; i < k; i++) {
+            uint32_t v = rv[i].about;
+            s->rv[v][s->nrv[v]++] = decoded[i];
+        }
+        memcpy(s->p[from].reveal_hash, h, 32);
+        s->p[from].revealed = 1;
+    }
+    fs_wipe(decoded, (k + 1) * sizeof *decoded);
+    free(decoded);
+    return rc;
+}
+
+/* Remove survivor v's self mask. */
+static int unmask_self(fs_secagg_server *s, uint32_t v, struct fs_err *err)
+{
+    uint8_t seed[32];
+    uint8_t key[32];
+    int rc = fs_shamir_combine(s->rv[v], s->nrv[v], s->cfg.t, seed, err);
+
+    if (rc != 0) {
+        return abort_job(s, err, "self-mask seed of party %u does not reconstruct", v);
+    }
+    rc = sa_self_mask_key(seed, s->session, v, s->round, s->len, key, err);
+    if (rc == 0) {
+        rc = sa_prg_apply(key, 0, s->sum, (size_t)s->len, -1, err);
+    }
+    fs_wipe(seed, sizeof seed);
+    fs_wipe(key, sizeof key);
+    return rc;
+}
+
+/* Remove the pairwise masks survivors share with dropped party d. */
+static int unmask_dropped(fs_secagg_server *s, uint32_t d, struct fs_err *err)
+{
+    uint8_t sk[32];
+    uint8_t pk[32];
+    int rc = fs_shamir_combine(s->rv[d], s->nrv[d], s->cfg.t, sk, err);
+
+    if (rc != 0) {
+        return abort_job(s, err, "mask key of dropped party %u does not reconstruct", d);
+    }
+    rc = fs_x25519_public(pk, sk, err);
+    if (rc != 0 || !fs_ct_eq(pk, s->p[d].adv.s_pk, 32)) {
+        fs_wipe(sk, sizeof sk);
+        return abort_job(s, err, "reconstructed mask key of party %u does not match its "
+                         "advertised key", d);
+    }
+    for (size_t i = 0; rc == 0 && i < s->nset[3]; i++) {
+        uint32_t u = s->set[3][i];
+        uint8_t key[32];
+        rc = sa_pair_mask_key(sk, s->p[u].adv.s_pk, s->session, s->round, s->len, key, err);
+        if (rc == 0) {
+            /* u added +PRG if u > d, -PRG otherwise: undo it. */
+            rc = sa_prg_apply(key, 0, s->sum, (size_t)s->len, u > d ? -1 : 1, err);
+        }
+        fs_wipe(key, sizeof key);
+    }
+    fs_wipe(sk, sizeof sk);
+    if (rc == 0) {
+        s->p[d].dropped = 1;
+    }
+    return rc;
+}
+
+int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs_err *err)
+{
+    size_t n5 = 0;
+    int rc = want_phase(s, FS_SECAGG_UNMASK, "finishing", err);
+
+    *sum = NULL;
+    if (rc != 0) {
+        return rc;
+    }
+    for (size_t i = 0; i < s->nset[4]; i++) {
+        n5 += (size_t)s->p[s->set[4][i]].revealed;
+    }
+    if (n5 < s->cfg.t) {
+        return abort_job(s, err, "%zu parties sent unmasking shares in aggregation %u, threshold %u",
+                         n5, s->round, s->cfg.t);
+    }
+    for (size_t i = 0; rc == 0 && i < s->nset[0]; i++) {
+        uint32_t v = s->set[0][i];
+        rc = s->p[v].in_u3 ? unmask_self(s, v, err) : unmask_dropped(s, v, err);
+    }
+    if (rc != 0) {
+        if (s->phase != FS_SECAGG_ABORTED) {
+            abort_job(s, NULL, "unmasking failed: %s", err != NULL ? err->msg : "error");
+        }
+        return rc;
+    }
+    s->phase = FS_SECAGG_READY;
+    *sum = s->sum;
+    return 0;
+}
+
+void fs_secagg_server_free(fs_secagg_server *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    if (s->p != NULL && s->rv != NULL && s->nrv != NULL) {
+        clear_round(s);
+    }
+    if (s->p != NULL) {
+        for (uint32_t v = 1; v <= s->cfg.n; v++) {
+            fs_secagg_share_cts_free(s->p[v].cts_by_to, (size_t)s->cfg.n + 1);
+        }
+    }
+    free(s->p);
+    free(s->rv);
+    free(s->nrv);
+    for (int i = 0; i < 5; i++) {
+        free(s->set[i]);
+    }
+    free(s->sigs);
+    free(s->roster);
+    free(s->sum);
+    free(s->scratch);
+    free(s);
+}
