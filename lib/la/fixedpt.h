@@ -12,9 +12,9 @@
 #include "../core/err.h"
 
 struct fs_fixedpt {
-    double bound;    /* public bound on |x| for every summand */
+    double bound; /* public bound on |x| for every summand */
     unsigned summands;
-    int frac_bits;   /* f: scale 2^f (may be negative for huge bounds) */
+    int frac_bits; /* f: scale 2^f (may be negative for huge bounds) */
 };
 
 /**
@@ -31,7 +31,20 @@ FS_WUR int fs_fixedpt_init(struct fs_fixedpt *fp, double bound, unsigned summand
 FS_WUR int fs_fixedpt_encode(const struct fs_fixedpt *fp, const double *x, uint64_t *out, size_t n,
                              struct fs_err *err);
 
-/** Decode n ring elements (a sum of up to `summands` encodings) back to doubles. */
+/**
+ * Like fs_fixedpt_encode, but values beyond +-bound (including +-inf) are
+ * clipped to +-bound instead of refused; *clipped (may be NULL) receives how
+ * many were. NaN is still FS_ERANGE naming its index.
+ */
+FS_WUR int fs_fixedpt_encode_clipped(const struct fs_fixedpt *fp, const double *x, uint64_t *out,
+                                     size_t n, size_t *clipped, struct fs_err *err);
+
+/**
+ * Decode n ring elements (a sum of up to `summands` encodings) back to
+ * doubles. The error against the exact sum of the encoded doubles is at most
+ * summands * 2^-(f+1) plus one rounding to double (2^-53 relative). A sum
+ * beyond DBL_MAX (possible only when summands * bound is) decodes to +-inf.
+ */
 void fs_fixedpt_decode(const struct fs_fixedpt *fp, const uint64_t *in, double *out, size_t n);
 
 /** Add integer noise (two's complement) to encoded values: out[i] += (uint64_t)noise[i]. */

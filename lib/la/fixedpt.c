@@ -1,0 +1,148 @@
+/* Fixed point in Z_2^64. With f chosen so that K B 2^f <= 2^62, one encoding
+ * is round(x 2^f) with |round(x 2^f)| <= 2^62/K + 1/2, so the sum of K of
+ * them stays below 2^62 + K/2 < 2^63 in magnitude and the ring sum is the
+ * exact integer sum. The decoded sum differs from the true sum of the
+ * doubles by at most K 2^(-f-1) (rounding each summand) plus one rounding
+ * of the result to double (2^-53 relative); with f maximal that is below
+ * K^2 B 2^-62 + 2^-53 |sum|.
+ *
+ * Scaling by 2^f is ldexp, exact for every double (f may be far outside
+ * [-63, 63]: tiny bounds give f > 1000, huge ones f < -900). */
+#include "fixedpt.h"
+
+#include <math.h>
+
+__extension__ typedef unsigned __int128 u128;
+
+static int bitlen128(u128 x)
+{
+    uint64_t hi = (uint64_t)(x >> 64);
+    uint64_t lo = (uint64_t)x;
+
+    if (hi != 0) {
+        return 128 - __builtin_clzll(hi);
+    }
+    if (lo != 0) {
+        return 64 - __builtin_clzll(lo);
+    }
+    return 0;
+}
+
+int fs_fixedpt_init(struct fs_fixedpt *fp, double bound, unsigned summands, struct fs_err *err)
+{
+    int e = 0;
+
+    if (fp == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fixedpt_init: fp is NULL");
+    }
+    if (!isfinite(bound) || bound <= 0.0) {
+        return fs_err_set(err, FS_EINVAL, "fs_fixedpt_init: bound must be finite and > 0 (got %g)",
+                          bound);
+    }
+    if (summands == 0) {
+        return fs_err_set(err, FS_EINVAL, "fs_fixedpt_init: summands must be > 0");
+    }
+    /* bound = mb 2^eb exactly, mb an integer < 2^53; P = K mb < 2^85 exact.
+     * K B 2^f <= 2^62  <=>  P <= 2^(62 - eb - f); the least j with P <= 2^j
+     * is bitlen(P), minus one when P is a power of two. */
+    double m = frexp(bound, &e);
+    uint64_t mb = (uint64_t)ldexp(m, 53);
+    int eb = e - 53;
+    u128 p = (u128)summands * mb;
+    int j = bitlen128(p);
+    if ((p & (p - 1)) == 0) {
+        j--;
+    }
+    fp->bound = bound;
+    fp->summands = summands;
+    fp->frac_bits = 62 - eb - j;
+    return 0;
+}
+
+static int check_fp(const char *fn, const struct fs_fixedpt *fp, struct fs_err *err)
+{
+    if (fp == NULL || fp->summands == 0 || !isfinite(fp->bound) || fp->bound <= 0.0) {
+        return fs_err_set(err, FS_EINVAL, "%s: fixed-point parameters not initialised", fn);
+    }
+    return 0;
+}
+
+int fs_fixedpt_encode(const struct fs_fixedpt *fp, const double *x, uint64_t *out, size_t n,
+                      struct fs_err *err)
+{
+    static const char fn[] = "fs_fixedpt_encode";
+    int rc = check_fp(fn, fp, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (n > 0 && (x == NULL || out == NULL)) {
+        return fs_err_set(err, FS_EINVAL, "%s: NULL buffer", fn);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) {
+            return fs_err_set(err, FS_ERANGE, "%s: value %zu is not finite", fn, i);
+        }
+        if (fabs(x[i]) > fp->bound) {
+            return fs_err_set(err, FS_ERANGE, "%s: value %zu exceeds the bound %g", fn, i,
+                              fp->bound);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        long long r = llrint(ldexp(x[i], fp->frac_bits));
+        out[i] = (uint64_t)r;
+    }
+    return 0;
+}
+
+int fs_fixedpt_encode_clipped(const struct fs_fixedpt *fp, const double *x, uint64_t *out, size_t n,
+                              size_t *clipped, struct fs_err *err)
+{
+    static const char fn[] = "fs_fixedpt_encode_clipped";
+    int rc = check_fp(fn, fp, err);
+    size_t nclip = 0;
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (n > 0 && (x == NULL || out == NULL)) {
+        return fs_err_set(err, FS_EINVAL, "%s: NULL buffer", fn);
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (isnan(x[i])) {
+            return fs_err_set(err, FS_ERANGE, "%s: value %zu is NaN", fn, i);
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        double v = x[i];
+        if (v > fp->bound) {
+            v = fp->bound;
+            nclip++;
+        } else if (v < -fp->bound) {
+            v = -fp->bound;
+            nclip++;
+        }
+        out[i] = (uint64_t)llrint(ldexp(v, fp->frac_bits));
+    }
+    if (clipped != NULL) {
+        *clipped = nclip;
+    }
+    return 0;
+}
+
+void fs_fixedpt_decode(const struct fs_fixedpt *fp, const uint64_t *in, double *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        /* Two's complement without relying on implementation-defined
+         * unsigned-to-signed conversion. */
+        int64_t s = in[i] <= (uint64_t)INT64_MAX ? (int64_t)in[i] : -(int64_t)(~in[i]) - 1;
+        out[i] = ldexp((double)s, -fp->frac_bits);
+    }
+}
+
+void fs_fixedpt_add_noise(uint64_t *v, const int64_t *noise, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        v[i] += (uint64_t)noise[i];
+    }
+}
