@@ -1,0 +1,317 @@
+/* A small HTTP/1.1 server framework on libmicrohttpd 0.9.75 (DESIGN.md §8).
+ *
+ * Usage:
+ *
+ *   struct fs_http_server_config cfg;
+ *   fs_http_server_config_default(&cfg);
+ *   cfg.host = "127.0.0.1"; cfg.port = 0;            // 0: ephemeral port
+ *   fs_http_server_new(&srv, &cfg, &err);
+ *   fs_http_server_route(srv, &(struct fs_http_route){
+ *       .method = "GET", .pattern = "/v1/jobs/{id}", .handler = get_job, .ctx = app}, &err);
+ *   fs_http_server_start(srv, &err);
+ *   ... fs_http_server_port(srv) ...
+ *   fs_http_server_stop(srv, 5000);
+ *   fs_http_server_free(srv);
+ *
+ * Request lifecycle (one fs_http_req per request, allocated when the
+ * headers are in, freed when libmicrohttpd reports the request completed):
+ *
+ *  1. Routing on the percent-decoded path segments. No pattern matches:
+ *     404 problem. A pattern matches but not the method: 405 problem with an
+ *     Allow header. Malformed percent-encoding: 400 problem.
+ *  2. route.auth set: the Authorization header must carry an allowed bearer
+ *     token, else 401 problem (before any body byte is read).
+ *  3. A declared Content-Length above route.max_body: 413 problem (before
+ *     any body byte is read).
+ *  4. route.on_begin (optional) sees the headers and may reject the request
+ *     by setting a response or returning non-zero.
+ *  5. Body. Buffered routes (on_chunk == NULL) collect it in memory, capped
+ *     at max_body and checked as every piece arrives (413 when exceeded, also
+ *     for chunked uploads). Streaming routes get each piece in on_chunk as it
+ *     arrives (pieces are bounded by conn_memory_limit) and nothing
+ *     is buffered; the total is still capped at max_body.
+ *  6. route.handler runs once the whole body is in, and sets the response.
+ *
+ * When a request is rejected while its body is still coming, the framework
+ * discards up to drain_max further bytes so the client reads a clean error
+ * reply, then closes the connection if the client keeps sending.
+ *
+ * Handlers run on the server's threads; several run concurrently, so `ctx`
+ * must be thread-safe. They should return quickly: long work (SVD, QR,
+ * decryption) belongs on a worker thread.
+ *
+ * Errors: fs_http_problem produces application/problem+json (RFC 9457):
+ *   {"type":"urn:fedsvd:problem:<code>","title":...,"status":...,"detail":...,"code":...}
+ */
+#ifndef FS_NET_HTTP_SERVER_H
+#define FS_NET_HTTP_SERVER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+#include "auth.h"
+
+#define FS_HTTP_PROBLEM_TYPE_PREFIX "urn:fedsvd:problem:"
+#define FS_HTTP_MAX_PARAMS          8  /* {param} segments per pattern */
+#define FS_HTTP_MAX_SEGMENTS        32 /* path segments per request / pattern */
+#define FS_HTTP_MAX_QUERY           32 /* query parameters per request (more: 400) */
+
+typedef struct fs_http_server fs_http_server;
+typedef struct fs_http_req fs_http_req;
+typedef struct fs_http_resp fs_http_resp;
+
+/**
+ * Called when the request is complete (whole body received) or, for
+ * on_begin, when the headers are in. Set the response with one of the
+ * fs_http_resp_* / fs_http_problem functions.
+ * @return 0 normally. A non-zero return with no response set yields a 500
+ *         problem; with a response set, the response is sent as is.
+ */
+typedef int (*fs_http_handler_fn)(fs_http_req *req, fs_http_resp *resp, void *ctx);
+
+/**
+ * Streaming routes: one piece of the body, in order. `data` is borrowed for
+ * the call only. Return 0 to continue; return non-zero (and preferably set a
+ * problem response) to reject the request: no more pieces are delivered, the
+ * handler is not called, and the response (or a 500 problem) is sent.
+ */
+typedef int (*fs_http_chunk_fn)(fs_http_req *req, const void *data, size_t len, fs_http_resp *resp,
+                                void *ctx);
+
+/** One route. Copied by fs_http_server_route; strings are copied too. */
+struct fs_http_route {
+    const char *method;          /* "GET", "POST", "PUT", "DELETE", "PATCH"; GET also serves HEAD */
+    const char *pattern;         /* "/v1/jobs/{id}/result/{name}.npy": a {param} may have a
+                                    literal prefix/suffix within its segment */
+    uint64_t max_body;           /* body cap in bytes; 0 = no body allowed */
+    const fs_auth *auth;         /* borrowed, must outlive the server; NULL = no auth */
+    fs_http_handler_fn on_begin; /* optional: headers are in, body not read yet */
+    fs_http_chunk_fn on_chunk;   /* non-NULL: streaming route, body not buffered */
+    fs_http_handler_fn handler;  /* required: request complete */
+    void *ctx;                   /* passed to the three callbacks; borrowed */
+};
+
+/** What the request log and the on_request hook see. No tokens, no bodies. */
+struct fs_http_log_entry {
+    const char *method; /* "GET", ... or "OTHER" */
+    const char *route;  /* the matched pattern, or "-" when none matched */
+    unsigned status;    /* status sent; 0 if none was (client went away) */
+    double ms;          /* from headers received to request completed */
+    uint64_t bytes_in;  /* body bytes received (including discarded ones) */
+    uint64_t bytes_out; /* response body bytes (as queued) */
+    int completed;      /* 1 when the response was sent completely */
+};
+
+struct fs_http_server_config {
+    const char *host;         /* numeric IPv4/IPv6 address or name; NULL = "127.0.0.1"; copied */
+    uint16_t port;            /* 0 = ephemeral; see fs_http_server_port */
+    unsigned threads;         /* >0: thread pool of that size (epoll);
+                                 0: one thread per connection (for long-polling) */
+    unsigned max_connections; /* total concurrent connections */
+    unsigned max_per_ip;      /* concurrent connections per client IP; 0 = unlimited */
+    unsigned timeout_s;       /* idle connection timeout (slowloris). libmicrohttpd has no
+                                 whole-request deadline: a client trickling bytes stays
+                                 connected; the connection limits bound that. */
+    size_t conn_memory_limit; /* per-connection memory: request line + headers + read buffer */
+    uint64_t drain_max;       /* body bytes discarded after a rejection before closing */
+    int log_requests;         /* 1: one JSON log line per request (fs_log, info) */
+    /* optional, e.g. metrics: called once per request when it completes, on
+     * the server's threads (concurrently); e is valid for the call only */
+    void (*on_request)(const struct fs_http_log_entry *e, void *hook_ctx);
+    void *hook_ctx;
+    const char *tls_cert_file; /* PEM; with tls_key_file enables HTTPS; NULL = plain HTTP */
+    const char *tls_key_file;  /* PEM, unencrypted */
+};
+
+/**
+ * Defaults: 127.0.0.1:0, 4 threads, 256 connections, 0 per IP, 30 s timeout,
+ * 64 KiB connection memory, 1 MiB drain, request log on, no TLS.
+ */
+void fs_http_server_config_default(struct fs_http_server_config *cfg);
+
+/**
+ * Parse a --listen value "HOST:PORT", "[IPv6]:PORT" or ":PORT" (host "0.0.0.0").
+ * @param host    buffer of hostcap bytes receiving the host (without brackets).
+ * @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_http_parse_listen(const char *s, char *host, size_t hostcap, uint16_t *port,
+                                struct fs_err *err);
+
+/** New stopped server; cfg is copied. Free with fs_http_server_free. */
+FS_WUR int fs_http_server_new(fs_http_server **out, const struct fs_http_server_config *cfg,
+                              struct fs_err *err);
+
+/**
+ * Register a route (before fs_http_server_start). Patterns are matched
+ * segment by segment; among matching patterns the one with literal segments
+ * furthest to the left wins ("/v1/jobs/stats" beats "/v1/jobs/{id}").
+ * @return 0, FS_EINVAL (bad pattern/method, missing handler, duplicate), FS_ESTATE
+ *         (already started), FS_ENOMEM.
+ */
+FS_WUR int fs_http_server_route(fs_http_server *s, const struct fs_http_route *route,
+                                struct fs_err *err);
+
+/** Bind and start serving. @return 0, FS_EIO (bind failed, TLS files), FS_ESTATE. */
+FS_WUR int fs_http_server_start(fs_http_server *s, struct fs_err *err);
+
+/** The bound port (the ephemeral one when cfg.port was 0); 0 when not started. */
+uint16_t fs_http_server_port(const fs_http_server *s);
+
+/**
+ * Connections currently open (for metrics). libmicrohttpd stops accepting at
+ * cfg.max_connections: further clients wait in the kernel's listen backlog.
+ */
+unsigned fs_http_server_connections(const fs_http_server *s);
+
+/**
+ * Graceful stop: stop accepting connections, wait up to grace_ms for
+ * requests in flight to complete, then close everything. Idempotent.
+ */
+void fs_http_server_stop(fs_http_server *s, unsigned grace_ms);
+
+/** Stop (without grace) if running, then free. Accepts NULL. */
+void fs_http_server_free(fs_http_server *s);
+
+/* ---- request (all returned pointers are borrowed, valid until the request completes) ---- */
+
+/** Method as received ("GET", "HEAD", ...). */
+const char *fs_http_req_method(const fs_http_req *req);
+
+/** The path as received, percent-encoded, without the query string. Do not log it. */
+const char *fs_http_req_path(const fs_http_req *req);
+
+/** The matched route pattern ("/v1/jobs/{id}"): safe to log. */
+const char *fs_http_req_route(const fs_http_req *req);
+
+/**
+ * A {param} of the pattern, percent-decoded. Values are never empty and
+ * never contain '/', NUL, or equal "." or ".." (such requests get 400).
+ * @return the value, or NULL if the pattern has no such parameter.
+ */
+const char *fs_http_req_param(const fs_http_req *req, const char *name);
+
+/**
+ * A query parameter, percent-decoded ('+' is not treated as space). A key
+ * without '=' has the value "". The first occurrence wins.
+ * @return the value, or NULL when absent.
+ */
+const char *fs_http_req_query(const fs_http_req *req, const char *name);
+
+/** A request header (case-insensitive name), or NULL. */
+const char *fs_http_req_header(const fs_http_req *req, const char *name);
+
+/**
+ * 1 when the Content-Type's media type equals `media_type` (case-insensitive,
+ * parameters such as "; charset=utf-8" ignored), else 0.
+ */
+int fs_http_req_content_type_is(const fs_http_req *req, const char *media_type);
+
+/**
+ * The declared Content-Length. @return 1 and sets *len when one was sent,
+ * 0 when the body length is unknown (chunked) or there is no body.
+ */
+int fs_http_req_content_length(const fs_http_req *req, uint64_t *len);
+
+/**
+ * Buffered routes, in the handler: the whole body (NUL-terminated for
+ * convenience; *len excludes the NUL). NULL with *len = 0 when empty or
+ * on streaming routes.
+ */
+const char *fs_http_req_body(const fs_http_req *req, size_t *len);
+
+/** Body bytes received so far (streaming routes: running total). */
+uint64_t fs_http_req_bytes_received(const fs_http_req *req);
+
+/**
+ * Parse the buffered body as JSON (duplicate keys rejected).
+ * @param out receives a new reference (free with json_decref).
+ * @return 0, or FS_EFORMAT (empty, not JSON; message has line/column),
+ *         FS_EINVAL (Content-Type is neither application/json nor a
+ *         "+json" media type).
+ */
+FS_WUR int fs_http_req_json(const fs_http_req *req, json_t **out, struct fs_err *err);
+
+/** Label of the token that passed route.auth ("" when the route has no auth). */
+const char *fs_http_req_auth_label(const fs_http_req *req);
+
+/**
+ * Attach per-request state (e.g. a streaming upload's temp file). free_fn
+ * (may be NULL) is called exactly once with `user` when the request is
+ * finished, whatever the outcome (success, rejection, client gone).
+ * Replacing state frees the previous one first.
+ */
+void fs_http_req_set_user(fs_http_req *req, void *user, void (*free_fn)(void *user));
+
+/** The state set with fs_http_req_set_user, or NULL. */
+void *fs_http_req_user(const fs_http_req *req);
+
+/* ---- response (setting a body again replaces the previous one) ---- */
+
+/**
+ * JSON response, "application/json". Steals `body` (also on failure).
+ * @return 0 or FS_ENOMEM / FS_EINVAL (body NULL).
+ */
+FS_WUR int fs_http_resp_json(fs_http_resp *resp, unsigned status, json_t *body);
+
+/** Bytes response; `data` (len bytes, may be NULL when len is 0) is copied. */
+FS_WUR int fs_http_resp_bytes(fs_http_resp *resp, unsigned status, const char *content_type,
+                              const void *data, size_t len);
+
+/** Bytes response that takes ownership of `data` (malloc'd; freed with free, also on failure). */
+FS_WUR int fs_http_resp_bytes_owned(fs_http_resp *resp, unsigned status, const char *content_type,
+                                    void *data, size_t len);
+
+/** Empty body (e.g. 204). */
+FS_WUR int fs_http_resp_empty(fs_http_resp *resp, unsigned status);
+
+/**
+ * Send `size` bytes of an open file from its start. Takes ownership of fd
+ * (closed when the response is done, also on failure). The file is read as
+ * it is sent (sendfile), never loaded in memory.
+ */
+FS_WUR int fs_http_resp_fd(fs_http_resp *resp, unsigned status, const char *content_type, int fd,
+                           uint64_t size);
+
+/**
+ * Open `path` and send it whole. A missing file gives FS_ENOTFOUND and sets
+ * no response (the caller decides between 404 and 500).
+ */
+FS_WUR int fs_http_resp_file(fs_http_resp *resp, unsigned status, const char *content_type,
+                             const char *path, struct fs_err *err);
+
+/**
+ * Add a header to the response already set (call after the body
+ * function). Name and value are copied.
+ * @return 0, FS_ESTATE (no response yet), FS_EINVAL (rejected by libmicrohttpd).
+ */
+FS_WUR int fs_http_resp_header(fs_http_resp *resp, const char *name, const char *value);
+
+/**
+ * RFC 9457 problem response, application/problem+json:
+ * {type: FS_HTTP_PROBLEM_TYPE_PREFIX code, title, status, detail, code}.
+ * @param code       stable machine code, e.g. "invalid_shape".
+ * @param title      short summary; NULL = the HTTP reason phrase.
+ * @param detail_fmt printf format for the detail (NULL = no detail). Say what
+ *                   is wrong with the request; never echo secrets.
+ * @return 0 or FS_ENOMEM (the framework then sends a bare 500).
+ */
+int fs_http_problem(fs_http_resp *resp, unsigned status, const char *code, const char *title,
+                    const char *detail_fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/**
+ * Problem response for an fs_err: FS_EFORMAT 400, FS_EAUTH 401,
+ * FS_ENOTFOUND 404, FS_ECONFLICT/FS_ESTATE 409, FS_ERANGE 413, FS_EINVAL 422;
+ * anything else is a 500 whose detail is generic (the message is logged).
+ * code = fs_err_name(err->code).
+ */
+int fs_http_problem_err(fs_http_resp *resp, const struct fs_err *err);
+
+/** HTTP status an fs_err code maps to (see fs_http_problem_err). */
+unsigned fs_http_status_for_err(int code);
+
+/** 1 when a response has been set. */
+int fs_http_resp_is_set(const fs_http_resp *resp);
+
+#endif
