@@ -23,7 +23,10 @@ enum fs_io_format {
     FS_FMT_IDX
 };
 
-/* Caps applied to everything read from a file or the network. */
+/* Caps applied to everything read from a file or the network. They are
+ * checked from headers / size lines / a counting pass before the matrix is
+ * allocated (exceeding one is FS_ERANGE). A zero field means the default.
+ * For 1-D .npy vectors only max_elems applies in fs_npy_parse_header. */
 struct fs_io_caps {
     size_t max_rows;  /* default 1<<26 */
     size_t max_cols;  /* default 1<<20 */
@@ -55,6 +58,10 @@ FS_WUR int fs_io_load_sparse(const char *path, enum fs_io_format fmt, const stru
 
 /** 1 if the file is MatrixMarket coordinate (sparse) by extension/header, else 0. */
 int fs_io_is_sparse_file(const char *path);
+
+/* Writers create "<path>.tmp.XXXXXX" (mode 0600) in the same directory,
+ * fsync it, rename it over path and fsync the directory; on failure the
+ * temporary file is removed and path is untouched. */
 
 /** Write a matrix as .npy (<f8, fortran_order True), atomically (temp file + rename). */
 FS_WUR int fs_npy_write_mat(const char *path, const fs_mat *m, struct fs_err *err);
