@@ -116,24 +116,31 @@ int fs_prg_uniform(fs_prg *prg, double *out, struct fs_err *err)
 
 int fs_prg_normal(fs_prg *prg, double *out, size_t n, struct fs_err *err)
 {
+    enum { PAIRS = 256 };
+    uint64_t w[2 * PAIRS];
     size_t i = 0;
 
+    /* Draw the stream in batches (same words, same order as one pair at a
+     * time) to amortise the EVP call. */
     while (i < n) {
-        uint64_t w[2];
-        double u1;
-        double u2;
-        double r;
-        int rc = fs_prg_u64(prg, w, 2, err);
+        size_t pairs = (n - i + 1) / 2;
+        int rc;
+        if (pairs > PAIRS) {
+            pairs = PAIRS;
+        }
+        rc = fs_prg_u64(prg, w, 2 * pairs, err);
         if (rc != 0) {
             return rc;
         }
-        /* u1 in (0, 1] so the logarithm is finite. */
-        u1 = (double)((w[0] >> 11) + 1) * 0x1.0p-53;
-        u2 = (double)(w[1] >> 11) * 0x1.0p-53;
-        r = sqrt(-2.0 * log(u1));
-        out[i++] = r * cos(2.0 * M_PI * u2);
-        if (i < n) {
-            out[i++] = r * sin(2.0 * M_PI * u2);
+        for (size_t q = 0; q < pairs; q++) {
+            /* u1 in (0, 1] so the logarithm is finite. */
+            double u1 = (double)((w[2 * q] >> 11) + 1) * 0x1.0p-53;
+            double u2 = (double)(w[2 * q + 1] >> 11) * 0x1.0p-53;
+            double r = sqrt(-2.0 * log(u1));
+            out[i++] = r * cos(2.0 * M_PI * u2);
+            if (i < n) {
+                out[i++] = r * sin(2.0 * M_PI * u2);
+            }
         }
     }
     return 0;

@@ -43,4 +43,14 @@ FS_WUR int fs_csr_to_dense(const fs_csr *a, fs_mat **out, struct fs_err *err);
 /** Free. Accepts NULL. */
 void fs_csr_free(fs_csr *a);
 
+/* ---- Additions (lib/la owner). ---- */
+
+/**
+ * Check the structural invariants of a (rowptr monotone from 0 to nnz, column
+ * indices < cols and strictly increasing within a row, finite values). The
+ * products trust these; call this on a matrix not built by fs_csr_from_coo
+ * (e.g. decoded from a file or the network). @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_csr_check(const fs_csr *a, struct fs_err *err);
+
 #endif

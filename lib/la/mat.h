@@ -63,7 +63,36 @@ FS_WUR int fs_mat_gemm(char ta, char tb, double alpha, const fs_mat *a, const fs
 FS_WUR int fs_mat_mul(char ta, char tb, const fs_mat *a, const fs_mat *b, fs_mat **out,
                       struct fs_err *err);
 
-/** 1 if all entries are finite, else 0 (and *bad_i/*bad_j set if not NULL). */
+/** 1 if all entries are finite, else 0 (and *bad_i, *bad_j set if not NULL). */
 int fs_mat_all_finite(const fs_mat *a, size_t *bad_i, size_t *bad_j);
+
+/* ---- Additions (lib/la owner): small helpers used across lib/la and by callers. ---- */
+
+struct fs_prg;
+
+/** Set every entry of a (may be a view) to 0. */
+void fs_mat_zero(fs_mat *a);
+
+/** a *= alpha, entrywise (may be a view). */
+void fs_mat_scale(fs_mat *a, double alpha);
+
+/** Overwrite every entry of a with zeros using a store the compiler cannot drop (for secrets). */
+void fs_mat_wipe(fs_mat *a);
+
+/** y += alpha * x (same shape, must not overlap). FS_EINVAL on a shape mismatch. */
+FS_WUR int fs_mat_axpy(double alpha, const fs_mat *x, fs_mat *y, struct fs_err *err);
+
+/**
+ * Fill a (may be a view) with standard normal draws from prg, column by column
+ * (a->rows draws per column), so a view and a compact matrix of the same shape
+ * receive the same values from the same stream position.
+ */
+FS_WUR int fs_mat_fill_normal(fs_mat *a, struct fs_prg *prg, struct fs_err *err);
+
+/**
+ * 1 if the storage of a and b may share elements (exact for two views with the
+ * same ld, conservative address-range test otherwise), else 0.
+ */
+int fs_mat_overlap(const fs_mat *a, const fs_mat *b);
 
 #endif

@@ -1,6 +1,12 @@
 /* Singular value decompositions: thin (LAPACK dgesdd) and top-k
  * (randomized range finder with oversampling and power iterations, or
- * LAPACK dgesvdx). A = U diag(S) V^T with U m x r, V n x r, S descending. */
+ * LAPACK dgesvdx). A = U diag(S) V^T with U m x r, V n x r, S descending.
+ *
+ * Sign convention (all methods): each pair (u_j, v_j) is flipped so that the
+ * entry of largest magnitude of v_j is positive (the first one on an exact
+ * tie), so results are deterministic and comparable across methods.
+ * Input with NaN or Inf entries, or an empty matrix, is FS_EINVAL.
+ * On failure *out is left zeroed (nothing to clear). */
 #ifndef FS_LA_SVD_H
 #define FS_LA_SVD_H
 
@@ -27,7 +33,9 @@ struct fs_svd_opts {
     size_t oversample;       /* randomized: extra columns, default 10 when 0 */
     int power_iters;         /* randomized: subspace iterations, default 4 when < 0 */
     const uint8_t *seed;     /* 32 bytes for reproducible sketches; NULL = OS CSPRNG */
-    int want_u;              /* 0 to skip U (saves memory/time); default behaviour is 1 */
+    int want_u;              /* 0 to skip U (out->u is then NULL); default behaviour is 1.
+                                Start from fs_svd_opts_default(): a zeroed struct means
+                                want_u = 0 and power_iters = 0. */
 };
 
 /** Default options (auto method, oversample 10, 4 power iterations, want_u 1). */
@@ -40,7 +48,10 @@ struct fs_svd_opts fs_svd_opts_default(void);
 FS_WUR int fs_svd_thin(const fs_mat *a, fs_svd *out, struct fs_err *err);
 
 /**
- * Top-k SVD, 1 <= k <= min(m, n); opts may be NULL for defaults.
+ * Top-k SVD, 1 <= k <= min(m, n); opts may be NULL for defaults. out->r = k.
+ * AUTO uses the randomized method when min(m, n) >= 256 and k + oversample
+ * <= min(m, n) / 4, else THIN. The randomized sketch width is
+ * min(k + oversample, min(m, n)).
  * Randomized results are accurate to the usual randomized-SVD bounds; use
  * FS_TOPK_GESVDX or FS_TOPK_THIN when exactness to double precision is needed.
  */

@@ -1,0 +1,152 @@
+/* FedSVD masks (DESIGN §5.2): a secret random orthogonal n x n matrix
+ *
+ *     M = P · blockdiag(Q_0, ..., Q_{nb-1})
+ *
+ * with P a uniformly random permutation and each Q_t an independent
+ * Haar-random orthogonal block, all derived from a 32-byte seed. The
+ * matrix is never needed densely: products with M or M^T and column slabs
+ * M[:, c0:c0+nc] are computed block by block, generating each Q_t on demand.
+ *
+ * Conventions.
+ *  - Permutation: M[perm[i], j] = D[i, j] where D = blockdiag(Q_t), i.e.
+ *    row i of D becomes row perm[i] of M (fs_mask_perm).
+ *  - Blocks: nb = ceil(n / block) blocks of balanced sizes (they differ by at
+ *    most one, the larger ones first), each <= block. One dense block when
+ *    n <= block. Balanced rather than "b, b, ..., remainder" because a tiny
+ *    last block (a 1 x 1 block is just ±1) would leave those rows of the
+ *    data essentially unmasked.
+ *  - Seed: sub-keys are derived with the AES-CTR PRG from (seed, n, block),
+ *    so the same seed with a different n or block size gives an unrelated
+ *    mask. The permutation comes from stream 0 (Fisher–Yates with
+ *    fs_prg_below), block t from stream t + 1 (fs_haar_gen: the implicit
+ *    Householder QR of a Gaussian matrix with diag(R) > 0, see haar.h).
+ *  - Determinism: the same (seed, n, block) gives the same permutation
+ *    everywhere and a bit-identical matrix for the same machine, BLAS build
+ *    and BLAS thread count (across those, rounding-level differences: see
+ *    haar.h); a slab is bit-identical to the same columns of the dense matrix.
+ *  - Secrets: the derived key and the permutation are wiped on fs_mask_free;
+ *    temporary blocks are wiped before they are freed.
+ *  - Cost: blocks are regenerated on every call from n_t (n_t + 1) / 2 normal
+ *    draws (O(n_t^2)); a product with k columns costs O(n_t^2 k) per block, a
+ *    slab of w columns O(n_t^2 w), the dense matrix O(n^2 b). Example (2 busy
+ *    cores): M X for n = 20000, b = 4096, k = 100 takes ~2.4 s.
+ */
+#ifndef FS_LA_MASK_H
+#define FS_LA_MASK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "mat.h"
+
+/** Default largest block: dimensions up to this get one dense Haar block. */
+#define FS_MASK_DENSE_MAX 4096
+
+typedef struct fs_mask fs_mask;
+
+/**
+ * One piece of a column slab: the part of block t that falls in the slab.
+ * M[rows[a], col0 + c] = q[a, c] for a < q->rows, c < q->cols; every other
+ * entry of those columns of M is zero.
+ */
+typedef struct fs_mask_piece {
+    size_t block; /* block index t */
+    size_t col0;  /* first column of M covered (global index) */
+    size_t *rows; /* q->rows row indices of M (owned) */
+    fs_mat *q;    /* owned: Q_t restricted to the covered columns (all its rows) */
+} fs_mask_piece;
+
+/** The column slab M[:, c0:c0+nc] as pieces in ascending column order. */
+typedef struct fs_mask_slab {
+    size_t n;  /* rows of M */
+    size_t c0; /* first column */
+    size_t nc; /* number of columns */
+    size_t npieces;
+    fs_mask_piece *pieces; /* owned */
+} fs_mask_slab;
+
+/**
+ * Suggested block size for a mask of dimension n acting next to a data
+ * dimension other_dim (DESIGN §5.2): n when n <= FS_MASK_DENSE_MAX; otherwise
+ * at least FS_MASK_DENSE_MAX and at least other_dim (so a block's rows do not
+ * span a detectable low-dimensional subspace), capped at max_block
+ * (0 = 4 * FS_MASK_DENSE_MAX) and at n.
+ */
+size_t fs_mask_choose_block(size_t n, size_t other_dim, size_t max_block);
+
+/**
+ * New mask spec of dimension n with blocks of at most `block` rows
+ * (0 = FS_MASK_DENSE_MAX), from a 32-byte secret seed (copied). Computes the
+ * permutation now (O(n) memory); blocks are generated on use.
+ * @param out receives the new mask, free with fs_mask_free.
+ * @return 0, FS_EINVAL (n == 0, NULL seed), FS_ERANGE (block over the LAPACK
+ *         int range), FS_ENOMEM, FS_ECRYPTO.
+ */
+FS_WUR int fs_mask_new(size_t n, size_t block, const uint8_t seed[32], fs_mask **out,
+                       struct fs_err *err);
+
+/** Free, wiping the derived key and the permutation. Accepts NULL. */
+void fs_mask_free(fs_mask *m);
+
+/** Dimension n. */
+size_t fs_mask_dim(const fs_mask *m);
+
+/** Number of diagonal blocks. */
+size_t fs_mask_nblocks(const fs_mask *m);
+
+/** Rows/columns [*off, *off + *size) of D that block t occupies (t < nblocks). */
+void fs_mask_block_range(const fs_mask *m, size_t t, size_t *off, size_t *size);
+
+/** Index of the block containing row/column i of D (i < n). */
+size_t fs_mask_block_of(const fs_mask *m, size_t i);
+
+/** The permutation (n entries, borrowed, valid until fs_mask_free): M[perm[i], :] = D[i, :]. */
+const size_t *fs_mask_perm(const fs_mask *m);
+
+/** New copy of block Q_t (size x size); free with fs_mat_free (wipe first if kept long). */
+FS_WUR int fs_mask_block(const fs_mask *m, size_t t, fs_mat **out, struct fs_err *err);
+
+/** New dense n x n matrix M (for small n); free with fs_mat_free. */
+FS_WUR int fs_mask_dense(const fs_mask *m, fs_mat **out, struct fs_err *err);
+
+/**
+ * y = op(M) x without forming M. op: 'N' (M) or 'T' (M^T).
+ * x and y are n x k, preallocated, and must not overlap (FS_EINVAL).
+ */
+FS_WUR int fs_mask_mul_left(const fs_mask *m, char op, const fs_mat *x, fs_mat *y,
+                            struct fs_err *err);
+
+/**
+ * y = x op(M) without forming M. op: 'N' or 'T'.
+ * x and y are k x n, preallocated, and must not overlap (FS_EINVAL).
+ */
+FS_WUR int fs_mask_mul_right(const fs_mask *m, char op, const fs_mat *x, fs_mat *y,
+                             struct fs_err *err);
+
+/**
+ * The column slab M[:, c0:c0+nc] (what a party holding rows c0..c0+nc-1 of
+ * the data needs) as pieces: only the blocks overlapping those columns are
+ * generated. @param out new slab, free with fs_mask_slab_free.
+ * @return 0, FS_EINVAL (nc == 0 or c0 + nc > n), FS_ENOMEM, ...
+ */
+FS_WUR int fs_mask_slab_new(const fs_mask *m, size_t c0, size_t nc, fs_mask_slab **out,
+                            struct fs_err *err);
+
+/** New dense n x nc copy of a slab; free with fs_mat_free. */
+FS_WUR int fs_mask_slab_to_dense(const fs_mask_slab *s, fs_mat **out, struct fs_err *err);
+
+/** Shortcut: new dense M[:, c0:c0+nc] (n x nc). */
+FS_WUR int fs_mask_slab_dense(const fs_mask *m, size_t c0, size_t nc, fs_mat **out,
+                              struct fs_err *err);
+
+/**
+ * y = M[:, c0:c0+nc] x using only the slab's pieces (x nc x k, y n x k
+ * preallocated, no overlap). Pieces are bounds-checked, so a slab decoded
+ * from the network cannot write outside y (FS_EINVAL).
+ */
+FS_WUR int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err);
+
+/** Free a slab, wiping its blocks and row indices. Accepts NULL. */
+void fs_mask_slab_free(fs_mask_slab *s);
+
+#endif
