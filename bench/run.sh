@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Run every benchmark program in BUILD/bench (bench_svd, bench_prg,
+# bench_paillier, ...) and print their output, then time `fedsvd svd` end to
+# end (including .npy reading and writing) on a generated 10000 x 1000 matrix.
+# Prints figures and ratios; asserts nothing. Exits non-zero only if a
+# benchmark program fails or a step cannot run.
+#
+# Usage: bench/run.sh [BUILD]   (default build)
+set -u
+cd "$(dirname "$0")/.."
+build=${1:-build}
+status=0
+
+found=0
+for b in "$build"/bench/bench_*; do
+    [ -x "$b" ] || continue
+    found=1
+    echo "== $(basename "$b")"
+    start=$(date +%s.%N)
+    "$b"
+    rc=$?
+    end=$(date +%s.%N)
+    awk -v s="$start" -v e="$end" -v n="$(basename "$b")" -v rc="$rc" \
+        'BEGIN { printf "(%s: %.1f s, exit %d)\n", n, e - s, rc }'
+    [ "$rc" -eq 0 ] || status=1
+done
+[ "$found" -eq 1 ] || echo "no benchmark programs in $build/bench (run: make benches)"
+
+fedsvd="$build/bin/fedsvd"
+echo "== fedsvd svd end to end (10000 x 1000 power-law, alpha = 1)"
+if [ ! -x "$fedsvd" ]; then
+    echo "$fedsvd not built; skipped"
+    exit 1
+fi
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+
+t0=$(date +%s.%N)
+if ! "$fedsvd" gen powerlaw --rows 10000 --cols 1000 --seed 1 --out "$tmp/x.npy" >/dev/null; then
+    echo "fedsvd gen failed"
+    exit 1
+fi
+t1=$(date +%s.%N)
+timer=()
+if [ -x /usr/bin/time ]; then
+    timer=(/usr/bin/time -f '%M' -o "$tmp/rss")
+fi
+if ! "${timer[@]}" "$fedsvd" svd --input "$tmp/x.npy" --out "$tmp/out" --format json >"$tmp/summary"; then
+    echo "fedsvd svd failed"
+    exit 1
+fi
+t2=$(date +%s.%N)
+num() { sed -n "s/.*\"$1\": *\\([-+0-9.eE]*\\).*/\\1/p" "$tmp/summary" | head -n 1; }
+rss=""
+[ -s "$tmp/rss" ] && rss=$(tail -n 1 "$tmp/rss")
+awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v f="$(num seconds)" \
+    -v l="$(num load_seconds)" -v e="$(num reconstruction_error)" -v rss="$rss" 'BEGIN {
+    printf "  fedsvd gen powerlaw 10000x1000   %8.3f s\n", t1 - t0
+    printf "  fedsvd svd (whole command)       %8.3f s\n", t2 - t1
+    printf "    of which load .npy             %8.3f s\n", l
+    printf "    of which thin SVD              %8.3f s\n", f
+    printf "    rest (error check, writing U/S/V, startup) %.3f s\n", (t2 - t1) - f - l
+    printf "  whole command / SVD alone        %8.3f\n", (t2 - t1) / f
+    printf "  reconstruction error             %8.1e\n", e
+    if (rss != "") printf "  peak RSS                         %8.0f MiB\n", rss / 1024
+}'
+exit "$status"

@@ -1,0 +1,379 @@
+/* fedsvd svd: centralised SVD of one matrix, the baseline every federated
+ * result is compared with. Writes U.npy, S.npy, V.npy and summary.json. */
+#include <float.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "io/matio.h"
+#include "la/mat.h"
+#include "la/svd.h"
+
+#define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
+#define HEAD_MAX 10
+#define PATH_CAP 4096
+
+static void svd_help(void)
+{
+    printf(
+        "Usage: fedsvd svd --input FILE [--k K] [--method M] [--out DIR] [OPTIONS]\n"
+        "\n"
+        "Centralised SVD X = U diag(S) V^T of one matrix (rows = samples, columns =\n"
+        "features): thin (r = min(rows, cols)) or the top k. This is the baseline every\n"
+        "federated result is compared with.\n"
+        "\n"
+        "Options:\n"
+        "  --input FILE         the matrix: .npy, CSV, MatrixMarket or IDX\n"
+        "  --input-format F     auto (default: by extension, then magic), npy, csv, mtx, idx\n"
+        "  --k K                top-k instead of thin, 1 <= K <= min(rows, cols)\n"
+        "  --method M           auto (default), thin, randomized or gesvdx. auto is thin\n"
+        "                       without --k; with --k it is randomized when min(rows, cols)\n"
+        "                       >= 256 and K + oversample <= min(rows, cols)/4, else thin\n"
+        "                       (then truncated). randomized is approximate; thin and\n"
+        "                       gesvdx are exact to double precision\n"
+        "  --oversample P       randomized: extra sketch columns (default 10)\n"
+        "  --power-iters Q      randomized: subspace iterations (default 4)\n"
+        "  --seed HEX64|INT     randomized: sketch seed (default: fresh from the OS CSPRNG)\n"
+        "  --rtol T             numerical rank = #{s_i > T * s_1} (default max(rows,cols)*eps)\n"
+        "  --out DIR            write DIR/U.npy (rows x r), DIR/S.npy (r), DIR/V.npy (cols x r)\n"
+        "                       and DIR/summary.json; without --out nothing is written\n"
+        "  --format F           text (default) or json (the summary as one JSON object)\n"
+        "  -h, --help           show this text\n"
+        "\n"
+        "summary.json: {\"shape\":[m,n], \"k\", \"method\", \"seconds\" (factorization),\n"
+        "\"reconstruction_error\" (||X - U S V^T||_F / ||X||_F), \"singular_values_head\",\n"
+        "\"numerical_rank\", ...}.\n");
+}
+
+struct svd_args {
+    const char *input;
+    enum fs_io_format fmt;
+    size_t k; /* 0 = thin */
+    enum fs_topk_method method;
+    int method_given;
+    size_t oversample;
+    int power_iters;
+    int seeded;
+    uint8_t seed[32];
+    char seed_hex[65];
+    double rtol; /* < 0: default */
+    const char *out;
+    int json;
+};
+
+static const char *method_name(enum fs_topk_method m)
+{
+    switch (m) {
+    case FS_TOPK_RANDOMIZED:
+        return "randomized";
+    case FS_TOPK_GESVDX:
+        return "gesvdx";
+    default:
+        return "thin";
+    }
+}
+
+static int parse_args(int argc, char **argv, struct svd_args *a, int *help)
+{
+    const char *cmd = "svd";
+    const char *s_input = NULL, *s_fmt = NULL, *s_k = NULL, *s_method = NULL, *s_over = NULL;
+    const char *s_iters = NULL, *s_seed = NULL, *s_rtol = NULL, *s_out = NULL, *s_format = NULL;
+    struct cli_opt opts[] = {
+        {"input", CLI_OPT_VALUE, &s_input, NULL},
+        {"input-format", CLI_OPT_VALUE, &s_fmt, NULL},
+        {"k", CLI_OPT_VALUE, &s_k, NULL},
+        {"method", CLI_OPT_VALUE, &s_method, NULL},
+        {"oversample", CLI_OPT_VALUE, &s_over, NULL},
+        {"power-iters", CLI_OPT_VALUE, &s_iters, NULL},
+        {"seed", CLI_OPT_VALUE, &s_seed, NULL},
+        {"rtol", CLI_OPT_VALUE, &s_rtol, NULL},
+        {"out", CLI_OPT_VALUE, &s_out, NULL},
+        {"format", CLI_OPT_VALUE, &s_format, NULL},
+    };
+    const char *pos[1];
+    size_t npos = 0;
+    size_t v = 0;
+    struct fs_err err;
+    int rc;
+
+    memset(a, 0, sizeof *a);
+    a->rtol = -1;
+    a->power_iters = -1;
+    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, help);
+    if (rc != CLI_OK || *help) {
+        return rc;
+    }
+    if (s_input == NULL) {
+        return cli_usage_error(cmd, "--input is required");
+    }
+    a->input = s_input;
+    a->out = s_out;
+    if (s_fmt != NULL && fs_io_format_parse(s_fmt, &a->fmt, &err) != 0) {
+        return cli_usage_error(cmd, "--input-format: expected auto, npy, csv, mtx or idx, got '%s'",
+                               s_fmt);
+    }
+    if (s_k != NULL && (rc = cli_parse_size(cmd, "--k", s_k, 1, SIZE_MAX / 2, &a->k)) != 0) {
+        return rc;
+    }
+    a->method = FS_TOPK_AUTO;
+    if (s_method != NULL) {
+        a->method_given = 1;
+        if (strcmp(s_method, "auto") == 0) {
+            a->method = FS_TOPK_AUTO;
+        } else if (strcmp(s_method, "thin") == 0) {
+            a->method = FS_TOPK_THIN;
+        } else if (strcmp(s_method, "randomized") == 0) {
+            a->method = FS_TOPK_RANDOMIZED;
+        } else if (strcmp(s_method, "gesvdx") == 0) {
+            a->method = FS_TOPK_GESVDX;
+        } else {
+            return cli_usage_error(
+                cmd, "--method: expected auto, thin, randomized or gesvdx, got '%s'", s_method);
+        }
+    }
+    if (a->k == 0 && (a->method == FS_TOPK_RANDOMIZED || a->method == FS_TOPK_GESVDX)) {
+        return cli_usage_error(cmd, "--method %s needs --k", s_method);
+    }
+    if (s_over != NULL &&
+        (rc = cli_parse_size(cmd, "--oversample", s_over, 0, 100000, &a->oversample)) != 0) {
+        return rc;
+    }
+    if (s_iters != NULL) {
+        if ((rc = cli_parse_size(cmd, "--power-iters", s_iters, 0, 1000, &v)) != 0) {
+            return rc;
+        }
+        a->power_iters = (int)v;
+    }
+    if (s_seed != NULL) {
+        if ((rc = cli_parse_seed(cmd, s_seed, a->seed, a->seed_hex)) != 0) {
+            return rc;
+        }
+        a->seeded = 1;
+    }
+    if (s_rtol != NULL && (rc = cli_parse_double(cmd, "--rtol", s_rtol, 0, CLI_CLOSED, 1,
+                                                 CLI_CLOSED, &a->rtol)) != 0) {
+        return rc;
+    }
+    return cli_parse_format(cmd, s_format, &a->json);
+}
+
+/* ||X - U diag(S) V^T||_F / ||X||_F with one gemm: R = X - U (V diag(S))^T. */
+static int reconstruction_error(const fs_mat *x, const fs_svd *d, double *out, struct fs_err *err)
+{
+    fs_mat *r = NULL;
+    fs_mat *vs = NULL;
+    double nx;
+    int rc;
+
+    r = fs_mat_dup(x);
+    vs = fs_mat_dup(d->v);
+    if (r == NULL || vs == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory computing the reconstruction error");
+        goto out;
+    }
+    for (size_t j = 0; j < vs->cols; j++) {
+        for (size_t i = 0; i < vs->rows; i++) {
+            FS_MAT_AT(vs, i, j) *= d->s[j];
+        }
+    }
+    rc = fs_mat_gemm('N', 'T', -1.0, d->u, vs, 1.0, r, err);
+    if (rc != 0) {
+        goto out;
+    }
+    nx = fs_mat_norm_fro(x);
+    *out = nx > 0 ? fs_mat_norm_fro(r) / nx : fs_mat_norm_fro(r);
+out:
+    fs_mat_free(vs);
+    fs_mat_free(r);
+    return rc;
+}
+
+static int write_outputs(const char *cmd, const char *dir, const fs_svd *d, json_t *summary)
+{
+    char path[PATH_CAP];
+    struct fs_err err;
+    int rc;
+
+    fs_err_clear(&err);
+    if ((rc = cli_mkdir_p(cmd, dir)) != 0) {
+        return rc;
+    }
+    if ((rc = cli_path_join(cmd, path, sizeof path, dir, "U.npy")) != 0) {
+        return rc;
+    }
+    if (fs_npy_write_mat(path, d->u, &err) != 0) {
+        return cli_fs_error(cmd, &err);
+    }
+    if ((rc = cli_path_join(cmd, path, sizeof path, dir, "S.npy")) != 0) {
+        return rc;
+    }
+    if (fs_npy_write_vec(path, d->s, d->r, &err) != 0) {
+        return cli_fs_error(cmd, &err);
+    }
+    if ((rc = cli_path_join(cmd, path, sizeof path, dir, "V.npy")) != 0) {
+        return rc;
+    }
+    if (fs_npy_write_mat(path, d->v, &err) != 0) {
+        return cli_fs_error(cmd, &err);
+    }
+    if ((rc = cli_path_join(cmd, path, sizeof path, dir, "summary.json")) != 0) {
+        return rc;
+    }
+    json_incref(summary);
+    return cli_write_json_file(cmd, path, summary);
+}
+
+static void print_text(const struct svd_args *a, const fs_mat *x, const fs_svd *d,
+                       enum fs_topk_method used, double secs, double load_secs, double rec,
+                       size_t rank)
+{
+    size_t head = d->r < HEAD_MAX ? d->r : HEAD_MAX;
+
+    printf("input                %s (%zu x %zu)\n", a->input, x->rows, x->cols);
+    printf("method               %s, k = %zu\n", method_name(used), d->r);
+    printf("seconds              %.3f (load %.3f)\n", secs, load_secs);
+    printf("reconstruction error %.3e\n", rec);
+    printf("numerical rank       %zu\n", rank);
+    printf("singular values     ");
+    for (size_t i = 0; i < head; i++) {
+        printf(" %.10g", d->s[i]);
+    }
+    printf("%s\n", head < d->r ? " ..." : "");
+    if (a->out != NULL) {
+        printf("wrote                %s/{U,S,V}.npy, %s/summary.json\n", a->out, a->out);
+    }
+}
+
+int cmd_svd(int argc, char **argv)
+{
+    const char *cmd = "svd";
+    struct svd_args a;
+    struct fs_err err;
+    fs_mat *x = NULL;
+    fs_svd d;
+    json_t *summary = NULL;
+    json_t *head = NULL;
+    enum fs_topk_method used;
+    double t0, t1, t2, rec = 0, rtol;
+    size_t minmn, rank;
+    int help = 0;
+    int rc;
+
+    memset(&d, 0, sizeof d);
+    fs_err_clear(&err);
+    rc = parse_args(argc, argv, &a, &help);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (help) {
+        svd_help();
+        return CLI_OK;
+    }
+
+    t0 = cli_now();
+    if (fs_io_load_dense(a.input, a.fmt, NULL, &x, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    if (x->rows == 0 || x->cols == 0) {
+        rc = cli_runtime_error(cmd, "%s: empty matrix (%zu x %zu)", a.input, x->rows, x->cols);
+        goto out;
+    }
+    minmn = x->rows < x->cols ? x->rows : x->cols;
+    if (a.k > minmn) {
+        rc = cli_usage_error(cmd, "--k: must be at most min(rows, cols) = %zu for %s, got %zu",
+                             minmn, a.input, a.k);
+        goto out;
+    }
+
+    /* Resolve auto here, not in the library, so the summary names the method that ran. */
+    used = a.method;
+    if (a.k == 0) {
+        used = FS_TOPK_THIN;
+    }
+    if (used == FS_TOPK_AUTO) {
+        /* The same rule as fs_svd_topk's AUTO (lib/la/svd.c). */
+        size_t p = a.oversample > 0 ? a.oversample : 10;
+        used = (minmn >= 256 && a.k + p <= minmn / 4) ? FS_TOPK_RANDOMIZED : FS_TOPK_THIN;
+    }
+    if (used == FS_TOPK_RANDOMIZED && !a.seeded) {
+        /* Draw the sketch seed here so the summary can print it and a run can be repeated. */
+        if ((rc = cli_parse_seed(cmd, NULL, a.seed, a.seed_hex)) != 0) {
+            goto out;
+        }
+        a.seeded = 1;
+    } else if (used != FS_TOPK_RANDOMIZED && (a.seeded || a.oversample > 0 || a.power_iters >= 0)) {
+        fprintf(stderr,
+                "fedsvd svd: note: --seed/--oversample/--power-iters only affect the "
+                "randomized method (this run uses %s)\n",
+                method_name(used));
+    }
+
+    t1 = cli_now();
+    if (a.k == 0) {
+        rc = fs_svd_thin(x, &d, &err);
+    } else {
+        struct fs_svd_opts o = fs_svd_opts_default();
+        o.method = used;
+        if (a.oversample > 0) {
+            o.oversample = a.oversample;
+        }
+        if (a.power_iters >= 0) {
+            o.power_iters = a.power_iters;
+        }
+        o.seed = a.seeded ? a.seed : NULL;
+        rc = fs_svd_topk(x, a.k, &o, &d, &err);
+    }
+    t2 = cli_now();
+    if (rc != 0) {
+        fs_err_prefix(&err, "%s: ", a.input);
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    if (reconstruction_error(x, &d, &rec, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    rtol = a.rtol >= 0 ? a.rtol : (double)(x->rows > x->cols ? x->rows : x->cols) * DBL_EPSILON;
+    rank = fs_svd_rank(&d, rtol);
+
+    head = json_array();
+    for (size_t i = 0; head != NULL && i < d.r && i < HEAD_MAX; i++) {
+        json_array_append_new(head, cli_json_num(d.s[i]));
+    }
+    summary = json_pack("{s:s, s:[I,I], s:I, s:s, s:o, s:o, s:o, s:o, s:I, s:o}", "input", a.input,
+                        "shape", (json_int_t)x->rows, (json_int_t)x->cols, "k", (json_int_t)d.r,
+                        "method", method_name(used), "seconds", cli_json_num(t2 - t1),
+                        "load_seconds", cli_json_num(t1 - t0), "reconstruction_error",
+                        cli_json_num(rec), "singular_values_head", head, "numerical_rank",
+                        (json_int_t)rank, "rank_rtol", cli_json_num(rtol));
+    head = NULL; /* stolen by json_pack ("o"), also on failure */
+    if (summary == NULL) {
+        rc = cli_runtime_error(cmd, "out of memory building the summary");
+        goto out;
+    }
+    if (used == FS_TOPK_RANDOMIZED) {
+        json_object_set_new(summary, "seed", json_string(a.seed_hex));
+    }
+    if (a.out != NULL) {
+        json_object_set_new(summary, "out", json_string(a.out));
+        if ((rc = write_outputs(cmd, a.out, &d, summary)) != 0) {
+            goto out;
+        }
+    }
+    if (a.json) {
+        json_incref(summary);
+        rc = cli_print_json(cmd, summary);
+    } else {
+        print_text(&a, x, &d, used, t2 - t1, t1 - t0, rec, rank);
+        rc = CLI_OK;
+    }
+out:
+    json_decref(summary);
+    json_decref(head);
+    fs_svd_clear(&d);
+    fs_mat_free(x);
+    return rc;
+}

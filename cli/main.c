@@ -1,0 +1,120 @@
+/* fedsvd: the command-line tool. This file only dispatches to the commands;
+ * each command lives in cli/cmd_<name>.c and prints its own --help. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+
+struct command {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    const char *summary;
+};
+
+static const struct command commands[] = {
+    {"svd", cmd_svd, "centralised SVD of one matrix (the baseline for federated results)"},
+    {"dp", cmd_dp, "differential privacy: calibrate Gaussian noise, convert zCDP to (eps, delta)"},
+    {"gen", cmd_gen, "generate synthetic data (.npy/.csv/.mtx), optionally split into parties"},
+    {"compare", cmd_compare, "compare two results with the accuracy metrics of DESIGN.md sec. 6"},
+    {"convert", cmd_convert, "convert a matrix file between npy, csv and MatrixMarket"},
+};
+
+#define NCOMMANDS (sizeof commands / sizeof commands[0])
+
+static void print_usage(FILE *f)
+{
+    fprintf(f, "Usage: fedsvd COMMAND [OPTIONS]\n"
+               "\n"
+               "Privacy-preserving federated SVD: the offline tools.\n"
+               "\n"
+               "Commands:\n");
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+    }
+    fprintf(f, "  %-9s %s\n", "help", "show this text, or 'fedsvd help COMMAND' for one command");
+    fprintf(f, "\n"
+               "Options:\n"
+               "  -h, --help     show this text\n"
+               "  --version      print the version\n"
+               "\n"
+               "Every command accepts --help. Input matrices may be .npy, CSV, MatrixMarket or\n"
+               "IDX files (--input-format auto|npy|csv|mtx|idx). Exit status: 0 ok, 1 runtime\n"
+               "error (file, format, numeric), 2 usage error.\n");
+}
+
+static const struct command *find_command(const char *name)
+{
+    for (size_t i = 0; i < NCOMMANDS; i++) {
+        if (strcmp(commands[i].name, name) == 0) {
+            return &commands[i];
+        }
+    }
+    return NULL;
+}
+
+/* `fedsvd help [COMMAND [SUB]]` is `fedsvd COMMAND [SUB] --help`. */
+static int run_help(int argc, char **argv)
+{
+    const struct command *c;
+    char *sub_argv[4];
+    char help[] = "--help";
+    int n = 0;
+
+    if (argc < 2) {
+        print_usage(stdout);
+        return CLI_OK;
+    }
+    c = find_command(argv[1]);
+    if (c == NULL) {
+        fprintf(stderr, "fedsvd help: unknown command '%s' (see 'fedsvd --help')\n", argv[1]);
+        return CLI_EUSAGE;
+    }
+    if (argc > 3) {
+        fprintf(stderr, "fedsvd help: too many arguments (see 'fedsvd --help')\n");
+        return CLI_EUSAGE;
+    }
+    sub_argv[n++] = argv[1];
+    if (argc == 3) {
+        sub_argv[n++] = argv[2];
+    }
+    sub_argv[n++] = help;
+    sub_argv[n] = NULL;
+    return c->run(n, sub_argv);
+}
+
+int main(int argc, char **argv)
+{
+    const struct command *c;
+    int rc;
+
+    if (argc < 2) {
+        print_usage(stderr);
+        return CLI_EUSAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        print_usage(stdout);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("fedsvd %s\n", CLI_VERSION);
+        return CLI_OK;
+    }
+    if (strcmp(argv[1], "help") == 0) {
+        return run_help(argc - 1, argv + 1);
+    }
+    c = find_command(argv[1]);
+    if (c == NULL) {
+        if (argv[1][0] == '-') {
+            fprintf(stderr, "fedsvd: unknown option '%s' (see 'fedsvd --help')\n", argv[1]);
+        } else {
+            fprintf(stderr, "fedsvd: unknown command '%s' (see 'fedsvd --help')\n", argv[1]);
+        }
+        return CLI_EUSAGE;
+    }
+    rc = c->run(argc - 1, argv + 1);
+    if (fflush(stdout) != 0 && rc == CLI_OK) {
+        fprintf(stderr, "fedsvd %s: cannot write to standard output\n", argv[1]);
+        rc = CLI_ERUNTIME;
+    }
+    return rc;
+}
