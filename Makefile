@@ -98,7 +98,7 @@ deps:
 
 test: deps
 	$(MAKE) all tests
-	$(MAKE) BUILD=build-asan SAN=1 tests
+	$(MAKE) BUILD=build-asan SAN=1 all tests
 	tests/run_all.sh
 
 test-unit: all tests

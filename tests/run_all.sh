@@ -39,5 +39,13 @@ for suite in tests/*/run.sh; do
     add_counts "$log"
 done
 
+# The CLI reads every file format: run its suite against the sanitizer build
+# too, so a malformed file that crashes or leaks fails the run.
+if [ -x build-asan/bin/fedsvd ]; then
+    echo "== tests/cli under ASan/UBSan"
+    ASAN_OPTIONS=detect_leaks=1 tests/cli/run.sh build-asan/bin | tee "$log"
+    add_counts "$log"
+fi
+
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]
