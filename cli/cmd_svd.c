@@ -28,11 +28,11 @@ static void svd_help(void)
         "  --input FILE         the matrix: .npy, CSV, MatrixMarket or IDX\n"
         "  --input-format F     auto (default: by extension, then magic), npy, csv, mtx, idx\n"
         "  --k K                top-k instead of thin, 1 <= K <= min(rows, cols)\n"
-        "  --method M           auto (default), thin, randomized or gesvdx. auto is thin\n"
-        "                       without --k; with --k it is randomized when min(rows, cols)\n"
-        "                       >= 256 and K + oversample <= min(rows, cols)/4, else thin\n"
-        "                       (then truncated). randomized is approximate; thin and\n"
-        "                       gesvdx are exact to double precision\n"
+        "  --method M           auto (default), thin, randomized or gesvdx. This command is\n"
+        "                       the exact baseline, so auto is thin without --k and\n"
+        "                       gesvdx with --k; both are exact to double precision.\n"
+        "                       randomized is faster and approximate (its error depends\n"
+        "                       on the spectrum's decay): ask for it explicitly\n"
         "  --oversample P       randomized: extra sketch columns (default 10)\n"
         "  --power-iters Q      randomized: subspace iterations (default 4)\n"
         "  --seed HEX64|INT     randomized: sketch seed (default: fresh from the OS CSPRNG)\n"
@@ -294,9 +294,8 @@ int cmd_svd(int argc, char **argv)
         used = FS_TOPK_THIN;
     }
     if (used == FS_TOPK_AUTO) {
-        /* The same rule as fs_svd_topk's AUTO (lib/la/svd.c). */
-        size_t p = a.oversample > 0 ? a.oversample : 10;
-        used = (minmn >= 256 && a.k + p <= minmn / 4) ? FS_TOPK_RANDOMIZED : FS_TOPK_THIN;
+        /* The baseline must be exact: never pick the randomized method silently. */
+        used = FS_TOPK_GESVDX;
     }
     if (used == FS_TOPK_RANDOMIZED && !a.seeded) {
         /* Draw the sketch seed here so the summary can print it and a run can be repeated. */

@@ -317,15 +317,18 @@ run compare --a "$T/k_x/V.npy" --b "$P.V.npy" --metric subspace
 below "gesvdx top-10 V vs planted V" "$(cat "$OUT")" 1e-10
 # Randomized accuracy depends on the gap; test it where the gap is clear (s_11/s_10 = 0.1).
 run gen planted --rows 2000 --cols 300 --rank 10 --gap 0.01 --seed 4 --out "$T/gap.npy"
-run svd --input "$T/gap.npy" --k 10 --seed 7 --out "$T/k_auto" --format json
-[ "$RC" -eq 0 ] && [ "$(json_str method "$OUT")" = "randomized" ] && ok "auto picks randomized for k=10" ||
+run svd --input "$T/gap.npy" --k 10 --out "$T/k_auto0" --format json
+[ "$RC" -eq 0 ] && [ "$(json_str method "$OUT")" = "gesvdx" ] && ok "auto with --k is the exact gesvdx" ||
     fail "svd --k 10 auto: exit $RC, method $(json_str method "$OUT")"
+run svd --input "$T/gap.npy" --k 10 --method randomized --seed 7 --out "$T/k_auto" --format json
+[ "$RC" -eq 0 ] && [ "$(json_str method "$OUT")" = "randomized" ] && ok "randomized on request" ||
+    fail "svd --k 10 randomized: exit $RC, method $(json_str method "$OUT")"
 grep -q '"seed": "0700' "$OUT" && ok "randomized reports its seed" || fail "randomized seed missing"
 run compare --a "$T/k_auto/S.npy" --b "$T/gap.spectrum.npy" --metric sv --k 10
 below "randomized top-10 S vs planted" "$(cat "$OUT")" 1e-10
 run compare --a "$T/k_auto/V.npy" --b "$T/gap.V.npy" --metric subspace
 below "randomized top-10 V vs planted V" "$(cat "$OUT")" 1e-6
-run svd --input "$T/gap.npy" --k 10 --seed 7 --out "$T/k_auto2"
+run svd --input "$T/gap.npy" --k 10 --method randomized --seed 7 --out "$T/k_auto2"
 if cmp -s "$T/k_auto/S.npy" "$T/k_auto2/S.npy"; then
     ok "randomized is deterministic for a seed"
 else
