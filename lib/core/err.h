@@ -46,8 +46,7 @@ int fs_err_set(struct fs_err *err, int code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
 /** Prefix the existing message with more context ("file.npy: " + old). */
-int fs_err_prefix(struct fs_err *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+int fs_err_prefix(struct fs_err *err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /** Short stable name of a code ("invalid", "format", ...). */
 const char *fs_err_name(int code);

@@ -31,9 +31,8 @@ int fs_prg_new(fs_prg **out, const uint8_t key[32], const uint8_t *iv, struct fs
     memcpy(prg->key, key, sizeof prg->key);
     memcpy(prg->iv, iv != NULL ? iv : zero_iv, sizeof prg->iv);
     prg->ctx = EVP_CIPHER_CTX_new();
-    if (prg->ctx == NULL ||
-        EVP_EncryptInit_ex(prg->ctx, EVP_aes_256_ctr(), NULL, key,
-                           iv != NULL ? iv : zero_iv) != 1) {
+    if (prg->ctx == NULL || EVP_EncryptInit_ex(prg->ctx, EVP_aes_256_ctr(), NULL, key,
+                                               iv != NULL ? iv : zero_iv) != 1) {
         fs_prg_free(prg);
         return fs_err_set(err, FS_ECRYPTO, "prg: AES-256-CTR init failed");
     }

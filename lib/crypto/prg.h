@@ -19,8 +19,7 @@ typedef struct fs_prg fs_prg;
  * @param iv 16 bytes initial counter block, or NULL for all zero.
  * @param out receives a new fs_prg, free with fs_prg_free.
  */
-FS_WUR int fs_prg_new(fs_prg **out, const uint8_t key[32], const uint8_t *iv,
-                      struct fs_err *err);
+FS_WUR int fs_prg_new(fs_prg **out, const uint8_t key[32], const uint8_t *iv, struct fs_err *err);
 
 /** Next n bytes of the stream into buf. */
 FS_WUR int fs_prg_bytes(fs_prg *prg, void *buf, size_t n, struct fs_err *err);

@@ -28,8 +28,8 @@ enum fs_io_format {
  * allocated (exceeding one is FS_ERANGE). A zero field means the default.
  * For 1-D .npy vectors only max_elems applies in fs_npy_parse_header. */
 struct fs_io_caps {
-    size_t max_rows;  /* default 1<<26 */
-    size_t max_cols;  /* default 1<<20 */
+    size_t max_rows;    /* default 1<<26 */
+    size_t max_cols;    /* default 1<<20 */
     uint64_t max_elems; /* dense rows*cols, default 1<<31 (16 GiB of doubles) */
     uint64_t max_nnz;   /* sparse, default 1<<31 */
 };

@@ -15,14 +15,15 @@
 typedef struct fs_mat {
     size_t rows;
     size_t cols;
-    size_t ld;    /* leading dimension (column stride), >= rows, >= 1 */
+    size_t ld; /* leading dimension (column stride), >= rows, >= 1 */
     double *data;
-    int owns;     /* 1 if data is freed by fs_mat_free */
+    int owns; /* 1 if data is freed by fs_mat_free */
 } fs_mat;
 
 #define FS_MAT_AT(m, i, j) ((m)->data[(size_t)(i) + (size_t)(j) * (m)->ld])
 
-/** New rows x cols matrix of zeros (ld = max(rows,1)). NULL on overflow/OOM. Free with fs_mat_free. */
+/** New rows x cols matrix of zeros (ld = max(rows,1)). NULL on overflow/OOM. Free with fs_mat_free.
+ */
 fs_mat *fs_mat_new(size_t rows, size_t cols);
 
 /** New uninitialised matrix (faster when every entry will be written). */

@@ -15,27 +15,27 @@
 #include "mat.h"
 
 typedef struct fs_svd {
-    fs_mat *u;  /* m x r, owned */
-    double *s;  /* r values, descending, owned */
-    fs_mat *v;  /* n x r, owned (V, not V^T) */
+    fs_mat *u; /* m x r, owned */
+    double *s; /* r values, descending, owned */
+    fs_mat *v; /* n x r, owned (V, not V^T) */
     size_t r;
 } fs_svd;
 
 enum fs_topk_method {
-    FS_TOPK_AUTO = 0,       /* randomized when k is small relative to min(m,n), else thin */
+    FS_TOPK_AUTO = 0, /* randomized when k is small relative to min(m,n), else thin */
     FS_TOPK_RANDOMIZED = 1,
     FS_TOPK_GESVDX = 2,
-    FS_TOPK_THIN = 3        /* thin SVD, then truncate */
+    FS_TOPK_THIN = 3 /* thin SVD, then truncate */
 };
 
 struct fs_svd_opts {
     enum fs_topk_method method;
-    size_t oversample;       /* randomized: extra columns, default 10 when 0 */
-    int power_iters;         /* randomized: subspace iterations, default 4 when < 0 */
-    const uint8_t *seed;     /* 32 bytes for reproducible sketches; NULL = OS CSPRNG */
-    int want_u;              /* 0 to skip U (out->u is then NULL); default behaviour is 1.
-                                Start from fs_svd_opts_default(): a zeroed struct means
-                                want_u = 0 and power_iters = 0. */
+    size_t oversample;   /* randomized: extra columns, default 10 when 0 */
+    int power_iters;     /* randomized: subspace iterations, default 4 when < 0 */
+    const uint8_t *seed; /* 32 bytes for reproducible sketches; NULL = OS CSPRNG */
+    int want_u;          /* 0 to skip U (out->u is then NULL); default behaviour is 1.
+                            Start from fs_svd_opts_default(): a zeroed struct means
+                            want_u = 0 and power_iters = 0. */
 };
 
 /** Default options (auto method, oversample 10, 4 power iterations, want_u 1). */

@@ -8,9 +8,10 @@
  *   R1 ShareKeys       client: share_keys(roster)          -> server: add_shares, close_shares
  *                      client: receive_shares(cts for me)
  * and for each aggregation r = 0, 1, ... (server: begin(r, len)):
- *   R2 MaskedInput     client: begin(r, len, active), mask(chunks) -> server: add_masked, close_masked
- *   R3 Consistency     client: consistency(U3)              -> server: add_consistency, close_consistency
- *   R4 Unmasking       client: unmask(U4 signatures)        -> server: add_reveals, finish -> sum
+ *   R2 MaskedInput     client: begin(r, len, active), mask(chunks) -> server: add_masked,
+ * close_masked R3 Consistency     client: consistency(U3)              -> server: add_consistency,
+ * close_consistency R4 Unmasking       client: unmask(U4 signatures)        -> server: add_reveals,
+ * finish -> sum
  *
  * Choices (DESIGN.md §5.1): X25519 key agreement, Ed25519 signatures,
  * AES-256-GCM share encryption under HKDF of the pairwise secret (ids and the
@@ -39,11 +40,11 @@
 #include "../core/err.h"
 #include "../crypto/shamir.h"
 
-#define FS_SECAGG_MAX_PARTIES     1000
+#define FS_SECAGG_MAX_PARTIES      1000
 #define FS_SECAGG_MAX_AGGREGATIONS 100000
-#define FS_SECAGG_KEY_LEN         32
-#define FS_SECAGG_SIG_LEN         64
-#define FS_SECAGG_DEFAULT_CHUNK   65536 /* words per upload chunk */
+#define FS_SECAGG_KEY_LEN          32
+#define FS_SECAGG_SIG_LEN          64
+#define FS_SECAGG_DEFAULT_CHUNK    65536 /* words per upload chunk */
 
 struct fs_secagg_config {
     uint32_t n;            /* expected parties, ids 1..n */
@@ -142,10 +143,11 @@ FS_WUR int fs_secagg_client_begin(fs_secagg_client *c, uint32_t r, uint64_t len,
  * R2: y[0..m) = x[0..m) + self mask + pairwise masks at word positions
  * off..off+m (mod 2^64). Chunks may come in any order; x and y may alias.
  */
-FS_WUR int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64_t *x,
-                                 uint64_t *y, size_t m, struct fs_err *err);
+FS_WUR int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64_t *x, uint64_t *y,
+                                 size_t m, struct fs_err *err);
 
-/** R3: sign the survivor set U3 the server announced (must contain this party, >= t, within the active set). */
+/** R3: sign the survivor set U3 the server announced (must contain this party, >= t, within the
+ * active set). */
 FS_WUR int fs_secagg_client_consistency(fs_secagg_client *c, const uint32_t *u3, size_t n3,
                                         uint8_t sig[FS_SECAGG_SIG_LEN], struct fs_err *err);
 
@@ -159,8 +161,7 @@ FS_WUR int fs_secagg_client_consistency(fs_secagg_client *c, const uint32_t *u3,
  */
 FS_WUR int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
                                    const uint8_t (*sigs)[FS_SECAGG_SIG_LEN], size_t k,
-                                   struct fs_secagg_reveal **out, size_t *nout,
-                                   struct fs_err *err);
+                                   struct fs_secagg_reveal **out, size_t *nout, struct fs_err *err);
 
 /** The session id (valid after share_keys). */
 const uint8_t *fs_secagg_client_session(const fs_secagg_client *c);
@@ -179,15 +180,14 @@ struct fs_secagg_chunk_store {
     void *ctx;
     int (*put)(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, size_t m,
                struct fs_err *err);
-    int (*get)(void *ctx, uint32_t party, uint64_t idx, uint64_t *y, size_t m,
-               struct fs_err *err);
+    int (*get)(void *ctx, uint32_t party, uint64_t idx, uint64_t *y, size_t m, struct fs_err *err);
     void (*drop)(void *ctx, uint32_t party);
 };
 
 enum fs_secagg_phase {
     FS_SECAGG_ADVERTISE = 1,
     FS_SECAGG_SHARE,
-    FS_SECAGG_READY,       /* keys set up, between aggregations */
+    FS_SECAGG_READY, /* keys set up, between aggregations */
     FS_SECAGG_MASKED,
     FS_SECAGG_CONSISTENCY,
     FS_SECAGG_UNMASK,
@@ -196,17 +196,19 @@ enum fs_secagg_phase {
 
 typedef struct fs_secagg_server fs_secagg_server;
 
-/** New server state. store may be NULL (fold at once). @param out free with fs_secagg_server_free. */
+/** New server state. store may be NULL (fold at once). @param out free with fs_secagg_server_free.
+ */
 FS_WUR int fs_secagg_server_new(const struct fs_secagg_config *cfg,
-                                const struct fs_secagg_chunk_store *store,
-                                fs_secagg_server **out, struct fs_err *err);
+                                const struct fs_secagg_chunk_store *store, fs_secagg_server **out,
+                                struct fs_err *err);
 
 enum fs_secagg_phase fs_secagg_server_phase(const fs_secagg_server *s);
 
 /** Why the server aborted (empty string if it has not). */
 const char *fs_secagg_server_abort_reason(const fs_secagg_server *s);
 
-/** R0: accept an advertisement. An identical repeat is accepted (idempotent); a different one is FS_ECONFLICT. */
+/** R0: accept an advertisement. An identical repeat is accepted (idempotent); a different one is
+ * FS_ECONFLICT. */
 FS_WUR int fs_secagg_server_add_adv(fs_secagg_server *s, const struct fs_secagg_adv *a,
                                     struct fs_err *err);
 
@@ -216,7 +218,8 @@ FS_WUR int fs_secagg_server_close_adv(fs_secagg_server *s, struct fs_err *err);
 /** The roster (U1's advertisements, by id), borrowed until the server is freed. */
 const struct fs_secagg_adv *fs_secagg_server_roster(const fs_secagg_server *s, size_t *k);
 
-/** R1: party `from` in U1 hands in exactly one ciphertext for each other member of U1. Idempotent. */
+/** R1: party `from` in U1 hands in exactly one ciphertext for each other member of U1. Idempotent.
+ */
 FS_WUR int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
                                        const struct fs_secagg_share_ct *cts, size_t k,
                                        struct fs_err *err);
@@ -232,7 +235,8 @@ FS_WUR int fs_secagg_server_shares_for(const fs_secagg_server *s, uint32_t to,
                                        const struct fs_secagg_share_ct ***out, size_t *k,
                                        struct fs_err *err);
 
-/** Start aggregation r (next index) of len words. Active set = U2 minus permanently dropped parties. */
+/** Start aggregation r (next index) of len words. Active set = U2 minus permanently dropped
+ * parties. */
 FS_WUR int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len,
                                   struct fs_err *err);
 
@@ -275,8 +279,7 @@ FS_WUR int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
  * remove the masks. *sum is borrowed (len words) until the next begin.
  * Aborts if fewer than t responded or a reconstruction fails.
  */
-FS_WUR int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum,
-                                   struct fs_err *err);
+FS_WUR int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs_err *err);
 
 /** Free. Accepts NULL. */
 void fs_secagg_server_free(fs_secagg_server *s);

@@ -141,8 +141,9 @@ static int take_roster(fs_secagg_client *c, const struct fs_secagg_adv *roster, 
     int rc = 0;
 
     if (k < c->cfg.t || k > c->cfg.n) {
-        return fs_err_set(err, FS_EINVAL, "secagg: roster of %zu parties (threshold %u, parties %u)",
-                          k, c->cfg.t, c->cfg.n);
+        return fs_err_set(err, FS_EINVAL,
+                          "secagg: roster of %zu parties (threshold %u, parties %u)", k, c->cfg.t,
+                          c->cfg.n);
     }
     sorted = malloc(k * sizeof *sorted);
     if (sorted == NULL) {
@@ -190,7 +191,8 @@ out:
 }
 
 /* Plaintext for recipient index j: from, to, key share, seed shares. */
-static void build_bundle(const fs_secagg_client *c, uint32_t to, const struct fs_shamir_share *key_sh,
+static void build_bundle(const fs_secagg_client *c, uint32_t to,
+                         const struct fs_shamir_share *key_sh,
                          const struct fs_shamir_share *seed_sh, size_t k, size_t j, uint8_t *pt)
 {
     size_t off = 8;
@@ -248,8 +250,8 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
     }
     rc = fs_shamir_split_at(c->s_sk, c->cfg.t, xs, k, key_sh, err);
     for (uint32_t r = 0; rc == 0 && r < c->cfg.aggregations; r++) {
-        rc = fs_shamir_split_at(c->seeds + (size_t)r * 32, c->cfg.t, xs, k,
-                                seed_sh + (size_t)r * k, err);
+        rc = fs_shamir_split_at(c->seeds + (size_t)r * 32, c->cfg.t, xs, k, seed_sh + (size_t)r * k,
+                                err);
     }
     if (rc != 0) {
         goto out;
@@ -603,8 +605,8 @@ static int count_valid_sigs(fs_secagg_client *c, const uint32_t *ids,
         }
         seen[v] = 1;
         if (fs_ed25519_verify(sigs[i], c->peers[v].adv.sign_pk, msg, msg_len, &ignored) != 0) {
-            rc = fs_err_set(err, FS_EAUTH, "secagg: party %u's signature on the survivors is invalid",
-                            v);
+            rc = fs_err_set(err, FS_EAUTH,
+                            "secagg: party %u's signature on the survivors is invalid", v);
             break;
         }
         (*valid)++;

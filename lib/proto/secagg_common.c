@@ -98,8 +98,8 @@ size_t sa_adv_msg(const struct fs_secagg_config *cfg, const struct fs_secagg_adv
     return n;
 }
 
-int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *roster,
-                  size_t k, uint8_t out[32], struct fs_err *err)
+int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *roster, size_t k,
+                  uint8_t out[32], struct fs_err *err)
 {
     fs_sha256_ctx *h = NULL;
     uint8_t hdr[16];

@@ -19,8 +19,8 @@ size_t sa_adv_msg(const struct fs_secagg_config *cfg, const struct fs_secagg_adv
                   uint8_t buf[SA_ADV_MSG_MAX]);
 
 /* Session id over the parameters and the roster (sorted by id). */
-int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *roster,
-                  size_t k, uint8_t out[32], struct fs_err *err);
+int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *roster, size_t k,
+                  uint8_t out[32], struct fs_err *err);
 
 /* The bytes a consistency signature covers (new buffer, free()). ids sorted. */
 int sa_u3_msg(const uint8_t session[32], uint32_t r, uint64_t len, const uint32_t *ids, size_t k,

@@ -119,8 +119,8 @@ int fs_secagg_server_new(const struct fs_secagg_config *cfg,
         s->set[i] = calloc((size_t)cfg->n, sizeof *s->set[i]);
     }
     s->sigs = calloc((size_t)cfg->n, sizeof *s->sigs);
-    if (s->p == NULL || s->rv == NULL || s->nrv == NULL || s->set[0] == NULL ||
-        s->set[3] == NULL || s->set[4] == NULL || s->sigs == NULL) {
+    if (s->p == NULL || s->rv == NULL || s->nrv == NULL || s->set[0] == NULL || s->set[3] == NULL ||
+        s->set[4] == NULL || s->sigs == NULL) {
         fs_secagg_server_free(s);
         return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
     }
@@ -230,8 +230,8 @@ int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
         return fs_err_set(err, FS_EINVAL, "secagg: party %u did not advertise keys", from);
     }
     if (k + 1 != s->nroster) {
-        return fs_err_set(err, FS_EINVAL, "secagg: party %u sent %zu share bundles, want %zu",
-                          from, k, s->nroster - 1);
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u sent %zu share bundles, want %zu", from,
+                          k, s->nroster - 1);
     }
     seen = calloc((size_t)s->cfg.n + 1, 1);
     if (seen == NULL) {
@@ -245,17 +245,19 @@ int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
             goto out;
         }
         if (cts[i].len != want_len || cts[i].ct == NULL) {
-            rc = fs_err_set(err, FS_EINVAL, "secagg: share bundle %zu of party %u has %zu bytes, "
-                            "want %zu", i, from, cts[i].len, want_len);
+            rc = fs_err_set(err, FS_EINVAL,
+                            "secagg: share bundle %zu of party %u has %zu bytes, "
+                            "want %zu",
+                            i, from, cts[i].len, want_len);
             goto out;
         }
         seen[to] = 1;
     }
     if (s->p[from].in_u2) {
-        rc = same_cts(&s->p[from], cts, k)
-                 ? 0
-                 : fs_err_set(err, FS_ECONFLICT, "secagg: party %u already sent other shares",
-                              from);
+        rc =
+            same_cts(&s->p[from], cts, k)
+                ? 0
+                : fs_err_set(err, FS_ECONFLICT, "secagg: party %u already sent other shares", from);
         goto out;
     }
     by_to = calloc((size_t)s->cfg.n + 1, sizeof *by_to);
@@ -449,8 +451,8 @@ static int fold_party(fs_secagg_server *s, uint32_t v, struct fs_err *err)
     return 0;
 }
 
-int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx,
-                                const uint64_t *y, size_t m, struct fs_err *err)
+int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx, const uint64_t *y,
+                                size_t m, struct fs_err *err)
 {
     uint64_t cw = sa_chunk_words(&s->cfg);
     uint8_t h[32];
@@ -463,8 +465,8 @@ int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx
         return rc;
     }
     if (!party_ok(s, from) || !s->p[from].active) {
-        return fs_err_set(err, FS_EINVAL, "secagg: party %u is not active in aggregation %u",
-                          from, s->round);
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u is not active in aggregation %u", from,
+                          s->round);
     }
     if (idx >= s->nchunks) {
         return fs_err_set(err, FS_EINVAL, "secagg: chunk %llu of %llu does not exist",
@@ -485,8 +487,10 @@ int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx
         if (fs_ct_eq(h, p->chunk_hash + idx * 32, 32)) {
             return 0;
         }
-        return fs_err_set(err, FS_ECONFLICT, "secagg: chunk %llu of party %u re-sent with other "
-                          "content", (unsigned long long)idx, from);
+        return fs_err_set(err, FS_ECONFLICT,
+                          "secagg: chunk %llu of party %u re-sent with other "
+                          "content",
+                          (unsigned long long)idx, from);
     }
     if (s->has_store) {
         rc = s->store.put(s->store.ctx, from, idx, y, m, err);
@@ -525,14 +529,16 @@ int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
             p->in_u3 = 1;
             s->set[3][n3++] = v;
         } else if (p->chunks_got > 0 && !s->has_store) {
-            return abort_job(s, err, "party %u dropped mid-upload in aggregation %u and its "
-                             "partial upload was already folded", v, s->round);
+            return abort_job(s, err,
+                             "party %u dropped mid-upload in aggregation %u and its "
+                             "partial upload was already folded",
+                             v, s->round);
         }
     }
     s->nset[3] = n3;
     if (n3 < s->cfg.t) {
-        return abort_job(s, err, "%zu masked inputs in aggregation %u, threshold %u", n3,
-                         s->round, s->cfg.t);
+        return abort_job(s, err, "%zu masked inputs in aggregation %u, threshold %u", n3, s->round,
+                         s->cfg.t);
     }
     rc = sa_u3_msg(s->session, s->round, s->len, s->set[3], n3, &s->u3msg, &s->u3msg_len, err);
     if (rc == 0) {
@@ -714,8 +720,10 @@ static int unmask_dropped(fs_secagg_server *s, uint32_t d, struct fs_err *err)
     rc = fs_x25519_public(pk, sk, err);
     if (rc != 0 || !fs_ct_eq(pk, s->p[d].adv.s_pk, 32)) {
         fs_wipe(sk, sizeof sk);
-        return abort_job(s, err, "reconstructed mask key of party %u does not match its "
-                         "advertised key", d);
+        return abort_job(s, err,
+                         "reconstructed mask key of party %u does not match its "
+                         "advertised key",
+                         d);
     }
     for (size_t i = 0; rc == 0 && i < s->nset[3]; i++) {
         uint32_t u = s->set[3][i];
@@ -747,8 +755,9 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
         n5 += (size_t)s->p[s->set[4][i]].revealed;
     }
     if (n5 < s->cfg.t) {
-        return abort_job(s, err, "%zu parties sent unmasking shares in aggregation %u, threshold %u",
-                         n5, s->round, s->cfg.t);
+        return abort_job(s, err,
+                         "%zu parties sent unmasking shares in aggregation %u, threshold %u", n5,
+                         s->round, s->cfg.t);
     }
     for (size_t i = 0; rc == 0 && i < s->nset[0]; i++) {
         uint32_t v = s->set[0][i];

@@ -14,61 +14,61 @@ static int t_passed;
 static int t_failed;
 static int t_case_failed;
 
-#define CHECK(cond)                                                                     \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);          \
-            t_case_failed = 1;                                                          \
-        }                                                                               \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);                      \
+            t_case_failed = 1;                                                                     \
+        }                                                                                          \
     } while (0)
 
-#define CHECK_MSG(cond, ...)                                                            \
-    do {                                                                                \
-        if (!(cond)) {                                                                  \
-            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);          \
-            fprintf(stderr, __VA_ARGS__);                                               \
-            fputc('\n', stderr);                                                        \
-            t_case_failed = 1;                                                          \
-        }                                                                               \
+#define CHECK_MSG(cond, ...)                                                                       \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "  FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);                      \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            t_case_failed = 1;                                                                     \
+        }                                                                                          \
     } while (0)
 
 /* |a - b| <= tol, printing both values on failure. */
-#define CHECK_NEAR(a, b, tol)                                                           \
-    do {                                                                                \
-        double t_a_ = (double)(a);                                                      \
-        double t_b_ = (double)(b);                                                      \
-        if (!(fabs(t_a_ - t_b_) <= (tol))) {                                            \
-            fprintf(stderr, "  FAIL %s:%d: %s = %.17g, %s = %.17g, tol %g\n", __FILE__,  \
-                    __LINE__, #a, t_a_, #b, t_b_, (double)(tol));                       \
-            t_case_failed = 1;                                                          \
-        }                                                                               \
+#define CHECK_NEAR(a, b, tol)                                                                      \
+    do {                                                                                           \
+        double t_a_ = (double)(a);                                                                 \
+        double t_b_ = (double)(b);                                                                 \
+        if (!(fabs(t_a_ - t_b_) <= (tol))) {                                                       \
+            fprintf(stderr, "  FAIL %s:%d: %s = %.17g, %s = %.17g, tol %g\n", __FILE__, __LINE__,  \
+                    #a, t_a_, #b, t_b_, (double)(tol));                                            \
+            t_case_failed = 1;                                                                     \
+        }                                                                                          \
     } while (0)
 
 /* A call returning 0 on success; on failure print the fs_err message. */
-#define CHECK_OK(call, errp)                                                            \
-    do {                                                                                \
-        int t_rc_ = (call);                                                             \
-        if (t_rc_ != 0) {                                                               \
-            fprintf(stderr, "  FAIL %s:%d: %s returned %d: %s\n", __FILE__, __LINE__,    \
-                    #call, t_rc_, (errp)->msg);                                         \
-            t_case_failed = 1;                                                          \
-        }                                                                               \
+#define CHECK_OK(call, errp)                                                                       \
+    do {                                                                                           \
+        int t_rc_ = (call);                                                                        \
+        if (t_rc_ != 0) {                                                                          \
+            fprintf(stderr, "  FAIL %s:%d: %s returned %d: %s\n", __FILE__, __LINE__, #call,       \
+                    t_rc_, (errp)->msg);                                                           \
+            t_case_failed = 1;                                                                     \
+        }                                                                                          \
     } while (0)
 
-#define RUN(fn)                                                                         \
-    do {                                                                                \
-        t_case_failed = 0;                                                              \
-        fn();                                                                           \
-        if (t_case_failed) {                                                            \
-            t_failed++;                                                                 \
-            fprintf(stderr, "not ok %s\n", #fn);                                       \
-        } else {                                                                        \
-            t_passed++;                                                                 \
-            printf("ok %s\n", #fn);                                                     \
-        }                                                                               \
+#define RUN(fn)                                                                                    \
+    do {                                                                                           \
+        t_case_failed = 0;                                                                         \
+        fn();                                                                                      \
+        if (t_case_failed) {                                                                       \
+            t_failed++;                                                                            \
+            fprintf(stderr, "not ok %s\n", #fn);                                                   \
+        } else {                                                                                   \
+            t_passed++;                                                                            \
+            printf("ok %s\n", #fn);                                                                \
+        }                                                                                          \
     } while (0)
 
-#define TEST_END(name)                                                                  \
+#define TEST_END(name)                                                                             \
     (printf("%s: %d passed, %d failed\n", (name), t_passed, t_failed), t_failed ? 1 : 0)
 
 #endif

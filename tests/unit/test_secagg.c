@@ -255,8 +255,8 @@ static int job_aggregate(struct job *j, uint32_t r, uint64_t *expected, const ui
             j->p[i].gone = 1;
             continue;
         }
-        CHECK_OK(fs_secagg_client_unmask(j->p[i].c, set, fs_secagg_server_sigs(j->s), n4, &rv,
-                                         &nrv, &err),
+        CHECK_OK(fs_secagg_client_unmask(j->p[i].c, set, fs_secagg_server_sigs(j->s), n4, &rv, &nrv,
+                                         &err),
                  &err);
         CHECK_OK(fs_secagg_server_add_reveals(j->s, i, rv, nrv, &err), &err);
         free(rv);
@@ -313,7 +313,7 @@ static void test_small_no_dropout(void)
 
 static void test_ten_parties_dropout_each_phase(void)
 {
-    static const enum drop_at phases[] = {DROP_ADVERTISE, DROP_SHARE, DROP_MASKED,
+    static const enum drop_at phases[] = {DROP_ADVERTISE,  DROP_SHARE,       DROP_MASKED,
                                           DROP_MID_UPLOAD, DROP_CONSISTENCY, DROP_UNMASK};
     for (size_t ph = 0; ph < sizeof phases / sizeof phases[0]; ph++) {
         enum drop_at drops[10] = {0};
@@ -325,8 +325,8 @@ static void test_ten_parties_dropout_each_phase(void)
 
 static void test_abort_below_threshold(void)
 {
-    static const enum drop_at phases[] = {DROP_ADVERTISE, DROP_SHARE, DROP_MASKED,
-                                          DROP_CONSISTENCY, DROP_UNMASK};
+    static const enum drop_at phases[] = {DROP_ADVERTISE, DROP_SHARE, DROP_MASKED, DROP_CONSISTENCY,
+                                          DROP_UNMASK};
     for (size_t ph = 0; ph < sizeof phases / sizeof phases[0]; ph++) {
         enum drop_at drops[10] = {0};
         for (int i = 0; i < 4; i++) {
@@ -535,8 +535,7 @@ static void test_client_refuses_unsafe_unmask(void)
     CHECK(fs_secagg_client_unmask(j.p[1].c, ids, (const uint8_t(*)[64])sigs, 2, &rv, &nrv, &err) ==
           FS_EAUTH);
     sigs[1][3] ^= 1;
-    CHECK_OK(fs_secagg_client_unmask(j.p[1].c, ids, (const uint8_t(*)[64])sigs, 2, &rv, &nrv,
-                                     &err),
+    CHECK_OK(fs_secagg_client_unmask(j.p[1].c, ids, (const uint8_t(*)[64])sigs, 2, &rv, &nrv, &err),
              &err);
     CHECK(nrv == 3);
     for (size_t q = 0; q < nrv; q++) {
