@@ -2,7 +2,8 @@
 #
 #   make deps    install the Debian packages we build and test with (only missing ones)
 #   make         binaries in build/bin/, the library in build/lib/
-#   make test    everything: unit tests, the same under ASan/UBSan, CLI tests
+#   make test    everything: unit tests, the same under ASan/UBSan, CLI, integration
+#                (real processes) and contract (OpenAPI) tests
 #   make bench   benchmarks (print figures and ratios; assert nothing)
 #   make demo    the main job (see README.md)
 #   make clean
@@ -13,7 +14,7 @@ SHELL := /bin/bash
 # Debian 12 packages: build, test, demo.
 DEB_BUILD := build-essential pkg-config libssl-dev libgmp-dev liblapacke-dev libopenblas-dev \
              libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev zlib1g-dev
-DEB_TEST  := valgrind clang-format
+DEB_TEST  := valgrind clang-format nodejs npm
 DEB_DEMO  := dataset-fashion-mnist
 DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_DEMO)
 
@@ -50,7 +51,8 @@ BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 SVC_BINS  := $(SERVICES:%=$(BUILD)/bin/%)
 FEDSVD    := $(BUILD)/bin/fedsvd
 
-.PHONY: all deps lib tests benches test test-unit test-asan test-cli test-valgrind bench demo clean format format-check
+.PHONY: all deps lib tests benches test test-unit test-asan test-cli test-valgrind bench demo clean format format-check \
+        contract-deps test-integration test-contract
 
 all: $(LIBA) $(FEDSVD) $(SVC_BINS)
 
@@ -70,7 +72,9 @@ $(FEDSVD): $(CLI_OBJ) $(LIBA)
 	$(CC) $(LDFLAGS) -o $@ $(CLI_OBJ) $(LIBA) $(LDLIBS)
 
 .SECONDEXPANSION:
-$(BUILD)/bin/%: $$(patsubst %.c,$(BUILD)/obj/%.o,$$(wildcard services/%/*.c)) $(LIBA)
+# (No patsubst here: make replaces every % of a pattern rule's prerequisites
+# with the stem, also inside functions, so "%.c" would become "<service>.c".)
+$(BUILD)/bin/%: $$(subst services/,$(BUILD)/obj/services/,$$(subst .c,.o,$$(wildcard services/%/*.c))) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LDLIBS)
 
@@ -86,8 +90,12 @@ tests: $(TESTS)
 benches: $(BENCHES)
 
 # Install only what is missing; apt-get update only when something is.
+# nodejs/npm (the contract tests' linter and validating proxy) count as present
+# when an npm is on PATH: a NodeSource nodejs bundles npm and conflicts with
+# Debian's npm package.
 deps:
 	@missing=""; for p in $(DEB_ALL); do \
+	  case $$p in nodejs|npm) command -v npm >/dev/null 2>&1 && continue;; esac; \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
 	done; \
 	if [ -n "$$missing" ]; then \
@@ -96,10 +104,25 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else echo "deps: all Debian packages present"; fi
 
-test: deps
+test: deps contract-deps
 	$(MAKE) all tests
 	$(MAKE) BUILD=build-asan SAN=1 all tests
 	tests/run_all.sh
+
+# The contract tests' npm packages (pinned in tests/contract/package-lock.json),
+# installed only when node_modules is missing or older than the lock file.
+contract-deps: deps
+	@if [ tests/contract/node_modules/.package-lock.json -nt tests/contract/package-lock.json ]; then \
+	  echo "contract-deps: node_modules up to date"; \
+	else \
+	  cd tests/contract && npm ci --no-audit --no-fund --loglevel=error; \
+	fi
+
+test-integration: all
+	tests/integration/run.sh $(BUILD)/bin
+
+test-contract: all contract-deps
+	tests/contract/run.sh $(BUILD)/bin
 
 test-unit: all tests
 	tests/run_unit.sh $(BUILD)/tests unit

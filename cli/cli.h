@@ -119,5 +119,8 @@ int cmd_dp(int argc, char **argv);
 int cmd_gen(int argc, char **argv);
 int cmd_compare(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
+int cmd_sum(int argc, char **argv);
+int cmd_job(int argc, char **argv);
+int cmd_local(int argc, char **argv);
 
 #endif

@@ -16,7 +16,8 @@
 
 static void compare_help(void)
 {
-    printf("Usage: fedsvd compare --a FILE --b FILE --metric sv|subspace|fro [--k K] [--tol T]\n"
+    printf("Usage: fedsvd compare --a FILE --b FILE --metric sv|subspace|fro|maxrel [--k K]\n"
+           "                      [--tol T]\n"
            "                      [--input-format F] [--format text|json]\n"
            "\n"
            "Compare a result (--a) with a reference (--b) and print the metric on stdout.\n"
@@ -31,11 +32,13 @@ static void compare_help(void)
            "             ||(I - B B^T) A||_2 in json; both sides are orthonormalised first, so\n"
            "             signs and rotations within the subspace do not count\n"
            "  fro        ||A - B||_F / ||B||_F (same shape), and the largest |a_ij - b_ij|\n"
+           "  maxrel     max |a_ij - b_ij| / max |b_ij| (same shape): the error relative to\n"
+           "             the largest entry of the reference (secure-sum results)\n"
            "\n"
            "Options:\n"
            "  --a FILE, --b FILE   the two matrices (.npy, CSV, MatrixMarket, IDX)\n"
            "  --input-format F     auto (default), npy, csv, mtx or idx, for both files\n"
-           "  --metric M           sv, subspace or fro (required)\n"
+           "  --metric M           sv, subspace, fro or maxrel (required)\n"
            "  --k K                compare only the first K values / columns\n"
            "  --tol T              exit with status 1 if the printed metric exceeds T\n"
            "  --format F           text (default: the metric alone) or json (all figures)\n"
@@ -183,7 +186,8 @@ out:
     return rc;
 }
 
-static int metric_fro(const char *cmd, const fs_mat *a, const fs_mat *b, struct cmp_result *res)
+static int metric_fro(const char *cmd, const fs_mat *a, const fs_mat *b, int maxrel,
+                      struct cmp_result *res)
 {
     fs_mat *d = NULL;
     struct fs_err err;
@@ -191,9 +195,8 @@ static int metric_fro(const char *cmd, const fs_mat *a, const fs_mat *b, struct 
 
     fs_err_clear(&err);
     if (a->rows != b->rows || a->cols != b->cols) {
-        return cli_runtime_error(cmd,
-                                 "--metric fro needs equal shapes, got %zu x %zu and %zu x %zu",
-                                 a->rows, a->cols, b->rows, b->cols);
+        return cli_runtime_error(cmd, "--metric %s needs equal shapes, got %zu x %zu and %zu x %zu",
+                                 maxrel ? "maxrel" : "fro", a->rows, a->cols, b->rows, b->cols);
     }
     d = fs_mat_dup(a);
     if (d == NULL) {
@@ -209,6 +212,13 @@ static int metric_fro(const char *cmd, const fs_mat *a, const fs_mat *b, struct 
     res->extra = fs_mat_max_abs(d);
     res->extra_name = "max_abs_error";
     res->k = 0;
+    if (maxrel) {
+        double mb = fs_mat_max_abs(b);
+        res->extra = res->value;
+        res->extra_name = "fro_rel_error";
+        res->value = mb > 0 ? fs_mat_max_abs(d) / mb : fs_mat_max_abs(d);
+        res->name = "max_rel_error";
+    }
     fs_mat_free(d);
     return CLI_OK;
 }
@@ -247,8 +257,9 @@ int cmd_compare(int argc, char **argv)
         return cli_usage_error(cmd, "--a, --b and --metric are required");
     }
     if (strcmp(s_metric, "sv") != 0 && strcmp(s_metric, "subspace") != 0 &&
-        strcmp(s_metric, "fro") != 0) {
-        return cli_usage_error(cmd, "--metric: expected sv, subspace or fro, got '%s'", s_metric);
+        strcmp(s_metric, "fro") != 0 && strcmp(s_metric, "maxrel") != 0) {
+        return cli_usage_error(cmd, "--metric: expected sv, subspace, fro or maxrel, got '%s'",
+                               s_metric);
     }
     if (s_fmt != NULL && fs_io_format_parse(s_fmt, &fmt, &err) != 0) {
         return cli_usage_error(cmd, "--input-format: expected auto, npy, csv, mtx or idx, got '%s'",
@@ -260,8 +271,8 @@ int cmd_compare(int argc, char **argv)
         (rc = cli_parse_format(cmd, s_format, &json)) != 0) {
         return rc;
     }
-    if (s_k != NULL && strcmp(s_metric, "fro") == 0) {
-        return cli_usage_error(cmd, "--k does not apply to --metric fro");
+    if (s_k != NULL && (strcmp(s_metric, "fro") == 0 || strcmp(s_metric, "maxrel") == 0)) {
+        return cli_usage_error(cmd, "--k does not apply to --metric %s", s_metric);
     }
     if ((rc = load(cmd, s_a, fmt, &a)) != 0 || (rc = load(cmd, s_b, fmt, &b)) != 0) {
         goto out;
@@ -271,7 +282,7 @@ int cmd_compare(int argc, char **argv)
     } else if (strcmp(s_metric, "subspace") == 0) {
         rc = metric_subspace(cmd, a, b, k, &res);
     } else {
-        rc = metric_fro(cmd, a, b, &res);
+        rc = metric_fro(cmd, a, b, strcmp(s_metric, "maxrel") == 0, &res);
     }
     if (rc != CLI_OK) {
         goto out;

@@ -17,6 +17,9 @@ static const struct command commands[] = {
     {"gen", cmd_gen, "generate synthetic data (.npy/.csv/.mtx), optionally split into parties"},
     {"compare", cmd_compare, "compare two results with the accuracy metrics of DESIGN.md sec. 6"},
     {"convert", cmd_convert, "convert a matrix file between npy, csv and MatrixMarket"},
+    {"sum", cmd_sum, "add matrices elementwise (the reference for secure-sum results)"},
+    {"job", cmd_job, "create jobs and invitations, watch progress, fetch results (needs a server)"},
+    {"local", cmd_local, "run a whole federated job on this machine with real services"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -25,7 +28,7 @@ static void print_usage(FILE *f)
 {
     fprintf(f, "Usage: fedsvd COMMAND [OPTIONS]\n"
                "\n"
-               "Privacy-preserving federated SVD: the offline tools.\n"
+               "Privacy-preserving federated SVD: offline tools, jobs on servers, local runs.\n"
                "\n"
                "Commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++) {

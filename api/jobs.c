@@ -1,0 +1,364 @@
+/* Job spec, invitation and job-id codecs: see jobs.h. */
+#include "jobs.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../lib/crypto/ct.h"
+#include "../lib/crypto/rand.h"
+#include "../lib/crypto/sha256.h"
+#include "../lib/proto/secagg.h"
+
+static const char *const ALGORITHMS[] = {
+    "secure-sum",       "fedsvd",           "fedpca", "fedpower",
+    "fedpower-utility", "fedpower-private", "dp-ppm", NULL};
+
+int fs_job_algorithm_known(const char *name)
+{
+    for (size_t i = 0; ALGORITHMS[i] != NULL; i++) {
+        if (strcmp(name, ALGORITHMS[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int printable(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c < 0x20 || c == 0x7f) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Optional string field copied into buf (cap bytes incl. NUL). */
+static int opt_string(const json_t *obj, const char *key, char *buf, size_t cap, struct fs_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+    const char *s;
+
+    buf[0] = '\0';
+    if (v == NULL || json_is_null(v)) {
+        return 0;
+    }
+    if (!json_is_string(v)) {
+        return fs_err_set(err, FS_EFORMAT, "%s: expected a string", key);
+    }
+    s = json_string_value(v);
+    if (strlen(s) >= cap || json_string_length(v) != strlen(s)) {
+        return fs_err_set(err, FS_EINVAL, "%s: longer than %zu bytes or contains NUL", key,
+                          cap - 1);
+    }
+    if (!printable(s)) {
+        return fs_err_set(err, FS_EINVAL, "%s: contains control characters", key);
+    }
+    memcpy(buf, s, strlen(s) + 1);
+    return 0;
+}
+
+static int req_string(const json_t *obj, const char *key, char *buf, size_t cap, struct fs_err *err)
+{
+    if (json_object_get(obj, key) == NULL) {
+        return fs_err_set(err, FS_EFORMAT, "%s: missing", key);
+    }
+    return opt_string(obj, key, buf, cap, err);
+}
+
+/* Integer field in lo..hi; *present = 0 (and no error) when absent/null and present != NULL. */
+static int int_field(const json_t *obj, const char *key, long long lo, long long hi, long long *out,
+                     int *present, struct fs_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+
+    if (present != NULL) {
+        *present = 0;
+    }
+    if (v == NULL || json_is_null(v)) {
+        if (present != NULL) {
+            return 0;
+        }
+        return fs_err_set(err, FS_EFORMAT, "%s: missing", key);
+    }
+    if (!json_is_integer(v)) {
+        return fs_err_set(err, FS_EFORMAT, "%s: expected an integer", key);
+    }
+    if ((long long)json_integer_value(v) < lo || (long long)json_integer_value(v) > hi) {
+        return fs_err_set(err, FS_EINVAL, "%s: %lld outside %lld..%lld", key,
+                          (long long)json_integer_value(v), lo, hi);
+    }
+    *out = (long long)json_integer_value(v);
+    if (present != NULL) {
+        *present = 1;
+    }
+    return 0;
+}
+
+static int shape_field(const json_t *obj, uint64_t max_elements, uint64_t *rows, uint64_t *cols,
+                       struct fs_err *err)
+{
+    json_t *v = json_object_get(obj, "shape");
+    json_t *r;
+    json_t *c;
+
+    if (v == NULL) {
+        return fs_err_set(err, FS_EFORMAT, "shape: missing");
+    }
+    if (!json_is_array(v) || json_array_size(v) != 2) {
+        return fs_err_set(err, FS_EFORMAT, "shape: expected [rows, cols]");
+    }
+    r = json_array_get(v, 0);
+    c = json_array_get(v, 1);
+    if (!json_is_integer(r) || !json_is_integer(c)) {
+        return fs_err_set(err, FS_EFORMAT, "shape: expected two integers");
+    }
+    if (json_integer_value(r) < 1 || json_integer_value(c) < 1) {
+        return fs_err_set(err, FS_EINVAL, "shape: dimensions must be positive");
+    }
+    *rows = (uint64_t)json_integer_value(r);
+    *cols = (uint64_t)json_integer_value(c);
+    if (*rows > max_elements || *cols > max_elements || *rows > max_elements / *cols) {
+        return fs_err_set(err, FS_EINVAL,
+                          "shape: %llu x %llu is over the server's limit of "
+                          "%llu elements",
+                          (unsigned long long)*rows, (unsigned long long)*cols,
+                          (unsigned long long)max_elements);
+    }
+    return 0;
+}
+
+int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
+                       struct fs_err *err)
+{
+    static const char *const keys[] = {"algorithm",      "name",       "parties",
+                                       "threshold",      "shape",      "round_timeout_s",
+                                       "join_timeout_s", "server_url", NULL};
+    const char *key;
+    json_t *val;
+    long long x = 0;
+    int present = 0;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (!json_is_object(j)) {
+        return fs_err_set(err, FS_EFORMAT, "job spec: expected an object");
+    }
+    json_object_foreach((json_t *)j, key, val)
+    {
+        int ok = 0;
+        (void)val;
+        for (size_t i = 0; keys[i] != NULL; i++) {
+            ok |= strcmp(key, keys[i]) == 0;
+        }
+        if (!ok) {
+            return fs_err_set(err, FS_EINVAL, "job spec: unknown field \"%.64s\"", key);
+        }
+    }
+    rc = req_string(j, "algorithm", out->algorithm, sizeof out->algorithm, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!fs_job_algorithm_known(out->algorithm)) {
+        return fs_err_set(err, FS_EINVAL, "algorithm: unknown \"%.32s\"", out->algorithm);
+    }
+    rc = opt_string(j, "name", out->name, sizeof out->name, err);
+    if (rc == 0) {
+        rc = int_field(j, "parties", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    out->parties = (uint32_t)x;
+    rc = int_field(j, "threshold", 1, out->parties, &x, &present, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->threshold = present ? (uint32_t)x : out->parties / 2 + 1;
+    rc = shape_field(j, max_elements, &out->rows, &out->cols, err);
+    if (rc == 0) {
+        rc = int_field(j, "round_timeout_s", 1, FS_JOB_MAX_TIMEOUT, &x, &present, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    out->round_timeout_s = present ? (uint32_t)x : FS_JOB_DEFAULT_TIMEOUT;
+    rc = int_field(j, "join_timeout_s", 1, FS_JOB_MAX_JOIN_TIMEOUT, &x, &present, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->join_timeout_s = present ? (uint32_t)x : out->round_timeout_s;
+    rc = opt_string(j, "server_url", out->server_url, sizeof out->server_url, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (out->server_url[0] != '\0') {
+        size_t n = strlen(out->server_url);
+        if ((strncmp(out->server_url, "http://", 7) != 0 &&
+             strncmp(out->server_url, "https://", 8) != 0) ||
+            strpbrk(out->server_url, " \"<>\\^`{|}") != NULL) {
+            return fs_err_set(err, FS_EINVAL, "server_url: expected an http:// or https:// URL");
+        }
+        while (n > 0 && out->server_url[n - 1] == '/') {
+            out->server_url[--n] = '\0';
+        }
+    }
+    return 0;
+}
+
+static json_t *shape_json(uint64_t rows, uint64_t cols)
+{
+    return json_pack("[I, I]", (json_int_t)rows, (json_int_t)cols);
+}
+
+json_t *fs_job_spec_encode(const struct fs_job_spec *s)
+{
+    json_t *o = json_pack("{s:s, s:i, s:i, s:o, s:i, s:i}", "algorithm", s->algorithm, "parties",
+                          (int)s->parties, "threshold", (int)s->threshold, "shape",
+                          shape_json(s->rows, s->cols), "round_timeout_s", (int)s->round_timeout_s,
+                          "join_timeout_s", (int)s->join_timeout_s);
+
+    if (o == NULL) {
+        return NULL;
+    }
+    if ((s->name[0] != '\0' && json_object_set_new(o, "name", json_string(s->name)) != 0) ||
+        (s->server_url[0] != '\0' &&
+         json_object_set_new(o, "server_url", json_string(s->server_url)) != 0)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *fs_invitation_encode(const struct fs_invitation *inv)
+{
+    return json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:i, s:i, s:o}", "version", inv->version,
+                     "job_id", inv->job_id, "job_url", inv->job_url, "party", (int)inv->party,
+                     "token", inv->token, "algorithm", inv->algorithm, "parties", (int)inv->parties,
+                     "threshold", (int)inv->threshold, "shape", shape_json(inv->rows, inv->cols));
+}
+
+int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_err *err)
+{
+    long long x = 0;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    if (!json_is_object(j)) {
+        return fs_err_set(err, FS_EFORMAT, "invitation: expected an object");
+    }
+    rc = int_field(j, "version", 1, 1000, &x, NULL, err);
+    if (rc == 0 && x != FS_INVITATION_VERSION) {
+        rc = fs_err_set(err, FS_EINVAL, "invitation: version %lld not supported", x);
+    }
+    out->version = (int)x;
+    if (rc == 0) {
+        rc = req_string(j, "job_id", out->job_id, sizeof out->job_id, err);
+    }
+    if (rc == 0 && !fs_job_id_valid(out->job_id)) {
+        rc = fs_err_set(err, FS_EINVAL, "job_id: not a job id");
+    }
+    if (rc == 0) {
+        rc = req_string(j, "job_url", out->job_url, sizeof out->job_url, err);
+    }
+    if (rc == 0) {
+        rc = int_field(j, "party", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
+        out->party = (uint32_t)x;
+    }
+    if (rc == 0) {
+        rc = req_string(j, "token", out->token, sizeof out->token, err);
+    }
+    if (rc == 0 && !fs_auth_token_valid(out->token, strlen(out->token))) {
+        rc = fs_err_set(err, FS_EINVAL, "token: not a valid token");
+    }
+    if (rc == 0) {
+        rc = req_string(j, "algorithm", out->algorithm, sizeof out->algorithm, err);
+    }
+    if (rc == 0) {
+        rc = int_field(j, "parties", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
+        out->parties = (uint32_t)x;
+    }
+    if (rc == 0) {
+        rc = int_field(j, "threshold", 1, out->parties, &x, NULL, err);
+        out->threshold = (uint32_t)x;
+    }
+    if (rc == 0) {
+        rc = shape_field(j, UINT64_MAX / 2, &out->rows, &out->cols, err);
+    }
+    if (rc == 0 && out->party > out->parties) {
+        rc = fs_err_set(err, FS_EINVAL, "party: %u outside 1..%u", out->party, out->parties);
+    }
+    if (rc == 0) {
+        char base[FS_JOB_URL_MAX + 1];
+        rc = fs_invitation_server_url(out, base, sizeof base, err);
+    }
+    if (rc != 0) {
+        fs_invitation_wipe(out);
+        fs_err_prefix(err, "invitation: ");
+    }
+    return rc;
+}
+
+void fs_invitation_wipe(struct fs_invitation *inv)
+{
+    fs_wipe(inv, sizeof *inv);
+}
+
+int fs_invitation_server_url(const struct fs_invitation *inv, char *out, size_t cap,
+                             struct fs_err *err)
+{
+    char suffix[FS_JOB_ID_MAX + 16];
+    size_t ul = strlen(inv->job_url);
+    size_t sl;
+
+    snprintf(suffix, sizeof suffix, "/v1/jobs/%s", inv->job_id);
+    sl = strlen(suffix);
+    if (ul <= sl || strcmp(inv->job_url + ul - sl, suffix) != 0 || ul - sl >= cap) {
+        return fs_err_set(err, FS_EINVAL, "job_url: does not end in /v1/jobs/<job_id>");
+    }
+    if (strncmp(inv->job_url, "http://", 7) != 0 && strncmp(inv->job_url, "https://", 8) != 0) {
+        return fs_err_set(err, FS_EINVAL, "job_url: expected an http:// or https:// URL");
+    }
+    memcpy(out, inv->job_url, ul - sl);
+    out[ul - sl] = '\0';
+    return 0;
+}
+
+int fs_job_id_valid(const char *s)
+{
+    if (s == NULL || s[0] != 'j' || s[1] != '-') {
+        return 0;
+    }
+    for (int i = 2; i < 34; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
+            return 0;
+        }
+    }
+    return s[34] == '\0';
+}
+
+int fs_job_id_generate(char out[FS_JOB_ID_MAX + 1], struct fs_err *err)
+{
+    static const char HEX[] = "0123456789abcdef";
+    uint8_t b[16];
+    int rc = fs_rand_bytes(b, sizeof b, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    out[0] = 'j';
+    out[1] = '-';
+    for (int i = 0; i < 16; i++) {
+        out[2 + 2 * i] = HEX[b[i] >> 4];
+        out[3 + 2 * i] = HEX[b[i] & 15];
+    }
+    out[34] = '\0';
+    return 0;
+}
+
+int fs_wire_secagg_job_id(const char *job_id, uint8_t out[32], struct fs_err *err)
+{
+    return fs_sha256(out, job_id, strlen(job_id), err);
+}

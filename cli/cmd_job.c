@@ -1,0 +1,907 @@
+/* fedsvd job create|status|watch|result|list|cancel: the operator's side of
+ * the job resource on the aggregation server (docs/wire-secure-sum.md). */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "net/auth.h"
+#include "orch.h"
+
+#define NOPTS(a)        (sizeof(a) / sizeof((a)[0]))
+#define JOB_MAX_PARTIES 1000
+
+static void job_help(void)
+{
+    printf("Usage: fedsvd job SUBCOMMAND [OPTIONS]\n"
+           "\n"
+           "Create and follow jobs on an aggregation server.\n"
+           "\n"
+           "Subcommands:\n"
+           "  create   create a job; prints one invitation per party (JSON)\n"
+           "  status   print a job's phase, parties, bytes and timings\n"
+           "  watch    follow a job with a progress line until it is done or failed\n"
+           "  result   print a finished job's result manifest, download its files\n"
+           "  list     list the server's jobs (admin token)\n"
+           "  cancel   cancel a job (admin token)\n"
+           "\n"
+           "Run 'fedsvd job SUBCOMMAND --help' for the options of each.\n");
+}
+
+static void conn_help(const char *token_opt, const char *who)
+{
+    printf("  --server URL           the aggregation server, e.g. http://127.0.0.1:8443\n"
+           "  --%-20s file holding the %s bearer token (should be mode 0600)\n"
+           "  --insecure             do not verify the server's TLS certificate\n"
+           "  --ca-file FILE         verify the server with this PEM bundle\n",
+           token_opt, who);
+}
+
+static void create_help(void)
+{
+    printf("Usage: fedsvd job create --server URL --admin-token-file F --algorithm secure-sum\n"
+           "                         --parties K --shape R,C [--threshold T] [--round-timeout S]\n"
+           "                         [--name LABEL] [--public-url URL] [--out-dir DIR]\n"
+           "                         [--format text|json]\n"
+           "\n"
+           "Create a job (POST /v1/jobs) and print its invitations: a JSON array with one\n"
+           "invitation per party, each holding that party's secret token. Hand invitation i\n"
+           "to party i only (out of band); its operator gives it to the party's client-agent.\n"
+           "\n"
+           "Options:\n");
+    conn_help("admin-token-file F", "admin");
+    printf(
+        "  --algorithm A          secure-sum\n"
+        "  --parties K            number of parties, 1..1000\n"
+        "  --shape R,C            every party's matrix shape (rows,cols)\n"
+        "  --threshold T          minimum survivors, 1..K (default floor(K/2)+1)\n"
+        "  --round-timeout S      seconds (integer) a round waits for missing parties\n"
+        "                         before counting them as dropped (server default 60)\n"
+        "  --name LABEL           a free-form label for the job\n"
+        "  --public-url URL       the server URL written into invitations (default: the URL\n"
+        "                         the server was reached at); use it behind a proxy or NAT\n"
+        "  --out-dir DIR          write DIR/invitation-<i>.json (mode 0600) instead of\n"
+        "                         printing the invitations\n"
+        "  --format F             text (default: the invitations array, indented, and the\n"
+        "                         job id on stderr) or json (one line: {\"job\", \"invitations\"}\n"
+        "                         where invitations are objects, or file names with --out-dir)\n"
+        "  -h, --help             show this text\n");
+}
+
+static void status_help(void)
+{
+    printf("Usage: fedsvd job status --server URL --job ID --token-file F [--format text|json]\n"
+           "\n"
+           "Print a job's state (GET /v1/jobs/ID): phase, aggregation, parties present and\n"
+           "dropped, bytes in and out of the server, per-phase seconds, the abort reason.\n"
+           "\n"
+           "Options:\n");
+    conn_help("token-file F", "admin or party");
+    printf("  --job ID               the job id (from job create)\n"
+           "  --format F             text (default) or json (the Job object, one line)\n"
+           "  -h, --help             show this text\n");
+}
+
+static void watch_help(void)
+{
+    printf("Usage: fedsvd job watch --server URL --job ID --token-file F [--interval S]\n"
+           "                        [--timeout S] [--format text|json]\n"
+           "\n"
+           "Poll the job and show a progress line on stderr (redrawn in place on a terminal,\n"
+           "one line per change otherwise) until it is done (exit 0) or failed (exit 1, with\n"
+           "the reason). Then print the final status as 'job status' does.\n"
+           "\n"
+           "Options:\n");
+    conn_help("token-file F", "admin or party");
+    printf("  --job ID               the job id\n"
+           "  --interval S           seconds between polls (default 0.5)\n"
+           "  --timeout S            give up after S seconds (exit 1; default: never)\n"
+           "  --format F             text (default) or json\n"
+           "  -h, --help             show this text\n");
+}
+
+static void result_help(void)
+{
+    printf("Usage: fedsvd job result --server URL --job ID --token-file F [--out DIR]\n"
+           "                         [--format text|json]\n"
+           "\n"
+           "Print the result manifest of a finished job (GET /v1/jobs/ID/result). With --out,\n"
+           "download every file it lists into DIR (e.g. sum.npy for secure-sum) and check\n"
+           "each one's SHA-256 against the manifest.\n"
+           "\n"
+           "Options:\n");
+    conn_help("token-file F", "admin or party");
+    printf("  --job ID               the job id\n"
+           "  --out DIR              download the result files here (created if needed)\n"
+           "  --format F             text (default) or json (the manifest, one line)\n"
+           "  -h, --help             show this text\n");
+}
+
+static void list_help(void)
+{
+    printf("Usage: fedsvd job list --server URL --admin-token-file F [--format text|json]\n"
+           "\n"
+           "List the server's jobs (GET /v1/jobs): id, algorithm, phase, parties.\n"
+           "\n"
+           "Options:\n");
+    conn_help("admin-token-file F", "admin");
+    printf("  --format F             text (default: one line per job) or json\n"
+           "  -h, --help             show this text\n");
+}
+
+static void cancel_help(void)
+{
+    printf("Usage: fedsvd job cancel --server URL --job ID --admin-token-file F\n"
+           "                         [--format text|json]\n"
+           "\n"
+           "Cancel a job (DELETE /v1/jobs/ID): it moves to phase 'failed'.\n"
+           "\n"
+           "Options:\n");
+    conn_help("admin-token-file F", "admin");
+    printf("  --job ID               the job id\n"
+           "  --format F             text (default) or json\n"
+           "  -h, --help             show this text\n");
+}
+
+/* ---- shared plumbing ---- */
+
+/* A connected client from --server, a token file and the TLS flags. */
+static int connect_server(const char *cmd, const char *server, const char *token_file,
+                          const struct orch_tls *tls, fs_httpc **out)
+{
+    char *token = NULL;
+    struct fs_err err;
+    int rc;
+
+    fs_err_clear(&err);
+    if (fs_auth_token_load(token_file, &token, &err) != 0) {
+        return cli_fs_error(cmd, &err);
+    }
+    rc = orch_client(out, server, token, 0, 2, tls, &err);
+    fs_auth_token_free(token);
+    if (rc != 0) {
+        return cli_fs_error(cmd, &err);
+    }
+    return CLI_OK;
+}
+
+static int check_server(const char *cmd, const char *server)
+{
+    if (server == NULL) {
+        return cli_usage_error(cmd, "--server is required");
+    }
+    if (!orch_url_ok(server)) {
+        return cli_usage_error(cmd, "--server: expected an http:// or https:// URL, got '%s'",
+                               server);
+    }
+    return CLI_OK;
+}
+
+static int check_job(const char *cmd, const char *job)
+{
+    if (job == NULL) {
+        return cli_usage_error(cmd, "--job is required");
+    }
+    if (!orch_id_ok(job)) {
+        return cli_usage_error(cmd, "--job: not a job id: '%s'", job);
+    }
+    return CLI_OK;
+}
+
+/* Write a JSON document that holds a secret (an invitation): mode 0600 from
+ * the start (temp file + rename), never readable by others even briefly. */
+static int write_secret_json(const char *cmd, const char *path, const json_t *doc)
+{
+    char tmp[4096];
+    char *s = NULL;
+    size_t len;
+    int fd = -1;
+    int rc = CLI_OK;
+
+    if ((size_t)snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid()) >= sizeof tmp) {
+        return cli_runtime_error(cmd, "%s: path too long", path);
+    }
+    s = json_dumps(doc, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    if (s == NULL) {
+        return cli_runtime_error(cmd, "out of memory building JSON");
+    }
+    len = strlen(s);
+    fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        rc = cli_runtime_error(cmd, "%s: cannot create: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (write(fd, s, len) != (ssize_t)len || write(fd, "\n", 1) != 1 || fsync(fd) != 0) {
+        rc = cli_runtime_error(cmd, "%s: write failed: %s", tmp, strerror(errno));
+        goto out;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        rc = cli_runtime_error(cmd, "%s: write failed: %s", tmp, strerror(errno));
+        goto out;
+    }
+    fd = -1;
+    if (rename(tmp, path) != 0) {
+        rc = cli_runtime_error(cmd, "%s: cannot rename into place: %s", path, strerror(errno));
+    }
+out:
+    if (fd >= 0) {
+        close(fd);
+    }
+    if (rc != CLI_OK) {
+        unlink(tmp);
+    }
+    free(s);
+    return rc;
+}
+
+/* ---- status text ---- */
+
+static void print_ids(const char *label, const json_t *a)
+{
+    size_t i;
+    json_t *v;
+
+    printf("%-12s ", label);
+    if (!json_is_array(a) || json_array_size(a) == 0) {
+        printf("none\n");
+        return;
+    }
+    json_array_foreach(a, i, v)
+    {
+        printf("%s%lld", i > 0 ? "," : "", (long long)json_integer_value(v));
+    }
+    printf("\n");
+}
+
+static const char *str_or(const json_t *o, const char *key, const char *dflt)
+{
+    const char *s = json_string_value(json_object_get(o, key));
+
+    return s != NULL ? s : dflt;
+}
+
+static void print_job_text(const json_t *job)
+{
+    const json_t *timings = json_object_get(job, "timings");
+    const json_t *shape = json_object_get(job, "shape");
+    const json_t *error = json_object_get(job, "error");
+    char in[32], out[32];
+
+    printf("%-12s %s\n", "job", str_or(job, "id", "?"));
+    printf("%-12s %s\n", "algorithm", str_or(job, "algorithm", "?"));
+    if (str_or(job, "name", "")[0] != '\0') {
+        printf("%-12s %s\n", "name", str_or(job, "name", ""));
+    }
+    printf("%-12s %s\n", "state", str_or(job, "state", "?"));
+    printf("%-12s %s\n", "phase", str_or(job, "phase", "?"));
+    printf("%-12s %lld of %lld\n", "aggregation",
+           (long long)json_integer_value(json_object_get(job, "aggregation")) + 1,
+           (long long)json_integer_value(json_object_get(job, "aggregations")));
+    printf("%-12s %lld (threshold %lld)\n", "parties",
+           (long long)json_integer_value(json_object_get(job, "parties")),
+           (long long)json_integer_value(json_object_get(job, "threshold")));
+    if (json_is_array(shape) && json_array_size(shape) == 2) {
+        printf("%-12s %lld x %lld\n", "shape",
+               (long long)json_integer_value(json_array_get(shape, 0)),
+               (long long)json_integer_value(json_array_get(shape, 1)));
+    }
+    print_ids("present", json_object_get(job, "present"));
+    print_ids("dropped", json_object_get(job, "dropped"));
+    printf("%-12s in %s, out %s\n", "bytes",
+           orch_bytes(json_number_value(json_object_get(job, "bytes_in")), in, sizeof in),
+           orch_bytes(json_number_value(json_object_get(job, "bytes_out")), out, sizeof out));
+    if (json_is_object(timings)) {
+        const char *k;
+        json_t *v;
+
+        json_object_foreach((json_t *)timings, k, v)
+        {
+            printf("%-12s %s %.3f s\n", "timing", k, json_number_value(v));
+        }
+    }
+    if (json_is_number(json_object_get(job, "deadline_in_s"))) {
+        printf("%-12s %.1f s\n", "round ends",
+               json_number_value(json_object_get(job, "deadline_in_s")));
+    }
+    printf("%-12s %s\n", "created", str_or(job, "created_at", "?"));
+    if (json_is_string(error)) {
+        printf("%-12s %s\n", "error", json_string_value(error));
+    }
+}
+
+/* ---- create ---- */
+
+static int parse_shape(const char *cmd, const char *s, json_int_t shape[2])
+{
+    size_t *list = NULL;
+    size_t n = 0;
+    int rc;
+
+    rc = cli_parse_size_list(cmd, "--shape", s, 2, &list, &n);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (n != 2) {
+        free(list);
+        return cli_usage_error(cmd, "--shape: expected ROWS,COLS, got '%s'", s);
+    }
+    shape[0] = (json_int_t)list[0];
+    shape[1] = (json_int_t)list[1];
+    free(list);
+    return CLI_OK;
+}
+
+static int job_create(int argc, char **argv)
+{
+    const char *cmd = "job create";
+    const char *s_server = NULL, *s_tok = NULL, *s_alg = NULL, *s_parties = NULL;
+    const char *s_shape = NULL, *s_thr = NULL, *s_rt = NULL, *s_name = NULL, *s_pub = NULL;
+    const char *s_outdir = NULL, *s_format = NULL, *s_ca = NULL;
+    struct orch_tls tls = {0, NULL};
+    struct cli_opt opts[] = {
+        {"server", CLI_OPT_VALUE, &s_server, NULL},
+        {"admin-token-file", CLI_OPT_VALUE, &s_tok, NULL},
+        {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},
+        {"parties", CLI_OPT_VALUE, &s_parties, NULL},
+        {"shape", CLI_OPT_VALUE, &s_shape, NULL},
+        {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
+        {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
+        {"name", CLI_OPT_VALUE, &s_name, NULL},
+        {"public-url", CLI_OPT_VALUE, &s_pub, NULL},
+        {"out-dir", CLI_OPT_VALUE, &s_outdir, NULL},
+        {"format", CLI_OPT_VALUE, &s_format, NULL},
+        {"insecure", CLI_OPT_FLAG, NULL, &tls.insecure},
+        {"ca-file", CLI_OPT_VALUE, &s_ca, NULL},
+    };
+    const char *pos[1];
+    size_t npos = 0, parties = 0, thr = 0, rt = 0;
+    json_int_t shape[2] = {0, 0};
+    int help = 0, json = 0, rc;
+    struct fs_err err;
+    fs_httpc *c = NULL;
+    json_t *spec = NULL, *resp = NULL, *files = NULL;
+    const json_t *invs, *job;
+
+    fs_err_clear(&err);
+    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (help) {
+        create_help();
+        return CLI_OK;
+    }
+    tls.ca_file = s_ca;
+    if ((rc = check_server(cmd, s_server)) != CLI_OK) {
+        return rc;
+    }
+    if (s_tok == NULL || s_alg == NULL || s_parties == NULL || s_shape == NULL) {
+        return cli_usage_error(
+            cmd, "--admin-token-file, --algorithm, --parties and --shape are required");
+    }
+    if (strcmp(s_alg, "secure-sum") != 0) {
+        return cli_usage_error(cmd, "--algorithm: expected secure-sum, got '%s'", s_alg);
+    }
+    if ((rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) != 0 ||
+        (rc = parse_shape(cmd, s_shape, shape)) != 0 ||
+        (s_thr != NULL &&
+         (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, parties, &thr)) != 0) ||
+        (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
+        (rc = cli_parse_format(cmd, s_format, &json)) != 0) {
+        return rc;
+    }
+    if (s_pub != NULL && !orch_url_ok(s_pub)) {
+        return cli_usage_error(cmd, "--public-url: expected an http:// or https:// URL, got '%s'",
+                               s_pub);
+    }
+    spec = json_pack("{s:s, s:I, s:[I,I]}", "algorithm", s_alg, "parties", (json_int_t)parties,
+                     "shape", shape[0], shape[1]);
+    if (spec == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
+    }
+    if (s_thr != NULL) {
+        json_object_set_new(spec, "threshold", json_integer((json_int_t)thr));
+    }
+    if (s_rt != NULL) {
+        json_object_set_new(spec, "round_timeout_s", json_integer((json_int_t)rt));
+    }
+    if (s_name != NULL) {
+        json_object_set_new(spec, "name", json_string(s_name));
+    }
+    if (s_pub != NULL) {
+        json_object_set_new(spec, "server_url", json_string(s_pub));
+    }
+    if (s_outdir != NULL && (rc = cli_mkdir_p(cmd, s_outdir)) != CLI_OK) {
+        goto out;
+    }
+    if ((rc = connect_server(cmd, s_server, s_tok, &tls, &c)) != CLI_OK) {
+        goto out;
+    }
+    if (fs_httpc_json(c, "POST", "/v1/jobs", spec, &resp, NULL, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    job = json_object_get(resp, "job");
+    invs = json_object_get(resp, "invitations");
+    if (!json_is_object(job) || !json_is_array(invs) || json_array_size(invs) != parties) {
+        rc = cli_runtime_error(cmd, "POST /v1/jobs: the response lacks the job or %zu invitations",
+                               parties);
+        goto out;
+    }
+    if (s_outdir != NULL) {
+        size_t i;
+        json_t *inv;
+
+        files = json_array();
+        json_array_foreach(invs, i, inv)
+        {
+            char name[64], path[4096];
+
+            snprintf(name, sizeof name, "invitation-%zu.json", i + 1);
+            if ((rc = cli_path_join(cmd, path, sizeof path, s_outdir, name)) != CLI_OK ||
+                (rc = write_secret_json(cmd, path, inv)) != CLI_OK) {
+                goto out;
+            }
+            json_array_append_new(files, json_string(path));
+        }
+    }
+    if (json) {
+        rc = cli_print_json(
+            cmd, json_pack("{s:O, s:O}", "job", job, "invitations", files != NULL ? files : invs));
+    } else if (files != NULL) {
+        printf("job %s created: %zu parties, threshold %lld; wrote %s/invitation-1..%zu.json\n",
+               str_or(job, "id", "?"), parties,
+               (long long)json_integer_value(json_object_get(job, "threshold")), s_outdir, parties);
+    } else {
+        char *s = json_dumps(invs, JSON_INDENT(2));
+
+        if (s == NULL) {
+            rc = cli_runtime_error(cmd, "out of memory");
+            goto out;
+        }
+        puts(s);
+        free(s);
+        fprintf(stderr, "fedsvd %s: job %s created: %zu parties, threshold %lld\n", cmd,
+                str_or(job, "id", "?"), parties,
+                (long long)json_integer_value(json_object_get(job, "threshold")));
+    }
+out:
+    json_decref(files);
+    json_decref(resp);
+    json_decref(spec);
+    fs_httpc_free(c);
+    return rc;
+}
+
+/* ---- status / watch / result / list / cancel ---- */
+
+struct job_args {
+    const char *server, *token_file, *job, *format, *ca_file;
+    struct orch_tls tls;
+    int json;
+};
+
+static int job_status(int argc, char **argv)
+{
+    const char *cmd = "job status";
+    struct job_args a;
+    struct cli_opt opts[] = {
+        {"server", CLI_OPT_VALUE, &a.server, NULL},
+        {"token-file", CLI_OPT_VALUE, &a.token_file, NULL},
+        {"job", CLI_OPT_VALUE, &a.job, NULL},
+        {"format", CLI_OPT_VALUE, &a.format, NULL},
+        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+    };
+    const char *pos[1];
+    size_t npos = 0;
+    int help = 0, rc;
+    struct fs_err err;
+    fs_httpc *c = NULL;
+    json_t *job = NULL;
+
+    memset(&a, 0, sizeof a);
+    fs_err_clear(&err);
+    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (help) {
+        status_help();
+        return CLI_OK;
+    }
+    a.tls.ca_file = a.ca_file;
+    if ((rc = check_server(cmd, a.server)) != 0 || (rc = check_job(cmd, a.job)) != 0 ||
+        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0) {
+        return rc;
+    }
+    if (a.token_file == NULL) {
+        return cli_usage_error(cmd, "--token-file is required");
+    }
+    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+        return rc;
+    }
+    if (orch_job_get(c, a.job, &job, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    if (a.json) {
+        rc = cli_print_json(cmd, json_incref(job));
+    } else {
+        print_job_text(job);
+    }
+out:
+    json_decref(job);
+    fs_httpc_free(c);
+    return rc;
+}
+
+static volatile sig_atomic_t g_watch_stop = 0;
+
+static void watch_on_signal(int sig)
+{
+    g_watch_stop = sig;
+}
+
+static int job_watch(int argc, char **argv)
+{
+    const char *cmd = "job watch";
+    const char *s_interval = NULL, *s_timeout = NULL;
+    struct job_args a;
+    struct cli_opt opts[] = {
+        {"server", CLI_OPT_VALUE, &a.server, NULL},
+        {"token-file", CLI_OPT_VALUE, &a.token_file, NULL},
+        {"job", CLI_OPT_VALUE, &a.job, NULL},
+        {"format", CLI_OPT_VALUE, &a.format, NULL},
+        {"interval", CLI_OPT_VALUE, &s_interval, NULL},
+        {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
+        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+    };
+    const char *pos[1];
+    size_t npos = 0;
+    double interval = 0.5, timeout = 0, t0;
+    int help = 0, rc;
+    struct fs_err err;
+    struct orch_progress prog;
+    struct sigaction sa, old_int, old_term;
+    fs_httpc *c = NULL;
+    json_t *job = NULL;
+
+    memset(&a, 0, sizeof a);
+    fs_err_clear(&err);
+    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (help) {
+        watch_help();
+        return CLI_OK;
+    }
+    a.tls.ca_file = a.ca_file;
+    if ((rc = check_server(cmd, a.server)) != 0 || (rc = check_job(cmd, a.job)) != 0 ||
+        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0 ||
+        (s_interval != NULL &&
+         (rc = cli_parse_double(cmd, "--interval", s_interval, 0.05, CLI_CLOSED, 3600, CLI_CLOSED,
+                                &interval)) != 0) ||
+        (s_timeout != NULL && (rc = cli_parse_double(cmd, "--timeout", s_timeout, 0, CLI_OPEN, 0,
+                                                     CLI_NONE, &timeout)) != 0)) {
+        return rc;
+    }
+    if (a.token_file == NULL) {
+        return cli_usage_error(cmd, "--token-file is required");
+    }
+    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+        return rc;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = watch_on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    orch_progress_init(&prog, stderr, cmd);
+    t0 = cli_now();
+    for (;;) {
+        json_decref(job);
+        job = NULL;
+        if (orch_job_get(c, a.job, &job, &err) != 0) {
+            orch_progress_done(&prog);
+            rc = cli_fs_error(cmd, &err);
+            goto out;
+        }
+        orch_progress_job(&prog, job);
+        if (strcmp(orch_job_state(job), "running") != 0) {
+            break;
+        }
+        if (g_watch_stop != 0) {
+            orch_progress_done(&prog);
+            rc = cli_runtime_error(cmd, "interrupted; job %s is still running", a.job);
+            goto out;
+        }
+        if (timeout > 0 && cli_now() - t0 > timeout) {
+            orch_progress_done(&prog);
+            rc = cli_runtime_error(cmd, "timed out after %.0f s; job %s is still %s", timeout,
+                                   a.job, str_or(job, "phase", "running"));
+            goto out;
+        }
+        orch_sleep_ms((long)(interval * 1000));
+    }
+    orch_progress_done(&prog);
+    if (a.json) {
+        rc = cli_print_json(cmd, json_incref(job));
+    } else {
+        print_job_text(job);
+    }
+    if (rc == CLI_OK && strcmp(orch_job_state(job), "done") != 0) {
+        rc = cli_runtime_error(cmd, "job %s %s: %s", a.job, orch_job_state(job),
+                               str_or(job, "error", "no reason given"));
+    }
+out:
+    sigaction(SIGINT, &old_int, NULL);
+    sigaction(SIGTERM, &old_term, NULL);
+    json_decref(job);
+    fs_httpc_free(c);
+    return rc;
+}
+
+/* Download every file of a manifest into dir, verifying sha256. */
+static int fetch_files(const char *cmd, fs_httpc *c, const char *prefix, const json_t *manifest,
+                       const char *dir)
+{
+    const json_t *files = json_object_get(manifest, "files");
+    struct fs_err err;
+    size_t i;
+    json_t *f;
+
+    fs_err_clear(&err);
+    if (!json_is_array(files)) {
+        return cli_runtime_error(cmd, "the result manifest lists no files");
+    }
+    json_array_foreach(files, i, f)
+    {
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *sha = json_string_value(json_object_get(f, "sha256"));
+        char path[512], dest[4096];
+        size_t n;
+        int rc;
+
+        n = name != NULL ? strlen(name) : 0;
+        if (n < 5 || strcmp(name + n - 4, ".npy") != 0 || !orch_id_ok(name)) {
+            return cli_runtime_error(cmd, "the result manifest names a bad file '%s'",
+                                     name != NULL ? name : "");
+        }
+        snprintf(path, sizeof path, "%s/%s", prefix, name);
+        if ((rc = cli_path_join(cmd, dest, sizeof dest, dir, name)) != CLI_OK) {
+            return rc;
+        }
+        if (orch_download_verified(c, path, dest, sha, NULL, &err) != 0) {
+            return cli_fs_error(cmd, &err);
+        }
+    }
+    return CLI_OK;
+}
+
+static int job_result(int argc, char **argv)
+{
+    const char *cmd = "job result";
+    const char *s_out = NULL;
+    struct job_args a;
+    struct cli_opt opts[] = {
+        {"server", CLI_OPT_VALUE, &a.server, NULL},
+        {"token-file", CLI_OPT_VALUE, &a.token_file, NULL},
+        {"job", CLI_OPT_VALUE, &a.job, NULL},
+        {"format", CLI_OPT_VALUE, &a.format, NULL},
+        {"out", CLI_OPT_VALUE, &s_out, NULL},
+        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+    };
+    const char *pos[1];
+    size_t npos = 0;
+    int help = 0, rc;
+    struct fs_err err;
+    fs_httpc *c = NULL;
+    json_t *res = NULL;
+    char path[64 + ORCH_ID_MAX];
+
+    memset(&a, 0, sizeof a);
+    fs_err_clear(&err);
+    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (help) {
+        result_help();
+        return CLI_OK;
+    }
+    a.tls.ca_file = a.ca_file;
+    if ((rc = check_server(cmd, a.server)) != 0 || (rc = check_job(cmd, a.job)) != 0 ||
+        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0) {
+        return rc;
+    }
+    if (a.token_file == NULL) {
+        return cli_usage_error(cmd, "--token-file is required");
+    }
+    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+        return rc;
+    }
+    snprintf(path, sizeof path, "/v1/jobs/%s/result", a.job);
+    if (fs_httpc_json(c, "GET", path, NULL, &res, NULL, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    if (s_out != NULL && ((rc = cli_mkdir_p(cmd, s_out)) != CLI_OK ||
+                          (rc = fetch_files(cmd, c, path, res, s_out)) != CLI_OK)) {
+        goto out;
+    }
+    if (a.json) {
+        rc = cli_print_json(cmd, json_incref(res));
+    } else {
+        const json_t *files = json_object_get(res, "files");
+        size_t i;
+        json_t *f;
+
+        printf("%-12s %s\n", "algorithm", str_or(res, "algorithm", "?"));
+        print_ids("survivors", json_object_get(res, "survivors"));
+        print_ids("dropped", json_object_get(res, "dropped"));
+        json_array_foreach(files, i, f)
+        {
+            printf("%-12s %s sha256 %s%s%s\n", "file", str_or(f, "name", "?"),
+                   str_or(f, "sha256", "?"), s_out != NULL ? " -> " : "",
+                   s_out != NULL ? s_out : "");
+        }
+    }
+out:
+    json_decref(res);
+    fs_httpc_free(c);
+    return rc;
+}
+
+static int job_list(int argc, char **argv)
+{
+    const char *cmd = "job list";
+    struct job_args a;
+    struct cli_opt opts[] = {
+        {"server", CLI_OPT_VALUE, &a.server, NULL},
+        {"admin-token-file", CLI_OPT_VALUE, &a.token_file, NULL},
+        {"format", CLI_OPT_VALUE, &a.format, NULL},
+        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+    };
+    const char *pos[1];
+    size_t npos = 0, i;
+    int help = 0, rc;
+    struct fs_err err;
+    fs_httpc *c = NULL;
+    json_t *res = NULL, *j;
+
+    memset(&a, 0, sizeof a);
+    fs_err_clear(&err);
+    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (help) {
+        list_help();
+        return CLI_OK;
+    }
+    a.tls.ca_file = a.ca_file;
+    if ((rc = check_server(cmd, a.server)) != 0 ||
+        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0) {
+        return rc;
+    }
+    if (a.token_file == NULL) {
+        return cli_usage_error(cmd, "--admin-token-file is required");
+    }
+    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+        return rc;
+    }
+    if (fs_httpc_json(c, "GET", "/v1/jobs", NULL, &res, NULL, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    if (a.json) {
+        rc = cli_print_json(cmd, json_incref(res));
+        goto out;
+    }
+    json_array_foreach(json_object_get(res, "jobs"), i, j)
+    {
+        printf("%s  %-12s %-8s %-19s parties %lld\n", str_or(j, "id", "?"),
+               str_or(j, "algorithm", "?"), str_or(j, "state", "?"), str_or(j, "phase", "?"),
+               (long long)json_integer_value(json_object_get(j, "parties")));
+    }
+out:
+    json_decref(res);
+    fs_httpc_free(c);
+    return rc;
+}
+
+static int job_cancel(int argc, char **argv)
+{
+    const char *cmd = "job cancel";
+    struct job_args a;
+    struct cli_opt opts[] = {
+        {"server", CLI_OPT_VALUE, &a.server, NULL},
+        {"admin-token-file", CLI_OPT_VALUE, &a.token_file, NULL},
+        {"job", CLI_OPT_VALUE, &a.job, NULL},
+        {"format", CLI_OPT_VALUE, &a.format, NULL},
+        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+    };
+    const char *pos[1];
+    size_t npos = 0;
+    int help = 0, rc;
+    struct fs_err err;
+    fs_httpc *c = NULL;
+    json_t *res = NULL;
+    char path[64 + ORCH_ID_MAX];
+
+    memset(&a, 0, sizeof a);
+    fs_err_clear(&err);
+    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (help) {
+        cancel_help();
+        return CLI_OK;
+    }
+    a.tls.ca_file = a.ca_file;
+    if ((rc = check_server(cmd, a.server)) != 0 || (rc = check_job(cmd, a.job)) != 0 ||
+        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0) {
+        return rc;
+    }
+    if (a.token_file == NULL) {
+        return cli_usage_error(cmd, "--admin-token-file is required");
+    }
+    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+        return rc;
+    }
+    snprintf(path, sizeof path, "/v1/jobs/%s", a.job);
+    if (fs_httpc_json(c, "DELETE", path, NULL, &res, NULL, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    if (a.json) {
+        rc = cli_print_json(cmd, json_incref(res));
+    } else {
+        printf("job %s: %s\n", a.job, str_or(res, "phase", "cancelled"));
+    }
+out:
+    json_decref(res);
+    fs_httpc_free(c);
+    return rc;
+}
+
+int cmd_job(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        int (*run)(int, char **);
+    } subs[] = {
+        {"create", job_create}, {"status", job_status}, {"watch", job_watch},
+        {"result", job_result}, {"list", job_list},     {"cancel", job_cancel},
+    };
+
+    if (argc < 2) {
+        fprintf(stderr, "fedsvd job: missing SUBCOMMAND: create, status, watch, result, list or "
+                        "cancel (see 'fedsvd job --help')\n");
+        return CLI_EUSAGE;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        job_help();
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < NOPTS(subs); i++) {
+        if (strcmp(argv[1], subs[i].name) == 0) {
+            return subs[i].run(argc - 1, argv + 1);
+        }
+    }
+    fprintf(stderr, "fedsvd job: unknown subcommand '%s' (see 'fedsvd job --help')\n", argv[1]);
+    return CLI_EUSAGE;
+}

@@ -1,0 +1,315 @@
+/* Shared client pieces of `fedsvd job` and `fedsvd local`: see orch.h. */
+#include "orch.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "crypto/sha256.h"
+
+int orch_client(fs_httpc **out, const char *base_url, const char *token, long timeout_ms,
+                unsigned retries, const struct orch_tls *tls, struct fs_err *err)
+{
+    struct fs_httpc_config cfg;
+
+    fs_httpc_config_default(&cfg);
+    cfg.base_url = base_url;
+    cfg.token = token;
+    cfg.connect_timeout_ms = 2000;
+    cfg.timeout_ms = timeout_ms;
+    cfg.max_retries = retries;
+    cfg.backoff_base_ms = 100;
+    cfg.backoff_max_ms = 1000;
+    cfg.retry_after_max_ms = 2000;
+    cfg.user_agent = "fedsvd-cli/" CLI_VERSION;
+    if (tls != NULL) {
+        cfg.insecure = tls->insecure;
+        cfg.ca_file = tls->ca_file;
+    }
+    return fs_httpc_new(out, &cfg, err);
+}
+
+int orch_id_ok(const char *s)
+{
+    size_t n = 0;
+
+    if (s == NULL || s[0] == '\0' || s[0] == '.') {
+        return 0;
+    }
+    for (; s[n] != '\0'; n++) {
+        char c = s[n];
+        int good = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-' || c == '_' || c == '.';
+        if (!good || n + 1 >= ORCH_ID_MAX) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int orch_url_ok(const char *s)
+{
+    const char *rest;
+
+    if (s == NULL) {
+        return 0;
+    }
+    if (strncmp(s, "http://", 7) == 0) {
+        rest = s + 7;
+    } else if (strncmp(s, "https://", 8) == 0) {
+        rest = s + 8;
+    } else {
+        return 0;
+    }
+    if (rest[0] == '\0' || rest[0] == '/') {
+        return 0;
+    }
+    for (; *rest != '\0'; rest++) {
+        if ((unsigned char)*rest <= 0x20 || *rest == 0x7f) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+int orch_url_trim(const char *base_url, char *buf, size_t cap, struct fs_err *err)
+{
+    size_t n = strlen(base_url);
+
+    while (n > 0 && base_url[n - 1] == '/') {
+        n--;
+    }
+    if (n + 1 > cap) {
+        return fs_err_set(err, FS_ERANGE, "URL too long");
+    }
+    memcpy(buf, base_url, n);
+    buf[n] = '\0';
+    return 0;
+}
+
+int orch_job_get(fs_httpc *c, const char *job_id, json_t **out, struct fs_err *err)
+{
+    char path[64 + ORCH_ID_MAX];
+    int rc;
+
+    *out = NULL;
+    snprintf(path, sizeof path, "/v1/jobs/%s", job_id);
+    rc = fs_httpc_json(c, "GET", path, NULL, out, NULL, err);
+    if (rc == 0 && !json_is_object(*out)) {
+        json_decref(*out);
+        *out = NULL;
+        rc = fs_err_set(err, FS_EFORMAT, "GET %s: expected a JSON object", path);
+    }
+    return rc;
+}
+
+const char *orch_job_state(const json_t *job)
+{
+    const char *s = json_string_value(json_object_get(job, "state"));
+
+    return s != NULL ? s : "";
+}
+
+size_t orch_count(const json_t *obj, const char *key)
+{
+    const json_t *a = json_object_get(obj, key);
+
+    return json_is_array(a) ? json_array_size(a) : 0;
+}
+
+int orch_sha256_file(const char *path, char hex[65], struct fs_err *err)
+{
+    static const char digits[] = "0123456789abcdef";
+    fs_sha256_ctx *ctx = NULL;
+    uint8_t d[FS_SHA256_LEN];
+    unsigned char *buf = NULL;
+    FILE *f = NULL;
+    size_t n;
+    int rc = 0;
+
+    hex[0] = '\0';
+    buf = malloc(1 << 16);
+    if (buf == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "%s: out of memory", path);
+    }
+    f = fopen(path, "rb");
+    if (f == NULL) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot open: %s", path, strerror(errno));
+        goto out;
+    }
+    if ((rc = fs_sha256_new(&ctx, err)) != 0) {
+        goto out;
+    }
+    while ((n = fread(buf, 1, 1 << 16, f)) > 0) {
+        if ((rc = fs_sha256_update(ctx, buf, n, err)) != 0) {
+            goto out;
+        }
+    }
+    if (ferror(f) != 0) {
+        rc = fs_err_set(err, FS_EIO, "%s: read failed", path);
+        goto out;
+    }
+    if ((rc = fs_sha256_final(ctx, d, err)) != 0) {
+        goto out;
+    }
+    for (size_t i = 0; i < FS_SHA256_LEN; i++) {
+        hex[2 * i] = digits[d[i] >> 4];
+        hex[2 * i + 1] = digits[d[i] & 15];
+    }
+    hex[64] = '\0';
+out:
+    fs_sha256_free(ctx);
+    if (f != NULL) {
+        fclose(f);
+    }
+    free(buf);
+    return rc;
+}
+
+int orch_download_verified(fs_httpc *c, const char *path, const char *dest, const char *want_sha,
+                           uint64_t *bytes, struct fs_err *err)
+{
+    char hex[65];
+    int rc;
+
+    rc = fs_httpc_download(c, path, dest, bytes, err);
+    if (rc != 0 || want_sha == NULL) {
+        return rc;
+    }
+    if ((rc = orch_sha256_file(dest, hex, err)) != 0) {
+        return rc;
+    }
+    if (strcmp(hex, want_sha) != 0) {
+        unlink(dest);
+        return fs_err_set(err, FS_ECRYPTO, "GET %s: sha256 %s does not match the manifest's %s",
+                          path, hex, want_sha);
+    }
+    return 0;
+}
+
+const char *orch_bytes(double n, char *buf, size_t cap)
+{
+    if (n < 1e3) {
+        snprintf(buf, cap, "%.0f B", n);
+    } else if (n < 1e6) {
+        snprintf(buf, cap, "%.1f kB", n / 1e3);
+    } else if (n < 1e9) {
+        snprintf(buf, cap, "%.1f MB", n / 1e6);
+    } else {
+        snprintf(buf, cap, "%.2f GB", n / 1e9);
+    }
+    return buf;
+}
+
+/* ---- progress ---- */
+
+void orch_progress_init(struct orch_progress *p, FILE *f, const char *who)
+{
+    memset(p, 0, sizeof *p);
+    p->f = f;
+    p->tty = isatty(fileno(f));
+    p->t0 = cli_now();
+    p->who = who;
+}
+
+/* "[3, 7]" (at most a few ids, then "…"), or "none". */
+static void id_list(const json_t *a, char *buf, size_t cap)
+{
+    size_t used = 0;
+    size_t i;
+    json_t *v;
+
+    if (!json_is_array(a) || json_array_size(a) == 0) {
+        snprintf(buf, cap, "none");
+        return;
+    }
+    buf[0] = '\0';
+    json_array_foreach(a, i, v)
+    {
+        int w;
+
+        if (i >= 12) {
+            snprintf(buf + used, cap - used, ",...");
+            return;
+        }
+        w = snprintf(buf + used, cap - used, "%s%lld", i > 0 ? "," : "",
+                     (long long)json_integer_value(v));
+        if (w < 0 || (size_t)w >= cap - used) {
+            return;
+        }
+        used += (size_t)w;
+    }
+}
+
+static void emit(struct orch_progress *p, const char *key, const char *line)
+{
+    if (p->tty) {
+        fprintf(p->f, "\r\033[Kfedsvd %s: %s", p->who, line);
+        fflush(p->f);
+        p->open = 1;
+        return;
+    }
+    /* Not a terminal (a log, a CI run): one line per change of state only. */
+    if (strcmp(key, p->last) == 0) {
+        return;
+    }
+    snprintf(p->last, sizeof p->last, "%s", key);
+    fprintf(p->f, "fedsvd %s: %s\n", p->who, line);
+    fflush(p->f);
+}
+
+void orch_progress_job(struct orch_progress *p, const json_t *job)
+{
+    const char *phase = json_string_value(json_object_get(job, "phase"));
+    const json_t *deadline = json_object_get(job, "deadline_in_s");
+    long long agg = json_integer_value(json_object_get(job, "aggregation"));
+    long long aggs = json_integer_value(json_object_get(job, "aggregations"));
+    long long parties = json_integer_value(json_object_get(job, "parties"));
+    char dropped[96], in[32], outb[32], dl[48], key[256], line[512];
+
+    id_list(json_object_get(job, "dropped"), dropped, sizeof dropped);
+    orch_bytes(json_number_value(json_object_get(job, "bytes_in")), in, sizeof in);
+    orch_bytes(json_number_value(json_object_get(job, "bytes_out")), outb, sizeof outb);
+    dl[0] = '\0';
+    if (json_is_number(deadline) && strcmp(orch_job_state(job), "running") == 0) {
+        snprintf(dl, sizeof dl, ", round closes in %.1fs", json_number_value(deadline));
+    }
+    snprintf(key, sizeof key, "%s|%lld|%zu|%s", phase != NULL ? phase : "?", agg,
+             orch_count(job, "present"), dropped);
+    snprintf(line, sizeof line,
+             "[%6.1fs] %-19s aggregation %lld/%lld, parties %zu/%lld present, dropped: %s, "
+             "server in %s out %s%s",
+             cli_now() - p->t0, phase != NULL ? phase : "?", aggs > 0 ? agg + 1 : 0, aggs,
+             orch_count(job, "present"), parties, dropped, in, outb, dl);
+    emit(p, key, line);
+}
+
+void orch_progress_text(struct orch_progress *p, const char *text)
+{
+    char line[512];
+
+    snprintf(line, sizeof line, "[%6.1fs] %s", cli_now() - p->t0, text);
+    emit(p, text, line);
+}
+
+void orch_progress_done(struct orch_progress *p)
+{
+    if (p->tty && p->open) {
+        fputc('\n', p->f);
+        fflush(p->f);
+        p->open = 0;
+    }
+}
+
+void orch_sleep_ms(long ms)
+{
+    struct timespec ts;
+
+    ts.tv_sec = ms / 1000;
+    ts.tv_nsec = (ms % 1000) * 1000000L;
+    nanosleep(&ts, NULL);
+}

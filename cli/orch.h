@@ -1,0 +1,94 @@
+/* What `fedsvd job` and `fedsvd local` share: HTTP clients for the services,
+ * the job resource (docs/wire-secure-sum.md), the one-line progress display,
+ * verified result downloads, and a few small helpers.
+ *
+ * Everything here returns 0 or a negative FS_E* code with a caller-owned
+ * fs_err (the message names the request and the server's problem+json);
+ * the commands turn that into their one-line diagnostics. */
+#ifndef FS_CLI_ORCH_H
+#define FS_CLI_ORCH_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "net/http_client.h"
+
+#define ORCH_ID_MAX 128 /* job / participation ids we accept, including the NUL */
+
+/** TLS options of every networked command (--insecure, --ca-file). */
+struct orch_tls {
+    int insecure;        /* 1: do not verify certificates */
+    const char *ca_file; /* PEM bundle, or NULL for the system store; borrowed */
+};
+
+/**
+ * A client for base_url with a bearer token (both copied).
+ * @param timeout_ms whole-request limit (0 = none: rely on the low-speed limit).
+ * @param retries    extra attempts on transport errors.
+ * @param tls        may be NULL (verify with the system store).
+ * @param out        new client, free with fs_httpc_free.
+ */
+FS_WUR int orch_client(fs_httpc **out, const char *base_url, const char *token, long timeout_ms,
+                       unsigned retries, const struct orch_tls *tls, struct fs_err *err);
+
+/** 1 when s is a plausible resource id: 1..ORCH_ID_MAX-1 chars of [A-Za-z0-9._-]. */
+int orch_id_ok(const char *s);
+
+/** 1 when s looks like an http:// or https:// base URL (no trailing spaces). */
+int orch_url_ok(const char *s);
+
+/** Copy base_url without trailing '/' into buf. @return 0 or FS_ERANGE. */
+FS_WUR int orch_url_trim(const char *base_url, char *buf, size_t cap, struct fs_err *err);
+
+/** GET /v1/jobs/{id}. @param out new reference. */
+FS_WUR int orch_job_get(fs_httpc *c, const char *job_id, json_t **out, struct fs_err *err);
+
+/** "running", "done" or "failed" from a Job ("" when absent). Borrowed. */
+const char *orch_job_state(const json_t *job);
+
+/** Number of entries of an integer array member (0 when absent). */
+size_t orch_count(const json_t *obj, const char *key);
+
+/** Lowercase hex SHA-256 of a file (hex: 65 bytes). */
+FS_WUR int orch_sha256_file(const char *path, char hex[65], struct fs_err *err);
+
+/**
+ * Download `path` from c into dest; when want_sha (64 hex digits) is not
+ * NULL the file's SHA-256 must match (else dest is removed, FS_ECRYPTO).
+ */
+FS_WUR int orch_download_verified(fs_httpc *c, const char *path, const char *dest,
+                                  const char *want_sha, uint64_t *bytes, struct fs_err *err);
+
+/** Human-readable byte count ("12.3 MB") into buf. Returns buf. */
+const char *orch_bytes(double n, char *buf, size_t cap);
+
+/* ---- progress line ---- */
+
+struct orch_progress {
+    FILE *f;         /* where it goes (stderr) */
+    int tty;         /* 1: redraw one line with \r; 0: one line per change */
+    double t0;       /* cli_now() at the start */
+    char last[256];  /* last line printed (non-tty: print only on change) */
+    int open;        /* a tty line is on screen without its newline */
+    const char *who; /* prefix, e.g. "local" */
+};
+
+/** Start: f (borrowed), prefix who (borrowed). */
+void orch_progress_init(struct orch_progress *p, FILE *f, const char *who);
+
+/** Show a Job: phase, aggregation, parties present/dropped, bytes, deadline. */
+void orch_progress_job(struct orch_progress *p, const json_t *job);
+
+/** Show a free-form status text. */
+void orch_progress_text(struct orch_progress *p, const char *text);
+
+/** End the tty line (newline) if one is open. */
+void orch_progress_done(struct orch_progress *p);
+
+/** Sleep ms milliseconds (returns early on a signal). */
+void orch_sleep_ms(long ms);
+
+#endif

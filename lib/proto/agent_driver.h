@@ -1,0 +1,154 @@
+/* The client agent's participation driver: a pure state machine that decides
+ * the next HTTP step of a secure-sum participation (docs/wire-secure-sum.md)
+ * from what the agent has done so far and the job status it last polled.
+ * No sockets, clocks or JSON: the agent's worker polls GET /v1/jobs/{job},
+ * feeds the status here, and performs the step it is told to (moving the
+ * messages of lib/proto/secagg.h over HTTP).
+ *
+ * Steps, in order, per job (R0, R1) and per aggregation r (R2..R4):
+ *   ADVERTISE    POST keys                 (needs phase waiting_for_parties)
+ *   ROSTER       GET keys, share_keys      (needs share_keys)
+ *   SHARE        POST shares               (needs share_keys)
+ *   RECEIVE      GET shares, receive       (needs a phase after share_keys)
+ *   BEGIN r      GET aggregations/r, begin (needs masked_input of r)
+ *   UPLOAD r     PUT every masked chunk    (needs masked_input of r)
+ *   SURVIVORS r  GET aggregations/r (U3)   (needs a phase after masked_input of r)
+ *   CONSISTENCY r POST consistency         (needs consistency of r)
+ *   SIGNATURES r GET aggregations/r (U4)   (needs a phase after consistency of r)
+ *   UNMASK r     POST unmask               (needs unmasking of r)
+ *   RESULT       GET result and its files  (needs done)
+ *
+ * A job that moved past the round a message belongs to has dropped this
+ * party: before its masked input is in, that ends the participation; after
+ * it (the party's data is in the sum), a late consistency or unmask message
+ * is skipped and the party still fetches the result.
+ *
+ * fail_at (a testing aid): the driver answers CRASH instead of DO right
+ * before the first message of that round would be sent. */
+#ifndef FS_PROTO_AGENT_DRIVER_H
+#define FS_PROTO_AGENT_DRIVER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+
+/* The job's phase as the aggregation server reports it. */
+enum fs_agent_jphase {
+    FS_AGENT_J_UNKNOWN = 0, /* a phase this agent does not know: keep waiting */
+    FS_AGENT_J_WAITING,     /* "waiting_for_parties" (R0 open) */
+    FS_AGENT_J_SHARE_KEYS,  /* "share_keys" */
+    FS_AGENT_J_MASKED,      /* "masked_input" */
+    FS_AGENT_J_CONSISTENCY, /* "consistency" */
+    FS_AGENT_J_UNMASKING,   /* "unmasking" */
+    FS_AGENT_J_DONE,        /* "done" */
+    FS_AGENT_J_FAILED       /* "failed" */
+};
+
+/** Phase from its wire name; unknown names give FS_AGENT_J_UNKNOWN. */
+enum fs_agent_jphase fs_agent_jphase_parse(const char *s);
+
+/** Wire name of a phase ("unknown" for FS_AGENT_J_UNKNOWN). */
+const char *fs_agent_jphase_name(enum fs_agent_jphase p);
+
+/* The job status fields the driver looks at. */
+struct fs_agent_job_view {
+    enum fs_agent_jphase phase;
+    int failed;           /* state "failed" (also when phase says so) */
+    uint32_t aggregation; /* index of the current aggregation */
+    const char *error;    /* the abort reason when failed; borrowed, may be NULL */
+};
+
+enum fs_agent_step {
+    FS_AGENT_S_ADVERTISE = 0,
+    FS_AGENT_S_ROSTER,
+    FS_AGENT_S_SHARE,
+    FS_AGENT_S_RECEIVE,
+    FS_AGENT_S_BEGIN,
+    FS_AGENT_S_UPLOAD,
+    FS_AGENT_S_SURVIVORS,
+    FS_AGENT_S_CONSISTENCY,
+    FS_AGENT_S_SIGNATURES,
+    FS_AGENT_S_UNMASK,
+    FS_AGENT_S_RESULT,
+    FS_AGENT_S_FINISHED
+};
+
+/** Short name of a step ("advertise", "upload", ...), for logs. */
+const char *fs_agent_step_name(enum fs_agent_step s);
+
+/* Rounds whose message fail_at can withhold. */
+enum fs_agent_fail_at {
+    FS_AGENT_FAIL_NONE = 0,
+    FS_AGENT_FAIL_ADVERTISE_KEYS,
+    FS_AGENT_FAIL_SHARE_KEYS,
+    FS_AGENT_FAIL_MASKED_INPUT,
+    FS_AGENT_FAIL_CONSISTENCY,
+    FS_AGENT_FAIL_UNMASKING
+};
+
+/**
+ * Parse a fail_at name: "advertise_keys", "share_keys", "masked_input",
+ * "consistency", "unmasking". @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_agent_fail_at_parse(const char *s, enum fs_agent_fail_at *out, struct fs_err *err);
+
+/** Wire name of a fail_at value (NULL for FS_AGENT_FAIL_NONE). */
+const char *fs_agent_fail_at_name(enum fs_agent_fail_at f);
+
+struct fs_agent_driver {
+    enum fs_agent_step step; /* the next step to perform */
+    uint32_t r;              /* current aggregation */
+    uint32_t aggregations;   /* how many the job runs (>= 1) */
+    enum fs_agent_fail_at fail_at;
+};
+
+enum fs_agent_act {
+    FS_AGENT_WAIT = 0, /* poll again later */
+    FS_AGENT_DO,       /* perform `step` for aggregation `r`, then call fs_agent_driver_done */
+    FS_AGENT_CRASH,    /* fail_at reached: stop sending anything, as if crashed */
+    FS_AGENT_FAIL,     /* the participation has failed: `reason` */
+    FS_AGENT_FINISH    /* everything done */
+};
+
+struct fs_agent_action {
+    enum fs_agent_act act;
+    enum fs_agent_step step;
+    uint32_t r;
+    char reason[FS_ERR_MSG_MAX];
+};
+
+/**
+ * Start a driver. @param aggregations 1..FS_SECAGG_MAX_AGGREGATIONS.
+ * @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_agent_driver_init(struct fs_agent_driver *d, uint32_t aggregations,
+                                enum fs_agent_fail_at fail_at, struct fs_err *err);
+
+/**
+ * Decide what to do given the latest job status. May advance the driver
+ * past rounds the job has left without needing this party (late
+ * consistency/unmask messages). Never fails: the outcome is in *out.
+ */
+void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_view *job,
+                          struct fs_agent_action *out);
+
+/** The step last returned with FS_AGENT_DO completed: move to the next one. */
+void fs_agent_driver_done(struct fs_agent_driver *d);
+
+/**
+ * The participation phase to report for the driver's position:
+ * "advertise_keys", "share_keys", "masked_input", "consistency",
+ * "unmasking", "result" or "done".
+ */
+const char *fs_agent_driver_phase(const struct fs_agent_driver *d);
+
+/**
+ * Progress in [0, 1] for reporting: key setup, then each aggregation's
+ * upload (weighted by chunks_done / chunks_total of the current one, the
+ * bulk of the work), its last rounds, and the result download.
+ */
+double fs_agent_driver_progress(const struct fs_agent_driver *d, uint64_t chunks_done,
+                                uint64_t chunks_total);
+
+#endif

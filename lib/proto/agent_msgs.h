@@ -1,0 +1,141 @@
+/* The client agent's view of the messages it reads (docs/wire-secure-sum.md):
+ * the participation request its operator posts (with the invitation), and
+ * the job status, aggregation and result documents the aggregation server
+ * returns. Every decoder checks types, ranges and caps and names the
+ * offending field in err ("invitation.shape[1]: expected a positive
+ * integer"); nothing read from the network sizes an allocation unchecked.
+ *
+ * Ownership: decoders borrow the json_t; structs are caller-owned; arrays
+ * inside struct fs_agent_agg are freed by fs_agent_agg_clear. */
+#ifndef FS_PROTO_AGENT_MSGS_H
+#define FS_PROTO_AGENT_MSGS_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../../api/jobs.h"
+#include "../core/err.h"
+#include "../io/matio.h"
+#include "../la/fixedpt.h"
+#include "agent_driver.h"
+#include "secagg.h"
+
+#define FS_AGENT_PATH_MAX        4096       /* bytes of a dataset path, with the NUL */
+#define FS_AGENT_MAX_FILES       16         /* files in a result */
+#define FS_AGENT_FILE_NAME_MAX   64         /* bytes of a result file name, with the NUL */
+#define FS_AGENT_MAX_CHUNK_WORDS (1u << 22) /* 32 MiB per masked chunk, at most */
+#define FS_AGENT_ERROR_MAX       512
+
+/* POST /v1/participations body. */
+struct fs_agent_request {
+    struct fs_invitation inv;          /* holds the party token: wipe */
+    char base_url[FS_JOB_URL_MAX + 1]; /* the server: job_url without /v1/jobs/<id> */
+    char path[FS_AGENT_PATH_MAX];
+    char format[8]; /* "auto", "npy", "csv", "mtx", "idx" */
+    enum fs_io_format fmt;
+    enum fs_agent_fail_at fail_at;
+};
+
+/**
+ * Decode {"invitation": {...}, "dataset": {"path": "...", "format": "auto"},
+ * "fail_at": null}: no unknown top-level or dataset field; the invitation
+ * as fs_invitation_decode (api/jobs.h) plus: algorithm "secure-sum" (the
+ * only one this agent runs so far), rows * cols <= max_elements, a job URL
+ * without user info, query, fragment or white space. format defaults to
+ * "auto"; fail_at may be absent or null.
+ * @return 0, FS_EFORMAT (wrong JSON types: 400), FS_EINVAL (422); the
+ *         message names the field. fs_invitation_wipe(&out->inv) afterwards.
+ */
+FS_WUR int fs_agent_request_parse(const json_t *j, uint64_t max_elements,
+                                  struct fs_agent_request *out, struct fs_err *err);
+
+/* GET /v1/jobs/{job}: the fields the agent uses. */
+struct fs_agent_job {
+    enum fs_agent_jphase phase;
+    char phase_name[32];
+    int state; /* 0 running, 1 done, 2 failed */
+    uint32_t aggregation;
+    uint32_t aggregations;
+    uint32_t parties;
+    uint32_t threshold;
+    uint64_t rows;
+    uint64_t cols;
+    char error[FS_AGENT_ERROR_MAX];
+};
+
+/**
+ * Decode a job status. Unknown fields are ignored (the server may add
+ * some); unknown phases decode as FS_AGENT_J_UNKNOWN.
+ * @return 0 or FS_EFORMAT naming the field.
+ */
+FS_WUR int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err *err);
+
+/** The driver's view of a decoded job status (borrows job->error). */
+void fs_agent_job_view(const struct fs_agent_job *job, struct fs_agent_job_view *view);
+
+/* GET /v1/jobs/{job}/aggregations/{r}. */
+struct fs_agent_agg {
+    uint32_t index;
+    uint64_t length;
+    uint64_t chunk_words;
+    uint64_t chunks;
+    enum fs_agent_jphase phase;
+    uint32_t *active; /* sorted as received */
+    size_t nactive;
+    int has_survivors;
+    uint32_t *survivors;
+    size_t nsurvivors;
+    int has_signatures;
+    uint32_t *sig_ids;
+    uint8_t (*sigs)[FS_SECAGG_SIG_LEN];
+    size_t nsigs;
+    struct fs_fixedpt fp;
+};
+
+/**
+ * Decode an aggregation for a job of n parties whose vectors are
+ * expect_len words: index r, length == expect_len, 1 <= chunk_words <=
+ * FS_AGENT_MAX_CHUNK_WORDS, chunks == ceil(length / chunk_words), party
+ * ids in 1..n, at most n signatures, and fixed-point parameters that
+ * cannot wrap (summands in 1..n, bound > 0 finite,
+ * summands * bound * 2^frac_bits <= 2^63).
+ * @return 0, FS_EFORMAT (shape of the document), FS_EINVAL (values).
+ */
+FS_WUR int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_len,
+                              struct fs_agent_agg *out, struct fs_err *err);
+
+/** Free the arrays and zero the struct. Accepts NULL. */
+void fs_agent_agg_clear(struct fs_agent_agg *a);
+
+/* One file of a result manifest. */
+struct fs_agent_file {
+    char name[FS_AGENT_FILE_NAME_MAX]; /* [A-Za-z0-9_-]+.npy */
+    int ndim;                          /* 1 or 2 */
+    uint64_t shape[2];
+    uint8_t sha256[32];
+};
+
+struct fs_agent_result {
+    struct fs_agent_file files[FS_AGENT_MAX_FILES];
+    size_t nfiles;
+};
+
+/**
+ * Decode the files of a result ({"files": [{"name", "shape", "sha256"}]},
+ * other fields ignored): at most FS_AGENT_MAX_FILES, safe names, distinct,
+ * hex sha256. @return 0 or FS_EFORMAT.
+ */
+FS_WUR int fs_agent_result_parse(const json_t *j, struct fs_agent_result *out, struct fs_err *err);
+
+/** 1 when name is a safe result file name ([A-Za-z0-9_-]{1,48} + ".npy"). */
+int fs_agent_file_name_ok(const char *name);
+
+/**
+ * The largest binary exponent of the data: e with max|x| < 2^e (frexp), for
+ * the R0 advert's max_abs_exp. @return 1 and *e when some x != 0, 0 when the
+ * data is all zeros (max_abs_exp null), -1 if a value is not finite.
+ */
+int fs_agent_max_abs_exp(const double *x, size_t n, int *e);
+
+#endif

@@ -1,0 +1,43 @@
+/* aggregation-server configuration: flags, then FEDSVD_* environment
+ * variables, then defaults (DESIGN.md §8). */
+#ifndef AGGSRV_CONFIG_H
+#define AGGSRV_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "net/log.h"
+
+#define AGG_PATH_MAX 4096
+
+struct agg_config {
+    char listen[256]; /* HOST:PORT */
+    char data_dir[AGG_PATH_MAX];
+    char admin_token_file[AGG_PATH_MAX];
+    char openapi[AGG_PATH_MAX]; /* "" = search next to the binary */
+    char tls_cert[AGG_PATH_MAX];
+    char tls_key[AGG_PATH_MAX];
+    char port_file[AGG_PATH_MAX]; /* "" = none */
+    enum fs_log_level log_level;
+    uint64_t max_body;     /* JSON request bodies */
+    uint64_t max_elements; /* rows * cols of a job */
+    uint32_t max_jobs;     /* jobs running at once */
+    uint32_t chunk_words;  /* words per masked upload chunk of new jobs */
+    uint32_t threads;      /* HTTP worker threads */
+    uint32_t max_connections;
+    uint32_t shutdown_grace_ms;
+    int fsync; /* 1: fsync chunk files, SQLite synchronous=FULL */
+    int help;
+};
+
+/**
+ * Fill cfg from argv and the environment. Prints nothing.
+ * @return 0, or FS_EINVAL with a message naming the flag / variable.
+ */
+FS_WUR int agg_config_parse(int argc, char **argv, struct agg_config *cfg, struct fs_err *err);
+
+/** Print the --help text (every flag, its environment variable and default). */
+void agg_config_usage(FILE *out);
+
+#endif

@@ -1,0 +1,1004 @@
+/* Routes and handlers: see http.h and docs/wire-secure-sum.md. */
+#include "http.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../api/jobs.h"
+#include "../../api/problem.h"
+#include "io/matio.h"
+#include "net/log.h"
+#include "proto/secagg.h"
+
+#define SMALL_BODY      (16 * 1024) /* adverts, signatures */
+#define SPEC_BODY       (64 * 1024) /* job specs */
+#define NPY_HEADER_MAX  128         /* what fs_npy_format_header writes for a 1-D <u8 */
+#define MAX_CHUNK_WORDS (1u << 22)
+#define METRIC_SLOTS    512
+
+enum auth_kind { A_NONE = 0, A_ADMIN, A_PARTY, A_ANY };
+
+struct route_ctx {
+    struct agg_app *app;
+    enum auth_kind auth;
+    int has_job;
+};
+
+/* Per-request state, attached in on_begin. */
+struct rq {
+    struct agg_app *app;
+    agg_job *job;
+    uint32_t party; /* 0: admin */
+    uint64_t in_bytes;
+    uint64_t out_bytes;
+    /* chunk uploads */
+    int fd;
+    char tmp[4400];
+    uint32_t r;
+    uint64_t idx;
+    size_t m;
+    uint8_t hdr[NPY_HEADER_MAX];
+    size_t hdr_n;
+    int parsed;
+    size_t header_len;
+    uint64_t expected;
+    uint64_t received;
+};
+
+struct metric_slot {
+    char method[8];
+    char route[96];
+    unsigned status;
+    uint64_t count;
+};
+
+struct agg_metrics {
+    pthread_mutex_t mu;
+    struct metric_slot slots[METRIC_SLOTS];
+    size_t nslots;
+    uint64_t overflow;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static void rq_free(void *p)
+{
+    struct rq *q = p;
+
+    if (q == NULL) {
+        return;
+    }
+    if (q->fd >= 0) {
+        close(q->fd);
+    }
+    if (q->tmp[0] != '\0') {
+        (void)unlink(q->tmp);
+    }
+    if (q->job != NULL) {
+        agg_job_count_bytes(q->job, q->in_bytes, q->out_bytes);
+    }
+    free(q);
+}
+
+static int problem(fs_http_resp *resp, const struct fs_err *err)
+{
+    unsigned status;
+    const char *code;
+
+    switch (err->code) {
+    case FS_EFORMAT:
+        status = 400;
+        code = FS_PROBLEM_BAD_REQUEST;
+        break;
+    case FS_EAUTH:
+        status = 401;
+        code = FS_PROBLEM_UNAUTHORIZED;
+        break;
+    case AGG_EFORBIDDEN:
+        status = 403;
+        code = FS_PROBLEM_FORBIDDEN;
+        break;
+    case FS_ENOTFOUND:
+        status = 404;
+        code = FS_PROBLEM_NOT_FOUND;
+        break;
+    case FS_ESTATE:
+        status = 409;
+        code = FS_PROBLEM_NOT_READY;
+        break;
+    case FS_ECONFLICT:
+        status = 409;
+        code = FS_PROBLEM_CONFLICT;
+        break;
+    case AGG_EABORTED:
+        status = 409;
+        code = FS_PROBLEM_ABORTED;
+        break;
+    case FS_ERANGE:
+        status = 413;
+        code = FS_PROBLEM_TOO_LARGE;
+        break;
+    case FS_EINVAL:
+        status = 422;
+        code = FS_PROBLEM_INVALID;
+        break;
+    case AGG_ETOOMANY:
+        status = 429;
+        code = FS_PROBLEM_TOO_MANY_JOBS;
+        break;
+    default:
+        fs_log_pack(FS_LOG_ERROR, "internal error", "{s:s}", "error", err->msg);
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL,
+                               "internal error (see the server log)");
+    }
+    if (status == 401) {
+        int rc = fs_http_problem(resp, status, code, NULL, "%s", err->msg);
+        if (rc == 0 && fs_http_resp_header(resp, "WWW-Authenticate", "Bearer") != 0) {
+            fs_log(FS_LOG_WARN, "cannot add WWW-Authenticate", NULL);
+        }
+        return rc;
+    }
+    return fs_http_problem(resp, status, code, NULL, "%s", err->msg);
+}
+
+static int fail(fs_http_resp *resp, int code, const char *fmt, const char *arg)
+{
+    struct fs_err err;
+
+    fs_err_clear(&err);
+    fs_err_set(&err, code, fmt, arg);
+    return problem(resp, &err);
+}
+
+/* JSON reply, counting its bytes for the job. Steals body. */
+static int reply_json(fs_http_resp *resp, struct rq *q, unsigned status, json_t *body)
+{
+    char *s;
+    size_t n;
+
+    if (body == NULL) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    s = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (s == NULL) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    n = strlen(s);
+    if (q != NULL) {
+        q->out_bytes += n;
+    }
+    return fs_http_resp_bytes_owned(resp, status, "application/json", s, n);
+}
+
+static int parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+    uint64_t v = 0;
+    size_t n = 0;
+
+    if (s == NULL || s[0] == '\0') {
+        return -1;
+    }
+    for (; s[n] != '\0'; n++) {
+        if (s[n] < '0' || s[n] > '9' || n >= 19) {
+            return -1;
+        }
+        v = v * 10 + (uint64_t)(s[n] - '0');
+    }
+    if (n > 1 && s[0] == '0') {
+        return -1;
+    }
+    if (v > max) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* The buffered body as JSON; problem set on failure. */
+static int body_json(fs_http_req *req, fs_http_resp *resp, json_t **out)
+{
+    struct fs_err err = {0};
+    int rc = fs_http_req_json(req, out, &err);
+
+    if (rc == FS_EINVAL) {
+        (void)fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
+                              "Content-Type must be application/json");
+        return -1;
+    }
+    if (rc != 0) {
+        err.code = FS_EFORMAT;
+        (void)problem(resp, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ auth (on_begin) */
+
+static int auth_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    struct agg_app *app = rc_->app;
+    struct fs_err err = {0};
+    const char *tok = NULL;
+    size_t len = 0;
+    int admin;
+    struct rq *q = calloc(1, sizeof *q);
+
+    if (q == NULL) {
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory") || 1;
+    }
+    q->app = app;
+    q->fd = -1;
+    fs_http_req_set_user(req, q, rq_free);
+    if (fs_auth_parse_bearer(fs_http_req_header(req, "Authorization"), &tok, &len, &err) != 0) {
+        return problem(resp, &err) || 1;
+    }
+    admin = fs_auth_check_token(app->admin, tok, len, NULL, NULL) == 0;
+    if (rc_->has_job) {
+        const char *id = fs_http_req_param(req, "job");
+        agg_job *j = agg_mgr_find(app->mgr, id);
+        if (j == NULL) {
+            return fail(resp, admin ? FS_ENOTFOUND : FS_EAUTH,
+                        admin ? "no job %s" : "token is not valid for job %s",
+                        fs_job_id_valid(id) ? id : "(malformed id)") ||
+                   1;
+        }
+        if (!admin && agg_job_auth(j, tok, len, &q->party, &err) != 0) {
+            return problem(resp, &err) || 1;
+        }
+        q->job = j;
+    } else if (!admin) {
+        return fail(resp, FS_EAUTH, "%s", "the admin token is required") || 1;
+    }
+    if (rc_->auth == A_ADMIN && !admin) {
+        return fail(resp, AGG_EFORBIDDEN, "%s", "the admin token is required") || 1;
+    }
+    if (rc_->auth == A_PARTY && admin) {
+        return fail(resp, AGG_EFORBIDDEN, "%s", "a party token is required") || 1;
+    }
+    return 0;
+}
+
+static struct rq *rq_of(fs_http_req *req)
+{
+    struct rq *q = fs_http_req_user(req);
+    if (q != NULL) {
+        q->in_bytes = fs_http_req_bytes_received(req);
+    }
+    return q;
+}
+
+/* ------------------------------------------------------------ public endpoints */
+
+static int h_healthz(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return reply_json(resp, NULL, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    (void)req;
+    if (!atomic_load(&rc_->app->ready) || !agg_store_ping(rc_->app->st)) {
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
+                               "not ready: the database is not open or jobs are loading");
+    }
+    return reply_json(resp, NULL, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    struct fs_err err = {0};
+    (void)req;
+    if (rc_->app->openapi_path[0] == '\0' ||
+        fs_http_resp_file(resp, 200, "application/yaml", rc_->app->openapi_path, &err) != 0) {
+        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL,
+                               "this server was started without openapi.yaml (see --openapi)");
+    }
+    return 0;
+}
+
+static const char DASHBOARD[] =
+    "<!doctype html><html><head><meta charset=\"utf-8\"><title>fedsvd aggregation-server</title>"
+    "<style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style></head><body>"
+    "<h1>fedsvd aggregation-server</h1>"
+    "<p><label>Admin token <input id=\"t\" type=\"password\" size=\"50\"></label> "
+    "<button id=\"go\">Show jobs</button> <span id=\"msg\"></span></p>"
+    "<table><thead><tr><th>id</th><th>name</th><th>algorithm</th><th>phase</th><th>present</th>"
+    "<th>dropped</th><th>deadline (s)</th><th>error</th></tr></thead><tbody id=\"jobs\"></tbody>"
+    "</table><script>\n"
+    "'use strict';let timer=null;\n"
+    "function cell(tr,v){const td=document.createElement('td');td.textContent=v==null?'':String(v);"
+    "tr.appendChild(td);}\n"
+    "async function load(){const tok=document.getElementById('t').value;"
+    "const msg=document.getElementById('msg');try{const r=await fetch('/v1/jobs',{headers:"
+    "{'Authorization':'Bearer '+tok}});const j=await r.json();if(!r.ok){msg.textContent="
+    "j.detail||r.status;return;}msg.textContent='';const tb=document.getElementById('jobs');"
+    "tb.replaceChildren();for(const x of j.jobs){const tr=document.createElement('tr');"
+    "cell(tr,x.id);cell(tr,x.name);cell(tr,x.algorithm);cell(tr,x.phase);"
+    "cell(tr,x.present.length+'/'+x.parties);cell(tr,x.dropped.join(' '));"
+    "cell(tr,x.deadline_in_s);cell(tr,x.error);tb.appendChild(tr);}}catch(e){msg.textContent="
+    "String(e);}}\n"
+    "document.getElementById('go').onclick=()=>{load();if(timer)clearInterval(timer);"
+    "timer=setInterval(load,2000);};\n"
+    "</script></body></html>\n";
+
+static int h_dashboard(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    int rc;
+    (void)req;
+    (void)ctx;
+    rc = fs_http_resp_bytes(resp, 200, "text/html; charset=utf-8", DASHBOARD, sizeof DASHBOARD - 1);
+    if (rc == 0) {
+        rc = fs_http_resp_header(resp, "Content-Security-Policy",
+                                 "default-src 'self'; script-src 'unsafe-inline'; "
+                                 "style-src 'unsafe-inline'");
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ metrics */
+
+void agg_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx)
+{
+    struct agg_app *app = hook_ctx;
+    struct agg_metrics *m = app->metrics;
+    size_t i;
+
+    if (m == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->bytes_in += e->bytes_in;
+    m->bytes_out += e->bytes_out;
+    for (i = 0; i < m->nslots; i++) {
+        struct metric_slot *s = &m->slots[i];
+        if (s->status == e->status && strcmp(s->method, e->method) == 0 &&
+            strcmp(s->route, e->route) == 0) {
+            s->count++;
+            break;
+        }
+    }
+    if (i == m->nslots) {
+        if (m->nslots < METRIC_SLOTS) {
+            struct metric_slot *s = &m->slots[m->nslots++];
+            snprintf(s->method, sizeof s->method, "%s", e->method);
+            snprintf(s->route, sizeof s->route, "%s", e->route);
+            s->status = e->status;
+            s->count = 1;
+        } else {
+            m->overflow++;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+struct buf {
+    char *p;
+    size_t n;
+    size_t cap;
+    int oom;
+};
+
+static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void bprintf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int k;
+
+    if (b->oom) {
+        return;
+    }
+    for (;;) {
+        va_start(ap, fmt);
+        k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        {
+            size_t ncap = (b->cap + (size_t)k + 1) * 2;
+            char *np = realloc(b->p, ncap);
+            if (np == NULL) {
+                b->oom = 1;
+                return;
+            }
+            b->p = np;
+            b->cap = ncap;
+        }
+    }
+}
+
+static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    struct agg_app *app = rc_->app;
+    struct agg_metrics *m = app->metrics;
+    struct agg_counts c;
+    struct buf b = {malloc(8192), 0, 8192, 0};
+
+    (void)req;
+    if (b.p == NULL) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    agg_mgr_counts(app->mgr, &c);
+    bprintf(&b,
+            "# HELP fedsvd_jobs Jobs known to the server, by state.\n"
+            "# TYPE fedsvd_jobs gauge\n"
+            "fedsvd_jobs{state=\"running\"} %llu\nfedsvd_jobs{state=\"done\"} %llu\n"
+            "fedsvd_jobs{state=\"failed\"} %llu\n",
+            (unsigned long long)c.running, (unsigned long long)c.done,
+            (unsigned long long)c.failed);
+    bprintf(&b,
+            "# HELP fedsvd_secagg_rounds_closed_total Secure-aggregation rounds closed, by "
+            "why.\n# TYPE fedsvd_secagg_rounds_closed_total counter\n"
+            "fedsvd_secagg_rounds_closed_total{reason=\"complete\"} %llu\n"
+            "fedsvd_secagg_rounds_closed_total{reason=\"deadline\"} %llu\n",
+            (unsigned long long)c.rounds_complete, (unsigned long long)c.rounds_deadline);
+    bprintf(&b,
+            "# HELP fedsvd_secagg_parties_dropped_total Parties counted as dropped at a "
+            "round close.\n# TYPE fedsvd_secagg_parties_dropped_total counter\n"
+            "fedsvd_secagg_parties_dropped_total %llu\n",
+            (unsigned long long)c.parties_dropped);
+    bprintf(&b,
+            "# HELP fedsvd_secagg_chunks_accepted_total Masked-input chunks accepted.\n"
+            "# TYPE fedsvd_secagg_chunks_accepted_total counter\n"
+            "fedsvd_secagg_chunks_accepted_total %llu\n",
+            (unsigned long long)c.chunks_accepted);
+    bprintf(&b,
+            "# HELP fedsvd_http_connections Open HTTP connections.\n"
+            "# TYPE fedsvd_http_connections gauge\nfedsvd_http_connections %u\n",
+            app->srv != NULL ? fs_http_server_connections(app->srv) : 0u);
+    pthread_mutex_lock(&m->mu);
+    bprintf(&b,
+            "# HELP fedsvd_bytes_received_total Request body bytes received.\n"
+            "# TYPE fedsvd_bytes_received_total counter\nfedsvd_bytes_received_total %llu\n"
+            "# HELP fedsvd_bytes_sent_total Response body bytes sent.\n"
+            "# TYPE fedsvd_bytes_sent_total counter\nfedsvd_bytes_sent_total %llu\n",
+            (unsigned long long)m->bytes_in, (unsigned long long)m->bytes_out);
+    bprintf(&b, "# HELP fedsvd_http_requests_total HTTP requests, by method, route and status.\n"
+                "# TYPE fedsvd_http_requests_total counter\n");
+    for (size_t i = 0; i < m->nslots; i++) {
+        bprintf(&b, "fedsvd_http_requests_total{method=\"%s\",route=\"%s\",status=\"%u\"} %llu\n",
+                m->slots[i].method, m->slots[i].route, m->slots[i].status,
+                (unsigned long long)m->slots[i].count);
+    }
+    if (m->overflow > 0) {
+        bprintf(&b,
+                "fedsvd_http_requests_total{method=\"OTHER\",route=\"other\",status=\"0\"} "
+                "%llu\n",
+                (unsigned long long)m->overflow);
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (b.oom) {
+        free(b.p);
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    return fs_http_resp_bytes_owned(resp, 200, "text/plain; version=0.0.4; charset=utf-8", b.p,
+                                    b.n);
+}
+
+/* ------------------------------------------------------------ jobs */
+
+/* Base URL for invitations: http(s)://<Host header>, when the header is sane. */
+static void request_base_url(fs_http_req *req, const struct agg_app *app, char *out, size_t cap)
+{
+    const char *host = fs_http_req_header(req, "Host");
+    size_t n = host != NULL ? strlen(host) : 0;
+    int ok = n > 0 && n < 256;
+
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = host[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '-' || c == ':' || c == '[' || c == ']';
+    }
+    if (ok) {
+        snprintf(out, cap, "%s://%s", app->tls ? "https" : "http", host);
+    } else {
+        snprintf(out, cap, "%s", app->fallback_url);
+    }
+}
+
+static int h_jobs_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    struct agg_app *app = rc_->app;
+    struct fs_job_spec spec;
+    struct fs_err err = {0};
+    char base[FS_JOB_URL_MAX + 1];
+    json_t *body = NULL;
+    json_t *out = NULL;
+    int rc;
+
+    (void)rq_of(req);
+    if (body_json(req, resp, &body) != 0) {
+        return 0;
+    }
+    rc = fs_job_spec_decode(body, app->cfg->max_elements, &spec, &err);
+    json_decref(body);
+    if (rc != 0) {
+        return problem(resp, &err);
+    }
+    if (spec.server_url[0] != '\0') {
+        snprintf(base, sizeof base, "%s", spec.server_url);
+    } else {
+        request_base_url(req, app, base, sizeof base);
+    }
+    rc = agg_job_create(app->mgr, &spec, base, &out, &err);
+    if (rc != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, NULL, 201, out);
+}
+
+static int h_jobs_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    const char *state = fs_http_req_query(req, "state");
+
+    (void)rq_of(req);
+    if (state != NULL && strcmp(state, "running") != 0 && strcmp(state, "done") != 0 &&
+        strcmp(state, "failed") != 0) {
+        return fail(resp, FS_EINVAL, "%s", "state must be running, done or failed");
+    }
+    return reply_json(resp, NULL, 200, agg_mgr_list(rc_->app->mgr, state));
+}
+
+static int h_job_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    (void)ctx;
+    return reply_json(resp, q, 200, agg_job_status(q->job));
+}
+
+static int h_job_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    (void)ctx;
+    if (agg_job_cancel(q->job, &err) != 0) {
+        return problem(resp, &err);
+    }
+    fs_log_pack(FS_LOG_INFO, "job cancelled", "{s:s}", "job", agg_job_id(q->job));
+    return reply_json(resp, q, 200, agg_job_status(q->job));
+}
+
+/* A party POST with a JSON body: decode, hand to fn. */
+static int party_post(fs_http_req *req, fs_http_resp *resp, unsigned ok_status,
+                      int (*fn)(agg_job *, uint32_t, uint32_t, const json_t *, struct fs_err *))
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    uint64_t r = 0;
+    json_t *body = NULL;
+    const char *rs = fs_http_req_param(req, "r");
+    int rc;
+
+    if (rs != NULL && parse_u64(rs, UINT32_MAX, &r) != 0) {
+        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+    }
+    if (body_json(req, resp, &body) != 0) {
+        return 0;
+    }
+    rc = fn(q->job, q->party, (uint32_t)r, body, &err);
+    json_decref(body);
+    if (rc != 0) {
+        return problem(resp, &err);
+    }
+    return fs_http_resp_empty(resp, ok_status);
+}
+
+static int post_adv(agg_job *j, uint32_t party, uint32_t r, const json_t *b, struct fs_err *e)
+{
+    (void)r;
+    return agg_job_post_adv(j, party, b, e);
+}
+
+static int post_shares(agg_job *j, uint32_t party, uint32_t r, const json_t *b, struct fs_err *e)
+{
+    (void)r;
+    return agg_job_post_shares(j, party, b, e);
+}
+
+static int h_keys_post(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)ctx;
+    return party_post(req, resp, 202, post_adv);
+}
+
+static int h_shares_post(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)ctx;
+    return party_post(req, resp, 202, post_shares);
+}
+
+static int h_consistency(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)ctx;
+    return party_post(req, resp, 204, agg_job_post_sig);
+}
+
+static int h_unmask(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)ctx;
+    return party_post(req, resp, 204, agg_job_post_reveals);
+}
+
+static int h_keys_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    json_t *out = NULL;
+    (void)ctx;
+    if (agg_job_get_roster(q->job, &out, &err) != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, q, 200, out);
+}
+
+static int h_shares_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    json_t *out = NULL;
+    (void)ctx;
+    if (agg_job_get_shares(q->job, q->party, &out, &err) != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, q, 200, out);
+}
+
+static int h_agg_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    json_t *out = NULL;
+    uint64_t r = 0;
+    (void)ctx;
+    if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
+        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+    }
+    if (agg_job_get_agg(q->job, (uint32_t)r, &out, &err) != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, q, 200, out);
+}
+
+static int h_result(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    json_t *out = NULL;
+    (void)ctx;
+    if (agg_job_result(q->job, &out, &err) != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, q, 200, out);
+}
+
+static int h_result_file(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    char path[4600];
+    struct stat st;
+    (void)ctx;
+    if (agg_job_result_path(q->job, fs_http_req_param(req, "name"), path, sizeof path, &err) != 0) {
+        return problem(resp, &err);
+    }
+    if (stat(path, &st) == 0) {
+        q->out_bytes += (uint64_t)st.st_size;
+    }
+    if (fs_http_resp_file(resp, 200, "application/x-npy", path, &err) != 0) {
+        fs_err_set(&err, FS_EINTERNAL, "result file missing");
+        return problem(resp, &err);
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ masked chunk uploads (streamed) */
+
+static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q;
+    struct fs_err err = {0};
+    const char *tmp_dir = NULL;
+    uint64_t r = 0;
+    uint64_t idx = 0;
+    uint64_t cl = 0;
+    int rc = auth_begin(req, resp, ctx);
+
+    if (rc != 0 || fs_http_resp_is_set(resp)) {
+        return rc != 0 ? rc : 1;
+    }
+    q = fs_http_req_user(req);
+    if (!fs_http_req_content_type_is(req, "application/x-npy")) {
+        return fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
+                               "Content-Type must be application/x-npy") ||
+               1;
+    }
+    if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0 ||
+        parse_u64(fs_http_req_param(req, "chunk"), UINT64_MAX / 2, &idx) != 0) {
+        return fail(resp, FS_ENOTFOUND, "%s", "aggregation and chunk must be decimal integers") ||
+               1;
+    }
+    if (agg_job_chunk_check(q->job, q->party, (uint32_t)r, idx, &q->m, &tmp_dir, &err) != 0) {
+        return problem(resp, &err) || 1;
+    }
+    q->r = (uint32_t)r;
+    q->idx = idx;
+    if (fs_http_req_content_length(req, &cl)) {
+        if (cl > NPY_HEADER_MAX + 8 * (uint64_t)q->m) {
+            return fs_http_problem(resp, 413, FS_PROBLEM_TOO_LARGE, NULL,
+                                   "chunk %llu body of %llu bytes exceeds %llu",
+                                   (unsigned long long)idx, (unsigned long long)cl,
+                                   (unsigned long long)(NPY_HEADER_MAX + 8 * (uint64_t)q->m)) ||
+                   1;
+        }
+        if (cl < 8 * (uint64_t)q->m + 16) {
+            return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL,
+                                   "chunk %llu must be a .npy of %zu uint64 words",
+                                   (unsigned long long)idx, q->m) ||
+                   1;
+        }
+    }
+    if ((size_t)snprintf(q->tmp, sizeof q->tmp, "%s/up-XXXXXX", tmp_dir) >= sizeof q->tmp) {
+        q->tmp[0] = '\0';
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "path too long") || 1;
+    }
+    q->fd = mkstemp(q->tmp);
+    if (q->fd < 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot create upload file", "{s:s}", "error", strerror(errno));
+        q->tmp[0] = '\0';
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot store the upload") ||
+               1;
+    }
+    (void)fcntl(q->fd, F_SETFD, FD_CLOEXEC);
+    return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_resp *resp,
+                       void *ctx)
+{
+    struct rq *q = fs_http_req_user(req);
+    const uint8_t *p = data;
+    uint64_t cap;
+
+    (void)ctx;
+    cap = NPY_HEADER_MAX + 8 * (uint64_t)q->m;
+    if (q->received + len > cap) {
+        return fs_http_problem(resp, 413, FS_PROBLEM_TOO_LARGE, NULL,
+                               "chunk body exceeds %llu bytes", (unsigned long long)cap) ||
+               1;
+    }
+    if (!q->parsed) {
+        struct fs_io_caps caps = fs_io_caps_default();
+        struct fs_npy_header h;
+        struct fs_err err = {0};
+        size_t take = len < NPY_HEADER_MAX - q->hdr_n ? len : NPY_HEADER_MAX - q->hdr_n;
+        int rc;
+        memcpy(q->hdr + q->hdr_n, p, take);
+        q->hdr_n += take;
+        caps.max_elems = (uint64_t)MAX_CHUNK_WORDS;
+        rc = fs_npy_parse_header(q->hdr, q->hdr_n, &caps, &h, &err);
+        if (rc == FS_ESTATE && q->hdr_n < NPY_HEADER_MAX) {
+            rc = 0; /* need more bytes */
+        } else if (rc != 0) {
+            return fs_http_problem(resp, rc == FS_EFORMAT ? 400 : 422,
+                                   rc == FS_EFORMAT ? FS_PROBLEM_BAD_REQUEST : FS_PROBLEM_INVALID,
+                                   NULL, "chunk body: %s", err.msg) ||
+                   1;
+        } else if (h.dtype != FS_NPY_U8 || h.ndim != 1 || h.shape[0] != q->m) {
+            return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL,
+                                   "chunk %llu must be a 1-D <u8 array of shape (%zu,)",
+                                   (unsigned long long)q->idx, q->m) ||
+                   1;
+        } else {
+            q->parsed = 1;
+            q->header_len = h.header_len;
+            q->expected = (uint64_t)h.header_len + 8 * (uint64_t)q->m;
+        }
+    }
+    if (q->parsed && q->received + len > q->expected) {
+        return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL,
+                               "chunk body is longer than its .npy header says (%llu bytes)",
+                               (unsigned long long)q->expected) ||
+               1;
+    }
+    if (write_all(q->fd, p, len) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot write upload file", "{s:s}", "error", strerror(errno));
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot store the upload") ||
+               1;
+    }
+    q->received += len;
+    q->in_bytes = q->received;
+    return 0;
+}
+
+static int chunk_done(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    struct rq *q = fs_http_req_user(req);
+    struct fs_err err = {0};
+    uint8_t *raw = NULL;
+    uint64_t *y = NULL;
+    size_t want = q->m * 8;
+    size_t got = 0;
+    int consumed = 0;
+    int rc = 0;
+
+    q->in_bytes = q->received;
+    if (!q->parsed || q->received != q->expected) {
+        return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL,
+                               "chunk %llu must be a .npy of %zu uint64 words (got %llu bytes)",
+                               (unsigned long long)q->idx, q->m, (unsigned long long)q->received);
+    }
+    if (rc_->app->cfg->fsync && fdatasync(q->fd) != 0) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot store the upload");
+    }
+    raw = malloc(want);
+    y = malloc(want);
+    if (raw == NULL || y == NULL) {
+        rc = fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory");
+        goto out;
+    }
+    while (got < want) {
+        ssize_t r = pread(q->fd, raw + got, want - got, (off_t)(q->header_len + got));
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            rc = fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot read the upload");
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    agg_le64_decode(y, raw, q->m);
+    if (agg_job_put_chunk(q->job, q->party, q->r, q->idx, y, q->m, q->tmp, &consumed, &err) != 0) {
+        rc = problem(resp, &err);
+        goto out;
+    }
+    if (consumed) {
+        q->tmp[0] = '\0'; /* it is the chunk file now */
+    }
+    rc = fs_http_resp_empty(resp, 204);
+out:
+    free(raw);
+    free(y);
+    return rc;
+}
+
+/* ------------------------------------------------------------ registration */
+
+struct route_def {
+    const char *method;
+    const char *pattern;
+    int body; /* 0 none, 1 small, 2 spec, 3 max_body, 4 chunk */
+    enum auth_kind auth;
+    fs_http_handler_fn handler;
+};
+
+static const struct route_def ROUTES[] = {
+    {"GET", "/healthz", 0, A_NONE, h_healthz},
+    {"GET", "/readyz", 0, A_NONE, h_readyz},
+    {"GET", "/metrics", 0, A_NONE, h_metrics},
+    {"GET", "/openapi.yaml", 0, A_NONE, h_openapi},
+    {"GET", "/", 0, A_NONE, h_dashboard},
+    {"POST", "/v1/jobs", 2, A_ADMIN, h_jobs_create},
+    {"GET", "/v1/jobs", 0, A_ADMIN, h_jobs_list},
+    {"GET", "/v1/jobs/{job}", 0, A_ANY, h_job_get},
+    {"DELETE", "/v1/jobs/{job}", 0, A_ADMIN, h_job_delete},
+    {"POST", "/v1/jobs/{job}/keys", 1, A_PARTY, h_keys_post},
+    {"GET", "/v1/jobs/{job}/keys", 0, A_ANY, h_keys_get},
+    {"POST", "/v1/jobs/{job}/shares", 3, A_PARTY, h_shares_post},
+    {"GET", "/v1/jobs/{job}/shares", 0, A_PARTY, h_shares_get},
+    {"GET", "/v1/jobs/{job}/aggregations/{r}", 0, A_ANY, h_agg_get},
+    {"PUT", "/v1/jobs/{job}/aggregations/{r}/masked/{chunk}", 4, A_PARTY, chunk_done},
+    {"POST", "/v1/jobs/{job}/aggregations/{r}/consistency", 1, A_PARTY, h_consistency},
+    {"POST", "/v1/jobs/{job}/aggregations/{r}/unmask", 3, A_PARTY, h_unmask},
+    {"GET", "/v1/jobs/{job}/result", 0, A_ANY, h_result},
+    {"GET", "/v1/jobs/{job}/result/{name}.npy", 0, A_ANY, h_result_file},
+};
+
+#define NROUTES (sizeof ROUTES / sizeof ROUTES[0])
+
+static struct route_ctx g_ctx[NROUTES];
+
+int agg_http_routes(struct agg_app *app, struct fs_err *err)
+{
+    for (size_t i = 0; i < NROUTES; i++) {
+        const struct route_def *d = &ROUTES[i];
+        struct fs_http_route r;
+        int rc;
+        memset(&r, 0, sizeof r);
+        g_ctx[i].app = app;
+        g_ctx[i].auth = d->auth;
+        g_ctx[i].has_job = strstr(d->pattern, "{job}") != NULL;
+        r.method = d->method;
+        r.pattern = d->pattern;
+        r.handler = d->handler;
+        r.ctx = &g_ctx[i];
+        switch (d->body) {
+        case 1:
+            r.max_body = SMALL_BODY;
+            break;
+        case 2:
+            r.max_body = SPEC_BODY;
+            break;
+        case 3:
+            r.max_body = app->cfg->max_body;
+            break;
+        case 4:
+            r.max_body = NPY_HEADER_MAX + 8 * (uint64_t)MAX_CHUNK_WORDS;
+            r.on_chunk = chunk_piece;
+            break;
+        default:
+            r.max_body = 0;
+            break;
+        }
+        if (d->auth != A_NONE) {
+            r.on_begin = d->body == 4 ? chunk_begin : auth_begin;
+        }
+        rc = fs_http_server_route(app->srv, &r, err);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int agg_http_init(struct agg_app *app, struct fs_err *err)
+{
+    app->metrics = calloc(1, sizeof *app->metrics);
+    if (app->metrics == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&app->metrics->mu, NULL);
+    return 0;
+}
+
+void agg_http_free(struct agg_app *app)
+{
+    if (app->metrics != NULL) {
+        pthread_mutex_destroy(&app->metrics->mu);
+        free(app->metrics);
+        app->metrics = NULL;
+    }
+}

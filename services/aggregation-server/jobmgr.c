@@ -1,0 +1,2256 @@
+/* The job manager: see jobmgr.h. Protocol logic stays in lib/proto/secagg;
+ * this file moves messages into the state machine, records them, closes
+ * rounds on time and turns the ring sum into the result. */
+#include "jobmgr.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <float.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../api/wire.h"
+#include "crypto/ct.h"
+#include "crypto/sha256.h"
+#include "io/matio.h"
+#include "la/fixedpt.h"
+#include "la/mat.h"
+#include "net/auth.h"
+#include "net/log.h"
+#include "proto/secagg.h"
+
+#define MAX_JOBS_STORED 100000 /* registry cap, all states */
+
+enum jphase { JP_R0 = 0, JP_R1, JP_R2, JP_R3, JP_R4, JP_DONE, JP_FAILED };
+
+static const char *const PHASE_NAME[] = {
+    "waiting_for_parties", "share_keys", "masked_input", "consistency",
+    "unmasking",           "done",       "failed"};
+static const char *const TIMING_NAME[] = {"advertise_keys", "share_keys", "masked_input",
+                                          "consistency", "unmasking"};
+
+struct chunk_ctx {
+    agg_job *job;
+    const char *staged; /* streamed body to rename into place on the next put */
+    uint32_t staged_party;
+    uint64_t staged_idx;
+    int consumed;
+};
+
+struct agg_job {
+    agg_mgr *mgr;
+    pthread_mutex_t mu;
+    pthread_mutex_t sm_mu;
+
+    /* immutable after creation */
+    char id[FS_JOB_ID_MAX + 1];
+    struct fs_job_spec spec;
+    char server_url[FS_JOB_URL_MAX + 1];
+    uint32_t n;
+    uint32_t chunk_words;
+    uint64_t len;
+    uint64_t nchunks;
+    char created_at[32];
+    double created_unix;
+    char dir[4200]; /* <data>/jobs/<id> */
+    char tmp_dir[4300];
+    fs_auth *auth; /* party tokens, labels "party:N" */
+    struct fs_secagg_config cfg;
+
+    /* sm_mu */
+    fs_secagg_server *sm;
+    struct chunk_ctx cs;
+    uint64_t next_seq;
+    int replaying;
+
+    /* mu */
+    enum jphase phase;
+    int finishing; /* R4 closed; unmasking on the worker */
+    int worker_running;
+    int worker_exited;
+    pthread_t worker;
+    double deadline_mono;
+    double phase_opened; /* wall clock */
+    double timings[5];
+    int has_timing[5];
+    uint8_t *joined;   /* advertised keys (U1) */
+    uint8_t *shared;   /* shared keys (U2) */
+    uint8_t *dropped;  /* counted as dropped at a round close */
+    uint8_t *in_round; /* still expected in the current round */
+    uint8_t *sent;     /* sent this round's message */
+    uint8_t *has_exp;
+    int *exp;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    struct fs_fixedpt fp;
+    json_t *roster; /* {"roster": [...]} once R0 closed */
+    json_t *agg;    /* Aggregation document once begun */
+    json_t *result; /* Result once done */
+    char error[512];
+};
+
+struct agg_mgr {
+    struct agg_mgr_config cfg;
+    char data_dir[4096];
+    agg_store *st;
+    pthread_rwlock_t lock; /* the registry */
+    agg_job **jobs;
+    size_t njobs;
+    size_t cap;
+    pthread_mutex_t wake_mu;
+    pthread_cond_t wake_cv;
+    int woken;
+    pthread_mutex_t count_mu;
+    struct agg_counts counts; /* rounds/dropped/chunks; states are counted on demand */
+};
+
+/* ------------------------------------------------------------ small helpers */
+
+static double now_mono(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static double now_wall(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static void iso_time(double t, char out[32])
+{
+    time_t s = (time_t)t;
+    struct tm tm;
+    gmtime_r(&s, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+static int mkdir_p(const char *path, struct fs_err *err)
+{
+    char buf[4400];
+    size_t n = strlen(path);
+
+    if (n >= sizeof buf) {
+        return fs_err_set(err, FS_EINVAL, "path too long");
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+                return fs_err_set(err, FS_EIO, "mkdir %s: %s", buf, strerror(errno));
+            }
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+/* Remove a directory tree (our own layout: a few levels, no symlinks followed). */
+static void rm_tree(const char *path)
+{
+    DIR *d = opendir(path);
+    struct dirent *e;
+
+    if (d == NULL) {
+        (void)unlink(path);
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        char sub[4600];
+        struct stat st;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) {
+            continue;
+        }
+        if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) >= sizeof sub) {
+            continue;
+        }
+        if (lstat(sub, &st) == 0 && S_ISDIR(st.st_mode)) {
+            rm_tree(sub);
+        } else {
+            (void)unlink(sub);
+        }
+    }
+    closedir(d);
+    (void)rmdir(path);
+}
+
+static void count_add(agg_mgr *m, uint64_t *field, uint64_t k)
+{
+    pthread_mutex_lock(&m->count_mu);
+    *field += k;
+    pthread_mutex_unlock(&m->count_mu);
+}
+
+static void wake(agg_mgr *m)
+{
+    pthread_mutex_lock(&m->wake_mu);
+    m->woken = 1;
+    pthread_cond_signal(&m->wake_cv);
+    pthread_mutex_unlock(&m->wake_mu);
+}
+
+/* Internal failures (not a bad message): the job cannot go on safely. */
+static int is_internal(int code)
+{
+    return code == FS_ENOMEM || code == FS_EIO || code == FS_ECRYPTO || code == FS_EINTERNAL ||
+           code == FS_ENUMERIC;
+}
+
+static json_t *ids_where(const uint8_t *flags, const uint8_t *unless, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t v = 1; a != NULL && v <= n; v++) {
+        if (flags[v] && (unless == NULL || !unless[v])) {
+            json_array_append_new(a, json_integer(v));
+        }
+    }
+    return a;
+}
+
+/* ------------------------------------------------------------ chunk files */
+
+static int chunk_path(const agg_job *j, uint32_t party, uint64_t idx, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s/agg-0/p%u/c%llu.npy", j->dir, party,
+                            (unsigned long long)idx) >= cap
+               ? -1
+               : 0;
+}
+
+void agg_le64_decode(uint64_t *y, const uint8_t *b, size_t m)
+{
+    for (size_t i = 0; i < m; i++) {
+        const uint8_t *p = b + 8 * i;
+        y[i] = (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
+               ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
+               ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
+    }
+}
+
+/* Read the m words at the end of a chunk file (header, then 8m bytes). */
+static int read_chunk_file(const char *path, uint64_t *y, size_t m, struct fs_err *err)
+{
+    struct stat st;
+    uint8_t *buf = NULL;
+    size_t want = m * 8;
+    size_t got = 0;
+    off_t off;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int rc = 0;
+
+    if (fd < 0) {
+        return fs_err_set(err, FS_EIO, "chunk file: %s", strerror(errno));
+    }
+    if (fstat(fd, &st) != 0 || (uint64_t)st.st_size < want + 10 ||
+        (uint64_t)st.st_size > want + 4096) {
+        rc = fs_err_set(err, FS_EIO, "chunk file: unexpected size");
+        goto out;
+    }
+    off = st.st_size - (off_t)want;
+    buf = malloc(want == 0 ? 1 : want);
+    if (buf == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    while (got < want) {
+        ssize_t r = pread(fd, buf + got, want - got, off + (off_t)got);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            rc = fs_err_set(err, FS_EIO, "chunk file: short read");
+            goto out;
+        }
+        got += (size_t)r;
+    }
+    agg_le64_decode(y, buf, m);
+out:
+    free(buf);
+    close(fd);
+    return rc;
+}
+
+static int cs_put(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, size_t m,
+                  struct fs_err *err)
+{
+    struct chunk_ctx *c = ctx;
+    agg_job *j = c->job;
+    char path[4600];
+    char dir[4600];
+    int rc;
+
+    (void)y;
+    (void)m;
+    if (j->replaying) {
+        return 0; /* the data was read from that very file */
+    }
+    if (chunk_path(j, party, idx, path, sizeof path) != 0 ||
+        (size_t)snprintf(dir, sizeof dir, "%s/agg-0/p%u", j->dir, party) >= sizeof dir) {
+        return fs_err_set(err, FS_EINVAL, "chunk path too long");
+    }
+    if (c->staged == NULL || c->staged_party != party || c->staged_idx != idx) {
+        return fs_err_set(err, FS_EINTERNAL, "chunk store: no streamed body for this chunk");
+    }
+    rc = mkdir_p(dir, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (rename(c->staged, path) != 0) {
+        return fs_err_set(err, FS_EIO, "chunk store: rename: %s", strerror(errno));
+    }
+    c->consumed = 1;
+    return 0;
+}
+
+static int cs_get(void *ctx, uint32_t party, uint64_t idx, uint64_t *y, size_t m,
+                  struct fs_err *err)
+{
+    struct chunk_ctx *c = ctx;
+    char path[4600];
+
+    if (chunk_path(c->job, party, idx, path, sizeof path) != 0) {
+        return fs_err_set(err, FS_EINVAL, "chunk path too long");
+    }
+    return read_chunk_file(path, y, m, err);
+}
+
+/* Chunk files stay until the job ends: replay after a restart reads them. */
+static void cs_drop(void *ctx, uint32_t party)
+{
+    (void)ctx;
+    (void)party;
+}
+
+/* ------------------------------------------------------------ job lifecycle */
+
+static void job_free(agg_job *j)
+{
+    if (j == NULL) {
+        return;
+    }
+    fs_secagg_server_free(j->sm);
+    fs_auth_free(j->auth);
+    free(j->joined);
+    free(j->shared);
+    free(j->dropped);
+    free(j->in_round);
+    free(j->sent);
+    free(j->has_exp);
+    free(j->exp);
+    json_decref(j->roster);
+    json_decref(j->agg);
+    json_decref(j->result);
+    pthread_mutex_destroy(&j->mu);
+    pthread_mutex_destroy(&j->sm_mu);
+    free(j);
+}
+
+/* A job shell: parameters, bitmaps, directories. No state machine yet. */
+static int job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
+                     uint32_t chunk_words, agg_job **out, struct fs_err *err)
+{
+    agg_job *j = calloc(1, sizeof *j);
+    uint32_t n = spec->parties;
+    int rc = 0;
+
+    *out = NULL;
+    if (j == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&j->mu, NULL);
+    pthread_mutex_init(&j->sm_mu, NULL);
+    j->mgr = m;
+    snprintf(j->id, sizeof j->id, "%s", id);
+    j->spec = *spec;
+    snprintf(j->server_url, sizeof j->server_url, "%s", spec->server_url);
+    j->n = n;
+    j->chunk_words = chunk_words;
+    j->len = spec->rows * spec->cols;
+    j->nchunks = (j->len + chunk_words - 1) / chunk_words;
+    snprintf(j->dir, sizeof j->dir, "%s/jobs/%s", m->data_dir, id);
+    snprintf(j->tmp_dir, sizeof j->tmp_dir, "%s/tmp", j->dir);
+    j->joined = calloc((size_t)n + 1, 1);
+    j->shared = calloc((size_t)n + 1, 1);
+    j->dropped = calloc((size_t)n + 1, 1);
+    j->in_round = calloc((size_t)n + 1, 1);
+    j->sent = calloc((size_t)n + 1, 1);
+    j->has_exp = calloc((size_t)n + 1, 1);
+    j->exp = calloc((size_t)n + 1, sizeof *j->exp);
+    if (j->joined == NULL || j->shared == NULL || j->dropped == NULL || j->in_round == NULL ||
+        j->sent == NULL || j->has_exp == NULL || j->exp == NULL) {
+        job_free(j);
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = fs_auth_new(&j->auth, err);
+    if (rc != 0) {
+        job_free(j);
+        return rc;
+    }
+    j->cfg.n = n;
+    j->cfg.t = spec->threshold;
+    j->cfg.aggregations = 1;
+    j->cfg.chunk_words = chunk_words;
+    rc = fs_wire_secagg_job_id(id, j->cfg.job_id, err);
+    if (rc != 0) {
+        job_free(j);
+        return rc;
+    }
+    j->cs.job = j;
+    *out = j;
+    return 0;
+}
+
+static int job_new_sm(agg_job *j, struct fs_err *err)
+{
+    struct fs_secagg_chunk_store st;
+
+    st.ctx = &j->cs;
+    st.put = cs_put;
+    st.get = cs_get;
+    st.drop = cs_drop;
+    return fs_secagg_server_new(&j->cfg, &st, &j->sm, err);
+}
+
+static int add_digests(agg_job *j, const uint8_t (*digests)[32], struct fs_err *err)
+{
+    for (uint32_t v = 1; v <= j->n; v++) {
+        char label[32];
+        int rc;
+        snprintf(label, sizeof label, "party:%u", v);
+        rc = fs_auth_add_digest(j->auth, digests[v - 1], label, err);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+static int mgr_register(agg_mgr *m, agg_job *j, struct fs_err *err)
+{
+    int rc = 0;
+
+    pthread_rwlock_wrlock(&m->lock);
+    if (m->njobs == m->cap) {
+        size_t ncap = m->cap == 0 ? 64 : m->cap * 2;
+        agg_job **nj = realloc(m->jobs, ncap * sizeof *nj);
+        if (nj == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        } else {
+            m->jobs = nj;
+            m->cap = ncap;
+        }
+    }
+    if (rc == 0) {
+        m->jobs[m->njobs++] = j;
+    }
+    pthread_rwlock_unlock(&m->lock);
+    return rc;
+}
+
+/* ------------------------------------------------------------ status documents */
+
+static json_t *timings_json(const agg_job *j)
+{
+    json_t *o = json_object();
+    for (int i = 0; o != NULL && i < 5; i++) {
+        if (j->has_timing[i]) {
+            json_object_set_new(o, TIMING_NAME[i], json_real(j->timings[i]));
+        }
+    }
+    return o;
+}
+
+static int job_running(const agg_job *j)
+{
+    return j->phase != JP_DONE && j->phase != JP_FAILED;
+}
+
+/* The Job document; mu held. */
+static json_t *status_locked(const agg_job *j)
+{
+    const char *state = j->phase == JP_DONE ? "done" : j->phase == JP_FAILED ? "failed" : "running";
+    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:[I, I], s:i, s:i}", "id",
+                          j->id, "algorithm", j->spec.algorithm, "name", j->spec.name, "phase",
+                          PHASE_NAME[j->phase], "state", state, "aggregation", 0, "aggregations", 1,
+                          "parties", (int)j->n, "threshold", (int)j->spec.threshold, "shape",
+                          (json_int_t)j->spec.rows, (json_int_t)j->spec.cols, "chunk_words",
+                          (int)j->chunk_words, "round_timeout_s", (int)j->spec.round_timeout_s);
+
+    if (o == NULL) {
+        return NULL;
+    }
+    json_object_set_new(o, "round", job_running(j) ? json_integer(j->phase) : json_null());
+    json_object_set_new(o, "present", ids_where(j->joined, j->dropped, j->n));
+    json_object_set_new(o, "dropped", ids_where(j->dropped, NULL, j->n));
+    json_object_set_new(o, "bytes_in", json_integer((json_int_t)j->bytes_in));
+    json_object_set_new(o, "bytes_out", json_integer((json_int_t)j->bytes_out));
+    json_object_set_new(o, "timings", timings_json(j));
+    json_object_set_new(o, "created_at", json_string(j->created_at));
+    if (job_running(j) && !j->finishing) {
+        double left = j->deadline_mono - now_mono();
+        json_object_set_new(o, "deadline_in_s",
+                            json_real(left > 0 ? floor(left * 10 + 0.5) / 10 : 0.0));
+    } else {
+        json_object_set_new(o, "deadline_in_s", json_null());
+    }
+    json_object_set_new(o, "error", j->error[0] != '\0' ? json_string(j->error) : json_null());
+    return o;
+}
+
+json_t *agg_job_status(agg_job *j)
+{
+    json_t *o;
+
+    pthread_mutex_lock(&j->mu);
+    o = status_locked(j);
+    pthread_mutex_unlock(&j->mu);
+    return o;
+}
+
+/* Snapshot persisted with the job row: status counters survive restarts and
+ * finished jobs are served from it. mu held. */
+static char *snapshot_locked(const agg_job *j)
+{
+    json_t *o = json_object();
+    char *s = NULL;
+
+    if (o == NULL) {
+        return NULL;
+    }
+    json_object_set_new(o, "job", status_locked(j));
+    json_object_set_new(o, "aggregation", j->agg != NULL ? json_deep_copy(j->agg) : json_null());
+    s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+static void persist_state(agg_job *j, const char *result_json)
+{
+    struct fs_err err = {0};
+    const char *state;
+    char *snap;
+    char error[512];
+
+    pthread_mutex_lock(&j->mu);
+    state = j->phase == JP_DONE ? "done" : j->phase == JP_FAILED ? "failed" : "running";
+    snap = snapshot_locked(j);
+    snprintf(error, sizeof error, "%s", j->error);
+    pthread_mutex_unlock(&j->mu);
+    if (agg_store_job_update(j->mgr->st, j->id, state, error[0] != '\0' ? error : NULL, result_json,
+                             snap, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot persist job state", "{s:s, s:s}", "job", j->id, "error",
+                    err.msg);
+    }
+    free(snap);
+}
+
+/* ------------------------------------------------------------ failing */
+
+/* The job fails for good: sm_mu held. Frees the state machine and chunks. */
+static void fail_job(agg_job *j, const char *reason)
+{
+    pthread_mutex_lock(&j->mu);
+    if (j->phase == JP_FAILED || j->phase == JP_DONE) {
+        pthread_mutex_unlock(&j->mu);
+        return;
+    }
+    snprintf(j->error, sizeof j->error, "%s", reason);
+    j->phase = JP_FAILED;
+    j->finishing = 0;
+    pthread_mutex_unlock(&j->mu);
+    fs_log_pack(FS_LOG_WARN, "job failed", "{s:s, s:s}", "job", j->id, "reason", reason);
+    if (!j->replaying) {
+        persist_state(j, NULL);
+    }
+    fs_secagg_server_free(j->sm);
+    j->sm = NULL;
+    {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/agg-0", j->dir);
+        rm_tree(p);
+        rm_tree(j->tmp_dir);
+    }
+}
+
+/* sm_mu held. After an operation on the state machine failed: an internal
+ * error or an abort ends the job; a rejected message changes nothing. */
+static void after_sm_error(agg_job *j, int rc, const struct fs_err *err)
+{
+    if (j->sm != NULL && fs_secagg_server_phase(j->sm) == FS_SECAGG_ABORTED) {
+        fail_job(j, fs_secagg_server_abort_reason(j->sm));
+    } else if (is_internal(rc)) {
+        char reason[600];
+        snprintf(reason, sizeof reason, "internal error: %s", err != NULL ? err->msg : "");
+        fail_job(j, reason);
+    }
+}
+
+/* ------------------------------------------------------------ event log */
+
+static int log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx, const void *body,
+                     size_t len, double at, struct fs_err *err)
+{
+    int rc;
+
+    if (j->replaying) {
+        return 0;
+    }
+    rc = agg_store_event_append(j->mgr->st, j->id, j->next_seq, kind, party, idx, body, len, at,
+                                err);
+    if (rc == 0) {
+        j->next_seq++;
+        return 0;
+    }
+    /* the state machine is ahead of the log: a replay would differ */
+    {
+        char reason[600];
+        snprintf(reason, sizeof reason, "storage error: %s", err != NULL ? err->msg : "");
+        fail_job(j, reason);
+    }
+    return rc;
+}
+
+static int log_json(agg_job *j, const char *kind, uint32_t party, const json_t *body, double at,
+                    struct fs_err *err)
+{
+    char *s = json_dumps(body, JSON_COMPACT);
+    int rc;
+
+    if (s == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = log_event(j, kind, party, 0, s, strlen(s), at, err);
+    free(s);
+    return rc;
+}
+
+/* ------------------------------------------------------------ applying messages (sm_mu held) */
+
+static int apply_adv(agg_job *j, const struct fs_secagg_adv *a, int has_exp, int e, double at,
+                     struct fs_err *err)
+{
+    int rc;
+    int repeat;
+
+    pthread_mutex_lock(&j->mu);
+    repeat = j->joined[a->id];
+    if (repeat && (j->has_exp[a->id] != (uint8_t)has_exp || (has_exp && j->exp[a->id] != e))) {
+        pthread_mutex_unlock(&j->mu);
+        return fs_err_set(err, FS_ECONFLICT, "party %u already advertised another max_abs_exp",
+                          a->id);
+    }
+    pthread_mutex_unlock(&j->mu);
+    rc = fs_secagg_server_add_adv(j->sm, a, err);
+    if (rc != 0) {
+        after_sm_error(j, rc, err);
+        return rc == FS_EAUTH ? fs_err_set(err, FS_EINVAL, "%s", err->msg) : rc;
+    }
+    if (repeat) {
+        return 0;
+    }
+    {
+        json_t *body = fs_wire_adv_encode(a, has_exp, e);
+        if (body == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+        rc = log_json(j, "adv", a->id, body, at, err);
+        json_decref(body);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    pthread_mutex_lock(&j->mu);
+    j->joined[a->id] = 1;
+    j->sent[a->id] = 1;
+    j->has_exp[a->id] = (uint8_t)has_exp;
+    j->exp[a->id] = e;
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+static int apply_shares(agg_job *j, uint32_t party, const struct fs_secagg_share_ct *cts, size_t k,
+                        const json_t *body, double at, struct fs_err *err)
+{
+    int repeat;
+    int rc;
+
+    pthread_mutex_lock(&j->mu);
+    repeat = j->shared[party];
+    pthread_mutex_unlock(&j->mu);
+    rc = fs_secagg_server_add_shares(j->sm, party, cts, k, err);
+    if (rc != 0) {
+        after_sm_error(j, rc, err);
+        return rc;
+    }
+    if (repeat) {
+        return 0;
+    }
+    rc = log_json(j, "shares", party, body, at, err);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->shared[party] = 1;
+    j->sent[party] = 1;
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+static int apply_masked(agg_job *j, uint32_t party, uint64_t idx, const uint64_t *y, size_t m,
+                        const char *staged, int *consumed, double at, struct fs_err *err)
+{
+    uint8_t h[32];
+    int rc;
+
+    *consumed = 0;
+    j->cs.staged = staged;
+    j->cs.staged_party = party;
+    j->cs.staged_idx = idx;
+    j->cs.consumed = 0;
+    rc = fs_secagg_server_add_masked(j->sm, party, idx, y, m, err);
+    *consumed = j->cs.consumed;
+    j->cs.staged = NULL;
+    if (rc != 0) {
+        after_sm_error(j, rc, err);
+        return rc;
+    }
+    if (!j->replaying && !*consumed) {
+        return 0; /* an identical repeat */
+    }
+    rc = fs_sha256(h, y, m * sizeof *y, err);
+    if (rc == 0) {
+        rc = log_event(j, "masked", party, idx, h, sizeof h, at, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    count_add(j->mgr, &j->mgr->counts.chunks_accepted, 1);
+    if (fs_secagg_server_has_masked(j->sm, party)) {
+        pthread_mutex_lock(&j->mu);
+        j->sent[party] = 1;
+        pthread_mutex_unlock(&j->mu);
+    }
+    return 0;
+}
+
+static int apply_sig(agg_job *j, uint32_t party, const uint8_t sig[FS_SECAGG_SIG_LEN], double at,
+                     struct fs_err *err)
+{
+    int repeat;
+    int rc;
+
+    pthread_mutex_lock(&j->mu);
+    repeat = j->sent[party];
+    pthread_mutex_unlock(&j->mu);
+    rc = fs_secagg_server_add_consistency(j->sm, party, sig, err);
+    if (rc != 0) {
+        after_sm_error(j, rc, err);
+        return rc == FS_EAUTH ? fs_err_set(err, FS_EINVAL, "%s", err->msg) : rc;
+    }
+    if (repeat) {
+        return 0;
+    }
+    rc = log_event(j, "sig", party, 0, sig, FS_SECAGG_SIG_LEN, at, err);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->sent[party] = 1;
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+static int apply_reveals(agg_job *j, uint32_t party, const struct fs_secagg_reveal *rv, size_t k,
+                         const json_t *body, double at, struct fs_err *err)
+{
+    int repeat;
+    int rc;
+
+    pthread_mutex_lock(&j->mu);
+    repeat = j->sent[party];
+    pthread_mutex_unlock(&j->mu);
+    rc = fs_secagg_server_add_reveals(j->sm, party, rv, k, err);
+    if (rc != 0) {
+        after_sm_error(j, rc, err);
+        return rc;
+    }
+    if (repeat) {
+        return 0;
+    }
+    rc = log_json(j, "reveals", party, body, at, err);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->sent[party] = 1;
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+/* ------------------------------------------------------------ closing rounds (sm_mu held) */
+
+/* mu held: parties expected this round that did not send count as dropped. */
+static uint32_t mark_dropped_locked(agg_job *j)
+{
+    uint32_t k = 0;
+    for (uint32_t v = 1; v <= j->n; v++) {
+        if (j->in_round[v] && !j->sent[v] && !j->dropped[v]) {
+            j->dropped[v] = 1;
+            k++;
+        }
+    }
+    return k;
+}
+
+/* mu held: the next round expects exactly the ids in set. */
+static void next_round_locked(agg_job *j, enum jphase ph, const uint32_t *set, size_t k, double at,
+                              int record)
+{
+    if (record && j->phase <= JP_R4) {
+        j->timings[j->phase] = at - j->phase_opened;
+        j->has_timing[j->phase] = 1;
+    }
+    memset(j->in_round, 0, (size_t)j->n + 1);
+    memset(j->sent, 0, (size_t)j->n + 1);
+    for (size_t i = 0; i < k; i++) {
+        j->in_round[set[i]] = 1;
+    }
+    j->phase = ph;
+    j->phase_opened = at;
+    j->deadline_mono = now_mono() + (double)j->spec.round_timeout_s;
+}
+
+static uint32_t *flag_ids(const uint8_t *flags, uint32_t n, size_t *k)
+{
+    uint32_t *ids = calloc((size_t)n + 1, sizeof *ids);
+    *k = 0;
+    for (uint32_t v = 1; ids != NULL && v <= n; v++) {
+        if (flags[v]) {
+            ids[(*k)++] = v;
+        }
+    }
+    return ids;
+}
+
+/* Fixed-point parameters for aggregation 0: B = 2^max(e) over the active
+ * parties (1 when all their matrices are zero), summands = |active|. */
+static int choose_fixedpt(agg_job *j, const uint32_t *active, size_t na, struct fs_fixedpt *fp,
+                          struct fs_err *err)
+{
+    int have = 0;
+    int e = 0;
+    double bound;
+
+    pthread_mutex_lock(&j->mu);
+    for (size_t i = 0; i < na; i++) {
+        uint32_t v = active[i];
+        if (j->has_exp[v] && (!have || j->exp[v] > e)) {
+            e = j->exp[v];
+            have = 1;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (!have) {
+        bound = 1.0;
+    } else if (e >= DBL_MAX_EXP) {
+        bound = DBL_MAX;
+    } else {
+        bound = ldexp(1.0, e);
+        if (bound == 0.0) {
+            bound = DBL_MIN;
+        }
+    }
+    return fs_fixedpt_init(fp, bound, (unsigned)na, err);
+}
+
+static json_t *agg_doc(const agg_job *j, const uint32_t *active, size_t na)
+{
+    json_t *o =
+        json_pack("{s:i, s:I, s:I, s:I, s:s, s:o, s:n, s:n, s:f, s:i, s:i}", "index", 0, "length",
+                  (json_int_t)j->len, "chunk_words", (json_int_t)j->chunk_words, "chunks",
+                  (json_int_t)j->nchunks, "phase", "masked_input", "active",
+                  fs_wire_ids_encode(active, na), "survivors", "signatures", "bound", j->fp.bound,
+                  "frac_bits", j->fp.frac_bits, "summands", (int)j->fp.summands);
+    return o;
+}
+
+static int do_begin(agg_job *j, const struct fs_fixedpt *given, double at, struct fs_err *err)
+{
+    const uint32_t *active;
+    size_t na = 0;
+    struct fs_fixedpt fp;
+    json_t *params = NULL;
+    json_t *doc = NULL;
+    int rc;
+
+    rc = fs_secagg_server_begin(j->sm, 0, j->len, err);
+    if (rc != 0) {
+        after_sm_error(j, rc, err);
+        return rc;
+    }
+    active = fs_secagg_server_set(j->sm, 0, &na);
+    if (given != NULL) {
+        fp = *given;
+    } else {
+        rc = choose_fixedpt(j, active, na, &fp, err);
+        if (rc != 0) {
+            fail_job(j, "cannot choose fixed-point parameters");
+            return rc;
+        }
+    }
+    params = json_pack("{s:i, s:I, s:f, s:i, s:i}", "r", 0, "len", (json_int_t)j->len, "bound",
+                       fp.bound, "frac_bits", fp.frac_bits, "summands", (int)fp.summands);
+    if (params == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = log_json(j, "begin", 0, params, at, err);
+    json_decref(params);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->fp = fp;
+    doc = agg_doc(j, active, na);
+    json_decref(j->agg);
+    j->agg = doc;
+    next_round_locked(j, JP_R2, active, na, at, 0);
+    pthread_mutex_unlock(&j->mu);
+    return doc == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
+}
+
+static void *finish_worker(void *arg);
+
+static int start_worker(agg_job *j)
+{
+    int rc;
+
+    pthread_mutex_lock(&j->mu);
+    j->finishing = 1;
+    j->worker_exited = 0;
+    rc = pthread_create(&j->worker, NULL, finish_worker, j);
+    j->worker_running = rc == 0;
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+/* Close the current round (sm_mu held). kind is the event kind; on replay
+ * `given` carries the logged fixed-point parameters of "begin". */
+static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *err)
+{
+    enum jphase ph;
+    uint32_t drops;
+    size_t k = 0;
+    uint32_t *ids = NULL;
+    const uint32_t *set;
+    int rc = 0;
+    static const char *const KIND[] = {"close_adv", "close_shares", "close_masked",
+                                       "close_consistency", "close_unmask"};
+
+    pthread_mutex_lock(&j->mu);
+    ph = j->phase;
+    pthread_mutex_unlock(&j->mu);
+    if (ph > JP_R4 || j->sm == NULL) {
+        return 0;
+    }
+    switch (ph) {
+    case JP_R0:
+        rc = fs_secagg_server_close_adv(j->sm, err);
+        break;
+    case JP_R1:
+        rc = fs_secagg_server_close_shares(j->sm, err);
+        break;
+    case JP_R2:
+        rc = fs_secagg_server_close_masked(j->sm, err);
+        break;
+    case JP_R3:
+        rc = fs_secagg_server_close_consistency(j->sm, err);
+        break;
+    default:
+        break;
+    }
+    pthread_mutex_lock(&j->mu);
+    drops = mark_dropped_locked(j);
+    pthread_mutex_unlock(&j->mu);
+    if (!j->replaying) {
+        count_add(j->mgr,
+                  by_deadline ? &j->mgr->counts.rounds_deadline : &j->mgr->counts.rounds_complete,
+                  1);
+        count_add(j->mgr, &j->mgr->counts.parties_dropped, drops);
+        fs_log_pack(FS_LOG_INFO, "round closed", "{s:s, s:s, s:s, s:i}", "job", j->id, "phase",
+                    PHASE_NAME[ph], "reason", by_deadline ? "deadline" : "complete", "dropped",
+                    (int)drops);
+    }
+    if (rc != 0) {
+        after_sm_error(j, rc, err);
+        return rc;
+    }
+    rc = log_event(j, KIND[ph], 0, 0, NULL, 0, at, err);
+    if (rc != 0) {
+        return rc;
+    }
+    switch (ph) {
+    case JP_R0: {
+        const struct fs_secagg_adv *r = fs_secagg_server_roster(j->sm, &k);
+        json_t *doc = fs_wire_roster_encode(r, k);
+        ids = flag_ids(j->joined, j->n, &k);
+        pthread_mutex_lock(&j->mu);
+        json_decref(j->roster);
+        j->roster = doc;
+        if (ids != NULL) {
+            next_round_locked(j, JP_R1, ids, k, at, 1);
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (doc == NULL || ids == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+        break;
+    }
+    case JP_R1:
+        pthread_mutex_lock(&j->mu);
+        ids = flag_ids(j->shared, j->n, &k);
+        if (ids != NULL) {
+            next_round_locked(j, JP_R2, ids, k, at, 1); /* until begin, moments later */
+        }
+        pthread_mutex_unlock(&j->mu);
+        if (ids == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        } else if (!j->replaying) {
+            rc = do_begin(j, NULL, at, err);
+        }
+        break;
+    case JP_R2:
+        set = fs_secagg_server_set(j->sm, 3, &k);
+        pthread_mutex_lock(&j->mu);
+        json_object_set_new(j->agg, "survivors", fs_wire_ids_encode(set, k));
+        next_round_locked(j, JP_R3, set, k, at, 1);
+        pthread_mutex_unlock(&j->mu);
+        break;
+    case JP_R3:
+        set = fs_secagg_server_set(j->sm, 4, &k);
+        pthread_mutex_lock(&j->mu);
+        json_object_set_new(j->agg, "signatures",
+                            fs_wire_sigs_encode(set, fs_secagg_server_sigs(j->sm), k));
+        next_round_locked(j, JP_R4, set, k, at, 1);
+        pthread_mutex_unlock(&j->mu);
+        break;
+    case JP_R4:
+        if (!j->replaying && start_worker(j) != 0) {
+            fail_job(j, "cannot start the unmasking worker");
+            rc = fs_err_set(err, FS_EINTERNAL, "cannot start a thread");
+        }
+        break;
+    default:
+        break;
+    }
+    free(ids);
+    if (rc == 0 && !j->replaying) {
+        persist_state(j, NULL);
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ unmasking and the result */
+
+static int file_sha256_hex(const char *path, char hex[65], struct fs_err *err)
+{
+    fs_sha256_ctx *h = NULL;
+    uint8_t buf[65536];
+    uint8_t d[32];
+    FILE *f = fopen(path, "rb");
+    size_t r;
+    int rc;
+
+    if (f == NULL) {
+        return fs_err_set(err, FS_EIO, "%s: %s", path, strerror(errno));
+    }
+    rc = fs_sha256_new(&h, err);
+    while (rc == 0 && (r = fread(buf, 1, sizeof buf, f)) > 0) {
+        rc = fs_sha256_update(h, buf, r, err);
+    }
+    if (rc == 0 && ferror(f)) {
+        rc = fs_err_set(err, FS_EIO, "%s: read error", path);
+    }
+    if (rc == 0) {
+        rc = fs_sha256_final(h, d, err);
+    }
+    fs_sha256_free(h);
+    fclose(f);
+    for (int i = 0; rc == 0 && i < 32; i++) {
+        snprintf(hex + 2 * i, 3, "%02x", d[i]);
+    }
+    return rc;
+}
+
+/* sum.npy and the Result manifest. sm_mu held. */
+static int write_result(agg_job *j, const uint64_t *sum, json_t **out, struct fs_err *err)
+{
+    char dir[4400];
+    char path[4500];
+    char hex[65];
+    fs_mat *mat = NULL;
+    const uint32_t *u3;
+    size_t n3 = 0;
+    uint8_t *surv = NULL;
+    json_t *res = NULL;
+    int rc;
+
+    *out = NULL;
+    snprintf(dir, sizeof dir, "%s/result", j->dir);
+    snprintf(path, sizeof path, "%s/sum.npy", dir);
+    rc = mkdir_p(dir, err);
+    if (rc != 0) {
+        return rc;
+    }
+    mat = fs_mat_new_uninit((size_t)j->spec.rows, (size_t)j->spec.cols);
+    surv = calloc((size_t)j->n + 1, 1);
+    if (mat == NULL || surv == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "cannot hold the %llu x %llu result",
+                        (unsigned long long)j->spec.rows, (unsigned long long)j->spec.cols);
+        goto out;
+    }
+    /* the vector is the matrix in column-major order, as is fs_mat with ld = rows */
+    fs_fixedpt_decode(&j->fp, sum, mat->data, (size_t)j->len);
+    rc = fs_npy_write_mat(path, mat, err);
+    if (rc == 0) {
+        rc = file_sha256_hex(path, hex, err);
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    u3 = fs_secagg_server_set(j->sm, 3, &n3);
+    for (size_t i = 0; i < n3; i++) {
+        surv[u3[i]] = 1;
+    }
+    {
+        uint8_t *all = malloc((size_t)j->n + 1);
+        if (all == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+            goto out;
+        }
+        memset(all, 1, (size_t)j->n + 1);
+        res = json_pack("{s:s, s:[I, I], s:i, s:o, s:o, s:[{s:s, s:[I, I], s:s}], s:{s:f, s:i, "
+                        "s:i}}",
+                        "algorithm", j->spec.algorithm, "shape", (json_int_t)j->spec.rows,
+                        (json_int_t)j->spec.cols, "parties", (int)j->n, "survivors",
+                        fs_wire_ids_encode(u3, n3), "dropped", ids_where(all, surv, j->n), "files",
+                        "name", "sum.npy", "shape", (json_int_t)j->spec.rows,
+                        (json_int_t)j->spec.cols, "sha256", hex, "fixed_point", "bound",
+                        j->fp.bound, "frac_bits", j->fp.frac_bits, "summands", (int)j->fp.summands);
+        free(all);
+    }
+    if (res == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    *out = res;
+out:
+    fs_mat_free(mat);
+    free(surv);
+    return rc;
+}
+
+static void *finish_worker(void *arg)
+{
+    agg_job *j = arg;
+    struct fs_err err = {0};
+    const uint64_t *sum = NULL;
+    json_t *res = NULL;
+    char *res_s = NULL;
+    double at;
+    int rc;
+
+    pthread_mutex_lock(&j->sm_mu);
+    if (j->sm == NULL) {
+        goto out;
+    }
+    rc = fs_secagg_server_finish(j->sm, &sum, &err);
+    if (rc == 0) {
+        rc = write_result(j, sum, &res, &err);
+    }
+    if (rc == 0) {
+        res_s = json_dumps(res, JSON_COMPACT);
+        rc = res_s == NULL ? fs_err_set(&err, FS_ENOMEM, "out of memory") : 0;
+    }
+    at = now_wall();
+    if (rc == 0) {
+        rc = log_event(j, "done", 0, 0, NULL, 0, at, &err);
+    }
+    if (rc != 0) {
+        if (fs_secagg_server_phase(j->sm) == FS_SECAGG_ABORTED) {
+            fail_job(j, fs_secagg_server_abort_reason(j->sm));
+        } else {
+            char reason[600];
+            snprintf(reason, sizeof reason, "unmasking failed: %s", err.msg);
+            fail_job(j, reason);
+        }
+        json_decref(res);
+        goto out;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->timings[JP_R4] = at - j->phase_opened;
+    j->has_timing[JP_R4] = 1;
+    j->phase = JP_DONE;
+    j->finishing = 0;
+    j->result = res;
+    memset(j->in_round, 0, (size_t)j->n + 1);
+    if (j->agg != NULL) {
+        json_object_set_new(j->agg, "phase", json_string("done"));
+    }
+    pthread_mutex_unlock(&j->mu);
+    persist_state(j, res_s);
+    fs_log_pack(FS_LOG_INFO, "job done", "{s:s, s:f}", "job", j->id, "unmasking_s",
+                j->timings[JP_R4]);
+    fs_secagg_server_free(j->sm);
+    j->sm = NULL;
+    {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/agg-0", j->dir);
+        rm_tree(p);
+        rm_tree(j->tmp_dir);
+    }
+out:
+    free(res_s);
+    pthread_mutex_unlock(&j->sm_mu);
+    pthread_mutex_lock(&j->mu);
+    j->finishing = 0;
+    j->worker_exited = 1;
+    pthread_mutex_unlock(&j->mu);
+    wake(j->mgr);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ entering a round */
+
+/*
+ * Check under mu that `party` may act in phase `want` now, then take sm_mu
+ * and check again (the driver may have closed the round meanwhile). On
+ * success sm_mu is held. party 0 skips the membership check.
+ */
+static int check_phase_locked(const agg_job *j, enum jphase want, uint32_t party,
+                              struct fs_err *err)
+{
+    if (j->phase == JP_FAILED) {
+        return fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error);
+    }
+    if (j->finishing || j->phase == JP_DONE || j->phase > want) {
+        return fs_err_set(err, FS_ECONFLICT, "%s is closed (job phase %s)", PHASE_NAME[want],
+                          j->finishing ? "unmasking" : PHASE_NAME[j->phase]);
+    }
+    if (j->phase < want) {
+        return fs_err_set(err, FS_ESTATE, "not yet: job phase is %s", PHASE_NAME[j->phase]);
+    }
+    if (party != 0 && !j->in_round[party]) {
+        return fs_err_set(err, FS_ECONFLICT, "party %u is not in this round: it was dropped",
+                          party);
+    }
+    return 0;
+}
+
+static int enter(agg_job *j, enum jphase want, uint32_t party, struct fs_err *err)
+{
+    int rc;
+
+    pthread_mutex_lock(&j->mu);
+    rc = check_phase_locked(j, want, party, err);
+    pthread_mutex_unlock(&j->mu);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->sm_mu);
+    pthread_mutex_lock(&j->mu);
+    rc = check_phase_locked(j, want, party, err);
+    pthread_mutex_unlock(&j->mu);
+    if (rc == 0 && j->sm == NULL) {
+        rc = fs_err_set(err, FS_ECONFLICT, "job is over");
+    }
+    if (rc != 0) {
+        pthread_mutex_unlock(&j->sm_mu);
+    }
+    return rc;
+}
+
+static void leave(agg_job *j)
+{
+    pthread_mutex_unlock(&j->sm_mu);
+    wake(j->mgr);
+}
+
+/* ------------------------------------------------------------ public: party messages */
+
+const char *agg_job_id(const agg_job *j)
+{
+    return j->id;
+}
+
+void agg_job_count_bytes(agg_job *j, uint64_t in, uint64_t out)
+{
+    pthread_mutex_lock(&j->mu);
+    j->bytes_in += in;
+    j->bytes_out += out;
+    pthread_mutex_unlock(&j->mu);
+}
+
+int agg_job_auth(agg_job *j, const char *token, size_t len, uint32_t *party, struct fs_err *err)
+{
+    char label[FS_AUTH_LABEL_MAX];
+    unsigned long v;
+    char *end = NULL;
+    int rc = fs_auth_check_token(j->auth, token, len, label, err);
+
+    *party = 0;
+    if (rc != 0) {
+        return fs_err_set(err, FS_EAUTH, "token is not valid for this job");
+    }
+    if (strncmp(label, "party:", 6) != 0) {
+        return fs_err_set(err, FS_EAUTH, "token is not valid for this job");
+    }
+    v = strtoul(label + 6, &end, 10);
+    if (end == label + 6 || *end != '\0' || v < 1 || v > j->n) {
+        return fs_err_set(err, FS_EINTERNAL, "bad token label");
+    }
+    *party = (uint32_t)v;
+    return 0;
+}
+
+int agg_job_post_adv(agg_job *j, uint32_t party, const json_t *body, struct fs_err *err)
+{
+    struct fs_secagg_adv a;
+    int has_exp = 0;
+    int e = 0;
+    int rc = fs_wire_adv_decode(body, &a, &has_exp, &e, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (a.id != party) {
+        return fs_err_set(err, AGG_EFORBIDDEN, "advert for party %u sent with party %u's token",
+                          a.id, party);
+    }
+    rc = enter(j, JP_R0, party, err);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = apply_adv(j, &a, has_exp, e, now_wall(), err);
+    leave(j);
+    return rc;
+}
+
+int agg_job_get_roster(agg_job *j, json_t **out, struct fs_err *err)
+{
+    int rc = 0;
+
+    *out = NULL;
+    pthread_mutex_lock(&j->mu);
+    if (j->phase == JP_FAILED) {
+        rc = fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error);
+    } else if (j->roster == NULL) {
+        rc = fs_err_set(err, j->phase == JP_R0 ? FS_ESTATE : FS_ECONFLICT,
+                        j->phase == JP_R0 ? "key advertisement is still open"
+                                          : "the roster is no longer available");
+    } else {
+        *out = json_incref(j->roster);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+int agg_job_post_shares(agg_job *j, uint32_t party, const json_t *body, struct fs_err *err)
+{
+    struct fs_secagg_share_ct *cts = NULL;
+    size_t k = 0;
+    int rc =
+        fs_wire_shares_decode(body, 0, party, fs_secagg_share_ct_len(&j->cfg), j->n, &cts, &k, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    rc = enter(j, JP_R1, party, err);
+    if (rc == 0) {
+        rc = apply_shares(j, party, cts, k, body, now_wall(), err);
+        leave(j);
+    }
+    fs_secagg_share_cts_free(cts, k);
+    return rc;
+}
+
+int agg_job_get_shares(agg_job *j, uint32_t party, json_t **out, struct fs_err *err)
+{
+    const struct fs_secagg_share_ct **list = NULL;
+    size_t k = 0;
+    int rc = 0;
+
+    *out = NULL;
+    pthread_mutex_lock(&j->mu);
+    if (j->phase == JP_FAILED) {
+        rc = fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error);
+    } else if (j->phase <= JP_R1) {
+        rc = fs_err_set(err, FS_ESTATE, "share exchange is still open");
+    } else if (j->phase == JP_DONE || j->finishing) {
+        rc = fs_err_set(err, FS_ECONFLICT, "shares are no longer available (job phase %s)",
+                        j->finishing ? "unmasking" : PHASE_NAME[j->phase]);
+    } else if (!j->shared[party]) {
+        rc = fs_err_set(err, FS_ECONFLICT, "party %u did not share keys: it was dropped", party);
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->sm_mu);
+    if (j->sm == NULL) {
+        rc = fs_err_set(err, FS_ECONFLICT, "job is over");
+    } else {
+        rc = fs_secagg_server_shares_for(j->sm, party, &list, &k, err);
+    }
+    if (rc == 0) {
+        *out = fs_wire_shares_encode(list, k, 1);
+        if (*out == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+    }
+    pthread_mutex_unlock(&j->sm_mu);
+    free(list);
+    return rc;
+}
+
+int agg_job_get_agg(agg_job *j, uint32_t r, json_t **out, struct fs_err *err)
+{
+    int rc = 0;
+
+    *out = NULL;
+    if (r != 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist (this job has 1)", r);
+    }
+    pthread_mutex_lock(&j->mu);
+    if (j->phase == JP_FAILED) {
+        rc = fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error);
+    } else if (j->agg == NULL) {
+        rc = fs_err_set(err, FS_ESTATE, "aggregation 0 has not begun (job phase %s)",
+                        PHASE_NAME[j->phase]);
+    } else {
+        *out = json_deep_copy(j->agg);
+        if (*out == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        } else if (j->phase <= JP_R4) {
+            json_object_set_new(*out, "phase", json_string(PHASE_NAME[j->phase]));
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+int agg_job_chunk_check(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, size_t *m,
+                        const char **tmp_dir, struct fs_err *err)
+{
+    int rc;
+
+    *m = 0;
+    *tmp_dir = j->tmp_dir;
+    if (r != 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist (this job has 1)", r);
+    }
+    pthread_mutex_lock(&j->mu);
+    rc = check_phase_locked(j, JP_R2, party, err);
+    pthread_mutex_unlock(&j->mu);
+    if (rc != 0) {
+        return rc;
+    }
+    if (idx >= j->nchunks) {
+        return fs_err_set(err, FS_EINVAL, "chunk %llu does not exist (aggregation 0 has %llu)",
+                          (unsigned long long)idx, (unsigned long long)j->nchunks);
+    }
+    {
+        uint64_t off = idx * j->chunk_words;
+        uint64_t left = j->len - off;
+        *m = (size_t)(left < j->chunk_words ? left : j->chunk_words);
+    }
+    return mkdir_p(j->tmp_dir, err);
+}
+
+int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, const uint64_t *y,
+                      size_t m, const char *tmp_path, int *consumed, struct fs_err *err)
+{
+    int rc;
+
+    *consumed = 0;
+    if (r != 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist", r);
+    }
+    rc = enter(j, JP_R2, party, err);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = apply_masked(j, party, idx, y, m, tmp_path, consumed, now_wall(), err);
+    leave(j);
+    return rc;
+}
+
+int agg_job_post_sig(agg_job *j, uint32_t party, uint32_t r, const json_t *body, struct fs_err *err)
+{
+    uint8_t sig[FS_SECAGG_SIG_LEN];
+    int rc;
+
+    if (r != 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist", r);
+    }
+    rc = fs_wire_sig_decode(body, sig, err);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = enter(j, JP_R3, party, err);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = apply_sig(j, party, sig, now_wall(), err);
+    leave(j);
+    return rc;
+}
+
+int agg_job_post_reveals(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
+                         struct fs_err *err)
+{
+    struct fs_secagg_reveal *rv = NULL;
+    size_t k = 0;
+    int rc;
+
+    if (r != 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist", r);
+    }
+    rc = fs_wire_reveals_decode(body, j->n, &rv, &k, err);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = enter(j, JP_R4, party, err);
+    if (rc == 0) {
+        rc = apply_reveals(j, party, rv, k, body, now_wall(), err);
+        leave(j);
+    }
+    fs_wipe(rv, k * sizeof *rv);
+    free(rv);
+    return rc;
+}
+
+int agg_job_result(agg_job *j, json_t **out, struct fs_err *err)
+{
+    int rc = 0;
+
+    *out = NULL;
+    pthread_mutex_lock(&j->mu);
+    if (j->phase == JP_FAILED) {
+        rc = fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error);
+    } else if (j->phase != JP_DONE || j->result == NULL) {
+        rc = fs_err_set(err, FS_ESTATE, "no result yet (job phase %s)",
+                        j->finishing ? "unmasking" : PHASE_NAME[j->phase]);
+    } else {
+        *out = json_incref(j->result);
+    }
+    pthread_mutex_unlock(&j->mu);
+    return rc;
+}
+
+int agg_job_result_path(agg_job *j, const char *name, char *path, size_t cap, struct fs_err *err)
+{
+    json_t *res = NULL;
+    int rc = agg_job_result(j, &res, err);
+
+    json_decref(res);
+    if (rc != 0) {
+        return rc;
+    }
+    if (strcmp(name, "sum") != 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "this job has no result file of that name");
+    }
+    if ((size_t)snprintf(path, cap, "%s/result/sum.npy", j->dir) >= cap) {
+        return fs_err_set(err, FS_EINTERNAL, "path too long");
+    }
+    return 0;
+}
+
+int agg_job_cancel(agg_job *j, struct fs_err *err)
+{
+    enum jphase ph;
+
+    pthread_mutex_lock(&j->mu);
+    ph = j->phase;
+    if (ph == JP_DONE) {
+        pthread_mutex_unlock(&j->mu);
+        return fs_err_set(err, FS_ECONFLICT, "job is done");
+    }
+    if (j->finishing) {
+        pthread_mutex_unlock(&j->mu);
+        return fs_err_set(err, FS_ECONFLICT, "job is unmasking; it cannot be cancelled now");
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (ph == JP_FAILED) {
+        return 0;
+    }
+    pthread_mutex_lock(&j->sm_mu);
+    pthread_mutex_lock(&j->mu);
+    ph = j->phase;
+    if (j->finishing) {
+        ph = JP_DONE;
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (ph <= JP_R4) {
+        fail_job(j, "cancelled by the operator");
+    }
+    pthread_mutex_unlock(&j->sm_mu);
+    return ph == JP_DONE ? fs_err_set(err, FS_ECONFLICT, "job is done or unmasking") : 0;
+}
+
+/* ------------------------------------------------------------ creating jobs */
+
+static uint64_t running_jobs(agg_mgr *m)
+{
+    uint64_t k = 0;
+
+    pthread_rwlock_rdlock(&m->lock);
+    for (size_t i = 0; i < m->njobs; i++) {
+        pthread_mutex_lock(&m->jobs[i]->mu);
+        k += (uint64_t)job_running(m->jobs[i]);
+        pthread_mutex_unlock(&m->jobs[i]->mu);
+    }
+    pthread_rwlock_unlock(&m->lock);
+    return k;
+}
+
+static json_t *invitation_json(const agg_job *j, uint32_t party, const char *token)
+{
+    struct fs_invitation inv;
+    json_t *o;
+
+    memset(&inv, 0, sizeof inv);
+    inv.version = FS_INVITATION_VERSION;
+    snprintf(inv.job_id, sizeof inv.job_id, "%s", j->id);
+    snprintf(inv.job_url, sizeof inv.job_url, "%s/v1/jobs/%s", j->server_url, j->id);
+    inv.party = party;
+    snprintf(inv.token, sizeof inv.token, "%s", token);
+    snprintf(inv.algorithm, sizeof inv.algorithm, "%s", j->spec.algorithm);
+    inv.parties = j->n;
+    inv.threshold = j->spec.threshold;
+    inv.rows = j->spec.rows;
+    inv.cols = j->spec.cols;
+    o = fs_invitation_encode(&inv);
+    fs_invitation_wipe(&inv);
+    return o;
+}
+
+int agg_job_create(agg_mgr *m, const struct fs_job_spec *spec_in, const char *server_url,
+                   json_t **out, struct fs_err *err)
+{
+    struct fs_job_spec spec = *spec_in;
+    char id[FS_JOB_ID_MAX + 1];
+    char(*tokens)[FS_AUTH_TOKEN_GEN_LEN + 1] = NULL;
+    uint8_t(*digests)[32] = NULL;
+    agg_job *j = NULL;
+    json_t *res = NULL;
+    json_t *invs = NULL;
+    json_t *sj = NULL;
+    char *spec_s = NULL;
+    uint32_t n = spec.parties;
+    int rc;
+
+    *out = NULL;
+    if (strcmp(spec.algorithm, "secure-sum") != 0) {
+        return fs_err_set(err, FS_EINVAL,
+                          "algorithm \"%s\" is not supported by this server yet "
+                          "(secure-sum is)",
+                          spec.algorithm);
+    }
+    if (spec.rows * spec.cols > m->cfg.max_elements) {
+        return fs_err_set(err, FS_EINVAL, "shape: over the server's limit of %llu elements",
+                          (unsigned long long)m->cfg.max_elements);
+    }
+    if (running_jobs(m) >= m->cfg.max_jobs) {
+        return fs_err_set(err, AGG_ETOOMANY, "%u jobs are running, the server's limit",
+                          m->cfg.max_jobs);
+    }
+    pthread_rwlock_rdlock(&m->lock);
+    rc = m->njobs >= MAX_JOBS_STORED;
+    pthread_rwlock_unlock(&m->lock);
+    if (rc) {
+        return fs_err_set(err, AGG_ETOOMANY, "the server holds %d jobs, its limit",
+                          MAX_JOBS_STORED);
+    }
+    snprintf(spec.server_url, sizeof spec.server_url, "%s", server_url);
+    rc = fs_job_id_generate(id, err);
+    if (rc != 0) {
+        return rc;
+    }
+    tokens = calloc(n, sizeof *tokens);
+    digests = calloc(n, sizeof *digests);
+    if (tokens == NULL || digests == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        rc = fs_auth_token_generate(tokens[i], err);
+        if (rc == 0) {
+            rc = fs_auth_digest(tokens[i], strlen(tokens[i]), digests[i], err);
+        }
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    rc = job_alloc(m, id, &spec, m->cfg.chunk_words, &j, err);
+    if (rc == 0) {
+        rc = add_digests(j, (const uint8_t(*)[32])digests, err);
+    }
+    if (rc == 0) {
+        rc = job_new_sm(j, err);
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    j->created_unix = now_wall();
+    iso_time(j->created_unix, j->created_at);
+    j->phase = JP_R0;
+    j->phase_opened = j->created_unix;
+    j->deadline_mono = now_mono() + (double)spec.join_timeout_s;
+    memset(j->in_round + 1, 1, n);
+    j->next_seq = 1;
+    sj = fs_job_spec_encode(&spec);
+    spec_s = sj != NULL ? json_dumps(sj, JSON_COMPACT) : NULL;
+    if (spec_s == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = agg_store_job_insert(m->st, id, j->created_at, j->created_unix, spec_s, j->chunk_words,
+                              (const uint8_t(*)[32])digests, n, err);
+    if (rc != 0) {
+        goto out;
+    }
+    invs = json_array();
+    for (uint32_t v = 1; invs != NULL && v <= n; v++) {
+        json_array_append_new(invs, invitation_json(j, v, tokens[v - 1]));
+    }
+    res = json_pack("{s:o, s:o}", "job", agg_job_status(j), "invitations", invs);
+    invs = NULL;
+    if (res == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = mgr_register(m, j, err);
+    if (rc != 0) {
+        goto out;
+    }
+    persist_state(j, NULL);
+    fs_log_pack(FS_LOG_INFO, "job created", "{s:s, s:s, s:i, s:i, s:I, s:I}", "job", id,
+                "algorithm", spec.algorithm, "parties", (int)n, "threshold", (int)spec.threshold,
+                "rows", (json_int_t)spec.rows, "cols", (json_int_t)spec.cols);
+    *out = res;
+    res = NULL;
+    j = NULL;
+out:
+    if (tokens != NULL) {
+        fs_wipe(tokens, (size_t)n * sizeof *tokens);
+    }
+    free(tokens);
+    free(digests);
+    free(spec_s);
+    json_decref(sj);
+    json_decref(invs);
+    json_decref(res);
+    job_free(j);
+    return rc;
+}
+
+/* ------------------------------------------------------------ registry */
+
+agg_job *agg_mgr_find(agg_mgr *m, const char *id)
+{
+    agg_job *j = NULL;
+
+    if (!fs_job_id_valid(id)) {
+        return NULL;
+    }
+    pthread_rwlock_rdlock(&m->lock);
+    for (size_t i = 0; i < m->njobs; i++) {
+        if (strcmp(m->jobs[i]->id, id) == 0) {
+            j = m->jobs[i];
+            break;
+        }
+    }
+    pthread_rwlock_unlock(&m->lock);
+    return j;
+}
+
+json_t *agg_mgr_list(agg_mgr *m, const char *state_filter)
+{
+    json_t *arr = json_array();
+
+    if (arr == NULL) {
+        return NULL;
+    }
+    pthread_rwlock_rdlock(&m->lock);
+    for (size_t i = m->njobs; i-- > 0;) {
+        json_t *s = agg_job_status(m->jobs[i]);
+        if (s == NULL) {
+            continue;
+        }
+        if (state_filter != NULL &&
+            strcmp(json_string_value(json_object_get(s, "state")), state_filter) != 0) {
+            json_decref(s);
+            continue;
+        }
+        json_array_append_new(arr, s);
+    }
+    pthread_rwlock_unlock(&m->lock);
+    return json_pack("{s:o}", "jobs", arr);
+}
+
+void agg_mgr_counts(agg_mgr *m, struct agg_counts *c)
+{
+    pthread_mutex_lock(&m->count_mu);
+    *c = m->counts;
+    pthread_mutex_unlock(&m->count_mu);
+    c->running = c->done = c->failed = 0;
+    pthread_rwlock_rdlock(&m->lock);
+    for (size_t i = 0; i < m->njobs; i++) {
+        agg_job *j = m->jobs[i];
+        pthread_mutex_lock(&j->mu);
+        if (j->phase == JP_DONE) {
+            c->done++;
+        } else if (j->phase == JP_FAILED) {
+            c->failed++;
+        } else {
+            c->running++;
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    pthread_rwlock_unlock(&m->lock);
+}
+
+int agg_mgr_new(const struct agg_mgr_config *cfg, agg_store *st, agg_mgr **out, struct fs_err *err)
+{
+    agg_mgr *m = calloc(1, sizeof *m);
+
+    *out = NULL;
+    if (m == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    m->cfg = *cfg;
+    snprintf(m->data_dir, sizeof m->data_dir, "%s", cfg->data_dir);
+    m->cfg.data_dir = m->data_dir;
+    m->st = st;
+    pthread_rwlock_init(&m->lock, NULL);
+    pthread_mutex_init(&m->wake_mu, NULL);
+    pthread_cond_init(&m->wake_cv, NULL);
+    pthread_mutex_init(&m->count_mu, NULL);
+    *out = m;
+    return 0;
+}
+
+void agg_mgr_free(agg_mgr *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < m->njobs; i++) {
+        agg_job *j = m->jobs[i];
+        int join;
+        pthread_mutex_lock(&j->mu);
+        join = j->worker_running;
+        j->worker_running = 0;
+        pthread_mutex_unlock(&j->mu);
+        if (join) {
+            pthread_join(j->worker, NULL);
+        }
+    }
+    for (size_t i = 0; i < m->njobs; i++) {
+        job_free(m->jobs[i]);
+    }
+    free(m->jobs);
+    pthread_rwlock_destroy(&m->lock);
+    pthread_mutex_destroy(&m->wake_mu);
+    pthread_cond_destroy(&m->wake_cv);
+    pthread_mutex_destroy(&m->count_mu);
+    free(m);
+}
+
+/* ------------------------------------------------------------ the round driver */
+
+void agg_mgr_wait(agg_mgr *m, unsigned ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&m->wake_mu);
+    while (!m->woken) {
+        if (pthread_cond_timedwait(&m->wake_cv, &m->wake_mu, &ts) != 0) {
+            break;
+        }
+    }
+    m->woken = 0;
+    pthread_mutex_unlock(&m->wake_mu);
+}
+
+/* mu held: 1 when every party still in the round has sent its message. */
+static int round_complete_locked(const agg_job *j)
+{
+    int any = 0;
+    for (uint32_t v = 1; v <= j->n; v++) {
+        if (j->in_round[v]) {
+            any = 1;
+            if (!j->sent[v]) {
+                return 0;
+            }
+        }
+    }
+    return any;
+}
+
+static void tick_job(agg_job *j)
+{
+    struct fs_err err = {0};
+    int due = 0;
+    int by_deadline = 0;
+    int join = 0;
+
+    pthread_mutex_lock(&j->mu);
+    if (j->worker_running && j->worker_exited) {
+        join = 1;
+        j->worker_running = 0;
+    }
+    if (job_running(j) && !j->finishing) {
+        if (round_complete_locked(j)) {
+            due = 1;
+        } else if (now_mono() >= j->deadline_mono) {
+            due = 1;
+            by_deadline = 1;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (join) {
+        pthread_join(j->worker, NULL);
+    }
+    if (!due) {
+        return;
+    }
+    pthread_mutex_lock(&j->sm_mu);
+    pthread_mutex_lock(&j->mu);
+    due = job_running(j) && !j->finishing && j->sm != NULL;
+    pthread_mutex_unlock(&j->mu);
+    if (due) {
+        (void)close_round(j, now_wall(), by_deadline, &err);
+    }
+    pthread_mutex_unlock(&j->sm_mu);
+}
+
+void agg_mgr_tick(agg_mgr *m)
+{
+    agg_job **snap = NULL;
+    size_t n;
+
+    pthread_rwlock_rdlock(&m->lock);
+    n = m->njobs;
+    if (n > 0) {
+        snap = malloc(n * sizeof *snap);
+        if (snap != NULL) {
+            memcpy(snap, m->jobs, n * sizeof *snap);
+        }
+    }
+    pthread_rwlock_unlock(&m->lock);
+    for (size_t i = 0; snap != NULL && i < n; i++) {
+        tick_job(snap[i]);
+    }
+    free(snap);
+}
+
+/* ------------------------------------------------------------ loading and replay */
+
+struct replay {
+    agg_job *j;
+    int finish_pending;
+};
+
+static int replay_event(void *ctx, const struct agg_event *ev, struct fs_err *err)
+{
+    struct replay *rp = ctx;
+    agg_job *j = rp->j;
+    json_t *body = NULL;
+    int rc = 0;
+
+    j->next_seq = ev->seq + 1;
+    if (j->sm == NULL) {
+        return fs_err_set(err, FS_ESTATE, "event %llu after the job ended",
+                          (unsigned long long)ev->seq);
+    }
+    if (strcmp(ev->kind, "adv") == 0 || strcmp(ev->kind, "shares") == 0 ||
+        strcmp(ev->kind, "reveals") == 0 || strcmp(ev->kind, "begin") == 0) {
+        json_error_t je;
+        body = json_loadb(ev->body, ev->len, JSON_REJECT_DUPLICATES, &je);
+        if (body == NULL) {
+            return fs_err_set(err, FS_EFORMAT, "event %llu: bad JSON", (unsigned long long)ev->seq);
+        }
+    }
+    if (strcmp(ev->kind, "adv") == 0) {
+        struct fs_secagg_adv a;
+        int has = 0;
+        int e = 0;
+        rc = fs_wire_adv_decode(body, &a, &has, &e, err);
+        if (rc == 0) {
+            rc = apply_adv(j, &a, has, e, ev->at, err);
+        }
+    } else if (strcmp(ev->kind, "shares") == 0) {
+        struct fs_secagg_share_ct *cts = NULL;
+        size_t k = 0;
+        rc = fs_wire_shares_decode(body, 0, ev->party, fs_secagg_share_ct_len(&j->cfg), j->n, &cts,
+                                   &k, err);
+        if (rc == 0) {
+            rc = apply_shares(j, ev->party, cts, k, body, ev->at, err);
+        }
+        fs_secagg_share_cts_free(cts, k);
+    } else if (strcmp(ev->kind, "masked") == 0) {
+        uint64_t cw = j->chunk_words;
+        uint64_t left = ev->idx < j->nchunks ? j->len - ev->idx * cw : 0;
+        size_t m = (size_t)(left < cw ? left : cw);
+        uint64_t *y = malloc((m == 0 ? 1 : m) * sizeof *y);
+        char path[4600];
+        uint8_t h[32];
+        int consumed = 0;
+        if (y == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+        rc = m == 0 || chunk_path(j, ev->party, ev->idx, path, sizeof path) != 0
+                 ? fs_err_set(err, FS_EFORMAT, "event %llu: bad chunk", (unsigned long long)ev->seq)
+                 : read_chunk_file(path, y, m, err);
+        if (rc == 0) {
+            rc = fs_sha256(h, y, m * sizeof *y, err);
+        }
+        if (rc == 0 && (ev->len != 32 || !fs_ct_eq(h, ev->body, 32))) {
+            rc = fs_err_set(err, FS_EIO, "chunk %llu of party %u changed on disk",
+                            (unsigned long long)ev->idx, ev->party);
+        }
+        if (rc == 0) {
+            rc = apply_masked(j, ev->party, ev->idx, y, m, NULL, &consumed, ev->at, err);
+        }
+        free(y);
+    } else if (strcmp(ev->kind, "sig") == 0) {
+        if (ev->len != FS_SECAGG_SIG_LEN) {
+            return fs_err_set(err, FS_EFORMAT, "event %llu: bad signature",
+                              (unsigned long long)ev->seq);
+        }
+        rc = apply_sig(j, ev->party, ev->body, ev->at, err);
+    } else if (strcmp(ev->kind, "reveals") == 0) {
+        struct fs_secagg_reveal *rv = NULL;
+        size_t k = 0;
+        rc = fs_wire_reveals_decode(body, j->n, &rv, &k, err);
+        if (rc == 0) {
+            rc = apply_reveals(j, ev->party, rv, k, body, ev->at, err);
+        }
+        if (rv != NULL) {
+            fs_wipe(rv, k * sizeof *rv);
+        }
+        free(rv);
+    } else if (strncmp(ev->kind, "close_", 6) == 0) {
+        rc = close_round(j, ev->at, 0, err);
+        if (rc == 0 && strcmp(ev->kind, "close_unmask") == 0) {
+            rp->finish_pending = 1;
+        }
+    } else if (strcmp(ev->kind, "begin") == 0) {
+        struct fs_fixedpt fp;
+        json_t *b = json_object_get(body, "bound");
+        json_t *f = json_object_get(body, "frac_bits");
+        json_t *s = json_object_get(body, "summands");
+        if (!json_is_number(b) || !json_is_integer(f) || !json_is_integer(s)) {
+            rc = fs_err_set(err, FS_EFORMAT, "event %llu: bad begin", (unsigned long long)ev->seq);
+        } else {
+            fp.bound = json_number_value(b);
+            fp.frac_bits = (int)json_integer_value(f);
+            fp.summands = (unsigned)json_integer_value(s);
+            rc = do_begin(j, &fp, ev->at, err);
+        }
+    } else if (strcmp(ev->kind, "done") == 0) {
+        rc = fs_err_set(err, FS_ESTATE, "job finished but is marked running");
+    } else {
+        rc = fs_err_set(err, FS_EFORMAT, "unknown event kind \"%.32s\"", ev->kind);
+    }
+    json_decref(body);
+    if (rc != 0) {
+        fs_err_prefix(err, "event %llu (%s): ", (unsigned long long)ev->seq, ev->kind);
+    }
+    return rc;
+}
+
+/* A finished job: status from its snapshot. */
+static void apply_snapshot(agg_job *j, const char *snap, const char *result)
+{
+    json_error_t je;
+    json_t *o = snap != NULL ? json_loads(snap, 0, &je) : NULL;
+    json_t *job = json_object_get(o, "job");
+    json_t *a;
+    size_t i;
+    json_t *v;
+
+    if (job != NULL) {
+        json_array_foreach(json_object_get(job, "present"), i, v)
+        {
+            json_int_t p = json_integer_value(v);
+            if (p >= 1 && p <= (json_int_t)j->n) {
+                j->joined[p] = 1;
+            }
+        }
+        json_array_foreach(json_object_get(job, "dropped"), i, v)
+        {
+            json_int_t p = json_integer_value(v);
+            if (p >= 1 && p <= (json_int_t)j->n) {
+                j->dropped[p] = 1;
+            }
+        }
+        for (int t = 0; t < 5; t++) {
+            json_t *x = json_object_get(json_object_get(job, "timings"), TIMING_NAME[t]);
+            if (json_is_number(x)) {
+                j->timings[t] = json_number_value(x);
+                j->has_timing[t] = 1;
+            }
+        }
+        j->bytes_in = (uint64_t)json_integer_value(json_object_get(job, "bytes_in"));
+        j->bytes_out = (uint64_t)json_integer_value(json_object_get(job, "bytes_out"));
+    }
+    a = json_object_get(o, "aggregation");
+    if (json_is_object(a)) {
+        j->agg = json_incref(a);
+    }
+    if (result != NULL) {
+        j->result = json_loads(result, 0, &je);
+    }
+    json_decref(o);
+}
+
+static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err)
+{
+    agg_mgr *m = ctx;
+    struct fs_job_spec spec;
+    struct fs_err jerr = {0};
+    uint8_t(*digests)[32] = NULL;
+    json_error_t je;
+    json_t *sj = json_loads(row->spec, 0, &je);
+    agg_job *j = NULL;
+    int rc;
+
+    if (!fs_job_id_valid(row->id)) {
+        json_decref(sj);
+        fs_log(FS_LOG_ERROR, "skipping a job row with a bad id", NULL);
+        return 0;
+    }
+    rc = sj == NULL ? fs_err_set(&jerr, FS_EFORMAT, "bad spec JSON")
+                    : fs_job_spec_decode(sj, UINT64_MAX / 4, &spec, &jerr);
+    json_decref(sj);
+    if (rc == 0 && (row->chunk_words < 1 || row->chunk_words > (1u << 22))) {
+        rc = fs_err_set(&jerr, FS_EFORMAT, "bad chunk_words");
+    }
+    if (rc != 0) {
+        fs_log_pack(FS_LOG_ERROR, "skipping a job that does not load", "{s:s, s:s}", "job", row->id,
+                    "error", jerr.msg);
+        return 0;
+    }
+    rc = job_alloc(m, row->id, &spec, row->chunk_words, &j, err);
+    if (rc != 0) {
+        return rc;
+    }
+    snprintf(j->created_at, sizeof j->created_at, "%s", row->created_at);
+    j->created_unix = row->created_unix;
+    digests = calloc(j->n, sizeof *digests);
+    if (digests == NULL) {
+        job_free(j);
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = agg_store_tokens_load(m->st, j->id, j->n, digests, &jerr);
+    if (rc == 0) {
+        rc = add_digests(j, (const uint8_t(*)[32])digests, &jerr);
+    }
+    free(digests);
+    if (rc != 0) {
+        fs_log_pack(FS_LOG_ERROR, "skipping a job without tokens", "{s:s, s:s}", "job", j->id,
+                    "error", jerr.msg);
+        job_free(j);
+        return 0;
+    }
+    if (strcmp(row->state, "running") != 0) {
+        j->phase = strcmp(row->state, "done") == 0 ? JP_DONE : JP_FAILED;
+        snprintf(j->error, sizeof j->error, "%s", row->error != NULL ? row->error : "");
+        apply_snapshot(j, row->status, row->result);
+        if (j->phase == JP_DONE && j->result == NULL) {
+            j->phase = JP_FAILED;
+            snprintf(j->error, sizeof j->error, "result manifest lost");
+        }
+        return mgr_register(m, j, err) == 0 ? 0 : (job_free(j), FS_ENOMEM);
+    }
+    /* running: rebuild by replay */
+    {
+        struct replay rp = {j, 0};
+        json_t *snapj = row->status != NULL ? json_loads(row->status, 0, &je) : NULL;
+        json_t *jj = json_object_get(snapj, "job");
+        j->bytes_in = (uint64_t)json_integer_value(json_object_get(jj, "bytes_in"));
+        j->bytes_out = (uint64_t)json_integer_value(json_object_get(jj, "bytes_out"));
+        json_decref(snapj);
+        j->phase = JP_R0;
+        j->phase_opened = j->created_unix;
+        memset(j->in_round + 1, 1, j->n);
+        j->next_seq = 1;
+        rc = job_new_sm(j, &jerr);
+        if (rc == 0) {
+            j->replaying = 1;
+            pthread_mutex_lock(&j->sm_mu);
+            rc = agg_store_events_load(m->st, j->id, replay_event, &rp, &jerr);
+            pthread_mutex_unlock(&j->sm_mu);
+            j->replaying = 0;
+        }
+        rm_tree(j->tmp_dir);
+        if (rc != 0 || j->phase == JP_FAILED) {
+            char reason[700];
+            snprintf(reason, sizeof reason, "cannot resume after restart: %s",
+                     rc != 0 ? jerr.msg : j->error);
+            pthread_mutex_lock(&j->sm_mu);
+            pthread_mutex_lock(&j->mu);
+            if (j->phase == JP_FAILED) {
+                j->phase = JP_R0; /* let fail_job record it */
+            }
+            pthread_mutex_unlock(&j->mu);
+            fail_job(j, reason);
+            pthread_mutex_unlock(&j->sm_mu);
+        } else {
+            double timeout = j->phase == JP_R0 ? (double)j->spec.join_timeout_s
+                                               : (double)j->spec.round_timeout_s;
+            j->deadline_mono = now_mono() + timeout;
+            fs_log_pack(FS_LOG_INFO, "job resumed", "{s:s, s:s, s:I}", "job", j->id, "phase",
+                        PHASE_NAME[j->phase], "events", (json_int_t)(j->next_seq - 1));
+        }
+        rc = mgr_register(m, j, err);
+        if (rc != 0) {
+            job_free(j);
+            return rc;
+        }
+        if (rp.finish_pending && j->phase == JP_R4 && j->sm != NULL) {
+            if (start_worker(j) != 0) {
+                pthread_mutex_lock(&j->sm_mu);
+                fail_job(j, "cannot start the unmasking worker");
+                pthread_mutex_unlock(&j->sm_mu);
+            }
+        }
+    }
+    return 0;
+}
+
+int agg_mgr_load(agg_mgr *m, struct fs_err *err)
+{
+    return agg_store_jobs_load(m->st, load_job, m, err);
+}

@@ -1,0 +1,245 @@
+/* aggregation-server: coordinates fedsvd jobs (DESIGN.md §1, §4, §8).
+ *
+ * Threads: the HTTP server's pool runs the handlers; one driver thread
+ * closes rounds (every party in, or the deadline passed); one worker per
+ * job runs unmasking when its last round closes. The main thread waits for
+ * SIGTERM/SIGINT, then stops accepting, lets requests in flight finish
+ * (--shutdown-grace-ms), stops the driver, waits for unmasking workers and
+ * exits 0. Everything accepted is already in SQLite, so a killed server
+ * resumes its jobs on the next start. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "http.h"
+#include "jobmgr.h"
+#include "net/auth.h"
+#include "net/http_server.h"
+#include "net/log.h"
+#include "store.h"
+
+static atomic_int g_stop_driver;
+
+static void *driver_main(void *arg)
+{
+    agg_mgr *m = arg;
+
+    while (!atomic_load(&g_stop_driver)) {
+        agg_mgr_tick(m);
+        agg_mgr_wait(m, 50);
+    }
+    return NULL;
+}
+
+static int mkdir_p(const char *path, struct fs_err *err)
+{
+    char buf[AGG_PATH_MAX];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof buf) {
+        return fs_err_set(err, FS_EINVAL, "--data-dir: bad path");
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+                return fs_err_set(err, FS_EIO, "mkdir %s: %s", buf, strerror(errno));
+            }
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+/* Write "<port>\n" to path atomically (temp file, rename). */
+static int write_port_file(const char *path, uint16_t port, struct fs_err *err)
+{
+    char tmp[AGG_PATH_MAX + 16];
+    FILE *f;
+
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (f == NULL) {
+        return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+    }
+    fprintf(f, "%u\n", (unsigned)port);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        (void)unlink(tmp);
+        return fs_err_set(err, FS_EIO, "%s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+/* openapi.yaml: the flag's, else the repository's (binary in <repo>/<build>/bin/), else an
+ * install path. */
+static void find_openapi(const struct agg_config *cfg, char *out, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n;
+    const char *cands[3] = {"../../openapi.yaml", "../share/fedsvd/openapi.yaml", NULL};
+
+    out[0] = '\0';
+    if (cfg->openapi[0] != '\0') {
+        snprintf(out, cap, "%s", cfg->openapi);
+        return;
+    }
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        char *slash;
+        exe[n] = '\0';
+        slash = strrchr(exe, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            for (int i = 0; cands[i] != NULL; i++) {
+                char p[PATH_MAX + 64];
+                snprintf(p, sizeof p, "%s/%s", exe, cands[i]);
+                if (access(p, R_OK) == 0 && strlen(p) < cap) {
+                    snprintf(out, cap, "%s", p);
+                    return;
+                }
+            }
+        }
+    }
+    if (access("/usr/share/fedsvd/openapi.yaml", R_OK) == 0) {
+        snprintf(out, cap, "/usr/share/fedsvd/openapi.yaml");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct agg_config cfg;
+    struct agg_app app;
+    struct agg_mgr_config mcfg;
+    struct fs_http_server_config hcfg;
+    struct fs_err err = {0};
+    char host[256];
+    uint16_t port = 0;
+    sigset_t sigs;
+    pthread_t driver;
+    int have_driver = 0;
+    int status = 1;
+    int sig = 0;
+
+    memset(&app, 0, sizeof app);
+    if (agg_config_parse(argc, argv, &cfg, &err) != 0) {
+        fprintf(stderr, "aggregation-server: %s\n", err.msg);
+        return 2;
+    }
+    if (cfg.help) {
+        agg_config_usage(stdout);
+        return 0;
+    }
+    fs_log_set_level(cfg.log_level);
+    if (fs_http_parse_listen(cfg.listen, host, sizeof host, &port, &err) != 0) {
+        fprintf(stderr, "aggregation-server: --listen: %s\n", err.msg);
+        return 2;
+    }
+    /* Signals go to the main thread only: block them before any thread starts. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    app.cfg = &cfg;
+    app.tls = cfg.tls_cert[0] != '\0';
+    atomic_store(&app.ready, 0);
+    if (agg_http_init(&app, &err) != 0 || fs_auth_new(&app.admin, &err) != 0 ||
+        fs_auth_add_file(app.admin, cfg.admin_token_file, "admin", &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    if (mkdir_p(cfg.data_dir, &err) != 0 ||
+        agg_store_open(cfg.data_dir, cfg.fsync, &app.st, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    memset(&mcfg, 0, sizeof mcfg);
+    mcfg.data_dir = cfg.data_dir;
+    mcfg.max_elements = cfg.max_elements;
+    mcfg.max_jobs = cfg.max_jobs;
+    mcfg.chunk_words = cfg.chunk_words;
+    mcfg.fsync = cfg.fsync;
+    if (agg_mgr_new(&mcfg, app.st, &app.mgr, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    find_openapi(&cfg, app.openapi_path, sizeof app.openapi_path);
+    if (app.openapi_path[0] == '\0') {
+        fs_log(FS_LOG_WARN, "no openapi.yaml found; /openapi.yaml answers 404", NULL);
+    }
+
+    fs_http_server_config_default(&hcfg);
+    hcfg.host = host;
+    hcfg.port = port;
+    hcfg.threads = cfg.threads;
+    hcfg.max_connections = cfg.max_connections;
+    hcfg.log_requests = 1;
+    hcfg.on_request = agg_http_on_request;
+    hcfg.hook_ctx = &app;
+    hcfg.tls_cert_file = app.tls ? cfg.tls_cert : NULL;
+    hcfg.tls_key_file = app.tls ? cfg.tls_key : NULL;
+    if (fs_http_server_new(&app.srv, &hcfg, &err) != 0 || agg_http_routes(&app, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot set up HTTP", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    /* Load (and replay) before serving: nothing may race the rebuild. */
+    if (agg_mgr_load(app.mgr, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot load jobs", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    if (fs_http_server_start(app.srv, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot listen", "{s:s, s:s}", "listen", cfg.listen, "error",
+                    err.msg);
+        goto out;
+    }
+    snprintf(app.fallback_url, sizeof app.fallback_url, "%s://%s%s%s:%u",
+             app.tls ? "https" : "http", strchr(host, ':') != NULL ? "[" : "",
+             strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host,
+             strchr(host, ':') != NULL ? "]" : "", (unsigned)fs_http_server_port(app.srv));
+    if (pthread_create(&driver, NULL, driver_main, app.mgr) != 0) {
+        fs_log(FS_LOG_ERROR, "cannot start the round driver", NULL);
+        goto out;
+    }
+    have_driver = 1;
+    if (cfg.port_file[0] != '\0' &&
+        write_port_file(cfg.port_file, fs_http_server_port(app.srv), &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot write the port file", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    atomic_store(&app.ready, 1);
+    fs_log_pack(FS_LOG_INFO, "listening", "{s:s, s:i, s:s, s:b}", "host", host, "port",
+                (int)fs_http_server_port(app.srv), "data_dir", cfg.data_dir, "tls", app.tls);
+
+    while (sigwait(&sigs, &sig) != 0) {
+    }
+    fs_log_pack(FS_LOG_INFO, "shutting down", "{s:s}", "signal",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    atomic_store(&app.ready, 0);
+    fs_http_server_stop(app.srv, cfg.shutdown_grace_ms);
+    status = 0;
+out:
+    if (have_driver) {
+        atomic_store(&g_stop_driver, 1);
+        pthread_join(driver, NULL);
+    }
+    fs_http_server_free(app.srv);
+    agg_mgr_free(app.mgr); /* waits for unmasking workers */
+    agg_store_close(app.st);
+    fs_auth_free(app.admin);
+    agg_http_free(&app);
+    if (status == 0) {
+        fs_log(FS_LOG_INFO, "stopped", NULL);
+    }
+    return status;
+}

@@ -1,0 +1,381 @@
+/* SQLite persistence: see store.h. */
+#include "store.h"
+
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct agg_store {
+    sqlite3 *db;
+    pthread_mutex_t mu;
+};
+
+static const char SCHEMA[] = "CREATE TABLE IF NOT EXISTS jobs ("
+                             "  id TEXT PRIMARY KEY,"
+                             "  created_at TEXT NOT NULL,"
+                             "  created_unix REAL NOT NULL,"
+                             "  spec TEXT NOT NULL,"
+                             "  chunk_words INTEGER NOT NULL,"
+                             "  state TEXT NOT NULL,"
+                             "  error TEXT,"
+                             "  result TEXT,"
+                             "  status TEXT);"
+                             "CREATE TABLE IF NOT EXISTS party_tokens ("
+                             "  job_id TEXT NOT NULL REFERENCES jobs(id),"
+                             "  party INTEGER NOT NULL,"
+                             "  digest BLOB NOT NULL,"
+                             "  PRIMARY KEY (job_id, party));"
+                             "CREATE TABLE IF NOT EXISTS events ("
+                             "  job_id TEXT NOT NULL REFERENCES jobs(id),"
+                             "  seq INTEGER NOT NULL,"
+                             "  kind TEXT NOT NULL,"
+                             "  party INTEGER NOT NULL,"
+                             "  idx INTEGER NOT NULL,"
+                             "  body BLOB,"
+                             "  at REAL NOT NULL,"
+                             "  PRIMARY KEY (job_id, seq));";
+
+static int db_err(agg_store *st, struct fs_err *err, const char *what)
+{
+    return fs_err_set(err, FS_EIO, "server.db: %s: %s", what, sqlite3_errmsg(st->db));
+}
+
+int agg_store_open(const char *dir, int fsync_full, agg_store **out, struct fs_err *err)
+{
+    agg_store *st = NULL;
+    char path[4200];
+    char *msg = NULL;
+    int rc = 0;
+
+    *out = NULL;
+    if ((size_t)snprintf(path, sizeof path, "%s/server.db", dir) >= sizeof path) {
+        return fs_err_set(err, FS_EINVAL, "data dir path too long");
+    }
+    st = calloc(1, sizeof *st);
+    if (st == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&st->mu, NULL);
+    if (sqlite3_open_v2(path, &st->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        NULL) != SQLITE_OK) {
+        rc = fs_err_set(err, FS_EIO, "%s: %s", path,
+                        st->db != NULL ? sqlite3_errmsg(st->db) : "cannot open");
+        goto out;
+    }
+    sqlite3_busy_timeout(st->db, 5000);
+    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL;", NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(st->db, fsync_full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;",
+                     NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(st->db, "PRAGMA foreign_keys=ON;", NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(st->db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
+        rc = fs_err_set(err, FS_EIO, "%s: %s", path, msg != NULL ? msg : "setup failed");
+        goto out;
+    }
+out:
+    sqlite3_free(msg);
+    if (rc != 0) {
+        agg_store_close(st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+void agg_store_close(agg_store *st)
+{
+    if (st == NULL) {
+        return;
+    }
+    if (st->db != NULL) {
+        sqlite3_close_v2(st->db);
+    }
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
+static int exec_locked(agg_store *st, const char *sql, struct fs_err *err)
+{
+    char *msg = NULL;
+
+    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        int rc = fs_err_set(err, FS_EIO, "server.db: %s", msg != NULL ? msg : "exec failed");
+        sqlite3_free(msg);
+        return rc;
+    }
+    return 0;
+}
+
+int agg_store_job_insert(agg_store *st, const char *id, const char *created_at, double created_unix,
+                         const char *spec_json, uint32_t chunk_words, const uint8_t (*digests)[32],
+                         uint32_t n, struct fs_err *err)
+{
+    sqlite3_stmt *s1 = NULL;
+    sqlite3_stmt *s2 = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&st->mu);
+    rc = exec_locked(st, "BEGIN IMMEDIATE;", err);
+    if (rc != 0) {
+        goto out;
+    }
+    if (sqlite3_prepare_v2(st->db,
+                           "INSERT INTO jobs (id, created_at, created_unix, spec, chunk_words, "
+                           "state) VALUES (?, ?, ?, ?, ?, 'running');",
+                           -1, &s1, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(st->db,
+                           "INSERT INTO party_tokens (job_id, party, digest) VALUES (?, ?, ?);", -1,
+                           &s2, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto rollback;
+    }
+    sqlite3_bind_text(s1, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s1, 2, created_at, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s1, 3, created_unix);
+    sqlite3_bind_text(s1, 4, spec_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s1, 5, chunk_words);
+    if (sqlite3_step(s1) != SQLITE_DONE) {
+        rc = db_err(st, err, "insert job");
+        goto rollback;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        sqlite3_reset(s2);
+        sqlite3_bind_text(s2, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s2, 2, (sqlite3_int64)i + 1);
+        sqlite3_bind_blob(s2, 3, digests[i], 32, SQLITE_STATIC);
+        if (sqlite3_step(s2) != SQLITE_DONE) {
+            rc = db_err(st, err, "insert token digest");
+            goto rollback;
+        }
+    }
+    rc = exec_locked(st, "COMMIT;", err);
+    if (rc == 0) {
+        goto out;
+    }
+rollback:
+    (void)exec_locked(st, "ROLLBACK;", NULL);
+out:
+    sqlite3_finalize(s1);
+    sqlite3_finalize(s2);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int agg_store_job_update(agg_store *st, const char *id, const char *state, const char *error,
+                         const char *result_json, const char *status_json, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "UPDATE jobs SET state = ?, error = ?, result = coalesce(?, result), "
+                           "status = coalesce(?, status) WHERE id = ?;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, state, -1, SQLITE_STATIC);
+    if (error != NULL) {
+        sqlite3_bind_text(s, 2, error, -1, SQLITE_STATIC);
+    }
+    if (result_json != NULL) {
+        sqlite3_bind_text(s, 3, result_json, -1, SQLITE_STATIC);
+    }
+    if (status_json != NULL) {
+        sqlite3_bind_text(s, 4, status_json, -1, SQLITE_STATIC);
+    }
+    sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, err, "update job");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int agg_store_event_append(agg_store *st, const char *id, uint64_t seq, const char *kind,
+                           uint32_t party, uint64_t idx, const void *body, size_t len, double at,
+                           struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "INSERT INTO events (job_id, seq, kind, party, idx, body, at) "
+                           "VALUES (?, ?, ?, ?, ?, ?, ?);",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)seq);
+    sqlite3_bind_text(s, 3, kind, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 4, party);
+    sqlite3_bind_int64(s, 5, (sqlite3_int64)idx);
+    if (body != NULL) {
+        sqlite3_bind_blob64(s, 6, body, len, SQLITE_STATIC);
+    }
+    sqlite3_bind_double(s, 7, at);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, err, "append event");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+    return (const char *)sqlite3_column_text(s, i);
+}
+
+int agg_store_jobs_load(agg_store *st,
+                        int (*cb)(void *ctx, const struct agg_job_row *row, struct fs_err *err),
+                        void *ctx, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+    int step;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT id, created_at, created_unix, spec, chunk_words, state, error, "
+                           "result, status FROM jobs ORDER BY created_unix, id;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        struct agg_job_row row;
+        row.id = col_text(s, 0);
+        row.created_at = col_text(s, 1);
+        row.created_unix = sqlite3_column_double(s, 2);
+        row.spec = col_text(s, 3);
+        row.chunk_words = (uint32_t)sqlite3_column_int64(s, 4);
+        row.state = col_text(s, 5);
+        row.error = col_text(s, 6);
+        row.result = col_text(s, 7);
+        row.status = col_text(s, 8);
+        if (row.id == NULL || row.created_at == NULL || row.spec == NULL || row.state == NULL) {
+            rc = fs_err_set(err, FS_EFORMAT, "server.db: job row with NULL fields");
+            goto out;
+        }
+        /* the callback may use the store (tokens, events): drop the lock */
+        pthread_mutex_unlock(&st->mu);
+        rc = cb(ctx, &row, err);
+        pthread_mutex_lock(&st->mu);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (step != SQLITE_DONE) {
+        rc = db_err(st, err, "load jobs");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int agg_store_tokens_load(agg_store *st, const char *id, uint32_t n, uint8_t (*digests)[32],
+                          struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    uint32_t got = 0;
+    int rc = 0;
+    int step;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(
+            st->db, "SELECT party, digest FROM party_tokens WHERE job_id = ? ORDER BY party;", -1,
+            &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        sqlite3_int64 p = sqlite3_column_int64(s, 0);
+        if (p < 1 || p > n || sqlite3_column_bytes(s, 1) != 32) {
+            rc = fs_err_set(err, FS_EFORMAT, "server.db: bad token row for job %s", id);
+            goto out;
+        }
+        memcpy(digests[p - 1], sqlite3_column_blob(s, 1), 32);
+        got++;
+    }
+    if (step != SQLITE_DONE) {
+        rc = db_err(st, err, "load tokens");
+    } else if (got != n) {
+        rc = fs_err_set(err, FS_EFORMAT, "server.db: job %s has %u token digests, want %u", id, got,
+                        n);
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int agg_store_events_load(agg_store *st, const char *id,
+                          int (*cb)(void *ctx, const struct agg_event *ev, struct fs_err *err),
+                          void *ctx, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+    int step;
+
+    /* Events are read under the lock; callbacks must not call the store. */
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT seq, kind, party, idx, body, at FROM events WHERE job_id = ? "
+                           "ORDER BY seq;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        struct agg_event ev;
+        ev.seq = (uint64_t)sqlite3_column_int64(s, 0);
+        ev.kind = col_text(s, 1);
+        ev.party = (uint32_t)sqlite3_column_int64(s, 2);
+        ev.idx = (uint64_t)sqlite3_column_int64(s, 3);
+        ev.body = sqlite3_column_blob(s, 4);
+        ev.len = (size_t)sqlite3_column_bytes(s, 4);
+        ev.at = sqlite3_column_double(s, 5);
+        if (ev.kind == NULL) {
+            rc = fs_err_set(err, FS_EFORMAT, "server.db: event without kind");
+            goto out;
+        }
+        rc = cb(ctx, &ev, err);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (step != SQLITE_DONE) {
+        rc = db_err(st, err, "load events");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int agg_store_ping(agg_store *st)
+{
+    sqlite3_stmt *s = NULL;
+    int ok = 0;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db, "SELECT count(*) FROM jobs;", -1, &s, NULL) == SQLITE_OK &&
+        sqlite3_step(s) == SQLITE_ROW) {
+        ok = 1;
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return ok;
+}

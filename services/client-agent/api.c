@@ -1,0 +1,665 @@
+/* The agent's HTTP API: the operator's participations (bearer token), and
+ * health, metrics and the contract for anyone. Handlers validate, persist
+ * and hand work to a worker thread; they never run the protocol. */
+#include "agent.h"
+
+#include "../../api/problem.h"
+#include "crypto/ct.h"
+#include "crypto/rand.h"
+#include "io/matio.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+json_t *api_part_json(const struct part_rec *r)
+{
+    json_t *o = json_pack(
+        "{s:s, s:s, s:i, s:s, s:s, s:s, s:f, s:I, s:I, s:s, s:s, s:s, s:{s:s, s:s}, s:[I, I]}",
+        "id", r->id, "job_id", r->job_id, "party", (int)r->party, "algorithm", r->algorithm,
+        "state", r->state, "phase", r->phase, "progress", r->progress, "bytes_sent",
+        (json_int_t)r->bytes_sent, "bytes_received", (json_int_t)r->bytes_received, "created_at",
+        r->created_at, "updated_at", r->updated_at, "job_url", r->job_url, "dataset", "path",
+        r->dataset_path, "format", r->dataset_format, "shape", (json_int_t)r->rows,
+        (json_int_t)r->cols);
+
+    if (o == NULL) {
+        return NULL;
+    }
+    if (json_object_set_new(o, "error",
+                            r->error[0] != '\0' ? json_string(r->error) : json_null()) != 0 ||
+        json_object_set_new(o, "fail_at",
+                            r->fail_at[0] != '\0' ? json_string(r->fail_at) : json_null()) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int id_ok(const char *id)
+{
+    if (id == NULL || strncmp(id, "p-", 2) != 0 || strlen(id) != 34) {
+        return 0;
+    }
+    for (const char *p = id + 2; *p != '\0'; p++) {
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+static int new_id(char out[AGENT_ID_MAX], struct fs_err *err)
+{
+    static const char HEX[] = "0123456789abcdef";
+    uint8_t b[16];
+    int rc = fs_rand_bytes(b, sizeof b, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    out[0] = 'p';
+    out[1] = '-';
+    for (int i = 0; i < 16; i++) {
+        out[2 + 2 * i] = HEX[b[i] >> 4];
+        out[3 + 2 * i] = HEX[b[i] & 15];
+    }
+    out[34] = '\0';
+    return 0;
+}
+
+static int reply_part(fs_http_resp *resp, unsigned status, const struct part_rec *r)
+{
+    json_t *j = api_part_json(r);
+
+    if (j == NULL) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    return fs_http_resp_json(resp, status, j);
+}
+
+/* Problem reply for an fs_err, with the stable codes of api/problem.h. */
+static int reply_err(fs_http_resp *resp, const struct fs_err *err)
+{
+    switch (err->code) {
+    case FS_EFORMAT:
+        return fs_http_problem(resp, 400, FS_PROBLEM_BAD_REQUEST, NULL, "%s", err->msg);
+    case FS_EAUTH:
+        return fs_http_problem(resp, 401, FS_PROBLEM_UNAUTHORIZED, NULL, "%s", err->msg);
+    case FS_ENOTFOUND:
+        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL, "%s", err->msg);
+    case FS_ECONFLICT:
+    case FS_ESTATE:
+        return fs_http_problem(resp, 409, FS_PROBLEM_CONFLICT, NULL, "%s", err->msg);
+    case FS_ERANGE:
+        return fs_http_problem(resp, 413, FS_PROBLEM_TOO_LARGE, NULL, "%s", err->msg);
+    case FS_EINVAL:
+        return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL, "%s", err->msg);
+    default:
+        fs_log_pack(FS_LOG_ERROR, "internal error", "{s:s}", "error", err->msg);
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "internal error");
+    }
+}
+
+/* ---- POST /v1/participations ---- */
+
+/* Load and check the dataset against the invitation: 422 material. */
+static int load_dataset(const struct agent *ag, struct fs_agent_request *rq, fs_mat **out,
+                        struct fs_err *err)
+{
+    struct fs_io_caps caps = fs_io_caps_default();
+    char resolved[PATH_MAX];
+    fs_mat *m = NULL;
+    size_t bi = 0;
+    size_t bj = 0;
+    int rc;
+
+    *out = NULL;
+    if (realpath(rq->path, resolved) == NULL) {
+        return fs_err_set(err, FS_EINVAL, "%s: cannot open: %s", rq->path, strerror(errno));
+    }
+    if (strlen(resolved) >= sizeof rq->path) {
+        return fs_err_set(err, FS_EINVAL, "%s: path too long", rq->path);
+    }
+    memcpy(rq->path, resolved, strlen(resolved) + 1);
+    /* caps from the job's shape: a bigger file stops at its first excess row */
+    caps.max_rows = (size_t)rq->inv.rows;
+    caps.max_cols = (size_t)rq->inv.cols;
+    caps.max_elems = ag->cfg.max_elements;
+    rc = fs_io_load_dense(rq->path, rq->fmt, &caps, &m, err);
+    if (rc != 0) {
+        if (rc == FS_ERANGE) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, " (the job's shape is %llu x %llu)",
+                     (unsigned long long)rq->inv.rows, (unsigned long long)rq->inv.cols);
+        }
+        err->code = FS_EINVAL;
+        return FS_EINVAL;
+    }
+    if (m->rows != rq->inv.rows || m->cols != rq->inv.cols) {
+        rc = fs_err_set(err, FS_EINVAL, "%s: shape %zu x %zu does not match the job's %llu x %llu",
+                        rq->path, m->rows, m->cols, (unsigned long long)rq->inv.rows,
+                        (unsigned long long)rq->inv.cols);
+        goto fail;
+    }
+    if (!fs_mat_all_finite(m, &bi, &bj)) {
+        rc = fs_err_set(err, FS_EINVAL, "%s: row %zu, column %zu: not a finite number", rq->path,
+                        bi + 1, bj + 1);
+        goto fail;
+    }
+    if (m->ld != m->rows) {
+        /* the worker reads the vector as contiguous column-major words */
+        fs_mat *c = fs_mat_dup(m);
+        if (c == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+            goto fail;
+        }
+        fs_mat_wipe(m);
+        fs_mat_free(m);
+        m = c;
+    }
+    *out = m;
+    return 0;
+fail:
+    fs_mat_wipe(m);
+    fs_mat_free(m);
+    return rc;
+}
+
+/* The invitation without its token, as stored. */
+static char *public_invitation(const struct fs_invitation *inv)
+{
+    struct fs_invitation copy = *inv;
+    json_t *j;
+    char *s = NULL;
+
+    fs_wipe(copy.token, sizeof copy.token);
+    j = fs_invitation_encode(&copy);
+    if (j != NULL) {
+        json_object_del(j, "token");
+        s = json_dumps(j, JSON_COMPACT | JSON_SORT_KEYS);
+    }
+    json_decref(j);
+    fs_invitation_wipe(&copy);
+    return s;
+}
+
+static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+    struct fs_err err = {0};
+    struct part *p = NULL;
+    json_t *body = NULL;
+    char *inv_json = NULL;
+    char tokpath[AGENT_PATH_MAX + 8];
+    char loc[64];
+    struct part_rec snap;
+    int rc;
+    int locked = 0;
+
+    tokpath[0] = '\0';
+    if (atomic_load(&ag->stopping)) {
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
+                               "the agent is shutting down");
+    }
+    rc = fs_http_req_json(req, &body, &err);
+    if (rc == FS_EINVAL) {
+        fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
+                        "Content-Type must be application/json");
+        goto out;
+    }
+    if (rc != 0) {
+        err.code = FS_EFORMAT;
+        reply_err(resp, &err);
+        goto out;
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+        goto out;
+    }
+    rc = fs_agent_request_parse(body, ag->cfg.max_elements, &p->req, &err);
+    if (rc == 0) {
+        rc = load_dataset(ag, &p->req, &p->data, &err);
+    }
+    if (rc != 0) {
+        reply_err(resp, &err);
+        goto out;
+    }
+    rc = new_id(p->rec.id, &err);
+    if (rc == 0 && snprintf(p->dir, sizeof p->dir, "%s/participations/%s", ag->cfg.data_dir,
+                            p->rec.id) >= (int)sizeof p->dir) {
+        rc = fs_err_set(&err, FS_EINVAL, "data dir path too long");
+    }
+    if (rc != 0) {
+        reply_err(resp, &err);
+        goto out;
+    }
+    snprintf(p->rec.job_id, sizeof p->rec.job_id, "%s", p->req.inv.job_id);
+    p->rec.party = p->req.inv.party;
+    snprintf(p->rec.algorithm, sizeof p->rec.algorithm, "%s", p->req.inv.algorithm);
+    snprintf(p->rec.state, sizeof p->rec.state, "running");
+    snprintf(p->rec.phase, sizeof p->rec.phase, "advertise_keys");
+    files_now(p->rec.created_at);
+    memcpy(p->rec.updated_at, p->rec.created_at, sizeof p->rec.updated_at);
+    snprintf(p->rec.dataset_path, sizeof p->rec.dataset_path, "%s", p->req.path);
+    snprintf(p->rec.dataset_format, sizeof p->rec.dataset_format, "%s", p->req.format);
+    p->rec.rows = p->req.inv.rows;
+    p->rec.cols = p->req.inv.cols;
+    snprintf(p->rec.fail_at, sizeof p->rec.fail_at, "%s",
+             p->req.fail_at != FS_AGENT_FAIL_NONE ? fs_agent_fail_at_name(p->req.fail_at) : "");
+    snprintf(p->rec.job_url, sizeof p->rec.job_url, "%s", p->req.inv.job_url);
+    inv_json = public_invitation(&p->req.inv);
+    if (inv_json == NULL) {
+        fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+        goto out;
+    }
+
+    pthread_mutex_lock(&ag->mu);
+    locked = 1;
+    if (ag->nrunning >= ag->cfg.max_running) {
+        fs_http_problem(resp, 429, FS_PROBLEM_TOO_MANY_JOBS, NULL,
+                        "%u participations are running, the most this agent runs at once "
+                        "(--max-participations)",
+                        ag->nrunning);
+        goto out;
+    }
+    rc = store_exists_live(ag->db, p->rec.job_id, p->rec.party, &err);
+    if (rc < 0) {
+        reply_err(resp, &err);
+        goto out;
+    }
+    if (rc > 0) {
+        fs_http_problem(resp, 409, FS_PROBLEM_CONFLICT, NULL,
+                        "party %u of job %s already has a running or finished participation",
+                        p->rec.party, p->rec.job_id);
+        goto out;
+    }
+    rc = files_mkdirs(p->dir, &err);
+    if (rc == 0 && snprintf(tokpath, sizeof tokpath, "%s/token", p->dir) >= (int)sizeof tokpath) {
+        rc = fs_err_set(&err, FS_EINVAL, "path too long");
+    }
+    if (rc == 0) {
+        rc = fs_auth_token_write_file(tokpath, p->req.inv.token, &err);
+    }
+    if (rc == 0) {
+        rc = store_insert(ag->db, &p->rec, inv_json, &err);
+    }
+    if (rc == 0) {
+        snap = p->rec; /* once started, the worker owns p */
+        rc = worker_start_locked(ag, p, &err);
+        if (rc != 0) {
+            snprintf(p->rec.state, sizeof p->rec.state, "failed");
+            snprintf(p->rec.error, sizeof p->rec.error, "%s", err.msg);
+            if (store_progress(ag->db, &p->rec, NULL) != 0) {
+                fs_log(FS_LOG_WARN, "cannot mark a participation failed", NULL);
+            }
+        }
+    }
+    if (rc != 0) {
+        if (tokpath[0] != '\0') {
+            unlink(tokpath);
+        }
+        reply_err(resp, &err);
+        goto out;
+    }
+    p = NULL;
+    pthread_mutex_unlock(&ag->mu);
+    locked = 0;
+    atomic_fetch_add(&ag->started, 1);
+    fs_log_pack(FS_LOG_INFO, "participation started", "{s:s, s:s, s:i, s:s, s:I, s:I, s:s?}",
+                "participation", snap.id, "job", snap.job_id, "party", (int)snap.party, "algorithm",
+                snap.algorithm, "rows", (json_int_t)snap.rows, "cols", (json_int_t)snap.cols,
+                "fail_at", snap.fail_at[0] != '\0' ? snap.fail_at : NULL);
+    snprintf(loc, sizeof loc, "/v1/participations/%s", snap.id);
+    if (reply_part(resp, 201, &snap) == 0 && fs_http_resp_header(resp, "Location", loc) != 0) {
+        fs_log(FS_LOG_WARN, "cannot set the Location header", NULL);
+    }
+out:
+    if (locked) {
+        pthread_mutex_unlock(&ag->mu);
+    }
+    part_free(p);
+    free(inv_json);
+    json_decref(body);
+    return 0;
+}
+
+/* ---- GET / DELETE ---- */
+
+static int h_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+    struct fs_err err = {0};
+    struct part_rec *recs = NULL;
+    json_t *arr;
+    size_t n = 0;
+
+    (void)req;
+    if (store_list(ag->db, AGENT_LIST_MAX, &recs, &n, &err) != 0) {
+        return reply_err(resp, &err);
+    }
+    arr = json_array();
+    for (size_t i = 0; arr != NULL && i < n; i++) {
+        if (json_array_append_new(arr, api_part_json(&recs[i])) != 0) {
+            json_decref(arr);
+            arr = NULL;
+        }
+    }
+    free(recs);
+    if (arr == NULL) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    return fs_http_resp_json(resp, 200, json_pack("{s:o}", "participations", arr));
+}
+
+/* Look up {id}; sets a 404 and returns non-zero when absent. */
+static int find(struct agent *ag, fs_http_req *req, fs_http_resp *resp, struct part_rec *r)
+{
+    struct fs_err err = {0};
+    const char *id = fs_http_req_param(req, "id");
+
+    if (!id_ok(id)) {
+        fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL, "no such participation");
+        return -1;
+    }
+    if (store_get(ag->db, id, r, &err) != 0) {
+        reply_err(resp, &err);
+        return -1;
+    }
+    return 0;
+}
+
+static int h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct part_rec r;
+
+    if (find(ctx, req, resp, &r) != 0) {
+        return 0;
+    }
+    return reply_part(resp, 200, &r);
+}
+
+static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+    struct fs_err err = {0};
+    struct part_rec r;
+
+    if (find(ag, req, resp, &r) != 0) {
+        return 0;
+    }
+    if (strcmp(r.state, "running") == 0) {
+        pthread_mutex_lock(&ag->mu);
+        for (struct part *p = ag->parts; p != NULL; p = p->next) {
+            if (strcmp(p->rec.id, r.id) == 0) {
+                atomic_store(&p->stop, 2);
+            }
+        }
+        pthread_cond_broadcast(&ag->cv);
+        pthread_mutex_unlock(&ag->mu);
+        snprintf(r.state, sizeof r.state, "failed");
+        snprintf(r.error, sizeof r.error, "cancelled by the operator");
+        files_now(r.updated_at);
+        if (store_progress(ag->db, &r, &err) != 0 && err.code != FS_ESTATE) {
+            return reply_err(resp, &err);
+        }
+        fs_log_pack(FS_LOG_INFO, "participation cancelled", "{s:s}", "participation", r.id);
+        if (store_get(ag->db, r.id, &r, &err) != 0) {
+            return reply_err(resp, &err);
+        }
+    }
+    if (strcmp(r.state, "done") == 0) {
+        return fs_http_problem(resp, 409, FS_PROBLEM_CONFLICT, NULL,
+                               "the participation has already finished successfully");
+    }
+    return reply_part(resp, 200, &r);
+}
+
+/* The manifest of a done participation, or a problem reply (returns NULL). */
+static json_t *load_manifest(struct agent *ag, const struct part_rec *r, fs_http_resp *resp)
+{
+    char path[AGENT_PATH_MAX + 64];
+    json_error_t jerr;
+    json_t *j;
+
+    if (strcmp(r->state, "running") == 0) {
+        fs_http_problem(resp, 409, FS_PROBLEM_NOT_READY, NULL,
+                        "the participation is still running (phase %s)", r->phase);
+        return NULL;
+    }
+    if (strcmp(r->state, "done") != 0) {
+        fs_http_problem(resp, 409, FS_PROBLEM_ABORTED, NULL, "the participation failed: %s",
+                        r->error);
+        return NULL;
+    }
+    snprintf(path, sizeof path, "%s/participations/%s/manifest.json", ag->cfg.data_dir, r->id);
+    j = json_load_file(path, JSON_REJECT_DUPLICATES, &jerr);
+    if (j == NULL) {
+        fs_log_pack(FS_LOG_ERROR, "cannot read a manifest", "{s:s, s:s}", "participation", r->id,
+                    "error", jerr.text);
+        fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "the result manifest cannot be read");
+    }
+    return j;
+}
+
+static int h_result(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+    struct part_rec r;
+    json_t *j;
+
+    if (find(ag, req, resp, &r) != 0) {
+        return 0;
+    }
+    j = load_manifest(ag, &r, resp);
+    if (j == NULL) {
+        return 0;
+    }
+    (void)json_object_set_new(j, "participation", json_string(r.id));
+    return fs_http_resp_json(resp, 200, j);
+}
+
+static int h_result_file(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+    struct fs_err err = {0};
+    struct fs_agent_result res;
+    struct part_rec r;
+    const char *name = fs_http_req_param(req, "name");
+    char file[FS_AGENT_FILE_NAME_MAX + 8];
+    char path[AGENT_PATH_MAX + 128];
+    json_t *j;
+    int listed = 0;
+    int rc;
+
+    if (find(ag, req, resp, &r) != 0) {
+        return 0;
+    }
+    if (name == NULL || snprintf(file, sizeof file, "%s.npy", name) >= (int)sizeof file ||
+        !fs_agent_file_name_ok(file)) {
+        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL, "no such result file");
+    }
+    j = load_manifest(ag, &r, resp);
+    if (j == NULL) {
+        return 0;
+    }
+    rc = fs_agent_result_parse(j, &res, &err);
+    json_decref(j);
+    if (rc != 0) {
+        return reply_err(resp, &err);
+    }
+    for (size_t i = 0; i < res.nfiles; i++) {
+        listed |= strcmp(res.files[i].name, file) == 0;
+    }
+    if (!listed) {
+        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL, "no such result file");
+    }
+    snprintf(path, sizeof path, "%s/participations/%s/%s", ag->cfg.data_dir, r.id, file);
+    rc = fs_http_resp_file(resp, 200, "application/x-npy", path, &err);
+    if (rc == FS_ENOTFOUND) {
+        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL, "no such result file");
+    }
+    if (rc != 0) {
+        return reply_err(resp, &err);
+    }
+    return 0;
+}
+
+/* ---- health, metrics, contract ---- */
+
+static int h_healthz(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return fs_http_resp_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+
+    (void)req;
+    if (atomic_load(&ag->stopping) || ag->db == NULL) {
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
+                               "the agent is shutting down");
+    }
+    return fs_http_resp_json(resp, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+    struct fs_err err = {0};
+    uint64_t running = 0;
+    uint64_t done = 0;
+    uint64_t failed = 0;
+    char buf[4096];
+    size_t n = 0;
+    int w;
+
+    (void)req;
+    if (store_counts(ag->db, &running, &done, &failed, &err) != 0) {
+        return reply_err(resp, &err);
+    }
+    w = snprintf(buf, sizeof buf,
+                 "# HELP fedsvd_agent_up 1 while the agent runs.\n"
+                 "# TYPE fedsvd_agent_up gauge\n"
+                 "fedsvd_agent_up 1\n"
+                 "# HELP fedsvd_agent_participations Participations in agent.db by state.\n"
+                 "# TYPE fedsvd_agent_participations gauge\n"
+                 "fedsvd_agent_participations{state=\"running\"} %llu\n"
+                 "fedsvd_agent_participations{state=\"done\"} %llu\n"
+                 "fedsvd_agent_participations{state=\"failed\"} %llu\n"
+                 "# HELP fedsvd_agent_participations_started_total Participations started by "
+                 "this process.\n"
+                 "# TYPE fedsvd_agent_participations_started_total counter\n"
+                 "fedsvd_agent_participations_started_total %llu\n"
+                 "# HELP fedsvd_agent_bytes_sent_total Body bytes sent to servers.\n"
+                 "# TYPE fedsvd_agent_bytes_sent_total counter\n"
+                 "fedsvd_agent_bytes_sent_total %llu\n"
+                 "# HELP fedsvd_agent_bytes_received_total Body bytes received from servers.\n"
+                 "# TYPE fedsvd_agent_bytes_received_total counter\n"
+                 "fedsvd_agent_bytes_received_total %llu\n"
+                 "# HELP fedsvd_agent_http_connections Open connections to the agent's API.\n"
+                 "# TYPE fedsvd_agent_http_connections gauge\n"
+                 "fedsvd_agent_http_connections %u\n"
+                 "# HELP fedsvd_agent_http_requests_total Requests served, by status class.\n"
+                 "# TYPE fedsvd_agent_http_requests_total counter\n",
+                 (unsigned long long)running, (unsigned long long)done, (unsigned long long)failed,
+                 (unsigned long long)atomic_load(&ag->started),
+                 (unsigned long long)atomic_load(&ag->bytes_sent),
+                 (unsigned long long)atomic_load(&ag->bytes_received),
+                 ag->http != NULL ? fs_http_server_connections(ag->http) : 0u);
+    if (w < 0 || (size_t)w >= sizeof buf) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "metrics buffer");
+    }
+    n = (size_t)w;
+    for (int c = 1; c <= 5; c++) {
+        w = snprintf(buf + n, sizeof buf - n,
+                     "fedsvd_agent_http_requests_total{code=\"%dxx\"} %llu\n", c,
+                     (unsigned long long)atomic_load(&ag->http_by_class[c]));
+        if (w < 0 || (size_t)w >= sizeof buf - n) {
+            return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "metrics buffer");
+        }
+        n += (size_t)w;
+    }
+    if (fs_http_resp_bytes(resp, 200, "text/plain; version=0.0.4", buf, n) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+    struct fs_err err = {0};
+    int rc;
+
+    (void)req;
+    if (ag->cfg.openapi == NULL) {
+        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL,
+                               "no contract configured (start the agent with --openapi FILE)");
+    }
+    rc = fs_http_resp_file(resp, 200, "application/yaml", ag->cfg.openapi, &err);
+    if (rc == FS_ENOTFOUND) {
+        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL,
+                               "the contract file is missing");
+    }
+    if (rc != 0) {
+        return reply_err(resp, &err);
+    }
+    return 0;
+}
+
+void api_on_request(const struct fs_http_log_entry *e, void *ctx)
+{
+    struct agent *ag = ctx;
+    unsigned c = e->status / 100;
+
+    atomic_fetch_add(&ag->http_by_class[c < 6 ? c : 0], 1);
+}
+
+int api_routes(struct agent *ag, struct fs_err *err)
+{
+    const struct fs_http_route routes[] = {
+        {.method = "GET", .pattern = "/healthz", .handler = h_healthz},
+        {.method = "GET", .pattern = "/readyz", .handler = h_readyz},
+        {.method = "GET", .pattern = "/metrics", .handler = h_metrics},
+        {.method = "GET", .pattern = "/openapi.yaml", .handler = h_openapi},
+        {.method = "POST",
+         .pattern = "/v1/participations",
+         .max_body = AGENT_MAX_BODY,
+         .auth = ag->auth,
+         .handler = h_create},
+        {.method = "GET", .pattern = "/v1/participations", .auth = ag->auth, .handler = h_list},
+        {.method = "GET", .pattern = "/v1/participations/{id}", .auth = ag->auth, .handler = h_get},
+        {.method = "DELETE",
+         .pattern = "/v1/participations/{id}",
+         .auth = ag->auth,
+         .handler = h_delete},
+        {.method = "GET",
+         .pattern = "/v1/participations/{id}/result",
+         .auth = ag->auth,
+         .handler = h_result},
+        {.method = "GET",
+         .pattern = "/v1/participations/{id}/result/{name}.npy",
+         .auth = ag->auth,
+         .handler = h_result_file},
+    };
+
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        struct fs_http_route r = routes[i];
+        int rc;
+        r.ctx = ag;
+        rc = fs_http_server_route(ag->http, &r, err);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}

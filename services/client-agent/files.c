@@ -1,0 +1,207 @@
+/* The agent's data directory: identity key, atomic writes, hashing. */
+#include "agent.h"
+
+#include "crypto/ct.h"
+#include "crypto/ed25519.h"
+#include "crypto/sha256.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define IDENTITY_FILE "identity.key"
+
+void files_now(char out[32])
+{
+    time_t t = time(NULL);
+    struct tm tm;
+
+    gmtime_r(&t, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+int files_mkdirs(const char *path, struct fs_err *err)
+{
+    char buf[AGENT_PATH_MAX];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof buf) {
+        return fs_err_set(err, FS_EINVAL, "directory path empty or too long");
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+                return fs_err_set(err, FS_EIO, "%s: cannot create directory: %s", buf,
+                                  strerror(errno));
+            }
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+static int write_all(int fd, const void *data, size_t len)
+{
+    const uint8_t *p = data;
+
+    while (len > 0) {
+        ssize_t w = write(fd, p, len);
+        if (w < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        p += w;
+        len -= (size_t)w;
+    }
+    return 0;
+}
+
+int files_write_atomic(const char *path, const void *data, size_t len, struct fs_err *err)
+{
+    char tmp[AGENT_PATH_MAX + 16];
+    int fd = -1;
+    int rc = 0;
+
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
+        return fs_err_set(err, FS_EINVAL, "%s: path too long", path);
+    }
+    fd = mkstemp(tmp); /* mode 0600 */
+    if (fd < 0) {
+        return fs_err_set(err, FS_EIO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    if (close(fd) != 0 && rc == 0) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot rename: %s", path, strerror(errno));
+    }
+    if (rc != 0) {
+        unlink(tmp);
+    }
+    return rc;
+}
+
+static int identity_path(const char *data_dir, char *buf, size_t cap, struct fs_err *err)
+{
+    if (snprintf(buf, cap, "%s/%s", data_dir, IDENTITY_FILE) >= (int)cap) {
+        return fs_err_set(err, FS_EINVAL, "data dir path too long");
+    }
+    return 0;
+}
+
+int files_identity_load(const char *data_dir, uint8_t sk[32], struct fs_err *err)
+{
+    char path[AGENT_PATH_MAX];
+    struct stat sb;
+    ssize_t got;
+    uint8_t extra;
+    int fd;
+    int rc = identity_path(data_dir, path, sizeof path, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        return fs_err_set(err, errno == ENOENT ? FS_ENOTFOUND : FS_EIO, "%s: cannot open: %s", path,
+                          strerror(errno));
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        rc = fs_err_set(err, FS_EIO, "%s: not a regular file", path);
+    } else if ((sb.st_mode & 077) != 0) {
+        rc = fs_err_set(err, FS_EINVAL,
+                        "%s: readable or writable by group or others (mode %03o); it must be "
+                        "0600",
+                        path, (unsigned)(sb.st_mode & 0777));
+    } else {
+        got = read(fd, sk, 32);
+        if (got != 32 || read(fd, &extra, 1) != 0) {
+            rc = fs_err_set(err, FS_EFORMAT, "%s: expected exactly 32 bytes", path);
+        }
+    }
+    close(fd);
+    if (rc != 0) {
+        fs_wipe(sk, 32);
+    }
+    return rc;
+}
+
+int files_identity_ensure(const char *data_dir, struct fs_err *err)
+{
+    char path[AGENT_PATH_MAX];
+    uint8_t sk[32];
+    uint8_t pk[32];
+    int rc = files_identity_load(data_dir, sk, err);
+
+    if (rc == 0) {
+        rc = fs_ed25519_public(pk, sk, err); /* a usable key */
+        fs_wipe(sk, sizeof sk);
+        return rc;
+    }
+    if (rc != FS_ENOTFOUND) {
+        return rc;
+    }
+    rc = identity_path(data_dir, path, sizeof path, err);
+    if (rc == 0) {
+        rc = fs_ed25519_keygen(sk, pk, err);
+    }
+    if (rc == 0) {
+        rc = files_write_atomic(path, sk, sizeof sk, err);
+    }
+    fs_wipe(sk, sizeof sk);
+    if (rc == 0) {
+        fs_log_pack(FS_LOG_INFO, "identity key created", "{s:s}", "file", IDENTITY_FILE);
+    }
+    return rc;
+}
+
+int files_sha256(const char *path, uint8_t out[32], struct fs_err *err)
+{
+    fs_sha256_ctx *h = NULL;
+    uint8_t *buf = NULL;
+    FILE *f = NULL;
+    size_t got;
+    int rc;
+
+    rc = fs_sha256_new(&h, err);
+    if (rc != 0) {
+        return rc;
+    }
+    buf = malloc(1 << 16);
+    f = fopen(path, "rb");
+    if (buf == NULL || f == NULL) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot read", path);
+        goto out;
+    }
+    while ((got = fread(buf, 1, 1 << 16, f)) > 0) {
+        rc = fs_sha256_update(h, buf, got, err);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    if (ferror(f)) {
+        rc = fs_err_set(err, FS_EIO, "%s: read error", path);
+        goto out;
+    }
+    rc = fs_sha256_final(h, out, err);
+out:
+    if (f != NULL) {
+        fclose(f);
+    }
+    free(buf);
+    fs_sha256_free(h);
+    return rc;
+}

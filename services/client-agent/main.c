@@ -1,0 +1,485 @@
+/* client-agent: configuration, startup and shutdown. See agent.h for the
+ * modules and the data directory, docs/wire-secure-sum.md for the API. */
+#include "agent.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define DEFAULT_LISTEN       "127.0.0.1:8444"
+#define DEFAULT_MAX_ELEMENTS ((uint64_t)1 << 27) /* 1 GiB of doubles */
+#define SHUTDOWN_WAIT_S      30
+
+static const char USAGE[] =
+    "Usage: client-agent --data-dir DIR --operator-token-file FILE [OPTIONS]\n"
+    "\n"
+    "Runs next to a data holder's matrix file: joins federated jobs with an invitation,\n"
+    "validates the data first, drives the client side of the protocol as an HTTP client\n"
+    "(servers never connect to it), and serves the party's results to its operator.\n"
+    "\n"
+    "Options (flag, then environment variable, then default):\n"
+    "  --listen HOST:PORT          operator API address (FEDSVD_LISTEN; default " DEFAULT_LISTEN
+    ";\n"
+    "                              port 0 picks a free port, see --port-file)\n"
+    "  --data-dir DIR              keys, agent.db and results, created 0700 (FEDSVD_DATA_DIR;\n"
+    "                              required)\n"
+    "  --operator-token-file FILE  bearer token of the operator API, a 0600 file; alias\n"
+    "                              --token-file (FEDSVD_OPERATOR_TOKEN_FILE or\n"
+    "                              FEDSVD_TOKEN_FILE; required)\n"
+    "  --insecure                  do not verify the servers' TLS certificates "
+    "(FEDSVD_INSECURE=1)\n"
+    "  --ca-file FILE              PEM CA bundle for the servers (FEDSVD_CA_FILE; default: "
+    "system)\n"
+    "  --tls-cert-file FILE        serve the operator API over HTTPS with this certificate ...\n"
+    "  --tls-key-file FILE         ... and key (FEDSVD_TLS_CERT_FILE, FEDSVD_TLS_KEY_FILE;\n"
+    "                              aliases --tls-cert, --tls-key)\n"
+    "  --openapi FILE              the contract served at /openapi.yaml (FEDSVD_OPENAPI;\n"
+    "                              default: the repository's, found from the binary's path,\n"
+    "                              or /usr/share/fedsvd/openapi.yaml; else 404)\n"
+    "  --max-elements N            largest dataset, rows x cols (FEDSVD_MAX_ELEMENTS;\n"
+    "                              default 134217728)\n"
+    "  --max-participations N      participations running at once (FEDSVD_MAX_PARTICIPATIONS;\n"
+    "                              default 16)\n"
+    "  --poll-ms N                 job status polling interval (FEDSVD_POLL_MS; default 200)\n"
+    "  --stall-timeout S           fail a participation whose job shows no change for S\n"
+    "                              seconds, 0 = never (FEDSVD_STALL_TIMEOUT; default 3600)\n"
+    "  --server-patience S         how long an unreachable server or 5xx answers are\n"
+    "                              tolerated (FEDSVD_SERVER_PATIENCE; default 120)\n"
+    "  --port-file FILE            write the bound port there once listening (FEDSVD_PORT_FILE)\n"
+    "  --log-level LEVEL           debug, info, warn, error (FEDSVD_LOG_LEVEL; default info)\n"
+    "  -h, --help                  show this text\n"
+    "\n"
+    "Logs are JSON lines on stderr. SIGTERM/SIGINT: stop accepting requests, stop running\n"
+    "participations (marked failed, \"agent stopped\"), exit 0. Participations that were\n"
+    "running when the agent died are marked failed on the next start (\"agent restarted\n"
+    "during the protocol\"): the secure-aggregation client state is kept in memory only.\n";
+
+/* Raw values: environment first, flags override. */
+struct raw {
+    const char *listen;
+    const char *data_dir;
+    const char *token_file;
+    const char *insecure;
+    const char *ca_file;
+    const char *tls_cert;
+    const char *tls_key;
+    const char *openapi;
+    const char *max_elements;
+    const char *max_running;
+    const char *poll_ms;
+    const char *stall;
+    const char *patience;
+    const char *port_file;
+    const char *log_level;
+};
+
+struct opt {
+    const char *flag;
+    const char *env;
+    size_t off; /* offsetof(struct raw, field) */
+    int is_bool;
+};
+
+#define OPT(f, e, field, b)                                                                        \
+    {                                                                                              \
+        f, e, offsetof(struct raw, field), b                                                       \
+    }
+
+static const struct opt OPTS[] = {
+    OPT("--listen", "FEDSVD_LISTEN", listen, 0),
+    OPT("--data-dir", "FEDSVD_DATA_DIR", data_dir, 0),
+    OPT("--operator-token-file", "FEDSVD_OPERATOR_TOKEN_FILE", token_file, 0),
+    OPT("--token-file", "FEDSVD_TOKEN_FILE", token_file, 0),
+    OPT("--insecure", "FEDSVD_INSECURE", insecure, 1),
+    OPT("--ca-file", "FEDSVD_CA_FILE", ca_file, 0),
+    OPT("--tls-cert-file", "FEDSVD_TLS_CERT_FILE", tls_cert, 0),
+    OPT("--tls-key-file", "FEDSVD_TLS_KEY_FILE", tls_key, 0),
+    OPT("--tls-cert", "FEDSVD_TLS_CERT", tls_cert, 0), /* the aggregation server's spelling */
+    OPT("--tls-key", "FEDSVD_TLS_KEY", tls_key, 0),
+    OPT("--openapi", "FEDSVD_OPENAPI", openapi, 0),
+    OPT("--max-elements", "FEDSVD_MAX_ELEMENTS", max_elements, 0),
+    OPT("--max-participations", "FEDSVD_MAX_PARTICIPATIONS", max_running, 0),
+    OPT("--poll-ms", "FEDSVD_POLL_MS", poll_ms, 0),
+    OPT("--stall-timeout", "FEDSVD_STALL_TIMEOUT", stall, 0),
+    OPT("--server-patience", "FEDSVD_SERVER_PATIENCE", patience, 0),
+    OPT("--port-file", "FEDSVD_PORT_FILE", port_file, 0),
+    OPT("--log-level", "FEDSVD_LOG_LEVEL", log_level, 0),
+};
+
+#define NOPTS (sizeof OPTS / sizeof OPTS[0])
+
+static const char **slot(struct raw *r, const struct opt *o)
+{
+    return (const char **)(void *)((char *)r + o->off);
+}
+
+static int usage_error(const char *fmt, const char *arg)
+{
+    fprintf(stderr, "client-agent: ");
+    fprintf(stderr, fmt, arg);
+    fprintf(stderr, " (see client-agent --help)\n");
+    return 2;
+}
+
+/* @return -1 to continue, else an exit status (0 for --help). */
+static int parse_args(int argc, char **argv, struct raw *r)
+{
+    memset(r, 0, sizeof *r);
+    for (size_t i = 0; i < NOPTS; i++) {
+        const char *v = getenv(OPTS[i].env);
+        if (v != NULL && v[0] != '\0' && *slot(r, &OPTS[i]) == NULL) {
+            *slot(r, &OPTS[i]) = v;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *eq;
+        size_t flen;
+        int found = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(USAGE, stdout);
+            return 0;
+        }
+        eq = strchr(a, '=');
+        flen = eq != NULL ? (size_t)(eq - a) : strlen(a);
+        for (size_t k = 0; k < NOPTS && !found; k++) {
+            const struct opt *o = &OPTS[k];
+            if (strlen(o->flag) != flen || strncmp(a, o->flag, flen) != 0) {
+                continue;
+            }
+            found = 1;
+            if (o->is_bool) {
+                *slot(r, o) = eq != NULL ? eq + 1 : "1";
+            } else if (eq != NULL) {
+                *slot(r, o) = eq + 1;
+            } else if (i + 1 < argc) {
+                *slot(r, o) = argv[++i];
+            } else {
+                return usage_error("%s needs a value", o->flag);
+            }
+        }
+        if (!found) {
+            return usage_error("unknown option %s", a);
+        }
+    }
+    return -1;
+}
+
+static int parse_bool(const char *s, int *out)
+{
+    if (s == NULL) {
+        *out = 0;
+        return 0;
+    }
+    if (strcmp(s, "1") == 0 || strcasecmp(s, "true") == 0 || strcasecmp(s, "yes") == 0) {
+        *out = 1;
+        return 0;
+    }
+    if (strcmp(s, "0") == 0 || strcasecmp(s, "false") == 0 || strcasecmp(s, "no") == 0) {
+        *out = 0;
+        return 0;
+    }
+    return -1;
+}
+
+static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t dflt, uint64_t *out)
+{
+    char *end = NULL;
+    unsigned long long v;
+
+    if (s == NULL) {
+        *out = dflt;
+        return 0;
+    }
+    if (s[0] < '0' || s[0] > '9') {
+        return -1;
+    }
+    errno = 0;
+    v = strtoull(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0' || v < lo || v > hi) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int build_config(const struct raw *r, struct agent_config *c)
+{
+    struct fs_err err = {0};
+    uint64_t v = 0;
+
+    memset(c, 0, sizeof *c);
+    if (fs_http_parse_listen(r->listen != NULL ? r->listen : DEFAULT_LISTEN, c->host,
+                             sizeof c->host, &c->port, &err) != 0) {
+        return usage_error("--listen: %s", err.msg);
+    }
+    if (r->data_dir == NULL) {
+        return usage_error("%s is required", "--data-dir");
+    }
+    if (r->token_file == NULL) {
+        return usage_error("%s is required (the operator API's bearer token)",
+                           "--operator-token-file");
+    }
+    c->data_dir = r->data_dir;
+    c->operator_token_file = r->token_file;
+    c->ca_file = r->ca_file;
+    c->tls_cert = r->tls_cert;
+    c->tls_key = r->tls_key;
+    c->openapi = r->openapi;
+    c->port_file = r->port_file;
+    if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
+        return usage_error("%s", "--tls-cert-file and --tls-key-file go together");
+    }
+    if (parse_bool(r->insecure, &c->insecure) != 0) {
+        return usage_error("--insecure / FEDSVD_INSECURE: expected 1/0/true/false, got %s",
+                           r->insecure);
+    }
+    if (parse_u64(r->max_elements, 1, (uint64_t)1 << 40, DEFAULT_MAX_ELEMENTS, &c->max_elements) !=
+        0) {
+        return usage_error("--max-elements: expected 1..2^40, got %s", r->max_elements);
+    }
+    if (parse_u64(r->max_running, 1, 1000, 16, &v) != 0) {
+        return usage_error("--max-participations: expected 1..1000, got %s", r->max_running);
+    }
+    c->max_running = (unsigned)v;
+    if (parse_u64(r->poll_ms, 10, 60000, 200, &v) != 0) {
+        return usage_error("--poll-ms: expected 10..60000, got %s", r->poll_ms);
+    }
+    c->poll_ms = (unsigned)v;
+    if (parse_u64(r->stall, 0, 30 * 86400, 3600, &v) != 0) {
+        return usage_error("--stall-timeout: expected 0..2592000 seconds, got %s", r->stall);
+    }
+    c->stall_s = (unsigned)v;
+    if (parse_u64(r->patience, 1, 86400, 120, &v) != 0) {
+        return usage_error("--server-patience: expected 1..86400 seconds, got %s", r->patience);
+    }
+    c->patience_s = (unsigned)v;
+    c->log_level = FS_LOG_INFO;
+    if (r->log_level != NULL && fs_log_level_parse(r->log_level, &c->log_level, &err) != 0) {
+        return usage_error("--log-level: expected debug, info, warn or error, got %s",
+                           r->log_level);
+    }
+    return -1;
+}
+
+static int write_port_file(const char *path, uint16_t port, struct fs_err *err)
+{
+    char buf[16];
+    int n = snprintf(buf, sizeof buf, "%u\n", (unsigned)port);
+
+    return files_write_atomic(path, buf, (size_t)n, err);
+}
+
+/* Tell every worker to stop and wait (bounded) for them to persist and end. */
+static void stop_workers(struct agent *ag)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += SHUTDOWN_WAIT_S;
+    pthread_mutex_lock(&ag->mu);
+    for (struct part *p = ag->parts; p != NULL; p = p->next) {
+        atomic_store(&p->stop, 1);
+    }
+    pthread_cond_broadcast(&ag->cv);
+    while (ag->nrunning > 0) {
+        if (pthread_cond_timedwait(&ag->cv, &ag->mu, &ts) == ETIMEDOUT) {
+            break;
+        }
+    }
+    if (ag->nrunning > 0) {
+        fs_log_pack(FS_LOG_WARN, "workers still busy at exit", "{s:i}", "running",
+                    (int)ag->nrunning);
+    }
+    pthread_mutex_unlock(&ag->mu);
+}
+
+/* At startup nothing runs: party tokens left by a killed process are of no
+ * further use (participations are not resumed), so remove them. */
+static void remove_stale_tokens(const char *data_dir)
+{
+    char dir[AGENT_PATH_MAX];
+    char path[AGENT_PATH_MAX + 300];
+    struct dirent *e;
+    DIR *d;
+
+    snprintf(dir, sizeof dir, "%s/participations", data_dir);
+    d = opendir(dir);
+    if (d == NULL) {
+        return;
+    }
+    while ((e = readdir(d)) != NULL) {
+        if (strncmp(e->d_name, "p-", 2) != 0) {
+            continue;
+        }
+        if (snprintf(path, sizeof path, "%s/%s/token", dir, e->d_name) < (int)sizeof path) {
+            unlink(path);
+        }
+    }
+    closedir(d);
+}
+
+/* openapi.yaml when no flag names one: the repository's (the binary lives in
+ * <repo>/<build>/bin/), an install prefix's, or /usr/share/fedsvd's. */
+static const char *find_openapi(char *buf, size_t cap)
+{
+    static const char *const cands[] = {"../../openapi.yaml", "../share/fedsvd/openapi.yaml"};
+    char exe[AGENT_PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    char *slash;
+
+    if (n > 0) {
+        exe[n] = '\0';
+        slash = strrchr(exe, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+                if (snprintf(buf, cap, "%s/%s", exe, cands[i]) < (int)cap &&
+                    access(buf, R_OK) == 0) {
+                    return buf;
+                }
+            }
+        }
+    }
+    if (access("/usr/share/fedsvd/openapi.yaml", R_OK) == 0) {
+        snprintf(buf, cap, "/usr/share/fedsvd/openapi.yaml");
+        return buf;
+    }
+    return NULL;
+}
+
+static int fail(const char *what, const struct fs_err *err)
+{
+    fs_log_pack(FS_LOG_ERROR, what, "{s:s}", "error", err->msg);
+    return 1;
+}
+
+int main(int argc, char **argv)
+{
+    struct fs_http_server_config hcfg;
+    struct fs_err err = {0};
+    struct raw raw;
+    struct agent *ag;
+    char path[AGENT_PATH_MAX];
+    char openapi[AGENT_PATH_MAX];
+    pthread_condattr_t ca;
+    sigset_t sigs;
+    unsigned marked = 0;
+    int sig = 0;
+    int rc;
+
+    umask(077);
+    rc = parse_args(argc, argv, &raw);
+    if (rc >= 0) {
+        return rc;
+    }
+    ag = calloc(1, sizeof *ag);
+    if (ag == NULL) {
+        fputs("client-agent: out of memory\n", stderr);
+        return 1;
+    }
+    rc = build_config(&raw, &ag->cfg);
+    if (rc >= 0) {
+        free(ag);
+        return rc;
+    }
+    fs_log_set_level(ag->cfg.log_level);
+    if (ag->cfg.openapi == NULL) {
+        ag->cfg.openapi = find_openapi(openapi, sizeof openapi);
+    }
+    pthread_mutex_init(&ag->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&ag->cv, &ca);
+    pthread_condattr_destroy(&ca);
+
+    /* Signals go to the main thread's sigwait only; threads inherit the mask. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    rc = 1;
+    if (files_mkdirs(ag->cfg.data_dir, &err) != 0) {
+        rc = fail("cannot create the data directory", &err);
+        goto out;
+    }
+    snprintf(path, sizeof path, "%s/participations", ag->cfg.data_dir);
+    if (files_mkdirs(path, &err) != 0 || files_identity_ensure(ag->cfg.data_dir, &err) != 0) {
+        rc = fail("cannot set up the data directory", &err);
+        goto out;
+    }
+    if (snprintf(path, sizeof path, "%s/agent.db", ag->cfg.data_dir) >= (int)sizeof path ||
+        store_open(path, &ag->db, &marked, &err) != 0) {
+        rc = fail("cannot open agent.db", &err);
+        goto out;
+    }
+    remove_stale_tokens(ag->cfg.data_dir);
+    if (marked > 0) {
+        fs_log_pack(FS_LOG_WARN, "participations interrupted by a restart marked failed", "{s:i}",
+                    "count", (int)marked);
+    }
+    if (fs_auth_new(&ag->auth, &err) != 0 ||
+        fs_auth_add_file(ag->auth, ag->cfg.operator_token_file, "operator", &err) != 0) {
+        rc = fail("cannot load the operator token", &err);
+        goto out;
+    }
+    fs_http_server_config_default(&hcfg);
+    hcfg.host = ag->cfg.host;
+    hcfg.port = ag->cfg.port;
+    hcfg.on_request = api_on_request;
+    hcfg.hook_ctx = ag;
+    hcfg.tls_cert_file = ag->cfg.tls_cert;
+    hcfg.tls_key_file = ag->cfg.tls_key;
+    if (fs_http_server_new(&ag->http, &hcfg, &err) != 0 || api_routes(ag, &err) != 0 ||
+        fs_http_server_start(ag->http, &err) != 0) {
+        rc = fail("cannot start the HTTP server", &err);
+        goto out;
+    }
+    if (ag->cfg.port_file != NULL &&
+        write_port_file(ag->cfg.port_file, fs_http_server_port(ag->http), &err) != 0) {
+        rc = fail("cannot write the port file", &err);
+        goto out;
+    }
+    fs_log_pack(FS_LOG_INFO, "client-agent listening", "{s:s, s:i, s:s, s:b, s:I, s:i}", "host",
+                ag->cfg.host, "port", (int)fs_http_server_port(ag->http), "data_dir",
+                ag->cfg.data_dir, "tls", ag->cfg.tls_cert != NULL, "max_elements",
+                (json_int_t)ag->cfg.max_elements, "max_participations", (int)ag->cfg.max_running);
+    if (ag->cfg.insecure) {
+        fs_log(FS_LOG_WARN, "TLS verification towards servers is off (--insecure)", NULL);
+    }
+
+    while (sigwait(&sigs, &sig) != 0) {
+    }
+    fs_log_pack(FS_LOG_INFO, "shutting down", "{s:i}", "signal", sig);
+    rc = 0;
+out:
+    atomic_store(&ag->stopping, 1);
+    if (ag->http != NULL) {
+        fs_http_server_stop(ag->http, 5000);
+    }
+    stop_workers(ag);
+    fs_http_server_free(ag->http);
+    if (ag->nrunning == 0) {
+        store_close(ag->db);
+    }
+    fs_auth_free(ag->auth);
+    if (ag->nrunning == 0) {
+        pthread_cond_destroy(&ag->cv);
+        pthread_mutex_destroy(&ag->mu);
+        free(ag);
+    }
+    if (rc == 0) {
+        fs_log(FS_LOG_INFO, "stopped", NULL);
+    }
+    return rc;
+}

@@ -1,0 +1,354 @@
+/* agent.db: the participations table (SQLite, WAL). One connection shared
+ * by the HTTP threads and the workers behind a mutex: the rows are small and
+ * written at most a few times a second per participation. */
+#include "agent.h"
+
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct agent_store {
+    sqlite3 *db;
+    pthread_mutex_t mu;
+};
+
+#define RESTART_REASON "agent restarted during the protocol"
+
+static const char SCHEMA[] =
+    "CREATE TABLE IF NOT EXISTS participations ("
+    " id TEXT PRIMARY KEY,"
+    " job_id TEXT NOT NULL,"
+    " party INTEGER NOT NULL,"
+    " algorithm TEXT NOT NULL,"
+    " state TEXT NOT NULL,"
+    " phase TEXT NOT NULL,"
+    " progress REAL NOT NULL DEFAULT 0,"
+    " bytes_sent INTEGER NOT NULL DEFAULT 0,"
+    " bytes_received INTEGER NOT NULL DEFAULT 0,"
+    " error TEXT NOT NULL DEFAULT '',"
+    " created_at TEXT NOT NULL,"
+    " updated_at TEXT NOT NULL,"
+    " dataset_path TEXT NOT NULL,"
+    " dataset_format TEXT NOT NULL,"
+    " rows INTEGER NOT NULL,"
+    " cols INTEGER NOT NULL,"
+    " fail_at TEXT NOT NULL DEFAULT '',"
+    " job_url TEXT NOT NULL,"
+    " invitation TEXT NOT NULL);" /* without the token */
+    "CREATE INDEX IF NOT EXISTS participations_job ON participations (job_id, party);";
+
+#define COLS                                                                                       \
+    "id, job_id, party, algorithm, state, phase, progress, bytes_sent, bytes_received, error, "    \
+    "created_at, updated_at, dataset_path, dataset_format, rows, cols, fail_at, job_url"
+
+static int db_err(sqlite3 *db, struct fs_err *err, const char *what)
+{
+    return fs_err_set(err, FS_EIO, "agent.db: %s: %s", what, sqlite3_errmsg(db));
+}
+
+int store_open(const char *path, agent_store **out, unsigned *n_marked, struct fs_err *err)
+{
+    agent_store *s = NULL;
+    sqlite3_stmt *st = NULL;
+    char now[32];
+    int rc = 0;
+
+    *out = NULL;
+    s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "agent.db: out of memory");
+    }
+    pthread_mutex_init(&s->mu, NULL);
+    if (sqlite3_open_v2(path, &s->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        NULL) != SQLITE_OK) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot open: %s", path,
+                        s->db != NULL ? sqlite3_errmsg(s->db) : "out of memory");
+        goto out;
+    }
+    sqlite3_busy_timeout(s->db, 5000);
+    if (sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL,
+                     NULL) != SQLITE_OK ||
+        sqlite3_exec(s->db, SCHEMA, NULL, NULL, NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "schema");
+        goto out;
+    }
+    files_now(now);
+    if (sqlite3_prepare_v2(s->db,
+                           "UPDATE participations SET state='failed', error=?, updated_at=? "
+                           "WHERE state='running'",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, RESTART_REASON, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, now, -1, SQLITE_TRANSIENT);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_err(s->db, err, "marking stale participations");
+        goto out;
+    }
+    if (n_marked != NULL) {
+        *n_marked = (unsigned)sqlite3_changes(s->db);
+    }
+out:
+    sqlite3_finalize(st);
+    if (rc != 0) {
+        store_close(s);
+        return rc;
+    }
+    *out = s;
+    return 0;
+}
+
+void store_close(agent_store *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    sqlite3_close(s->db);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}
+
+int store_insert(agent_store *s, const struct part_rec *r, const char *invitation_json,
+                 struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db,
+                           "INSERT INTO participations (" COLS ", invitation) VALUES "
+                           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "prepare insert");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r->job_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 3, r->party);
+    sqlite3_bind_text(st, 4, r->algorithm, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 5, r->state, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 6, r->phase, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 7, r->progress);
+    sqlite3_bind_int64(st, 8, (sqlite3_int64)r->bytes_sent);
+    sqlite3_bind_int64(st, 9, (sqlite3_int64)r->bytes_received);
+    sqlite3_bind_text(st, 10, r->error, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 11, r->created_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 12, r->updated_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 13, r->dataset_path, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 14, r->dataset_format, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 15, (sqlite3_int64)r->rows);
+    sqlite3_bind_int64(st, 16, (sqlite3_int64)r->cols);
+    sqlite3_bind_text(st, 17, r->fail_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 18, r->job_url, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 19, invitation_json, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_err(s->db, err, "insert");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int store_progress(agent_store *s, const struct part_rec *r, struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db,
+                           "UPDATE participations SET state=?, phase=?, progress=?, "
+                           "bytes_sent=?, bytes_received=?, error=?, updated_at=? "
+                           "WHERE id=? AND state='running'",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "prepare update");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, r->state, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, r->phase, -1, SQLITE_STATIC);
+    sqlite3_bind_double(st, 3, r->progress);
+    sqlite3_bind_int64(st, 4, (sqlite3_int64)r->bytes_sent);
+    sqlite3_bind_int64(st, 5, (sqlite3_int64)r->bytes_received);
+    sqlite3_bind_text(st, 6, r->error, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 7, r->updated_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 8, r->id, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = db_err(s->db, err, "update");
+    } else if (sqlite3_changes(s->db) == 0) {
+        rc = fs_err_set(err, FS_ESTATE, "participation %s is no longer running", r->id);
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+static void col_text(sqlite3_stmt *st, int i, char *buf, size_t cap)
+{
+    const unsigned char *t = sqlite3_column_text(st, i);
+
+    snprintf(buf, cap, "%s", t != NULL ? (const char *)t : "");
+}
+
+static void row_to_rec(sqlite3_stmt *st, struct part_rec *r)
+{
+    memset(r, 0, sizeof *r);
+    col_text(st, 0, r->id, sizeof r->id);
+    col_text(st, 1, r->job_id, sizeof r->job_id);
+    r->party = (uint32_t)sqlite3_column_int64(st, 2);
+    col_text(st, 3, r->algorithm, sizeof r->algorithm);
+    col_text(st, 4, r->state, sizeof r->state);
+    col_text(st, 5, r->phase, sizeof r->phase);
+    r->progress = sqlite3_column_double(st, 6);
+    r->bytes_sent = (uint64_t)sqlite3_column_int64(st, 7);
+    r->bytes_received = (uint64_t)sqlite3_column_int64(st, 8);
+    col_text(st, 9, r->error, sizeof r->error);
+    col_text(st, 10, r->created_at, sizeof r->created_at);
+    col_text(st, 11, r->updated_at, sizeof r->updated_at);
+    col_text(st, 12, r->dataset_path, sizeof r->dataset_path);
+    col_text(st, 13, r->dataset_format, sizeof r->dataset_format);
+    r->rows = (uint64_t)sqlite3_column_int64(st, 14);
+    r->cols = (uint64_t)sqlite3_column_int64(st, 15);
+    col_text(st, 16, r->fail_at, sizeof r->fail_at);
+    col_text(st, 17, r->job_url, sizeof r->job_url);
+}
+
+int store_get(agent_store *s, const char *id, struct part_rec *r, struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    int step;
+
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db, "SELECT " COLS " FROM participations WHERE id=?", -1, &st,
+                           NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "prepare select");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        row_to_rec(st, r);
+    } else if (step == SQLITE_DONE) {
+        rc = fs_err_set(err, FS_ENOTFOUND, "no such participation");
+    } else {
+        rc = db_err(s->db, err, "select");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int store_list(agent_store *s, size_t max, struct part_rec **out, size_t *n, struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    struct part_rec *recs = NULL;
+    size_t k = 0;
+    int rc = 0;
+    int step;
+
+    *out = NULL;
+    *n = 0;
+    recs = calloc(max + 1, sizeof *recs);
+    if (recs == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db, "SELECT " COLS " FROM participations ORDER BY rowid DESC LIMIT ?",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "prepare list");
+        goto out;
+    }
+    sqlite3_bind_int64(st, 1, (sqlite3_int64)max);
+    while ((step = sqlite3_step(st)) == SQLITE_ROW && k < max) {
+        row_to_rec(st, &recs[k++]);
+    }
+    if (step != SQLITE_DONE && step != SQLITE_ROW) {
+        rc = db_err(s->db, err, "list");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    if (rc != 0) {
+        free(recs);
+        return rc;
+    }
+    *out = recs;
+    *n = k;
+    return 0;
+}
+
+int store_exists_live(agent_store *s, const char *job_id, uint32_t party, struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc;
+
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db,
+                           "SELECT 1 FROM participations WHERE job_id=? AND party=? AND "
+                           "state IN ('running','done') LIMIT 1",
+                           -1, &st, NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "prepare exists");
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, job_id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 2, party);
+    switch (sqlite3_step(st)) {
+    case SQLITE_ROW:
+        rc = 1;
+        break;
+    case SQLITE_DONE:
+        rc = 0;
+        break;
+    default:
+        rc = db_err(s->db, err, "exists");
+        break;
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+int store_counts(agent_store *s, uint64_t *running, uint64_t *done, uint64_t *failed,
+                 struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    int step;
+
+    *running = 0;
+    *done = 0;
+    *failed = 0;
+    pthread_mutex_lock(&s->mu);
+    if (sqlite3_prepare_v2(s->db, "SELECT state, COUNT(*) FROM participations GROUP BY state", -1,
+                           &st, NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "prepare counts");
+        goto out;
+    }
+    while ((step = sqlite3_step(st)) == SQLITE_ROW) {
+        const char *state = (const char *)sqlite3_column_text(st, 0);
+        uint64_t c = (uint64_t)sqlite3_column_int64(st, 1);
+        if (state == NULL) {
+            continue;
+        }
+        if (strcmp(state, "running") == 0) {
+            *running = c;
+        } else if (strcmp(state, "done") == 0) {
+            *done = c;
+        } else if (strcmp(state, "failed") == 0) {
+            *failed = c;
+        }
+    }
+    if (step != SQLITE_DONE) {
+        rc = db_err(s->db, err, "counts");
+    }
+out:
+    sqlite3_finalize(st);
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}

@@ -1,0 +1,1036 @@
+/* One thread per participation: poll the job, ask the driver
+ * (lib/proto/agent_driver.h) what comes next, move the SecAgg client's
+ * messages (lib/proto/secagg.h) over HTTP (docs/wire-secure-sum.md), and
+ * persist progress. No protocol decisions here beyond "which request
+ * carries this message".
+ *
+ * Static functions return 0, STEP_WAIT (the server is not there yet: poll
+ * again) or a negative FS_E* code. */
+#include "agent.h"
+
+#include "../../api/problem.h"
+#include "crypto/ct.h"
+#include "io/matio.h"
+#include "la/fixedpt.h"
+#include "net/http_client.h"
+#include "proto/agent_driver.h"
+#include "proto/secagg.h"
+#include "wire.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "masked chunks are sent as <u8 straight from memory: little-endian hosts only"
+#endif
+
+#define STEP_WAIT      1
+#define JSON_BODY_MAX  (16u * 1024 * 1024) /* any JSON document from a server */
+#define SAVE_EVERY_S   0.5                 /* progress rows at most this often */
+#define NPY_HEADER_CAP 256
+
+struct wk {
+    struct part *p;
+    struct agent *ag;
+    fs_httpc *http;
+    char jpath[FS_JOB_ID_MAX + 16]; /* "/v1/jobs/<id>" */
+    struct fs_secagg_config cfg;
+    struct fs_agent_driver drv;
+    int ready; /* cfg and drv set from the first job status */
+    fs_secagg_client *sc;
+    struct fs_secagg_adv adv;
+    int has_exp;
+    int max_exp;
+    double max_abs;
+    struct fs_secagg_share_ct *cts; /* R1 message, from ROSTER until SHARE */
+    size_t ncts;
+    struct fs_agent_agg agg; /* current aggregation, from BEGIN */
+    int has_agg;
+    uint8_t sig[FS_SECAGG_SIG_LEN]; /* R3 message */
+    struct fs_secagg_reveal *rv;    /* R4 message */
+    size_t nrv;
+    uint64_t *words; /* one masked chunk */
+    uint64_t chunks_done;
+    double last_save;
+    char saved_phase[32];
+};
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Sleep up to ms, waking early when the participation is told to stop. */
+static void wk_sleep(struct wk *w, unsigned ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_mutex_lock(&w->ag->mu);
+    while (atomic_load(&w->p->stop) == 0) {
+        if (pthread_cond_timedwait(&w->ag->cv, &w->ag->mu, &ts) == ETIMEDOUT) {
+            break;
+        }
+    }
+    pthread_mutex_unlock(&w->ag->mu);
+}
+
+/* Persist phase/progress/bytes (throttled unless force or the phase changed). */
+static void save(struct wk *w, int force)
+{
+    struct part_rec *r = &w->p->rec;
+    struct fs_err err = {0};
+    double now = mono_s();
+
+    if (w->ready) {
+        snprintf(r->phase, sizeof r->phase, "%s", fs_agent_driver_phase(&w->drv));
+        r->progress =
+            fs_agent_driver_progress(&w->drv, w->chunks_done, w->has_agg ? w->agg.chunks : 0);
+    }
+    if (!force && strcmp(r->phase, w->saved_phase) == 0 && now - w->last_save < SAVE_EVERY_S) {
+        return;
+    }
+    files_now(r->updated_at);
+    if (store_progress(w->ag->db, r, &err) != 0) {
+        if (err.code == FS_ESTATE) {
+            atomic_store(&w->p->stop, 2); /* cancelled (or ended) elsewhere */
+        } else {
+            fs_log_pack(FS_LOG_WARN, "cannot save progress", "{s:s, s:s}", "participation", r->id,
+                        "error", err.msg);
+        }
+    }
+    w->last_save = now;
+    snprintf(w->saved_phase, sizeof w->saved_phase, "%s", r->phase);
+}
+
+static void count(struct wk *w, uint64_t sent, uint64_t received)
+{
+    w->p->rec.bytes_sent += sent;
+    w->p->rec.bytes_received += received;
+    atomic_fetch_add(&w->ag->bytes_sent, sent);
+    atomic_fetch_add(&w->ag->bytes_received, received);
+}
+
+/* The problem+json "code" of a response, into buf. */
+static void problem_code(const struct fs_httpc_resp *resp, char *buf, size_t cap)
+{
+    json_t *j;
+    json_t *c;
+
+    buf[0] = '\0';
+    if (resp->body == NULL || resp->len == 0) {
+        return;
+    }
+    j = json_loadb(resp->body, resp->len, 0, NULL);
+    c = json_object_get(j, "code");
+    if (json_is_string(c)) {
+        snprintf(buf, cap, "%s", json_string_value(c));
+    }
+    json_decref(j);
+}
+
+struct body_src {
+    const uint8_t *a; /* header */
+    size_t alen;
+    const uint8_t *b; /* payload */
+    size_t blen;
+    size_t pos;
+};
+
+static int body_read(void *ctx, void *buf, size_t cap, size_t *got)
+{
+    struct body_src *s = ctx;
+    uint8_t *out = buf;
+    size_t n = 0;
+
+    while (n < cap && s->pos < s->alen + s->blen) {
+        size_t take;
+        if (s->pos < s->alen) {
+            take = s->alen - s->pos;
+            take = take < cap - n ? take : cap - n;
+            memcpy(out + n, s->a + s->pos, take);
+        } else {
+            size_t off = s->pos - s->alen;
+            take = s->blen - off;
+            take = take < cap - n ? take : cap - n;
+            memcpy(out + n, s->b + off, take);
+        }
+        n += take;
+        s->pos += take;
+    }
+    *got = n;
+    return 0;
+}
+
+static int body_rewind(void *ctx)
+{
+    ((struct body_src *)ctx)->pos = 0;
+    return 0;
+}
+
+/*
+ * One request. JSON bodies (json != NULL) or a two-piece streamed body
+ * (src != NULL). A 409 whose code is not_ready or aborted is STEP_WAIT (the
+ * next job poll tells which); other non-2xx are errors named after the
+ * request. *out gets the parsed JSON response (NULL when empty) if wanted.
+ */
+static int call(struct wk *w, const char *method, const char *path, const json_t *json,
+                struct body_src *src, json_t **out, struct fs_err *err)
+{
+    struct fs_httpc_req rq;
+    struct fs_httpc_resp resp;
+    char *text = NULL;
+    char code[32];
+    int rc;
+
+    memset(&rq, 0, sizeof rq);
+    memset(&resp, 0, sizeof resp);
+    if (out != NULL) {
+        *out = NULL;
+    }
+    rq.method = method;
+    rq.path = path;
+    rq.accept = "application/json";
+    /* every upload of the protocol is idempotent (docs/wire-secure-sum.md) */
+    rq.retry = FS_HTTPC_RETRY_ALWAYS;
+    if (json != NULL) {
+        text = json_dumps(json, JSON_COMPACT);
+        if (text == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "%s %s: cannot encode the body", method, path);
+        }
+        rq.content_type = "application/json";
+        rq.body = text;
+        rq.body_len = strlen(text);
+    } else if (src != NULL) {
+        rq.content_type = "application/x-npy";
+        rq.read = body_read;
+        rq.rewind = body_rewind;
+        rq.read_ctx = src;
+        rq.read_len = (int64_t)(src->alen + src->blen);
+    }
+    rc = fs_httpc_do(w->http, &rq, &resp, err);
+    count(w,
+          (uint64_t)(json != NULL  ? rq.body_len
+                     : src != NULL ? src->alen + src->blen
+                                   : 0) *
+              (resp.attempts > 0 ? resp.attempts : 1),
+          resp.len);
+    if (rc != 0) {
+        goto out;
+    }
+    if (resp.status == 409) {
+        problem_code(&resp, code, sizeof code);
+        if (strcmp(code, FS_PROBLEM_NOT_READY) == 0 || strcmp(code, FS_PROBLEM_ABORTED) == 0) {
+            rc = STEP_WAIT;
+            goto out;
+        }
+    }
+    rc = fs_httpc_check(&resp, method, path, err);
+    if (rc != 0 || out == NULL || resp.len == 0) {
+        goto out;
+    }
+    {
+        json_error_t jerr;
+        *out = json_loadb(resp.body, resp.len, JSON_REJECT_DUPLICATES, &jerr);
+        if (*out == NULL) {
+            rc = fs_err_set(err, FS_EFORMAT, "%s %s: response is not JSON: line %d: %s", method,
+                            path, jerr.line, jerr.text);
+        }
+    }
+out:
+    if (text != NULL) {
+        fs_wipe(text, strlen(text)); /* R1/R4 bodies carry encrypted shares and shares */
+        free(text);
+    }
+    fs_httpc_resp_clear(&resp);
+    return rc;
+}
+
+static int get_json(struct wk *w, const char *path, json_t **out, struct fs_err *err)
+{
+    int rc = call(w, "GET", path, NULL, NULL, out, err);
+
+    if (rc == 0 && *out == NULL) {
+        rc = fs_err_set(err, FS_EFORMAT, "GET %s: empty response", path);
+    }
+    return rc;
+}
+
+/* POST a JSON message; steals msg. */
+static int post_json(struct wk *w, const char *path, json_t *msg, struct fs_err *err)
+{
+    int rc;
+
+    if (msg == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "POST %s: cannot encode the message", path);
+    }
+    rc = call(w, "POST", path, msg, NULL, NULL, err);
+    json_decref(msg);
+    return rc;
+}
+
+static int path_join(struct wk *w, char *buf, size_t cap, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+static int path_join(struct wk *w, char *buf, size_t cap, const char *fmt, ...)
+{
+    va_list ap;
+    size_t n = strlen(w->jpath);
+    int m;
+
+    if (n >= cap) {
+        return FS_EINVAL;
+    }
+    memcpy(buf, w->jpath, n + 1);
+    va_start(ap, fmt);
+    m = vsnprintf(buf + n, cap - n, fmt, ap);
+    va_end(ap);
+    return m < 0 || (size_t)m >= cap - n ? FS_EINVAL : 0;
+}
+
+/* ------------------------------------------------------------------ steps */
+
+static int in_set(const uint32_t *ids, size_t k, uint32_t id)
+{
+    for (size_t i = 0; i < k; i++) {
+        if (ids[i] == id) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* First job status: the job must be the one the invitation describes. */
+static int setup(struct wk *w, const struct fs_agent_job *job, struct fs_err *err)
+{
+    const struct fs_invitation *inv = &w->p->req.inv;
+    int rc;
+
+    if (job->parties != inv->parties || job->threshold != inv->threshold ||
+        job->rows != inv->rows || job->cols != inv->cols) {
+        return fs_err_set(err, FS_EINVAL,
+                          "the job does not match the invitation (parties %u/%u, threshold "
+                          "%u/%u, shape %llux%llu/%llux%llu)",
+                          job->parties, inv->parties, job->threshold, inv->threshold,
+                          (unsigned long long)job->rows, (unsigned long long)job->cols,
+                          (unsigned long long)inv->rows, (unsigned long long)inv->cols);
+    }
+    memset(&w->cfg, 0, sizeof w->cfg);
+    w->cfg.n = job->parties;
+    w->cfg.t = job->threshold;
+    w->cfg.aggregations = job->aggregations;
+    rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+    if (rc == 0) {
+        rc = fs_secagg_config_check(&w->cfg, err);
+    }
+    if (rc == 0) {
+        rc = fs_agent_driver_init(&w->drv, job->aggregations, w->p->req.fail_at, err);
+    }
+    if (rc == 0) {
+        w->ready = 1;
+    }
+    return rc;
+}
+
+static int step_advertise(struct wk *w, struct fs_err *err)
+{
+    char path[128];
+    int rc;
+
+    if (w->sc == NULL) {
+        uint8_t sk[32];
+        rc = files_identity_load(w->ag->cfg.data_dir, sk, err);
+        if (rc == 0) {
+            rc = fs_secagg_client_new(&w->cfg, w->p->req.inv.party, sk, &w->sc, err);
+        }
+        fs_wipe(sk, sizeof sk);
+        if (rc == 0) {
+            rc = fs_secagg_client_advertise(w->sc, &w->adv, err);
+        }
+        if (rc != 0) {
+            fs_secagg_client_free(w->sc);
+            w->sc = NULL;
+            return rc;
+        }
+    }
+    rc = path_join(w, path, sizeof path, "/keys");
+    if (rc != 0) {
+        return fs_err_set(err, rc, "path too long");
+    }
+    return post_json(w, path, fs_wire_adv_encode(&w->adv, w->has_exp, w->max_exp), err);
+}
+
+static int step_roster(struct wk *w, struct fs_err *err)
+{
+    struct fs_secagg_adv *roster = NULL;
+    json_t *j = NULL;
+    char path[128];
+    size_t k = 0;
+    int rc;
+
+    rc = path_join(w, path, sizeof path, "/keys");
+    if (rc == 0) {
+        rc = get_json(w, path, &j, err);
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    rc = fs_wire_roster_decode(j, w->cfg.n, &roster, &k, err);
+    if (rc != 0) {
+        fs_err_prefix(err, "GET %s: ", path);
+        goto out;
+    }
+    {
+        int present = 0;
+        for (size_t i = 0; i < k; i++) {
+            present |= roster[i].id == w->p->req.inv.party;
+        }
+        if (!present) {
+            rc = fs_err_set(err, FS_ESTATE,
+                            "dropped by the server: this party is not in the roster of key "
+                            "advertisements");
+            goto out;
+        }
+    }
+    rc = fs_secagg_client_share_keys(w->sc, roster, k, &w->cts, &w->ncts, err);
+out:
+    free(roster);
+    json_decref(j);
+    return rc;
+}
+
+static int step_share(struct wk *w, struct fs_err *err)
+{
+    const struct fs_secagg_share_ct **ptrs = NULL;
+    char path[128];
+    int rc;
+
+    ptrs = calloc(w->ncts + 1, sizeof *ptrs);
+    if (ptrs == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < w->ncts; i++) {
+        ptrs[i] = &w->cts[i];
+    }
+    rc = path_join(w, path, sizeof path, "/shares");
+    if (rc == 0) {
+        rc = post_json(w, path, fs_wire_shares_encode(ptrs, w->ncts, 0), err);
+    }
+    free(ptrs);
+    if (rc == 0) {
+        fs_secagg_share_cts_free(w->cts, w->ncts);
+        w->cts = NULL;
+        w->ncts = 0;
+    }
+    return rc;
+}
+
+static int step_receive(struct wk *w, struct fs_err *err)
+{
+    struct fs_secagg_share_ct *cts = NULL;
+    json_t *j = NULL;
+    char path[128];
+    size_t k = 0;
+    int rc;
+
+    rc = path_join(w, path, sizeof path, "/shares");
+    if (rc == 0) {
+        rc = get_json(w, path, &j, err);
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    rc = fs_wire_shares_decode(j, 1, w->p->req.inv.party, fs_secagg_share_ct_len(&w->cfg), w->cfg.n,
+                               &cts, &k, err);
+    if (rc != 0) {
+        fs_err_prefix(err, "GET %s: ", path);
+        goto out;
+    }
+    rc = fs_secagg_client_receive_shares(w->sc, cts, k, err);
+out:
+    fs_secagg_share_cts_free(cts, k);
+    json_decref(j);
+    return rc;
+}
+
+/* GET aggregations/r into *agg (caller clears). */
+static int fetch_agg(struct wk *w, uint32_t r, struct fs_agent_agg *agg, struct fs_err *err)
+{
+    json_t *j = NULL;
+    char path[128];
+    int rc;
+
+    rc = path_join(w, path, sizeof path, "/aggregations/%u", r);
+    if (rc == 0) {
+        rc = get_json(w, path, &j, err);
+    }
+    if (rc == 0) {
+        rc = fs_agent_agg_parse(j, r, w->cfg.n, (uint64_t)w->p->data->rows * w->p->data->cols, agg,
+                                err);
+        if (rc != 0) {
+            fs_err_prefix(err, "GET %s: ", path);
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
+static int step_begin(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    uint32_t me = w->p->req.inv.party;
+    int rc;
+
+    fs_agent_agg_clear(&w->agg);
+    w->has_agg = 0;
+    rc = fetch_agg(w, r, &w->agg, err);
+    if (rc != 0) {
+        return rc;
+    }
+    w->has_agg = 1;
+    if (!in_set(w->agg.active, w->agg.nactive, me)) {
+        return fs_err_set(err, FS_ESTATE,
+                          "dropped by the server: not in the active set of aggregation %u", r);
+    }
+    if (w->max_abs > w->agg.fp.bound) {
+        return fs_err_set(err, FS_EINVAL,
+                          "the dataset's largest |value| is above the job's fixed-point bound "
+                          "%g",
+                          w->agg.fp.bound);
+    }
+    rc = fs_secagg_client_begin(w->sc, r, w->agg.length, w->agg.active, w->agg.nactive, err);
+    if (rc != 0) {
+        return rc;
+    }
+    free(w->words);
+    w->words = malloc((size_t)w->agg.chunk_words * sizeof *w->words);
+    if (w->words == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory for a %llu-word chunk",
+                          (unsigned long long)w->agg.chunk_words);
+    }
+    w->chunks_done = 0;
+    return 0;
+}
+
+static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    const double *x = w->p->data->data; /* compact column-major: word i is x[i] */
+    uint64_t cw = w->agg.chunk_words;
+    uint8_t hdr[NPY_HEADER_CAP];
+    int rc = 0;
+
+    while (w->chunks_done < w->agg.chunks) {
+        uint64_t c = w->chunks_done;
+        uint64_t off = c * cw;
+        size_t m = (size_t)(w->agg.length - off < cw ? w->agg.length - off : cw);
+        struct fs_npy_header h;
+        struct body_src src;
+        size_t hlen = 0;
+        char path[160];
+
+        if (atomic_load(&w->p->stop) != 0) {
+            return STEP_WAIT; /* the loop reports why it stops */
+        }
+        /* Encoding and masking are deterministic, so a retried chunk is
+         * byte-identical (the server accepts identical repeats). */
+        rc = fs_fixedpt_encode(&w->agg.fp, x + off, w->words, m, err);
+        if (rc == 0) {
+            rc = fs_secagg_client_mask(w->sc, off, w->words, w->words, m, err);
+        }
+        if (rc != 0) {
+            break;
+        }
+        memset(&h, 0, sizeof h);
+        h.dtype = FS_NPY_U8;
+        h.fortran_order = 0;
+        h.ndim = 1;
+        h.shape[0] = m;
+        h.shape[1] = 1;
+        rc = fs_npy_format_header(&h, hdr, sizeof hdr, &hlen, err);
+        if (rc == 0) {
+            rc = path_join(w, path, sizeof path, "/aggregations/%u/masked/%llu", r,
+                           (unsigned long long)c);
+            if (rc != 0) {
+                rc = fs_err_set(err, rc, "path too long");
+            }
+        }
+        if (rc != 0) {
+            break;
+        }
+        src.a = hdr;
+        src.alen = hlen;
+        src.b = (const uint8_t *)w->words;
+        src.blen = m * sizeof(uint64_t);
+        src.pos = 0;
+        rc = call(w, "PUT", path, NULL, &src, NULL, err);
+        if (rc != 0) {
+            break;
+        }
+        w->chunks_done++;
+        save(w, 0);
+    }
+    return rc;
+}
+
+static int step_survivors(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    struct fs_agent_agg a;
+    int rc = fetch_agg(w, r, &a, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!a.has_survivors) {
+        rc = STEP_WAIT;
+    } else if (!in_set(a.survivors, a.nsurvivors, w->p->req.inv.party)) {
+        rc = fs_err_set(err, FS_ESTATE,
+                        "dropped by the server: not among the survivors of aggregation %u "
+                        "(masked input incomplete at the deadline)",
+                        r);
+    } else {
+        rc = fs_secagg_client_consistency(w->sc, a.survivors, a.nsurvivors, w->sig, err);
+    }
+    fs_agent_agg_clear(&a);
+    return rc;
+}
+
+static int step_consistency(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    char path[128];
+    int rc = path_join(w, path, sizeof path, "/aggregations/%u/consistency", r);
+
+    if (rc != 0) {
+        return fs_err_set(err, rc, "path too long");
+    }
+    return post_json(w, path, fs_wire_sig_encode(w->sig), err);
+}
+
+static int step_signatures(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    struct fs_agent_agg a;
+    int rc = fetch_agg(w, r, &a, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!a.has_signatures) {
+        rc = STEP_WAIT;
+    } else {
+        if (w->rv != NULL) {
+            fs_wipe(w->rv, w->nrv * sizeof *w->rv);
+            free(w->rv);
+            w->rv = NULL;
+        }
+        rc = fs_secagg_client_unmask(w->sc, a.sig_ids, (const uint8_t(*)[FS_SECAGG_SIG_LEN])a.sigs,
+                                     a.nsigs, &w->rv, &w->nrv, err);
+    }
+    fs_agent_agg_clear(&a);
+    return rc;
+}
+
+static int step_unmask(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    char path[128];
+    int rc = path_join(w, path, sizeof path, "/aggregations/%u/unmask", r);
+
+    if (rc != 0) {
+        return fs_err_set(err, rc, "path too long");
+    }
+    rc = post_json(w, path, fs_wire_reveals_encode(w->rv, w->nrv), err);
+    if (rc == 0) {
+        fs_wipe(w->rv, w->nrv * sizeof *w->rv);
+        free(w->rv);
+        w->rv = NULL;
+        w->nrv = 0;
+    }
+    return rc;
+}
+
+/* A downloaded file must be the .npy the manifest describes. */
+static int check_file(const char *dest, const struct fs_agent_file *f, uint64_t max_elems,
+                      struct fs_err *err)
+{
+    struct fs_io_caps caps = fs_io_caps_default();
+    struct fs_npy_header h;
+    uint8_t buf[4096];
+    uint8_t digest[32];
+    size_t got;
+    FILE *fp;
+    int rc;
+
+    rc = files_sha256(dest, digest, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!fs_ct_eq(digest, f->sha256, 32)) {
+        return fs_err_set(err, FS_EFORMAT, "%s: sha256 differs from the server's manifest",
+                          f->name);
+    }
+    fp = fopen(dest, "rb");
+    if (fp == NULL) {
+        return fs_err_set(err, FS_EIO, "%s: cannot read: %s", f->name, strerror(errno));
+    }
+    got = fread(buf, 1, sizeof buf, fp);
+    fclose(fp);
+    caps.max_elems = max_elems;
+    rc = fs_npy_parse_header(buf, got, &caps, &h, err);
+    if (rc != 0) {
+        return fs_err_prefix(err, "%s: ", f->name);
+    }
+    if (h.ndim != f->ndim || h.shape[0] != f->shape[0] ||
+        (f->ndim == 2 && h.shape[1] != f->shape[1])) {
+        return fs_err_set(err, FS_EFORMAT, "%s: shape differs from the server's manifest", f->name);
+    }
+    return 0;
+}
+
+static int step_result(struct wk *w, struct fs_err *err)
+{
+    struct fs_agent_result res;
+    json_t *j = NULL;
+    char *text = NULL;
+    char path[160];
+    char dest[AGENT_PATH_MAX + FS_AGENT_FILE_NAME_MAX + 2];
+    int rc;
+
+    rc = path_join(w, path, sizeof path, "/result");
+    if (rc == 0) {
+        rc = get_json(w, path, &j, err);
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    rc = fs_agent_result_parse(j, &res, err);
+    if (rc != 0) {
+        fs_err_prefix(err, "GET %s: ", path);
+        goto out;
+    }
+    for (size_t i = 0; i < res.nfiles; i++) {
+        const struct fs_agent_file *f = &res.files[i];
+        uint64_t bytes = 0;
+        rc = path_join(w, path, sizeof path, "/result/%s", f->name);
+        if (rc == 0 &&
+            snprintf(dest, sizeof dest, "%s/%s", w->p->dir, f->name) >= (int)sizeof dest) {
+            rc = FS_EINVAL;
+        }
+        if (rc != 0) {
+            rc = fs_err_set(err, rc, "path too long");
+            goto out;
+        }
+        rc = fs_httpc_download(w->http, path, dest, &bytes, err);
+        count(w, 0, bytes);
+        if (rc == 0) {
+            rc = check_file(dest, f, w->ag->cfg.max_elements, err);
+        }
+        if (rc != 0) {
+            unlink(dest);
+            goto out;
+        }
+    }
+    text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (text == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (snprintf(dest, sizeof dest, "%s/manifest.json", w->p->dir) >= (int)sizeof dest) {
+        rc = fs_err_set(err, FS_EINVAL, "path too long");
+        goto out;
+    }
+    rc = files_write_atomic(dest, text, strlen(text), err);
+out:
+    free(text);
+    json_decref(j);
+    return rc;
+}
+
+static int do_step(struct wk *w, const struct fs_agent_action *a, struct fs_err *err)
+{
+    switch (a->step) {
+    case FS_AGENT_S_ADVERTISE:
+        return step_advertise(w, err);
+    case FS_AGENT_S_ROSTER:
+        return step_roster(w, err);
+    case FS_AGENT_S_SHARE:
+        return step_share(w, err);
+    case FS_AGENT_S_RECEIVE:
+        return step_receive(w, err);
+    case FS_AGENT_S_BEGIN:
+        return step_begin(w, a->r, err);
+    case FS_AGENT_S_UPLOAD:
+        return step_upload(w, a->r, err);
+    case FS_AGENT_S_SURVIVORS:
+        return step_survivors(w, a->r, err);
+    case FS_AGENT_S_CONSISTENCY:
+        return step_consistency(w, a->r, err);
+    case FS_AGENT_S_SIGNATURES:
+        return step_signatures(w, a->r, err);
+    case FS_AGENT_S_UNMASK:
+        return step_unmask(w, a->r, err);
+    case FS_AGENT_S_RESULT:
+        return step_result(w, err);
+    default:
+        return fs_err_set(err, FS_EINTERNAL, "no such step");
+    }
+}
+
+/* Errors worth waiting out: the server unreachable or answering 5xx. */
+static int transient(int rc)
+{
+    return rc == FS_EIO;
+}
+
+static int poll_job(struct wk *w, struct fs_agent_job *job, struct fs_err *err)
+{
+    json_t *j = NULL;
+    int rc = get_json(w, w->jpath, &j, err);
+
+    if (rc == 0) {
+        rc = fs_agent_job_parse(j, job, err);
+        if (rc != 0) {
+            fs_err_prefix(err, "GET %s: ", w->jpath);
+        }
+    }
+    json_decref(j);
+    return rc;
+}
+
+/*
+ * The participation loop. @return 0 when done; otherwise the failure
+ * reason is in err (err->code may be 0 for a driver decision).
+ */
+static int run(struct wk *w, struct fs_err *err)
+{
+    const struct agent_config *cfg = &w->ag->cfg;
+    struct fs_agent_job job;
+    struct fs_agent_job_view view;
+    struct fs_agent_action act;
+    double t_err = 0;           /* first of a run of transient errors */
+    double t_change = mono_s(); /* last change of the job's position */
+    char last_pos[64] = "";
+    int rc;
+
+    for (;;) {
+        int stop = atomic_load(&w->p->stop);
+        if (stop != 0) {
+            return fs_err_set(err, FS_ESTATE, "%s",
+                              stop == 2 ? "cancelled by the operator" : "agent stopped");
+        }
+        rc = poll_job(w, &job, err);
+        if (rc == 0 && !w->ready) {
+            rc = setup(w, &job, err);
+        }
+        if (rc == 0) {
+            fs_agent_job_view(&job, &view);
+            fs_agent_driver_next(&w->drv, &view, &act);
+            if (act.act == FS_AGENT_DO) {
+                fs_log_pack(FS_LOG_DEBUG, "step", "{s:s, s:s, s:i}", "participation", w->p->rec.id,
+                            "step", fs_agent_step_name(act.step), "aggregation", (int)act.r);
+                rc = do_step(w, &act, err);
+                if (rc == 0) {
+                    fs_agent_driver_done(&w->drv);
+                    t_err = 0;
+                    save(w, 0);
+                    continue;
+                }
+            }
+        }
+        if (rc == STEP_WAIT) {
+            rc = 0;
+            act.act = FS_AGENT_WAIT;
+        }
+        if (rc != 0) {
+            if (!transient(rc)) {
+                return rc;
+            }
+            if (t_err == 0) {
+                t_err = mono_s();
+            } else if (mono_s() - t_err > (double)cfg->patience_s) {
+                return fs_err_prefix(err, "server unreachable for %u s: ", cfg->patience_s);
+            }
+            wk_sleep(w, cfg->poll_ms * 5);
+            continue;
+        }
+        t_err = 0;
+        switch (act.act) {
+        case FS_AGENT_FINISH:
+            return 0;
+        case FS_AGENT_FAIL:
+        case FS_AGENT_CRASH:
+            if (act.act == FS_AGENT_CRASH) {
+                fs_log_pack(FS_LOG_WARN, "fail_at reached: stopping as if crashed", "{s:s, s:s}",
+                            "participation", w->p->rec.id, "fail_at",
+                            fs_agent_fail_at_name(w->drv.fail_at));
+            }
+            return fs_err_set(err, FS_ESTATE, "%s", act.reason);
+        default:
+            break;
+        }
+        {
+            char pos[64];
+            snprintf(pos, sizeof pos, "%s/%u", job.phase_name, job.aggregation);
+            if (strcmp(pos, last_pos) != 0) {
+                memcpy(last_pos, pos, sizeof pos);
+                t_change = mono_s();
+            } else if (cfg->stall_s > 0 && mono_s() - t_change > (double)cfg->stall_s) {
+                return fs_err_set(err, FS_ESTATE, "the job made no progress for %u s (phase %s)",
+                                  cfg->stall_s, job.phase_name);
+            }
+        }
+        save(w, 0);
+        wk_sleep(w, cfg->poll_ms);
+    }
+}
+
+static void wk_free(struct wk *w)
+{
+    fs_httpc_free(w->http);
+    fs_secagg_client_free(w->sc);
+    fs_secagg_share_cts_free(w->cts, w->ncts);
+    if (w->rv != NULL) {
+        fs_wipe(w->rv, w->nrv * sizeof *w->rv);
+        free(w->rv);
+    }
+    if (w->words != NULL) {
+        fs_wipe(w->words, (size_t)w->agg.chunk_words * sizeof *w->words); /* before agg_clear */
+        free(w->words);
+    }
+    fs_agent_agg_clear(&w->agg);
+    fs_wipe(w, sizeof *w);
+}
+
+void part_free(struct part *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    fs_invitation_wipe(&p->req.inv);
+    if (p->data != NULL) {
+        fs_mat_wipe(p->data);
+        fs_mat_free(p->data);
+    }
+    free(p);
+}
+
+static void unlink_token(struct part *p)
+{
+    char path[AGENT_PATH_MAX + 8];
+
+    if (snprintf(path, sizeof path, "%s/token", p->dir) < (int)sizeof path) {
+        unlink(path);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    struct part *p = arg;
+    struct agent *ag = p->ag;
+    struct fs_httpc_config hc;
+    struct fs_err err = {0};
+    struct wk *w;
+    int rc;
+
+    w = calloc(1, sizeof *w);
+    if (w == NULL) {
+        rc = fs_err_set(&err, FS_ENOMEM, "out of memory");
+        goto end;
+    }
+    w->p = p;
+    w->ag = ag;
+    snprintf(w->jpath, sizeof w->jpath, "/v1/jobs/%s", p->req.inv.job_id);
+    w->max_abs = fs_mat_max_abs(p->data);
+    rc = fs_agent_max_abs_exp(p->data->data, (size_t)(p->data->rows * p->data->cols), &w->max_exp);
+    w->has_exp = rc == 1;
+    fs_httpc_config_default(&hc);
+    hc.base_url = p->req.base_url;
+    hc.token = p->req.inv.token;
+    hc.insecure = ag->cfg.insecure;
+    hc.ca_file = ag->cfg.ca_file;
+    hc.max_body = JSON_BODY_MAX;
+    hc.max_download = ag->cfg.max_elements * 8 + (1u << 20);
+    hc.max_retries = 3;
+    hc.backoff_max_ms = 2000;
+    hc.user_agent = "fedsvd-client-agent";
+    rc = fs_httpc_new(&w->http, &hc, &err);
+    /* the client holds its own copy now */
+    fs_wipe(p->req.inv.token, sizeof p->req.inv.token);
+    if (rc == 0) {
+        rc = run(w, &err);
+    }
+end:
+    if (rc == 0) {
+        snprintf(p->rec.state, sizeof p->rec.state, "done");
+        snprintf(p->rec.phase, sizeof p->rec.phase, "done");
+        p->rec.progress = 1.0;
+        p->rec.error[0] = '\0';
+    } else {
+        snprintf(p->rec.state, sizeof p->rec.state, "failed");
+        snprintf(p->rec.error, sizeof p->rec.error, "%s",
+                 err.msg[0] != '\0' ? err.msg : fs_err_name(rc));
+    }
+    if (w != NULL) {
+        save(w, 1);
+    } else {
+        files_now(p->rec.updated_at);
+        if (store_progress(ag->db, &p->rec, NULL) != 0) {
+            fs_log(FS_LOG_WARN, "cannot save a participation's end", NULL);
+        }
+    }
+    unlink_token(p); /* not resumable: the token is of no further use */
+    fs_log_pack(rc == 0 ? FS_LOG_INFO : FS_LOG_WARN, "participation ended",
+                "{s:s, s:s, s:i, s:s, s:s, s:s, s:I, s:I}", "participation", p->rec.id, "job",
+                p->rec.job_id, "party", (int)p->rec.party, "state", p->rec.state, "phase",
+                p->rec.phase, "error", p->rec.error, "bytes_sent", (json_int_t)p->rec.bytes_sent,
+                "bytes_received", (json_int_t)p->rec.bytes_received);
+    if (w != NULL) {
+        wk_free(w);
+        free(w);
+    }
+    pthread_mutex_lock(&ag->mu);
+    for (struct part **pp = &ag->parts; *pp != NULL; pp = &(*pp)->next) {
+        if (*pp == p) {
+            *pp = p->next;
+            break;
+        }
+    }
+    ag->nrunning--;
+    pthread_cond_broadcast(&ag->cv);
+    pthread_mutex_unlock(&ag->mu);
+    part_free(p);
+    return NULL;
+}
+
+int worker_start_locked(struct agent *ag, struct part *p, struct fs_err *err)
+{
+    pthread_attr_t attr;
+    pthread_t t;
+    int rc;
+
+    p->ag = ag;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    rc = pthread_create(&t, &attr, worker_main, p);
+    if (rc == 0) {
+        p->next = ag->parts;
+        ag->parts = p;
+        ag->nrunning++;
+    }
+    pthread_attr_destroy(&attr);
+    if (rc != 0) {
+        return fs_err_set(err, FS_EIO, "cannot start a worker thread: %s", strerror(rc));
+    }
+    return 0;
+}

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# client-agent suites: the operator API without a server (api_test.sh) and the
+# protocol against a real aggregation-server (e2e_test.sh). Picked up by
+# tests/run_all.sh; alone: tests/agent/run.sh build/bin. Ends "N passed, N failed".
+set -u
+cd "$(dirname "$0")/../.."
+BIN=${1:-build/bin}
+passed=0
+failed=0
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+for t in tests/agent/api_test.sh tests/agent/e2e_test.sh; do
+    echo "== $t"
+    timeout 600 "$t" "$BIN" 2>&1 | tee "$log"
+    line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)
+    if [ -z "$line" ]; then
+        failed=$((failed + 1))
+        continue
+    fi
+    passed=$((passed + ${line%% passed*}))
+    f=${line#*passed, }
+    failed=$((failed + ${f%% failed}))
+done
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]

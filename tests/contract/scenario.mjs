@@ -1,0 +1,351 @@
+// The contract scenario: a secure-sum job with 3 parties (party 3 stops at
+// masked_input, threshold 2) plus every other operation of both services and
+// their error responses, all sent to the splitters in front of the services
+// (see splitter.mjs): JSON requests are checked by Prism, binary ones by the
+// splitter. Requests that the spec itself forbids (unknown fields, no token,
+// malformed ids, not JSON) would be stopped by Prism before reaching the
+// service, so they carry "x-contract-direct: 1" and the splitter sends them
+// straight to the service, checking the response's status, media type and
+// problem+json shape against the spec.
+//
+// Every response is also checked for Prism's "sl-violations" header.
+//
+// usage: node scenario.mjs CONFIG.json
+// CONFIG: {server, agents: [url...], adminToken, operatorToken,
+//          parties: [file...], wrongShape: file, shape: [r, c], out: dir}
+// Prints "ok ..."/"FAIL ..." lines and "scenario: P passed, F failed".
+import fs from 'node:fs';
+
+const cfg = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+let passed = 0;
+let failed = 0;
+
+function ok(msg) {
+  passed++;
+  console.log(`ok   ${msg}`);
+}
+
+function fail(msg) {
+  failed++;
+  console.log(`FAIL ${msg}`);
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+// One request. opts: {token, json, body, type, direct}. Returns {status, type, json, buf, violations}.
+async function call(base, method, path, opts = {}) {
+  const headers = {};
+  let body;
+  if (opts.token) {
+    headers.authorization = `Bearer ${opts.token}`;
+  }
+  if (opts.json !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(opts.json);
+  } else if (opts.body !== undefined) {
+    headers['content-type'] = opts.type || 'application/octet-stream';
+    body = opts.body;
+  }
+  if (opts.direct) {
+    headers['x-contract-direct'] = '1';
+  }
+  const res = await fetch(base + path, { method, headers, body });
+  const buf = Buffer.from(await res.arrayBuffer());
+  const type = (res.headers.get('content-type') || '').split(';')[0].trim();
+  let json = null;
+  if (type.endsWith('json') && buf.length > 0) {
+    try {
+      json = JSON.parse(buf.toString('utf8'));
+    } catch {
+      json = null;
+    }
+  }
+  const violations = res.headers.get('sl-violations');
+  if (violations) {
+    fail(`${method} ${path}: Prism reports violations: ${violations.slice(0, 600)}`);
+  }
+  return { status: res.status, type, json, buf };
+}
+
+// expect(name, response, status[, code]): status (and problem code) as expected.
+function expect(name, r, status, code) {
+  const got = r.json && r.json.code ? ` ${r.json.code}` : '';
+  if (r.status !== status) {
+    fail(`${name}: HTTP ${r.status}${got}, expected ${status}${code ? ' ' + code : ''}` +
+      (r.json && r.json.detail ? ` (${r.json.detail})` : ''));
+    return false;
+  }
+  if (code && (!r.json || r.json.code !== code)) {
+    fail(`${name}: problem code '${r.json && r.json.code}', expected '${code}'`);
+    return false;
+  }
+  if (status >= 400 && r.type !== 'application/problem+json') {
+    fail(`${name}: error body is '${r.type}', not application/problem+json`);
+    return false;
+  }
+  ok(`${name}: ${status}${code ? ' ' + code : ''}`);
+  return true;
+}
+
+const S = cfg.server;
+const A = cfg.agents;
+const admin = cfg.adminToken;
+const op = cfg.operatorToken;
+const NOJOB = 'j-00000000000000000000000000000000';
+const NOPART = 'p-00000000000000000000000000000000';
+
+async function health() {
+  for (const [name, base] of [['server', S], ['agent', A[0]]]) {
+    expect(`${name} GET /healthz`, await call(base, 'GET', '/healthz'), 200);
+    expect(`${name} GET /readyz`, await call(base, 'GET', '/readyz'), 200);
+    const m = await call(base, 'GET', '/metrics');
+    if (expect(`${name} GET /metrics`, m, 200) && !/^# (HELP|TYPE) /m.test(m.buf.toString())) {
+      fail(`${name} /metrics is not Prometheus text`);
+    }
+    const o = await call(base, 'GET', '/openapi.yaml');
+    if (o.status === 200 && o.buf.toString().startsWith('openapi: 3.1')) {
+      ok(`${name} GET /openapi.yaml: 200, the contract`);
+    } else if (o.status === 404) {
+      ok(`${name} GET /openapi.yaml: 404 (not installed next to the binary)`);
+    } else {
+      fail(`${name} GET /openapi.yaml: ${o.status}`);
+    }
+  }
+}
+
+async function createJob(parties, threshold, timeout) {
+  const spec = {
+    algorithm: 'secure-sum', name: 'contract', parties, threshold, shape: cfg.shape,
+    round_timeout_s: timeout, server_url: S,
+  };
+  const r = await call(S, 'POST', '/v1/jobs', { token: admin, json: spec });
+  if (!expect(`POST /v1/jobs (${parties} parties)`, r, 201)) {
+    throw new Error('cannot create a job');
+  }
+  return r.json;
+}
+
+async function serverErrors(job, inv) {
+  const id = job.job.id;
+  // Valid requests the service must refuse: through Prism.
+  expect('POST /v1/jobs threshold > parties', await call(S, 'POST', '/v1/jobs', {
+    token: admin, json: { algorithm: 'secure-sum', parties: 2, threshold: 3, shape: cfg.shape },
+  }), 422, 'invalid');
+  expect('GET /v1/jobs/{unknown}', await call(S, 'GET', `/v1/jobs/${NOJOB}`, { token: admin }), 404,
+    'not_found');
+  const lp = await call(S, 'GET', '/v1/jobs', { token: inv[0].token });
+  if ([401, 403].includes(lp.status) && lp.type === 'application/problem+json') {
+    ok(`GET /v1/jobs with a party token: ${lp.status} ${lp.json && lp.json.code}`);
+  } else {
+    fail(`GET /v1/jobs with a party token: ${lp.status}, expected 401 or 403`);
+  }
+  expect('GET /v1/jobs/{id}/result before done', await call(S, 'GET', `/v1/jobs/${id}/result`,
+    { token: admin }), 409, 'not_ready');
+  expect('GET /v1/jobs/{id}/aggregations/0 before it began',
+    await call(S, 'GET', `/v1/jobs/${id}/aggregations/0`, { token: inv[0].token }), 409,
+    'not_ready');
+  expect('GET /v1/jobs/{id}/shares before R1 closed', await call(S, 'GET', `/v1/jobs/${id}/shares`,
+    { token: inv[0].token }), 409, 'not_ready');
+  expect('GET /v1/jobs/{id} with a wrong token', await call(S, 'GET', `/v1/jobs/${id}`,
+    { token: 'x'.repeat(43) }), 401, 'unauthorized');
+  // Requests the spec forbids: straight to the service (checked by the splitter).
+  expect('POST /v1/jobs with an unknown field', await call(S, 'POST', '/v1/jobs', {
+    token: admin, direct: true,
+    json: { algorithm: 'secure-sum', parties: 2, shape: cfg.shape, colour: 'blue' },
+  }), 422, 'invalid');
+  expect('POST /v1/jobs without a token', await call(S, 'POST', '/v1/jobs', {
+    direct: true, json: { algorithm: 'secure-sum', parties: 2, shape: cfg.shape },
+  }), 401, 'unauthorized');
+  expect('POST /v1/jobs not JSON', await call(S, 'POST', '/v1/jobs', {
+    token: admin, direct: true, body: '{"algorithm": ', type: 'application/json',
+  }), 400, 'bad_request');
+  const bad = await call(S, 'POST', '/v1/jobs', {
+    token: admin, direct: true, body: 'parties=2', type: 'text/plain',
+  });
+  if ([400, 415].includes(bad.status) && bad.type === 'application/problem+json') {
+    ok(`POST /v1/jobs as text/plain: ${bad.status} ${bad.json && bad.json.code}`);
+  } else {
+    fail(`POST /v1/jobs as text/plain: ${bad.status}`);
+  }
+  expect('POST /v1/jobs/{id}/keys, advert of another party', await call(S, 'POST',
+    `/v1/jobs/${id}/keys`, {
+      token: inv[0].token,
+      json: {
+        party: 2, sign_pk: 'A'.repeat(43), c_pk: 'A'.repeat(43), s_pk: 'A'.repeat(43),
+        sig: 'A'.repeat(86), max_abs_exp: 3,
+      },
+    }), 403, 'forbidden');
+  const r = await call(S, 'PUT', `/v1/jobs/${id}/aggregations/0/masked/0`, {
+    token: inv[0].token, body: Buffer.from('not a npy file'), type: 'application/x-npy', direct: true,
+  });
+  if ([400, 409, 422].includes(r.status) && r.type === 'application/problem+json') {
+    ok(`PUT masked chunk that is not .npy, before masked input: ${r.status} ${r.json && r.json.code}`);
+  } else {
+    fail(`PUT masked chunk that is not .npy: ${r.status}`);
+  }
+  expect('GET /v1/jobs/{malformed id}', await call(S, 'GET', '/v1/jobs/nope', {
+    token: admin, direct: true,
+  }), 404, 'not_found');
+}
+
+async function join(inv) {
+  const parts = [];
+  expect('POST /v1/participations, wrong shape', await call(A[0], 'POST', '/v1/participations', {
+    token: op, json: { invitation: inv[0], dataset: { path: cfg.wrongShape, format: 'auto' } },
+  }), 422, 'invalid');
+  expect('POST /v1/participations, no such file', await call(A[0], 'POST', '/v1/participations', {
+    token: op, json: { invitation: inv[0], dataset: { path: '/nonexistent/x.npy' } },
+  }), 422, 'invalid');
+  expect('POST /v1/participations, unknown field', await call(A[0], 'POST', '/v1/participations', {
+    token: op, direct: true,
+    json: { invitation: inv[0], dataset: { path: cfg.parties[0] }, colour: 'blue' },
+  }), 422, 'invalid');
+  expect('POST /v1/participations without a token', await call(A[0], 'POST', '/v1/participations',
+    { direct: true, json: { invitation: inv[0], dataset: { path: cfg.parties[0] } } }), 401);
+  for (let i = 0; i < 3; i++) {
+    const r = await call(A[i], 'POST', '/v1/participations', {
+      token: op,
+      json: {
+        invitation: inv[i], dataset: { path: cfg.parties[i], format: 'auto' },
+        fail_at: i === 2 ? 'masked_input' : null,
+      },
+    });
+    expect(`POST /v1/participations party ${i + 1}`, r, 201);
+    parts.push(r.json ? r.json.id : null);
+  }
+  expect('POST /v1/participations again for party 1', await call(A[0], 'POST', '/v1/participations',
+    { token: op, json: { invitation: inv[0], dataset: { path: cfg.parties[0] } } }), 409);
+  return parts;
+}
+
+async function agentReads(parts) {
+  expect('GET /v1/participations', await call(A[0], 'GET', '/v1/participations', { token: op }), 200);
+  expect('GET /v1/participations/{id}', await call(A[0], 'GET', `/v1/participations/${parts[0]}`,
+    { token: op }), 200);
+  expect('GET /v1/participations/{unknown}', await call(A[0], 'GET', `/v1/participations/${NOPART}`,
+    { token: op }), 404, 'not_found');
+  expect('GET /v1/participations/{id} wrong token', await call(A[0], 'GET',
+    `/v1/participations/${parts[0]}`, { token: 'y'.repeat(43) }), 401);
+}
+
+async function waitJob(id, token, seconds) {
+  const t0 = Date.now();
+  let j = null;
+  while (Date.now() - t0 < seconds * 1000) {
+    const r = await call(S, 'GET', `/v1/jobs/${id}`, { token });
+    if (r.status !== 200) {
+      fail(`GET /v1/jobs/{id} while waiting: ${r.status}`);
+      return null;
+    }
+    j = r.json;
+    if (j.state !== 'running') {
+      return j;
+    }
+    await sleep(250);
+  }
+  fail(`job still ${j && j.phase} after ${seconds}s`);
+  return j;
+}
+
+async function waitPart(base, id, seconds) {
+  const t0 = Date.now();
+  let p = null;
+  while (Date.now() - t0 < seconds * 1000) {
+    const r = await call(base, 'GET', `/v1/participations/${id}`, { token: op });
+    p = r.json;
+    if (p && (p.state === 'done' || p.state === 'failed')) {
+      return p;
+    }
+    await sleep(250);
+  }
+  return p;
+}
+
+async function results(job, inv, parts) {
+  const id = job.job.id;
+  const done = await waitJob(id, admin, 90);
+  if (!done || done.state !== 'done') {
+    fail(`job ended ${done && done.state}: ${done && done.error}`);
+    return;
+  }
+  ok(`job done; dropped ${JSON.stringify(done.dropped)}`);
+  const m = await call(S, 'GET', `/v1/jobs/${id}/result`, { token: admin });
+  expect('GET /v1/jobs/{id}/result', m, 200);
+  expect('GET /v1/jobs/{id}/result with a party token', await call(S, 'GET', `/v1/jobs/${id}/result`,
+    { token: inv[1].token }), 200);
+  const f = await call(S, 'GET', `/v1/jobs/${id}/result/sum.npy`, { token: admin });
+  if (expect('GET /v1/jobs/{id}/result/sum.npy', f, 200)) {
+    fs.writeFileSync(`${cfg.out}/server-sum.npy`, f.buf);
+  }
+  expect('GET /v1/jobs/{id}/result/other.npy', await call(S, 'GET', `/v1/jobs/${id}/result/other.npy`,
+    { token: admin }), 404);
+  expect('GET /v1/jobs/{id}/keys (roster)', await call(S, 'GET', `/v1/jobs/${id}/keys`,
+    { token: inv[0].token }), 200);
+  expect('GET /v1/jobs/{id}/aggregations/0 (done)', await call(S, 'GET',
+    `/v1/jobs/${id}/aggregations/0`, { token: inv[0].token }), 200);
+  for (let i = 0; i < 3; i++) {
+    const p = await waitPart(A[i], parts[i], 30);
+    const want = i === 2 ? 'failed' : 'done';
+    if (p && p.state === want) {
+      ok(`participation of party ${i + 1} ${want}`);
+    } else {
+      fail(`participation of party ${i + 1}: ${p && p.state}, expected ${want}`);
+    }
+  }
+  expect('GET /v1/participations/{id}/result', await call(A[0], 'GET',
+    `/v1/participations/${parts[0]}/result`, { token: op }), 200);
+  const pf = await call(A[0], 'GET', `/v1/participations/${parts[0]}/result/sum.npy`, { token: op });
+  if (expect('GET /v1/participations/{id}/result/sum.npy', pf, 200)) {
+    fs.writeFileSync(`${cfg.out}/agent-sum.npy`, pf.buf);
+  }
+  expect('GET /v1/participations/{id}/result/other.npy', await call(A[0], 'GET',
+    `/v1/participations/${parts[0]}/result/other.npy`, { token: op }), 404);
+  expect('GET /v1/participations/{failed}/result', await call(A[2], 'GET',
+    `/v1/participations/${parts[2]}/result`, { token: op }), 409);
+  expect('DELETE /v1/jobs/{done}', await call(S, 'DELETE', `/v1/jobs/${id}`, { token: admin }), 409,
+    'conflict');
+}
+
+async function cancelPath(inv2) {
+  const id = inv2.job.id;
+  const r = await call(A[0], 'POST', '/v1/participations', {
+    token: op, json: { invitation: inv2.invitations[0], dataset: { path: cfg.parties[0] } },
+  });
+  expect('POST /v1/participations (job to cancel)', r, 201);
+  if (r.json) {
+    const d = await call(A[0], 'DELETE', `/v1/participations/${r.json.id}`, { token: op });
+    if (expect('DELETE /v1/participations/{id}', d, 200) && d.json.state !== 'failed') {
+      fail(`stopped participation is '${d.json.state}', expected failed`);
+    }
+  }
+  expect('DELETE /v1/jobs/{id} with a party token', await call(S, 'DELETE', `/v1/jobs/${id}`,
+    { token: inv2.invitations[1].token }), 403);
+  const c = await call(S, 'DELETE', `/v1/jobs/${id}`, { token: admin });
+  if (expect('DELETE /v1/jobs/{id}', c, 200) && c.json.phase !== 'failed') {
+    fail(`cancelled job is in phase '${c.json.phase}', expected failed`);
+  }
+  expect('GET /v1/jobs/{cancelled}/result', await call(S, 'GET', `/v1/jobs/${id}/result`,
+    { token: admin }), 409, 'aborted');
+  expect('DELETE /v1/jobs/{unknown}', await call(S, 'DELETE', `/v1/jobs/${NOJOB}`, { token: admin }),
+    404);
+}
+
+try {
+  await health();
+  const job = await createJob(3, 2, 3);
+  const inv = job.invitations;
+  fs.writeFileSync(`${cfg.out}/job-id`, job.job.id);
+  fs.writeFileSync(`${cfg.out}/party1.token`, inv[0].token + '\n', { mode: 0o600 });
+  await serverErrors(job, inv);
+  const parts = await join(inv);
+  await agentReads(parts);
+  expect('GET /v1/jobs/{id} as party 1', await call(S, 'GET', `/v1/jobs/${job.job.id}`,
+    { token: inv[0].token }), 200);
+  expect('GET /v1/jobs', await call(S, 'GET', '/v1/jobs', { token: admin }), 200);
+  await results(job, inv, parts);
+  await cancelPath(await createJob(2, 2, 30));
+} catch (e) {
+  fail(`scenario aborted: ${e.stack || e}`);
+}
+console.log(`scenario: ${passed} passed, ${failed} failed`);
+process.exit(failed === 0 ? 0 : 1);

@@ -1,0 +1,280 @@
+/* The client agent's participation driver: the step it asks for given the
+ * job's phase, dropouts (the job moved on), late rounds after the party's
+ * input is in, fail_at, several aggregations, progress. */
+#include "proto/agent_driver.h"
+#include "test.h"
+
+static struct fs_agent_job_view jv(enum fs_agent_jphase ph, uint32_t r)
+{
+    struct fs_agent_job_view v;
+
+    v.phase = ph;
+    v.failed = 0;
+    v.aggregation = r;
+    v.error = NULL;
+    return v;
+}
+
+/* next() on a view, returning the action kind; *step gets the step. */
+static enum fs_agent_act next(struct fs_agent_driver *d, enum fs_agent_jphase ph, uint32_t r,
+                              enum fs_agent_step *step)
+{
+    struct fs_agent_job_view v = jv(ph, r);
+    struct fs_agent_action a;
+
+    fs_agent_driver_next(d, &v, &a);
+    if (step != NULL) {
+        *step = a.step;
+    }
+    return a.act;
+}
+
+static void test_happy_path(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    enum fs_agent_step s;
+
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    CHECK(strcmp(fs_agent_driver_phase(&d), "advertise_keys") == 0);
+    CHECK(next(&d, FS_AGENT_J_WAITING, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_ADVERTISE);
+    fs_agent_driver_done(&d);
+    /* roster only once R0 closed */
+    CHECK(next(&d, FS_AGENT_J_WAITING, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_ROSTER);
+    CHECK(next(&d, FS_AGENT_J_SHARE_KEYS, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_ROSTER);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_SHARE_KEYS, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_SHARE);
+    fs_agent_driver_done(&d);
+    CHECK(strcmp(fs_agent_driver_phase(&d), "share_keys") == 0);
+    CHECK(next(&d, FS_AGENT_J_SHARE_KEYS, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_RECEIVE);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_RECEIVE);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_UPLOAD);
+    CHECK(strcmp(fs_agent_driver_phase(&d), "masked_input") == 0);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_SURVIVORS);
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_SURVIVORS);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_CONSISTENCY);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_SIGNATURES);
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_SIGNATURES);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_UNMASK);
+    fs_agent_driver_done(&d);
+    CHECK(strcmp(fs_agent_driver_phase(&d), "result") == 0);
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_RESULT);
+    CHECK(next(&d, FS_AGENT_J_DONE, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_DONE, 0, &s) == FS_AGENT_FINISH);
+    CHECK(strcmp(fs_agent_driver_phase(&d), "done") == 0);
+    CHECK_NEAR(fs_agent_driver_progress(&d, 0, 0), 1.0, 0);
+}
+
+static void test_job_failed(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    struct fs_agent_job_view v = jv(FS_AGENT_J_FAILED, 0);
+    struct fs_agent_action a;
+
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    v.error = "6 masked inputs in aggregation 0, threshold 7";
+    fs_agent_driver_next(&d, &v, &a);
+    CHECK(a.act == FS_AGENT_FAIL);
+    CHECK(strstr(a.reason, "job failed: 6 masked inputs") != NULL);
+    /* state failed with some other phase name */
+    v = jv(FS_AGENT_J_MASKED, 0);
+    v.failed = 1;
+    fs_agent_driver_next(&d, &v, &a);
+    CHECK(a.act == FS_AGENT_FAIL && strstr(a.reason, "no reason given") != NULL);
+}
+
+static void test_too_late_and_dropped(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    struct fs_agent_job_view v = jv(FS_AGENT_J_SHARE_KEYS, 0);
+    struct fs_agent_action a;
+
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    fs_agent_driver_next(&d, &v, &a);
+    CHECK(a.act == FS_AGENT_FAIL && strstr(a.reason, "too late to join") != NULL);
+
+    /* advertised, but the job went on to masked input without our shares */
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    CHECK(next(&d, FS_AGENT_J_WAITING, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(&d);
+    v = jv(FS_AGENT_J_MASKED, 0);
+    fs_agent_driver_next(&d, &v, &a);
+    CHECK(a.act == FS_AGENT_FAIL && strstr(a.reason, "dropped by the server") != NULL);
+
+    /* shares received, but the job finished without our input */
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    d.step = FS_AGENT_S_RECEIVE;
+    CHECK(next(&d, FS_AGENT_J_DONE, 0, NULL) == FS_AGENT_FAIL);
+    d.step = FS_AGENT_S_BEGIN;
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 0, NULL) == FS_AGENT_FAIL);
+    d.step = FS_AGENT_S_UPLOAD;
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, NULL) == FS_AGENT_FAIL);
+}
+
+static void test_late_rounds_after_input_are_skipped(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    enum fs_agent_step s;
+
+    /* uploaded and signed; the server finished before our unmask message */
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    d.step = FS_AGENT_S_UNMASK;
+    CHECK(next(&d, FS_AGENT_J_DONE, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
+    /* uploaded; survivors can still be read once the job is done */
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    d.step = FS_AGENT_S_SURVIVORS;
+    CHECK(next(&d, FS_AGENT_J_DONE, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_SURVIVORS);
+    fs_agent_driver_done(&d);
+    /* consistency missed: skip to the result, never unmask without having signed */
+    CHECK(next(&d, FS_AGENT_J_DONE, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    d.step = FS_AGENT_S_CONSISTENCY;
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_RESULT);
+}
+
+static void test_unknown_phase_waits(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    CHECK(next(&d, FS_AGENT_J_UNKNOWN, 0, NULL) == FS_AGENT_WAIT);
+    CHECK(fs_agent_jphase_parse("factorizing") == FS_AGENT_J_UNKNOWN);
+    CHECK(fs_agent_jphase_parse("masked_input") == FS_AGENT_J_MASKED);
+    CHECK(fs_agent_jphase_parse(NULL) == FS_AGENT_J_UNKNOWN);
+    CHECK(strcmp(fs_agent_jphase_name(FS_AGENT_J_WAITING), "waiting_for_parties") == 0);
+}
+
+static void test_fail_at(void)
+{
+    static const struct {
+        const char *name;
+        enum fs_agent_step step;
+        enum fs_agent_jphase phase;
+    } cases[] = {
+        {"advertise_keys", FS_AGENT_S_ADVERTISE, FS_AGENT_J_WAITING},
+        {"share_keys", FS_AGENT_S_SHARE, FS_AGENT_J_SHARE_KEYS},
+        {"masked_input", FS_AGENT_S_UPLOAD, FS_AGENT_J_MASKED},
+        {"consistency", FS_AGENT_S_CONSISTENCY, FS_AGENT_J_CONSISTENCY},
+        {"unmasking", FS_AGENT_S_UNMASK, FS_AGENT_J_UNMASKING},
+    };
+    struct fs_err err = {0};
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct fs_agent_driver d;
+        struct fs_agent_job_view v = jv(cases[i].phase, 0);
+        struct fs_agent_action a;
+        enum fs_agent_fail_at f;
+        CHECK_OK(fs_agent_fail_at_parse(cases[i].name, &f, &err), &err);
+        CHECK(strcmp(fs_agent_fail_at_name(f), cases[i].name) == 0);
+        CHECK_OK(fs_agent_driver_init(&d, 1, f, &err), &err);
+        /* walk up to the step without the crash */
+        d.step = cases[i].step;
+        if (cases[i].step == FS_AGENT_S_UPLOAD) {
+            /* BEGIN (a GET) still happens; the crash is before the first chunk */
+            d.step = FS_AGENT_S_BEGIN;
+            fs_agent_driver_next(&d, &v, &a);
+            CHECK(a.act == FS_AGENT_DO);
+            fs_agent_driver_done(&d);
+        }
+        fs_agent_driver_next(&d, &v, &a);
+        CHECK_MSG(a.act == FS_AGENT_CRASH, "%s", cases[i].name);
+        CHECK(strstr(a.reason, cases[i].name) != NULL);
+        /* before the round opens it waits as usual */
+        if (cases[i].phase != FS_AGENT_J_WAITING) {
+            v = jv((enum fs_agent_jphase)(cases[i].phase - 1), 0);
+            fs_agent_driver_next(&d, &v, &a);
+            CHECK(a.act == FS_AGENT_WAIT);
+        }
+    }
+    {
+        enum fs_agent_fail_at f = FS_AGENT_FAIL_NONE;
+        CHECK(fs_agent_fail_at_parse("done", &f, &err) == FS_EINVAL);
+        CHECK(fs_agent_fail_at_parse(NULL, &f, &err) == FS_EINVAL);
+        CHECK(fs_agent_fail_at_name(FS_AGENT_FAIL_NONE) == NULL);
+    }
+}
+
+static void test_several_aggregations(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    enum fs_agent_step s;
+
+    CHECK_OK(fs_agent_driver_init(&d, 3, FS_AGENT_FAIL_NONE, &err), &err);
+    d.step = FS_AGENT_S_BEGIN;
+    for (uint32_t r = 0; r < 3; r++) {
+        /* the previous aggregation's unmasking phase: wait */
+        if (r > 0) {
+            CHECK(next(&d, FS_AGENT_J_UNMASKING, r - 1, &s) == FS_AGENT_WAIT);
+        }
+        CHECK(next(&d, FS_AGENT_J_MASKED, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+        CHECK(d.r == r);
+        fs_agent_driver_done(&d);
+        CHECK(next(&d, FS_AGENT_J_MASKED, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_UPLOAD);
+        fs_agent_driver_done(&d);
+        CHECK(next(&d, FS_AGENT_J_CONSISTENCY, r, &s) == FS_AGENT_DO);
+        fs_agent_driver_done(&d);
+        CHECK(next(&d, FS_AGENT_J_CONSISTENCY, r, &s) == FS_AGENT_DO);
+        fs_agent_driver_done(&d);
+        CHECK(next(&d, FS_AGENT_J_UNMASKING, r, &s) == FS_AGENT_DO);
+        fs_agent_driver_done(&d);
+        CHECK(next(&d, FS_AGENT_J_UNMASKING, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_UNMASK);
+        fs_agent_driver_done(&d);
+    }
+    CHECK(d.step == FS_AGENT_S_RESULT);
+    /* a later aggregation's masked input after a missed one: dropped */
+    CHECK_OK(fs_agent_driver_init(&d, 3, FS_AGENT_FAIL_NONE, &err), &err);
+    d.step = FS_AGENT_S_BEGIN;
+    CHECK(next(&d, FS_AGENT_J_MASKED, 1, NULL) == FS_AGENT_FAIL);
+    CHECK(fs_agent_driver_init(&d, 0, FS_AGENT_FAIL_NONE, &err) == FS_EINVAL);
+}
+
+static void test_progress_monotone(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    double last = -1;
+
+    CHECK_OK(fs_agent_driver_init(&d, 2, FS_AGENT_FAIL_NONE, &err), &err);
+    while (d.step != FS_AGENT_S_FINISHED) {
+        if (d.step == FS_AGENT_S_UPLOAD) {
+            for (uint64_t c = 0; c <= 10; c++) {
+                double p = fs_agent_driver_progress(&d, c, 10);
+                CHECK_MSG(p >= last && p <= 1.0, "%g after %g", p, last);
+                last = p;
+            }
+        } else {
+            double p = fs_agent_driver_progress(&d, 0, 0);
+            CHECK_MSG(p >= last && p <= 1.0, "%g after %g at %s", p, last,
+                      fs_agent_step_name(d.step));
+            last = p;
+        }
+        fs_agent_driver_done(&d);
+    }
+    CHECK_NEAR(fs_agent_driver_progress(&d, 0, 0), 1.0, 0);
+}
+
+int main(void)
+{
+    RUN(test_happy_path);
+    RUN(test_job_failed);
+    RUN(test_too_late_and_dropped);
+    RUN(test_late_rounds_after_input_are_skipped);
+    RUN(test_unknown_phase_waits);
+    RUN(test_fail_at);
+    RUN(test_several_aggregations);
+    RUN(test_progress_monotone);
+    return TEST_END("test_agent_driver");
+}
