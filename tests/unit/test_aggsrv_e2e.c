@@ -214,7 +214,8 @@ struct party {
     fs_httpc *h;
     char token[FS_AUTH_TOKEN_MAX + 1];
     fs_secagg_client *c;
-    double *x; /* rows x cols, column-major */
+    double *x;      /* rows x cols, column-major */
+    uint64_t *seen; /* every word this party PUT to the server, as sent */
     enum stop_at stop;
     int out;       /* stopped for good */
     uint64_t sent; /* chunks uploaded */
@@ -242,6 +243,7 @@ static void job_free(struct job *j)
         fs_httpc_free(j->p[v].h);
         fs_secagg_client_free(j->p[v].c);
         free(j->p[v].x);
+        free(j->p[v].seen);
     }
     fs_httpc_free(j->admin);
     memset(j, 0, sizeof *j);
@@ -311,6 +313,7 @@ static int job_create(struct job *j, struct server *s, uint32_t n, uint32_t t, u
         CHECK_OK(fs_ed25519_keygen(sk, pk, &err), &err);
         CHECK_OK(fs_secagg_client_new(&j->cfg, v, sk, &p->c, &err), &err);
         p->x = malloc(j->len * sizeof *p->x);
+        p->seen = calloc(j->len, sizeof *p->seen);
         for (uint64_t i = 0; i < j->len; i++) {
             uint64_t r = 0;
             CHECK_OK(fs_rand_below(2000001, &r, &err), &err);
@@ -510,6 +513,7 @@ static void upload(struct job *j, struct party *p, uint64_t from, uint64_t to)
         long st;
         CHECK_OK(fs_secagg_client_mask(p->c, off, ring + off, y, m, &err), &err);
         CHECK_OK(fs_npy_format_header(&h, body, 256, &hl, &err), &err);
+        memcpy(p->seen + off, y, m * sizeof *y);
         for (size_t i = 0; i < m; i++) {
             for (int b = 0; b < 8; b++) {
                 body[hl + 8 * i + (size_t)b] = (uint8_t)(y[i] >> (8 * b));
@@ -721,6 +725,80 @@ static void test_honest(void)
         CHECK(json_object_get(json_object_get(st, "timings"), "unmasking") != NULL);
         json_decref(st);
     }
+    CHECK(server_stop(&s, SIGTERM) == 0);
+    job_free(&j);
+}
+
+/* Pearson correlation of two equally long series. */
+static double corr(const double *a, const double *b, size_t n)
+{
+    double sa = 0, sb = 0, saa = 0, sbb = 0, sab = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        sa += a[i];
+        sb += b[i];
+        saa += a[i] * a[i];
+        sbb += b[i] * b[i];
+        sab += a[i] * b[i];
+    }
+    return (sab / n - (sa / n) * (sb / n)) /
+           sqrt((saa / n - (sa / n) * (sa / n)) * (sbb / n - (sb / n) * (sb / n)));
+}
+
+/* What reaches the server is masked: every word a party PUT differs from its
+ * fixed-point input, and neither the input values nor their encodings
+ * correlate with the uploads (|r| < 5/sqrt(n), five standard errors). */
+static void test_uploads_hide_inputs(void)
+{
+    struct server s;
+    struct job j;
+    uint8_t all[MAXP + 1];
+    struct fs_err err = {0};
+
+    if (!g_have_bin) {
+        return;
+    }
+    new_server(&s, "hide");
+    CHECK(server_start(&s) == 0);
+    if (job_create(&j, &s, 3, 2, 100, 40, 30) != 0) {
+        server_stop(&s, SIGKILL);
+        return;
+    }
+    do_adverts(&j);
+    CHECK(wait_phase(&j, "share_keys", 10000) == 0);
+    do_shares(&j);
+    CHECK(wait_phase(&j, "masked_input", 10000) == 0);
+    do_receive(&j);
+    do_uploads(&j, UINT64_MAX);
+    for (uint32_t v = 1; v <= j.n; v++) {
+        struct party *p = &j.p[v];
+        uint64_t *ring = malloc(j.len * sizeof *ring);
+        double *enc = malloc(j.len * sizeof *enc);
+        double *up = malloc(j.len * sizeof *up);
+        size_t same = 0;
+        double r1, r2;
+        CHECK_OK(fs_fixedpt_encode(&j.fp, p->x, ring, j.len, &err), &err);
+        for (uint64_t i = 0; i < j.len; i++) {
+            same += ring[i] == p->seen[i];
+            enc[i] = (double)(int64_t)ring[i];
+            up[i] = (double)(int64_t)p->seen[i];
+        }
+        r1 = corr(p->x, up, j.len);
+        r2 = corr(enc, up, j.len);
+        CHECK_MSG(same == 0, "party %u: %zu uploaded words equal the input", v, same);
+        CHECK_MSG(fabs(r1) < 5.0 / sqrt((double)j.len), "party %u: corr(x, upload) = %g", v, r1);
+        CHECK_MSG(fabs(r2) < 5.0 / sqrt((double)j.len), "party %u: corr(enc, upload) = %g", v, r2);
+        free(ring);
+        free(enc);
+        free(up);
+    }
+    CHECK(wait_phase(&j, "consistency", 10000) == 0);
+    do_consistency(&j);
+    CHECK(wait_phase(&j, "unmasking", 10000) == 0);
+    do_unmask(&j);
+    CHECK(wait_phase(&j, "done", 20000) == 0 || strcmp(job_phase(&j, NULL), "done") == 0);
+    memset(all, 1, sizeof all);
+    check_result(&j, all);
     CHECK(server_stop(&s, SIGTERM) == 0);
     job_free(&j);
 }
@@ -1097,6 +1175,7 @@ int main(int argc, char **argv)
         chmod(tok, 0600);
     }
     RUN(test_honest);
+    RUN(test_uploads_hide_inputs);
     RUN(test_dropouts);
     RUN(test_abort_below_threshold);
     RUN(test_kill_and_replay);
