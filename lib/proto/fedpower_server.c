@@ -1,0 +1,770 @@
+/* Server side of the power-method family (see fedpower.h). */
+#include <lapacke.h>
+#include <math.h>
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../la/procrustes.h"
+#include "../la/qr.h"
+#include "fedpower_internal.h"
+
+struct fs_fedpower_server {
+    struct fs_fedpower_config cfg;
+    struct fpw_plan plan;
+    uint64_t *rows; /* n */
+    enum fs_fedpower_phase phase;
+    uint32_t sync; /* current sync index; syncs when in RAYLEIGH / DONE */
+    uint32_t iter; /* the iteration the broadcast follows */
+    fs_mat *q;     /* current orthonormal basis, d x r */
+    fs_mat *bcast; /* what parties receive (private: q clipped to z_hat) */
+    fs_mat *agg;   /* aggregate of the last sync before QR (tests) */
+    fs_mat *ref;   /* d x k reference, or NULL */
+    /* plain uploads of the current round */
+    fs_mat **up;
+    double *up_zmax;
+    /* utility: the secure sum waiting for its noise exchange */
+    uint64_t *sum;
+    size_t sum_len;
+    uint32_t *sum_ids;
+    size_t sum_k;
+    fs_noisex_server *nx;
+    uint8_t *pk;
+    size_t pk_len;
+    uint32_t last_chosen;
+    /* per sync */
+    double *conv;
+    double *errv;
+    double *sinv;
+    uint32_t *surv;
+    uint32_t *left;
+    uint32_t done_syncs;
+    /* result */
+    fs_mat *res_z;
+    double *eig;
+};
+
+static fs_mat *dup_clipped(const fs_fedpower_server *s, const fs_mat *q)
+{
+    fs_mat *b = fs_mat_dup(q);
+    if (b != NULL && s->cfg.alg == FS_FEDPOWER_PRIVATE) {
+        fpw_clip(b, s->cfg.z_hat);
+    }
+    return b;
+}
+
+int fs_fedpower_server_new(const struct fs_fedpower_config *cfg, const uint64_t *rows,
+                           fs_fedpower_server **out, struct fs_err *err)
+{
+    fs_fedpower_server *s = NULL;
+    uint32_t R;
+    int rc;
+
+    if (cfg == NULL || out == NULL || rows == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_new: NULL argument");
+    }
+    *out = NULL;
+    s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fs_fedpower_server_new: out of memory");
+    }
+    s->cfg = *cfg;
+    rc = fpw_plan_make(cfg, rows, &s->plan, err);
+    if (rc != 0) {
+        goto out;
+    }
+    if (!s->plan.priv.allowed) {
+        rc = fs_err_set(err, FS_EINVAL, "fedpower: job refused: %s", s->plan.priv.note);
+        goto out;
+    }
+    R = s->plan.syncs;
+    s->rows = malloc(cfg->parties * sizeof *s->rows);
+    s->conv = calloc(R, sizeof *s->conv);
+    s->surv = calloc(R, sizeof *s->surv);
+    s->left = calloc(R, sizeof *s->left);
+    if (s->rows == NULL || s->conv == NULL || s->surv == NULL || s->left == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "fs_fedpower_server_new: out of memory");
+        goto out;
+    }
+    memcpy(s->rows, rows, cfg->parties * sizeof *rows);
+    rc = fs_fedpower_z0(cfg, &s->q, err);
+    if (rc != 0) {
+        goto out;
+    }
+    s->bcast = dup_clipped(s, s->q);
+    if (s->bcast == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "fs_fedpower_server_new: out of memory");
+        goto out;
+    }
+    if (cfg->alg == FS_FEDPOWER_PLAIN) {
+        s->up = calloc(cfg->parties, sizeof *s->up);
+        s->up_zmax = calloc(cfg->parties, sizeof *s->up_zmax);
+        if (s->up == NULL || s->up_zmax == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "fs_fedpower_server_new: out of memory");
+            goto out;
+        }
+    }
+    if (cfg->alg == FS_FEDPOWER_UTILITY) {
+        struct fs_noisex_params np;
+        memset(&np, 0, sizeof np);
+        np.mode = cfg->noise_exchange;
+        np.parties = cfg->parties;
+        np.noise_len = (size_t)cfg->d * cfg->r;
+        np.value_bits = s->plan.noise_bits;
+        rc = fs_noisex_server_new(&np, cfg->paillier_bits, &s->nx, err);
+        if (rc != 0) {
+            goto out;
+        }
+        s->pk_len = fs_noisex_server_pk_size(s->nx);
+        s->pk = malloc(s->pk_len);
+        if (s->pk == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "fs_fedpower_server_new: out of memory");
+            goto out;
+        }
+        rc = fs_noisex_server_pk_export(s->nx, s->pk, s->pk_len, err);
+        if (rc != 0) {
+            goto out;
+        }
+    }
+    s->phase = FS_FEDPOWER_UPLOAD;
+    *out = s;
+    s = NULL;
+out:
+    fs_fedpower_server_free(s);
+    return rc;
+}
+
+int fs_fedpower_server_set_reference(fs_fedpower_server *s, const fs_mat *ref, struct fs_err *err)
+{
+    uint32_t R;
+
+    if (s == NULL || ref == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_set_reference: NULL argument");
+    }
+    if (ref->rows != s->cfg.d || ref->cols != s->cfg.k) {
+        return fs_err_set(err, FS_EINVAL, "fedpower: reference is %zux%zu, expected %ux%u",
+                          ref->rows, ref->cols, s->cfg.d, s->cfg.k);
+    }
+    R = s->plan.syncs;
+    if (s->errv == NULL) {
+        s->errv = calloc(R, sizeof *s->errv);
+        s->sinv = calloc(R, sizeof *s->sinv);
+        if (s->errv == NULL || s->sinv == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+        }
+    }
+    fs_mat_free(s->ref);
+    s->ref = fs_mat_dup(ref);
+    if (s->ref == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    return 0;
+}
+
+enum fs_fedpower_phase fs_fedpower_server_phase(const fs_fedpower_server *s)
+{
+    return s->phase;
+}
+
+const fs_mat *fs_fedpower_server_broadcast(const fs_fedpower_server *s, uint32_t *iter)
+{
+    if (s->phase != FS_FEDPOWER_UPLOAD && s->phase != FS_FEDPOWER_RAYLEIGH) {
+        return NULL;
+    }
+    if (iter != NULL) {
+        *iter = s->iter;
+    }
+    return s->bcast;
+}
+
+uint32_t fs_fedpower_server_sync_index(const fs_fedpower_server *s)
+{
+    return s->sync;
+}
+
+size_t fs_fedpower_server_ring_len(const fs_fedpower_server *s)
+{
+    if (s->phase == FS_FEDPOWER_UPLOAD) {
+        return (size_t)s->cfg.d * s->cfg.r;
+    }
+    if (s->phase == FS_FEDPOWER_RAYLEIGH) {
+        return (size_t)s->cfg.r * s->cfg.r;
+    }
+    return 0;
+}
+
+/* ---- completing a round -------------------------------------------------- */
+
+/* Orthogonalise the aggregate y (consumed), record the metrics, move on. */
+static int complete_sync(fs_fedpower_server *s, fs_mat *y, uint32_t survivors, uint32_t left,
+                         struct fs_err *err)
+{
+    const struct fs_fedpower_config *c = &s->cfg;
+    fs_mat pk = fs_mat_view(s->q, 0, 0, s->cfg.d, s->cfg.k);
+    fs_mat qk = fs_mat_view(y, 0, 0, s->cfg.d, s->cfg.k);
+    int rc;
+
+    fs_mat_free(s->agg);
+    s->agg = fs_mat_dup(y);
+    if (s->agg == NULL) {
+        fs_mat_free(y);
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    rc = fs_qr_orth(y, NULL, err);
+    if (rc == 0) {
+        rc = fs_fedpower_subspace_dist(&pk, &qk, &s->conv[s->sync], NULL, err);
+    }
+    if (rc == 0 && s->ref != NULL) {
+        rc = fs_fedpower_subspace_dist(s->ref, &qk, &s->errv[s->sync], &s->sinv[s->sync], err);
+    }
+    if (rc != 0) {
+        fs_mat_free(y);
+        return rc;
+    }
+    s->surv[s->sync] = survivors;
+    s->left[s->sync] = left;
+    fs_mat_free(s->q);
+    s->q = y;
+    s->iter = fpw_sync_iter(c, s->sync);
+    s->sync++;
+    s->done_syncs = s->sync;
+    fs_mat_free(s->bcast);
+    s->bcast = NULL;
+    if (s->iter == c->iterations && !c->eigenvalues) {
+        fs_mat v = fs_mat_view(s->q, 0, 0, c->d, c->k);
+        s->res_z = fs_mat_new(c->d, c->k);
+        if (s->res_z == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+        }
+        rc = fs_mat_copy(s->res_z, &v, err);
+        s->phase = FS_FEDPOWER_DONE;
+        return rc;
+    }
+    /* the final Q goes out unclipped for the Rayleigh-Ritz step */
+    s->bcast = s->iter == c->iterations ? fs_mat_dup(s->q) : dup_clipped(s, s->q);
+    if (s->bcast == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    s->phase = s->iter == c->iterations ? FS_FEDPOWER_RAYLEIGH : FS_FEDPOWER_UPLOAD;
+    return 0;
+}
+
+/* Rayleigh-Ritz: eigenpairs of the summed r x r matrix h (consumed). */
+static int finish_rayleigh(fs_fedpower_server *s, fs_mat *h, struct fs_err *err)
+{
+    const struct fs_fedpower_config *c = &s->cfg;
+    size_t r = c->r;
+    double *w = malloc(r * sizeof *w);
+    fs_mat *vk = fs_mat_new(r, c->k);
+    lapack_int info;
+    int rc = 0;
+
+    if (w == NULL || vk == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+        goto out;
+    }
+    for (size_t j = 0; j < r; j++) {
+        for (size_t i = j + 1; i < r; i++) {
+            double m = 0.5 * (FS_MAT_AT(h, i, j) + FS_MAT_AT(h, j, i));
+            FS_MAT_AT(h, i, j) = m;
+            FS_MAT_AT(h, j, i) = m;
+        }
+    }
+    info = LAPACKE_dsyevd(LAPACK_COL_MAJOR, 'V', 'U', (lapack_int)r, h->data, (lapack_int)h->ld, w);
+    if (info != 0) {
+        rc = fs_err_set(err, FS_ENUMERIC, "fedpower: dsyevd failed (info %d)", (int)info);
+        goto out;
+    }
+    s->eig = malloc(c->k * sizeof *s->eig);
+    if (s->eig == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+        goto out;
+    }
+    for (size_t j = 0; j < c->k; j++) {
+        s->eig[j] = w[r - 1 - j];
+        for (size_t i = 0; i < r; i++) {
+            FS_MAT_AT(vk, i, j) = FS_MAT_AT(h, i, r - 1 - j);
+        }
+    }
+    rc = fs_mat_mul('N', 'N', s->q, vk, &s->res_z, err);
+    if (rc == 0) {
+        fs_mat_free(s->bcast);
+        s->bcast = NULL;
+        s->phase = FS_FEDPOWER_DONE;
+    }
+out:
+    free(w);
+    fs_mat_free(vk);
+    fs_mat_free(h);
+    return rc;
+}
+
+/* ---- plain fedpower ------------------------------------------------------ */
+
+static int check_id(const fs_fedpower_server *s, uint32_t id, struct fs_err *err)
+{
+    if (id < 1 || id > s->cfg.parties || s->rows[id - 1] == 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "fedpower: party %u is not in the job", id);
+    }
+    return 0;
+}
+
+int fs_fedpower_server_add_plain(fs_fedpower_server *s, uint32_t id, const fs_mat *y, double zmax,
+                                 struct fs_err *err)
+{
+    size_t er, ec, bi = 0, bj = 0;
+    int rc;
+
+    if (s == NULL || y == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_add_plain: NULL argument");
+    }
+    if (s->cfg.alg != FS_FEDPOWER_PLAIN) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: %s takes secure sums, not plain uploads",
+                          fs_fedpower_alg_name(s->cfg.alg));
+    }
+    if (s->phase != FS_FEDPOWER_UPLOAD && s->phase != FS_FEDPOWER_RAYLEIGH) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: not accepting uploads now");
+    }
+    rc = check_id(s, id, err);
+    if (rc != 0) {
+        return rc;
+    }
+    er = s->phase == FS_FEDPOWER_UPLOAD ? s->cfg.d : s->cfg.r;
+    ec = s->cfg.r;
+    if (y->rows != er || y->cols != ec) {
+        return fs_err_set(err, FS_EINVAL,
+                          "fedpower: upload of party %u is %zux%zu, expected %zux%zu", id, y->rows,
+                          y->cols, er, ec);
+    }
+    if (!fs_mat_all_finite(y, &bi, &bj) || !isfinite(zmax) || zmax < 0.0) {
+        return fs_err_set(err, FS_EINVAL, "fedpower: upload of party %u has a non-finite value",
+                          id);
+    }
+    if (s->up[id - 1] != NULL) {
+        const fs_mat *o = s->up[id - 1];
+        for (size_t j = 0; j < ec; j++) {
+            for (size_t i = 0; i < er; i++) {
+                if (FS_MAT_AT(o, i, j) != FS_MAT_AT(y, i, j)) {
+                    return fs_err_set(err, FS_ECONFLICT,
+                                      "fedpower: party %u already uploaded something else", id);
+                }
+            }
+        }
+        return 0;
+    }
+    s->up[id - 1] = fs_mat_dup(y);
+    if (s->up[id - 1] == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    s->up_zmax[id - 1] = zmax;
+    return 0;
+}
+
+static void clear_plain(fs_fedpower_server *s)
+{
+    for (uint32_t i = 0; i < s->cfg.parties; i++) {
+        fs_mat_free(s->up[i]);
+        s->up[i] = NULL;
+        s->up_zmax[i] = 0.0;
+    }
+}
+
+int fs_fedpower_server_close_plain(fs_fedpower_server *s, struct fs_err *err)
+{
+    const struct fs_fedpower_config *c = &s->cfg;
+    fs_mat *acc = NULL;
+    uint64_t s_u = 0;
+    uint32_t count = 0;
+    long first = -1;
+    double zmax = 0.0;
+    int rc = 0;
+
+    if (s == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_close_plain: NULL argument");
+    }
+    if (c->alg != FS_FEDPOWER_PLAIN ||
+        (s->phase != FS_FEDPOWER_UPLOAD && s->phase != FS_FEDPOWER_RAYLEIGH)) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: no plain round open");
+    }
+    for (uint32_t i = 0; i < c->parties; i++) {
+        if (s->up[i] != NULL) {
+            s_u += s->rows[i];
+            count++;
+            if (first < 0) {
+                first = (long)i;
+            }
+            if (s->up_zmax[i] > zmax) {
+                zmax = s->up_zmax[i];
+            }
+        }
+    }
+    if (count == 0) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: no uploads to aggregate");
+    }
+    acc = fs_mat_new(s->up[first]->rows, c->r);
+    if (acc == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    for (uint32_t i = 0; i < c->parties && rc == 0; i++) {
+        fs_mat *yi = s->up[i];
+        fs_mat *ya = NULL;
+        if (yi == NULL) {
+            continue;
+        }
+        if (s->phase == FS_FEDPOWER_UPLOAD && c->align == FS_FEDPOWER_ALIGN_CLIENT1 &&
+            (long)i != first) {
+            /* Guo et al.: align to client 1 (the lowest id that uploaded) */
+            rc = fs_procrustes_align(yi, s->up[first], &ya, NULL, err);
+            if (rc != 0) {
+                break;
+            }
+            yi = ya;
+        }
+        rc = fs_mat_axpy((double)s->rows[i] / (double)s_u, yi, acc, err);
+        fs_mat_free(ya);
+    }
+    if (rc == 0 && s->phase == FS_FEDPOWER_UPLOAD) {
+        rc = fpw_real_noise(acc->data, acc->rows * acc->cols, zmax * s->plan.sigma_server, err);
+    }
+    clear_plain(s);
+    if (rc != 0) {
+        fs_mat_free(acc);
+        return rc;
+    }
+    if (s->phase == FS_FEDPOWER_RAYLEIGH) {
+        return finish_rayleigh(s, acc, err);
+    }
+    return complete_sync(s, acc, count, count, err);
+}
+
+/* ---- secure-aggregation variants --------------------------------------- */
+
+static int check_ids(const fs_fedpower_server *s, const uint32_t *ids, size_t k, uint64_t *s_u,
+                     struct fs_err *err)
+{
+    uint8_t *seen = calloc(s->cfg.parties + 1, 1);
+    int rc = 0;
+
+    *s_u = 0;
+    if (seen == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    for (size_t q = 0; q < k && rc == 0; q++) {
+        rc = check_id(s, ids[q], err);
+        if (rc == 0 && seen[ids[q]]) {
+            rc = fs_err_set(err, FS_EINVAL, "fedpower: party %u listed twice", ids[q]);
+        }
+        if (rc == 0) {
+            seen[ids[q]] = 1;
+            *s_u += s->rows[ids[q] - 1];
+        }
+    }
+    free(seen);
+    return rc;
+}
+
+/* Decode a ring sum into a new rows x r matrix scaled by s / s_U. */
+static int decode_sum(fs_fedpower_server *s, const uint64_t *sum, size_t rows, uint64_t s_u,
+                      fs_mat **out, struct fs_err *err)
+{
+    fs_mat *y = fs_mat_new_uninit(rows, s->cfg.r);
+
+    if (y == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    fs_fixedpt_decode(&s->plan.fx, sum, y->data, rows * s->cfg.r);
+    fs_mat_scale(y, (double)s->plan.total_rows / (double)s_u);
+    *out = y;
+    return 0;
+}
+
+static void clear_sum(fs_fedpower_server *s)
+{
+    if (s->sum != NULL) {
+        OPENSSL_cleanse(s->sum, s->sum_len * sizeof *s->sum);
+    }
+    free(s->sum);
+    free(s->sum_ids);
+    s->sum = NULL;
+    s->sum_ids = NULL;
+    s->sum_len = 0;
+    s->sum_k = 0;
+}
+
+int fs_fedpower_server_add_sum(fs_fedpower_server *s, const uint64_t *sum, size_t len,
+                               const uint32_t *ids, size_t k, struct fs_err *err)
+{
+    const struct fs_fedpower_config *c;
+    fs_mat *y = NULL;
+    uint64_t s_u = 0;
+    int rc;
+
+    if (s == NULL || sum == NULL || ids == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_add_sum: NULL argument");
+    }
+    c = &s->cfg;
+    if (!s->plan.ring) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: plain fedpower takes plain uploads");
+    }
+    if (s->phase != FS_FEDPOWER_UPLOAD && s->phase != FS_FEDPOWER_RAYLEIGH) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: not expecting a secure sum now");
+    }
+    if (len != fs_fedpower_server_ring_len(s)) {
+        return fs_err_set(err, FS_EINVAL, "fedpower: secure sum of %zu words, expected %zu", len,
+                          fs_fedpower_server_ring_len(s));
+    }
+    if (k < c->threshold) {
+        return fs_err_set(err, FS_EINVAL,
+                          "fedpower: %zu parties in the sum, fewer than the threshold %u the "
+                          "noise is calibrated to",
+                          k, c->threshold);
+    }
+    rc = check_ids(s, ids, k, &s_u, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (c->alg == FS_FEDPOWER_UTILITY && s->phase == FS_FEDPOWER_UPLOAD) {
+        clear_sum(s);
+        s->sum = malloc(len * sizeof *s->sum);
+        s->sum_ids = malloc(k * sizeof *s->sum_ids);
+        if (s->sum == NULL || s->sum_ids == NULL) {
+            clear_sum(s);
+            return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+        }
+        memcpy(s->sum, sum, len * sizeof *sum);
+        memcpy(s->sum_ids, ids, k * sizeof *ids);
+        s->sum_len = len;
+        s->sum_k = k;
+        rc = fs_noisex_server_begin(s->nx, s->sync, ids, k, err);
+        if (rc != 0) {
+            clear_sum(s);
+            return rc;
+        }
+        s->phase = FS_FEDPOWER_EXCHANGE;
+        return 0;
+    }
+    rc = decode_sum(s, sum, len / c->r, s_u, &y, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (s->phase == FS_FEDPOWER_RAYLEIGH) {
+        return finish_rayleigh(s, y, err);
+    }
+    /* every survivor's distributed noise stays in (private, dp-ppm) */
+    return complete_sync(s, y, (uint32_t)k, (uint32_t)k, err);
+}
+
+const uint8_t *fs_fedpower_server_exchange_key(const fs_fedpower_server *s, size_t *len)
+{
+    if (s == NULL || s->pk == NULL) {
+        return NULL;
+    }
+    if (len != NULL) {
+        *len = s->pk_len;
+    }
+    return s->pk;
+}
+
+size_t fs_fedpower_server_selector_size(const fs_fedpower_server *s)
+{
+    return s->nx != NULL ? fs_noisex_server_ct_size(s->nx) : 0;
+}
+
+size_t fs_fedpower_server_response_size(const fs_fedpower_server *s)
+{
+    return s->nx != NULL ? fs_noisex_server_response_size(s->nx) : 0;
+}
+
+int fs_fedpower_server_selector(const fs_fedpower_server *s, uint32_t id, uint8_t *buf, size_t len,
+                                struct fs_err *err)
+{
+    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: no noise exchange open");
+    }
+    return fs_noisex_server_selector(s->nx, id, buf, len, err);
+}
+
+int fs_fedpower_server_add_response(fs_fedpower_server *s, uint32_t id, const uint8_t *buf,
+                                    size_t len, struct fs_err *err)
+{
+    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: no noise exchange open");
+    }
+    return fs_noisex_server_add_response(s->nx, id, buf, len, err);
+}
+
+/* sum -= the noise regenerated from every recovered seed (or the recovered noise sum). */
+static int remove_noise(fs_fedpower_server *s, const struct fs_noisex_result *res,
+                        struct fs_err *err)
+{
+    size_t n = s->sum_len;
+    int64_t *tmp = NULL;
+    int rc = 0;
+
+    if (s->cfg.noise_exchange == FS_NOISEX_ELEMENTWISE) {
+        for (size_t i = 0; i < n; i++) {
+            s->sum[i] -= (uint64_t)res->noise_sum[i];
+        }
+        return 0;
+    }
+    if (s->plan.sigma == 0.0 || res->removed == 0) {
+        return 0;
+    }
+    tmp = malloc(n * sizeof *tmp);
+    if (tmp == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    for (size_t q = 0; q < res->removed && rc == 0; q++) {
+        /* the party drew with std w_i sigma: the same double expression here */
+        uint32_t id = res->ids[q];
+        double w = (double)s->rows[id - 1] / (double)s->plan.total_rows;
+        double s_int = ldexp(w * s->plan.sigma, s->plan.fx.frac_bits);
+        rc = fs_fedpower_noise_from_seed(res->seeds[q], s_int, tmp, n, err);
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+            s->sum[i] -= (uint64_t)tmp[i];
+        }
+    }
+    OPENSSL_cleanse(tmp, n * sizeof *tmp);
+    free(tmp);
+    return rc;
+}
+
+int fs_fedpower_server_close_exchange(fs_fedpower_server *s, struct fs_err *err)
+{
+    struct fs_noisex_result res;
+    fs_mat *y = NULL;
+    uint64_t s_u = 0;
+    uint32_t k;
+    int rc;
+
+    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: no noise exchange open");
+    }
+    rc = fs_noisex_server_finish(s->nx, &res, err);
+    if (rc != 0) {
+        return rc;
+    }
+    s->last_chosen = res.chosen;
+    rc = remove_noise(s, &res, err);
+    k = (uint32_t)s->sum_k;
+    if (rc == 0) {
+        rc = check_ids(s, s->sum_ids, s->sum_k, &s_u, err);
+    }
+    if (rc == 0) {
+        rc = decode_sum(s, s->sum, s->sum_len / s->cfg.r, s_u, &y, err);
+    }
+    if (rc == 0) {
+        rc = complete_sync(s, y, k, k - (uint32_t)res.removed, err);
+    }
+    fs_noisex_result_clear(&res);
+    clear_sum(s);
+    return rc;
+}
+
+/* ---- results ------------------------------------------------------------ */
+
+void fs_fedpower_result_clear(struct fs_fedpower_result *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    fs_mat_free(r->z);
+    free(r->eigenvalues);
+    free(r->convergence);
+    free(r->error);
+    free(r->sin_theta);
+    free(r->survivors);
+    free(r->noises_left);
+    memset(r, 0, sizeof *r);
+}
+
+static void *dup_bytes(const void *src, size_t n)
+{
+    void *d = malloc(n > 0 ? n : 1);
+    if (d != NULL && n > 0) {
+        memcpy(d, src, n);
+    }
+    return d;
+}
+
+int fs_fedpower_server_result(const fs_fedpower_server *s, struct fs_fedpower_result *out,
+                              struct fs_err *err)
+{
+    size_t n;
+
+    if (s == NULL || out == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_result: NULL argument");
+    }
+    memset(out, 0, sizeof *out);
+    n = s->done_syncs;
+    out->syncs = s->done_syncs;
+    out->privacy = s->plan.priv;
+    out->convergence = dup_bytes(s->conv, n * sizeof *s->conv);
+    out->survivors = dup_bytes(s->surv, n * sizeof *s->surv);
+    out->noises_left = dup_bytes(s->left, n * sizeof *s->left);
+    if (s->errv != NULL) {
+        out->error = dup_bytes(s->errv, n * sizeof *s->errv);
+        out->sin_theta = dup_bytes(s->sinv, n * sizeof *s->sinv);
+    }
+    if (s->res_z != NULL) {
+        out->z = fs_mat_dup(s->res_z);
+    }
+    if (s->eig != NULL) {
+        out->eigenvalues = dup_bytes(s->eig, s->cfg.k * sizeof *s->eig);
+    }
+    if (out->convergence == NULL || out->survivors == NULL || out->noises_left == NULL ||
+        (s->errv != NULL && (out->error == NULL || out->sin_theta == NULL)) ||
+        (s->res_z != NULL && out->z == NULL) || (s->eig != NULL && out->eigenvalues == NULL)) {
+        fs_fedpower_result_clear(out);
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    return 0;
+}
+
+const struct fs_fedpower_privacy *fs_fedpower_server_privacy(const fs_fedpower_server *s)
+{
+    return &s->plan.priv;
+}
+
+const fs_mat *fs_fedpower_debug_server_aggregate(const fs_fedpower_server *s)
+{
+    return s->agg;
+}
+
+uint32_t fs_fedpower_debug_server_chosen(const fs_fedpower_server *s)
+{
+    return s->last_chosen;
+}
+
+const struct fpw_plan *fs_fedpower_debug_server_plan(const fs_fedpower_server *s)
+{
+    return &s->plan;
+}
+
+void fs_fedpower_server_free(fs_fedpower_server *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    if (s->up != NULL) {
+        clear_plain(s);
+    }
+    free(s->up);
+    free(s->up_zmax);
+    clear_sum(s);
+    fs_noisex_server_free(s->nx);
+    free(s->pk);
+    fs_mat_free(s->q);
+    fs_mat_free(s->bcast);
+    fs_mat_free(s->agg);
+    fs_mat_free(s->ref);
+    fs_mat_free(s->res_z);
+    free(s->eig);
+    free(s->conv);
+    free(s->errv);
+    free(s->sinv);
+    free(s->surv);
+    free(s->left);
+    free(s->rows);
+    free(s);
+}

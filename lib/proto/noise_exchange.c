@@ -1,0 +1,747 @@
+/* Encrypted noise exchange (see noise_exchange.h). */
+#include "noise_exchange.h"
+
+#include <gmp.h>
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../crypto/paillier.h"
+#include "../crypto/rand.h"
+
+#define NX_SEED_BITS (8u * FS_NOISEX_SEED_LEN)
+
+struct fs_noisex_server {
+    struct fs_noisex_params p;
+    fs_paillier_sk *sk;
+    const fs_paillier_pk *pk; /* borrowed from sk */
+    fs_paillier_djn *djn;
+    struct fs_paillier_packing pp; /* elementwise */
+    size_t ct_size;
+    size_t groups; /* ciphertexts per response */
+    size_t slots;  /* values (elementwise) or seeds (seed mode) per plaintext */
+    mpz_t n2;
+    /* current round */
+    int open;
+    int started; /* a round has been begun (for strictly increasing rounds) */
+    uint32_t round;
+    uint32_t chosen;
+    uint32_t *ids; /* ascending */
+    size_t k;
+    uint8_t *sel;   /* k * ct_size */
+    uint8_t **resp; /* k, each response_size bytes or NULL */
+};
+
+struct fs_noisex_client {
+    struct fs_noisex_params p;
+    fs_paillier_pk *pk;
+    fs_paillier_djn *djn;
+    struct fs_paillier_packing pp;
+    size_t ct_size;
+    size_t groups;
+    size_t slots;
+    mpz_t n2;
+};
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static void mpz_wipe(mpz_t z)
+{
+    /* _mp_d/_mp_alloc are the documented layout of mpz_t in gmp.h. */
+    OPENSSL_cleanse(z->_mp_d, (size_t)z->_mp_alloc * sizeof(mp_limb_t));
+}
+
+static void mpz_wipe_clear(mpz_t z)
+{
+    mpz_wipe(z);
+    mpz_clear(z);
+}
+
+static unsigned ceil_log2(uint32_t k)
+{
+    unsigned l = 0;
+
+    while (((uint64_t)1 << l) < k) {
+        l++;
+    }
+    return l;
+}
+
+int fs_noisex_params_check(const struct fs_noisex_params *p, struct fs_err *err)
+{
+    if (p == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: params is NULL");
+    }
+    if (p->mode != FS_NOISEX_SEED && p->mode != FS_NOISEX_ELEMENTWISE) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: unknown mode %d", (int)p->mode);
+    }
+    if (p->parties < 1 || p->parties > FS_NOISEX_MAX_PARTIES) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: parties %u outside 1..%u", p->parties,
+                          FS_NOISEX_MAX_PARTIES);
+    }
+    if (p->mode == FS_NOISEX_ELEMENTWISE) {
+        if (p->noise_len < 1 || p->noise_len > FS_NOISEX_MAX_NOISE_LEN) {
+            return fs_err_set(err, FS_EINVAL, "noise exchange: noise_len %zu outside 1..%u",
+                              p->noise_len, FS_NOISEX_MAX_NOISE_LEN);
+        }
+        if (p->value_bits < 1 || p->value_bits + ceil_log2(p->parties) > 64) {
+            return fs_err_set(err, FS_EINVAL,
+                              "noise exchange: value_bits %u with %u parties exceeds 64 bits",
+                              p->value_bits, p->parties);
+        }
+    }
+    return 0;
+}
+
+const char *fs_noisex_mode_name(enum fs_noisex_mode m)
+{
+    return m == FS_NOISEX_ELEMENTWISE ? "elementwise" : "seed";
+}
+
+int fs_noisex_mode_parse(const char *s, enum fs_noisex_mode *out, struct fs_err *err)
+{
+    if (s != NULL && strcmp(s, "seed") == 0) {
+        *out = FS_NOISEX_SEED;
+        return 0;
+    }
+    if (s != NULL && strcmp(s, "elementwise") == 0) {
+        *out = FS_NOISEX_ELEMENTWISE;
+        return 0;
+    }
+    return fs_err_set(err, FS_EINVAL, "noise_exchange: expected seed or elementwise");
+}
+
+/* Shared layout: slots per plaintext and ciphertexts per response. */
+static int layout(const struct fs_noisex_params *p, const fs_paillier_pk *pk,
+                  struct fs_paillier_packing *pp, size_t *slots, size_t *groups, struct fs_err *err)
+{
+    unsigned bits = fs_paillier_pk_bits(pk);
+
+    if (p->mode == FS_NOISEX_SEED) {
+        /* Seeds shifted into 256-bit slots: sum < 2^(256 S) <= 2^(bits-1) < n. */
+        *slots = (bits - 1) / NX_SEED_BITS;
+        if (*slots < 1) {
+            return fs_err_set(err, FS_ERANGE, "noise exchange: a %u-bit key holds no seed", bits);
+        }
+        *groups = 1;
+        return 0;
+    }
+    int rc = fs_paillier_packing_init(pp, pk, p->value_bits, p->parties, err);
+    if (rc != 0) {
+        return rc;
+    }
+    *slots = pp->slots;
+    *groups = (p->noise_len + pp->slots - 1) / pp->slots;
+    return 0;
+}
+
+/* ---- server ------------------------------------------------------------- */
+
+static void round_reset(fs_noisex_server *s)
+{
+    if (s->resp != NULL) {
+        for (size_t q = 0; q < s->k; q++) {
+            free(s->resp[q]);
+        }
+    }
+    free(s->resp);
+    free(s->sel);
+    free(s->ids);
+    s->resp = NULL;
+    s->sel = NULL;
+    s->ids = NULL;
+    s->k = 0;
+    s->open = 0;
+}
+
+int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_bits,
+                         fs_noisex_server **out, struct fs_err *err)
+{
+    fs_noisex_server *s = NULL;
+    int rc;
+
+    if (out == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: out is NULL");
+    }
+    *out = NULL;
+    rc = fs_noisex_params_check(p, err);
+    if (rc != 0) {
+        return rc;
+    }
+    s = calloc(1, sizeof *s);
+    if (s == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    mpz_init(s->n2);
+    s->p = *p;
+    rc = fs_paillier_keygen(&s->sk, key_bits, err);
+    if (rc != 0) {
+        goto out;
+    }
+    s->pk = fs_paillier_sk_pub(s->sk);
+    rc = layout(p, s->pk, &s->pp, &s->slots, &s->groups, err);
+    if (rc != 0) {
+        goto out;
+    }
+    rc = fs_paillier_djn_new(&s->djn, s->pk, 0, FS_PAILLIER_DJN_WINDOW, err);
+    if (rc != 0) {
+        goto out;
+    }
+    s->ct_size = fs_paillier_ct_size(s->pk);
+    mpz_mul(s->n2, fs_paillier_pk_n(s->pk), fs_paillier_pk_n(s->pk));
+    *out = s;
+    s = NULL;
+out:
+    fs_noisex_server_free(s);
+    return rc;
+}
+
+size_t fs_noisex_server_pk_size(const fs_noisex_server *s)
+{
+    return fs_paillier_pk_size(s->pk);
+}
+
+int fs_noisex_server_pk_export(const fs_noisex_server *s, uint8_t *buf, size_t len,
+                               struct fs_err *err)
+{
+    return fs_paillier_pk_export(s->pk, buf, len, err);
+}
+
+size_t fs_noisex_server_ct_size(const fs_noisex_server *s)
+{
+    return s->ct_size;
+}
+
+size_t fs_noisex_server_response_size(const fs_noisex_server *s)
+{
+    return s->groups * s->ct_size;
+}
+
+size_t fs_noisex_server_slots(const fs_noisex_server *s)
+{
+    return s->slots;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a;
+    uint32_t y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Index of id in the round, or -1. */
+static long find_id(const fs_noisex_server *s, uint32_t id)
+{
+    size_t lo = 0;
+    size_t hi = s->k;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (s->ids[mid] == id) {
+            return (long)mid;
+        }
+        if (s->ids[mid] < id) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return -1;
+}
+
+int fs_noisex_server_begin(fs_noisex_server *s, uint32_t round, const uint32_t *ids, size_t k,
+                           struct fs_err *err)
+{
+    mpz_t c, m;
+    uint64_t pick = 0;
+    int rc;
+
+    if (s == NULL || (k > 0 && ids == NULL)) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    if (k < 1 || k > s->p.parties) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: round of %zu parties (1..%u)", k,
+                          s->p.parties);
+    }
+    if (s->started && round <= s->round) {
+        return fs_err_set(err, FS_ESTATE, "noise exchange: round %u after round %u", round,
+                          s->round);
+    }
+    round_reset(s);
+    s->ids = malloc(k * sizeof *s->ids);
+    s->sel = malloc(k * s->ct_size);
+    s->resp = calloc(k, sizeof *s->resp);
+    if (s->ids == NULL || s->sel == NULL || s->resp == NULL) {
+        round_reset(s);
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    memcpy(s->ids, ids, k * sizeof *ids);
+    qsort(s->ids, k, sizeof *s->ids, cmp_u32);
+    s->k = k;
+    for (size_t q = 0; q < k; q++) {
+        if (s->ids[q] < 1 || s->ids[q] > s->p.parties || (q > 0 && s->ids[q] == s->ids[q - 1])) {
+            uint32_t bad = s->ids[q];
+            round_reset(s);
+            return fs_err_set(err, FS_EINVAL, "noise exchange: bad or repeated party id %u", bad);
+        }
+    }
+    rc = fs_rand_below((uint64_t)k, &pick, err);
+    if (rc != 0) {
+        round_reset(s);
+        return rc;
+    }
+    s->chosen = s->ids[pick];
+    mpz_init(c);
+    mpz_init(m);
+    for (size_t q = 0; q < k && rc == 0; q++) {
+        /* A fresh DJN encryption for every party and round: all selectors are
+         * distinct, unlinkable and of one size, whatever the bit. */
+        mpz_set_ui(m, s->ids[q] == s->chosen ? 0u : 1u);
+        rc = fs_paillier_encrypt(s->pk, s->djn, c, m, err);
+        if (rc == 0) {
+            rc = fs_paillier_ct_export(s->pk, c, s->sel + q * s->ct_size, s->ct_size, err);
+        }
+    }
+    mpz_clear(c);
+    mpz_clear(m);
+    if (rc != 0) {
+        round_reset(s);
+        return rc;
+    }
+    s->round = round;
+    s->started = 1;
+    s->open = 1;
+    return 0;
+}
+
+int fs_noisex_server_selector(const fs_noisex_server *s, uint32_t id, uint8_t *buf, size_t len,
+                              struct fs_err *err)
+{
+    long q;
+
+    if (s == NULL || buf == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    if (!s->open) {
+        return fs_err_set(err, FS_ESTATE, "noise exchange: no round open");
+    }
+    if (len != s->ct_size) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: selector buffer of %zu bytes, need %zu",
+                          len, s->ct_size);
+    }
+    q = find_id(s, id);
+    if (q < 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "noise exchange: party %u is not in round %u", id,
+                          s->round);
+    }
+    memcpy(buf, s->sel + (size_t)q * s->ct_size, s->ct_size);
+    return 0;
+}
+
+int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_t *buf, size_t len,
+                                  struct fs_err *err)
+{
+    size_t want;
+    long q;
+    mpz_t c;
+    int rc = 0;
+
+    if (s == NULL || buf == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    if (!s->open) {
+        return fs_err_set(err, FS_ESTATE, "noise exchange: no round open");
+    }
+    q = find_id(s, id);
+    if (q < 0) {
+        return fs_err_set(err, FS_ENOTFOUND, "noise exchange: party %u is not in round %u", id,
+                          s->round);
+    }
+    want = s->groups * s->ct_size;
+    if (len != want) {
+        return fs_err_set(err, FS_EFORMAT,
+                          "noise exchange: response of party %u is %zu bytes, expected %zu", id,
+                          len, want);
+    }
+    if (s->resp[q] != NULL) {
+        if (memcmp(s->resp[q], buf, want) != 0) {
+            return fs_err_set(err, FS_ECONFLICT,
+                              "noise exchange: party %u already responded differently", id);
+        }
+        return 0;
+    }
+    mpz_init(c);
+    for (size_t g = 0; g < s->groups && rc == 0; g++) {
+        rc = fs_paillier_ct_import(s->pk, c, buf + g * s->ct_size, s->ct_size, err);
+        if (rc != 0) {
+            fs_err_prefix(err, "noise exchange: party %u ciphertext %zu: ", id, g);
+        }
+    }
+    mpz_clear(c);
+    if (rc != 0) {
+        return rc;
+    }
+    s->resp[q] = malloc(want);
+    if (s->resp[q] == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    memcpy(s->resp[q], buf, want);
+    return 0;
+}
+
+int fs_noisex_server_has_response(const fs_noisex_server *s, uint32_t id)
+{
+    long q;
+
+    if (s == NULL || !s->open) {
+        return 0;
+    }
+    q = find_id(s, id);
+    return q >= 0 && s->resp[q] != NULL;
+}
+
+void fs_noisex_result_clear(struct fs_noisex_result *r)
+{
+    if (r == NULL) {
+        return;
+    }
+    if (r->seeds != NULL) {
+        OPENSSL_cleanse(r->seeds, r->removed * sizeof *r->seeds);
+    }
+    free(r->seeds);
+    free(r->ids);
+    free(r->noise_sum);
+    memset(r, 0, sizeof *r);
+}
+
+/* Seed mode: groups of `slots` responders; slot t's ciphertext is raised to
+ * 2^(256 t) (public squarings) and the group multiplied, by Horner's rule
+ * (acc = acc^(2^256) c_t from the top slot down: 256 squarings per
+ * ciphertext), then decrypted once per group. */
+static int finish_seeds(fs_noisex_server *s, const size_t *who, size_t nw,
+                        struct fs_noisex_result *out, struct fs_err *err)
+{
+    mpz_t acc, c, e, m, part;
+    int rc = 0;
+
+    mpz_init(acc);
+    mpz_init(c);
+    mpz_init(e);
+    mpz_init(m);
+    mpz_init(part);
+    for (size_t g0 = 0; g0 < nw && rc == 0; g0 += s->slots) {
+        size_t cnt = nw - g0 < s->slots ? nw - g0 : s->slots;
+        mpz_set_ui(acc, 1);
+        mpz_set_ui(e, 0);
+        mpz_setbit(e, NX_SEED_BITS);
+        for (size_t t = cnt; t-- > 0 && rc == 0;) {
+            rc = fs_paillier_ct_import(s->pk, c, s->resp[who[g0 + t]], s->ct_size, err);
+            if (rc != 0) {
+                break;
+            }
+            if (t + 1 < cnt) {
+                mpz_powm(acc, acc, e, s->n2);
+            }
+            mpz_mul(acc, acc, c);
+            mpz_mod(acc, acc, s->n2);
+        }
+        if (rc == 0) {
+            rc = fs_paillier_decrypt(s->sk, m, acc, err);
+            out->decryptions++;
+        }
+        if (rc == 0 && mpz_sizeinbase(m, 2) > NX_SEED_BITS * cnt) {
+            rc = fs_err_set(err, FS_EFORMAT,
+                            "noise exchange: a decrypted seed group exceeds its slots (round %u)",
+                            s->round);
+        }
+        for (size_t t = 0; t < cnt && rc == 0; t++) {
+            uint8_t *dst = out->seeds[g0 + t];
+            size_t count = 0;
+            mpz_tdiv_q_2exp(part, m, (mp_bitcnt_t)(NX_SEED_BITS * t));
+            mpz_tdiv_r_2exp(part, part, NX_SEED_BITS);
+            memset(dst, 0, FS_NOISEX_SEED_LEN);
+            /* big-endian, right-aligned in 32 bytes */
+            size_t nb = (mpz_sizeinbase(part, 2) + 7) / 8;
+            if (mpz_sgn(part) != 0) {
+                mpz_export(dst + FS_NOISEX_SEED_LEN - nb, &count, 1, 1, 1, 0, part);
+            }
+        }
+    }
+    mpz_wipe_clear(part);
+    mpz_wipe_clear(m);
+    mpz_clear(e);
+    mpz_clear(c);
+    mpz_wipe_clear(acc);
+    return rc;
+}
+
+/* Elementwise: per packed plaintext, the product of all responders' ciphertexts, decrypted once. */
+static int finish_elementwise(fs_noisex_server *s, const size_t *who, size_t nw,
+                              struct fs_noisex_result *out, struct fs_err *err)
+{
+    mpz_t acc, c, m;
+    int rc = 0;
+
+    if (nw == 0) {
+        return 0; /* noise_sum stays all zero */
+    }
+    mpz_init(acc);
+    mpz_init(c);
+    mpz_init(m);
+    for (size_t g = 0; g < s->groups && rc == 0; g++) {
+        size_t off = g * s->slots;
+        size_t cnt = s->p.noise_len - off < s->slots ? s->p.noise_len - off : s->slots;
+        mpz_set_ui(acc, 1);
+        for (size_t q = 0; q < nw && rc == 0; q++) {
+            rc = fs_paillier_ct_import(s->pk, c, s->resp[who[q]] + g * s->ct_size, s->ct_size, err);
+            if (rc == 0) {
+                mpz_mul(acc, acc, c);
+                mpz_mod(acc, acc, s->n2);
+            }
+        }
+        if (rc == 0) {
+            rc = fs_paillier_decrypt(s->sk, m, acc, err);
+            out->decryptions++;
+        }
+        if (rc == 0) {
+            if (fs_paillier_unpack(&s->pp, s->pk, m, out->noise_sum + off, cnt, err) != 0) {
+                rc = fs_err_set(err, FS_EFORMAT,
+                                "noise exchange: packed group %zu of round %u does not decode "
+                                "(a party broke the value bounds)",
+                                g, s->round);
+            }
+        }
+    }
+    mpz_wipe_clear(m);
+    mpz_clear(c);
+    mpz_wipe_clear(acc);
+    return rc;
+}
+
+int fs_noisex_server_finish(fs_noisex_server *s, struct fs_noisex_result *out, struct fs_err *err)
+{
+    size_t *who = NULL;
+    size_t nw = 0;
+    int rc = 0;
+
+    if (s == NULL || out == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    memset(out, 0, sizeof *out);
+    if (!s->open) {
+        return fs_err_set(err, FS_ESTATE, "noise exchange: no round open");
+    }
+    who = malloc(s->k * sizeof *who);
+    if (who == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    for (size_t q = 0; q < s->k; q++) {
+        if (s->resp[q] != NULL && s->ids[q] != s->chosen) {
+            who[nw++] = q;
+        }
+    }
+    out->round = s->round;
+    out->chosen = s->chosen;
+    out->removed = nw;
+    out->ids = malloc((nw > 0 ? nw : 1) * sizeof *out->ids);
+    if (s->p.mode == FS_NOISEX_SEED) {
+        out->seeds = calloc(nw > 0 ? nw : 1, sizeof *out->seeds);
+    } else {
+        out->noise_len = s->p.noise_len;
+        out->noise_sum = calloc(s->p.noise_len, sizeof *out->noise_sum);
+    }
+    if (out->ids == NULL || (out->seeds == NULL && out->noise_sum == NULL)) {
+        rc = fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+        goto out;
+    }
+    for (size_t q = 0; q < nw; q++) {
+        out->ids[q] = s->ids[who[q]];
+    }
+    if (s->p.mode == FS_NOISEX_SEED) {
+        rc = finish_seeds(s, who, nw, out, err);
+    } else {
+        rc = finish_elementwise(s, who, nw, out, err);
+    }
+    if (rc == 0) {
+        round_reset(s);
+    }
+out:
+    free(who);
+    if (rc != 0) {
+        fs_noisex_result_clear(out);
+    }
+    return rc;
+}
+
+void fs_noisex_server_free(fs_noisex_server *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    round_reset(s);
+    fs_paillier_djn_free(s->djn);
+    fs_paillier_sk_free(s->sk);
+    mpz_clear(s->n2);
+    OPENSSL_cleanse(s, sizeof *s);
+    free(s);
+}
+
+/* ---- client ------------------------------------------------------------- */
+
+int fs_noisex_client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_t pk_len,
+                         fs_noisex_client **out, struct fs_err *err)
+{
+    fs_noisex_client *c = NULL;
+    int rc;
+
+    if (out == NULL || pk == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    *out = NULL;
+    rc = fs_noisex_params_check(p, err);
+    if (rc != 0) {
+        return rc;
+    }
+    c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    mpz_init(c->n2);
+    c->p = *p;
+    rc = fs_paillier_pk_import(&c->pk, pk, pk_len, err);
+    if (rc == 0) {
+        rc = layout(p, c->pk, &c->pp, &c->slots, &c->groups, err);
+    }
+    if (rc == 0) {
+        rc = fs_paillier_djn_new(&c->djn, c->pk, 0, FS_PAILLIER_DJN_WINDOW, err);
+    }
+    if (rc != 0) {
+        fs_noisex_client_free(c);
+        return rc;
+    }
+    c->ct_size = fs_paillier_ct_size(c->pk);
+    mpz_mul(c->n2, fs_paillier_pk_n(c->pk), fs_paillier_pk_n(c->pk));
+    *out = c;
+    return 0;
+}
+
+size_t fs_noisex_client_ct_size(const fs_noisex_client *c)
+{
+    return c->ct_size;
+}
+
+size_t fs_noisex_client_response_size(const fs_noisex_client *c)
+{
+    return c->groups * c->ct_size;
+}
+
+/* out_ct = sel^w * R' with a secret exponent w (mpz_powm_sec; w = 0 gives a fresh Enc(0)). */
+static int raise_rerand(const fs_noisex_client *c, mpz_t res, const mpz_t sel, const mpz_t w,
+                        uint8_t *dst, struct fs_err *err)
+{
+    int rc;
+
+    if (mpz_sgn(w) == 0) {
+        mpz_set_ui(res, 1);
+    } else {
+        mpz_powm_sec(res, sel, w, c->n2);
+    }
+    rc = fs_paillier_rerandomize(c->pk, c->djn, res, res, err);
+    if (rc == 0) {
+        rc = fs_paillier_ct_export(c->pk, res, dst, c->ct_size, err);
+    }
+    return rc;
+}
+
+static int check_respond(const fs_noisex_client *c, enum fs_noisex_mode mode, const uint8_t *sel,
+                         size_t sel_len, const uint8_t *out, size_t out_len, struct fs_err *err)
+{
+    if (c == NULL || sel == NULL || out == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    if (c->p.mode != mode) {
+        return fs_err_set(err, FS_ESTATE, "noise exchange: the job uses %s mode",
+                          fs_noisex_mode_name(c->p.mode));
+    }
+    if (sel_len != c->ct_size) {
+        return fs_err_set(err, FS_EFORMAT, "noise exchange: selector of %zu bytes, expected %zu",
+                          sel_len, c->ct_size);
+    }
+    if (out_len != c->groups * c->ct_size) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: response buffer of %zu bytes, need %zu",
+                          out_len, c->groups * c->ct_size);
+    }
+    return 0;
+}
+
+int fs_noisex_client_respond_seed(const fs_noisex_client *c, const uint8_t *sel, size_t sel_len,
+                                  const uint8_t seed[FS_NOISEX_SEED_LEN], uint8_t *out,
+                                  size_t out_len, struct fs_err *err)
+{
+    mpz_t s, w, res;
+    int rc = check_respond(c, FS_NOISEX_SEED, sel, sel_len, out, out_len, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (seed == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: seed is NULL");
+    }
+    mpz_init(s);
+    mpz_init2(w, NX_SEED_BITS + 64);
+    mpz_init(res);
+    rc = fs_paillier_ct_import(c->pk, s, sel, sel_len, err);
+    if (rc == 0) {
+        mpz_import(w, FS_NOISEX_SEED_LEN, 1, 1, 1, 0, seed);
+        rc = raise_rerand(c, res, s, w, out, err);
+    }
+    mpz_wipe_clear(w);
+    mpz_wipe_clear(res);
+    mpz_clear(s);
+    return rc;
+}
+
+int fs_noisex_client_respond_noise(const fs_noisex_client *c, const uint8_t *sel, size_t sel_len,
+                                   const int64_t *noise, size_t n, uint8_t *out, size_t out_len,
+                                   struct fs_err *err)
+{
+    mpz_t s, w, res;
+    int rc = check_respond(c, FS_NOISEX_ELEMENTWISE, sel, sel_len, out, out_len, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (noise == NULL || n != c->p.noise_len) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: %zu noise values, expected %zu", n,
+                          c->p.noise_len);
+    }
+    mpz_init(s);
+    mpz_init(w);
+    mpz_init(res);
+    rc = fs_paillier_ct_import(c->pk, s, sel, sel_len, err);
+    for (size_t g = 0; g < c->groups && rc == 0; g++) {
+        size_t off = g * c->slots;
+        size_t cnt = n - off < c->slots ? n - off : c->slots;
+        rc = fs_paillier_pack(&c->pp, c->pk, noise + off, cnt, w, err);
+        if (rc != 0) {
+            fs_err_prefix(err, "noise exchange: values from %zu: ", off);
+            break;
+        }
+        rc = raise_rerand(c, res, s, w, out + g * c->ct_size, err);
+    }
+    mpz_wipe_clear(w);
+    mpz_wipe_clear(res);
+    mpz_clear(s);
+    return rc;
+}
+
+void fs_noisex_client_free(fs_noisex_client *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    fs_paillier_djn_free(c->djn);
+    fs_paillier_pk_free(c->pk);
+    mpz_clear(c->n2);
+    free(c);
+}

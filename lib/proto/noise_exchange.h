@@ -1,0 +1,195 @@
+/* Encrypted noise exchange of fedpower-utility (DESIGN.md §5.4; seed 001
+ * Alg. 2 steps 8-13 with its all-ones selector fixed) as two pure state
+ * machines. No sockets, files or clocks.
+ *
+ * The aggregation server owns a Paillier key. In each round (one per
+ * power-method sync) it picks j uniformly (CSPRNG) among the parties whose
+ * noisy inputs are in the secure sum, and sends every one of them a FRESH
+ * encryption of a scalar selector bit b_i (b_j = 0, b_i = 1 otherwise):
+ * every selector of every round is a new DJN encryption, all exactly
+ * fs_noisex_ct_size bytes, so under DCR no party can tell whether it is j.
+ * Party i returns Enc(b_i)^{w_i} times a fresh re-randomizer, w_i encoding
+ * its noise; the exponentiation with the secret w_i uses mpz_powm_sec. The
+ * server learns w_i for i != j and nothing about w_j (Enc(0)).
+ *
+ * Modes:
+ *  - FS_NOISEX_SEED (default): w_i is the 256-bit seed the party expanded
+ *    its noise from. One ciphertext per party. The server shifts ciphertext
+ *    i into a 256-bit slot (c^(2^(256 s)), public squarings), multiplies up
+ *    to floor((bits-1)/256) of them (11 at 3072 bits, 3 at 1024) and
+ *    decrypts each product once, recovering every seed but j's; the caller
+ *    regenerates the noise from the seeds. The server learns each other
+ *    party's noise individually, which is exactly what the paper's step 12
+ *    gives it.
+ *  - FS_NOISEX_ELEMENTWISE (the paper's form, for comparison): w_i is the
+ *    integer noise vector itself, packed into signed slots
+ *    (fs_paillier_pack, headroom for `parties` additions). The party returns
+ *    one ciphertext per packed plaintext; the server multiplies all returned
+ *    ciphertexts slot-wise and decrypts each product once, learning only the
+ *    SUM of the noise of all parties but j.
+ *
+ * The paper's selector is an r x r all-ones matrix P' used as N . P', which
+ * multiplies the noise by a matrix of ones (N 1 != N); the selector here is
+ * a scalar bit acting as identity or zero.
+ *
+ * Threat model: honest-but-curious server (a malicious one could send
+ * Enc(2^k) and shift the seeds around; parties cannot check a selector's
+ * plaintext), no collusion between the server and a party. A party that
+ * does not respond keeps its noise in the aggregate (less accuracy, never
+ * less privacy).
+ *
+ * Serialization: public key and ciphertexts as in lib/crypto/paillier.h
+ * (fixed width, big-endian). A response is the concatenation of its
+ * ciphertexts. */
+#ifndef FS_PROTO_NOISE_EXCHANGE_H
+#define FS_PROTO_NOISE_EXCHANGE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+
+#define FS_NOISEX_SEED_LEN      32
+#define FS_NOISEX_MAX_PARTIES   1000
+#define FS_NOISEX_MAX_NOISE_LEN (1u << 26) /* values per party (elementwise) */
+
+enum fs_noisex_mode { FS_NOISEX_SEED = 0, FS_NOISEX_ELEMENTWISE = 1 };
+
+struct fs_noisex_params {
+    enum fs_noisex_mode mode;
+    uint32_t parties;    /* ids 1..parties */
+    size_t noise_len;    /* elementwise: int64 values per party and round (ignored for seeds) */
+    unsigned value_bits; /* elementwise: each value fits value_bits two's complement bits */
+};
+
+/** Check parameters (ranges, caps; elementwise: value_bits + ceil(log2 parties) <= 64). */
+FS_WUR int fs_noisex_params_check(const struct fs_noisex_params *p, struct fs_err *err);
+
+/** "seed" / "elementwise"; parse returns 0 or FS_EINVAL. */
+const char *fs_noisex_mode_name(enum fs_noisex_mode m);
+FS_WUR int fs_noisex_mode_parse(const char *s, enum fs_noisex_mode *out, struct fs_err *err);
+
+/* ------------------------------------------------------------------ server */
+
+typedef struct fs_noisex_server fs_noisex_server;
+
+struct fs_noisex_result {
+    uint32_t round;
+    uint32_t chosen; /* j (server-private; never send it to parties) */
+    size_t removed;  /* parties whose noise was recovered: responders other than j */
+    uint32_t *ids;   /* the removed ids, ascending, owned */
+    uint8_t (*seeds)[FS_NOISEX_SEED_LEN]; /* seed mode: seeds[q] of ids[q], owned, wiped on clear */
+    int64_t *noise_sum; /* elementwise: noise_len sums over the removed parties, owned */
+    size_t noise_len;
+    unsigned decryptions; /* decryptions this round cost */
+};
+
+/**
+ * New server with a fresh Paillier key of key_bits bits (FS_PAILLIER_MIN_BITS..
+ * FS_PAILLIER_MAX_BITS; 3072 for production, 1024 in tests) and a DJN
+ * fixed-base table for the selector encryptions.
+ * @param out new state, free with fs_noisex_server_free.
+ * @return 0, FS_EINVAL, FS_ERANGE (elementwise: no slot fits), FS_ENOMEM, FS_ECRYPTO.
+ */
+FS_WUR int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_bits,
+                                fs_noisex_server **out, struct fs_err *err);
+
+/** Bytes of the exported public key. */
+size_t fs_noisex_server_pk_size(const fs_noisex_server *s);
+
+/** Export the public key (len must be fs_noisex_server_pk_size). */
+FS_WUR int fs_noisex_server_pk_export(const fs_noisex_server *s, uint8_t *buf, size_t len,
+                                      struct fs_err *err);
+
+/** Bytes of one selector ciphertext (the same for every party and round). */
+size_t fs_noisex_server_ct_size(const fs_noisex_server *s);
+
+/** Bytes of one party's response. */
+size_t fs_noisex_server_response_size(const fs_noisex_server *s);
+
+/** Values per packed plaintext (elementwise), 256-bit seed slots per plaintext (seed). */
+size_t fs_noisex_server_slots(const fs_noisex_server *s);
+
+/**
+ * Start round `round` (strictly increasing) over the parties whose noise is
+ * in the aggregate (ids 1..parties, distinct, k >= 1): pick j uniformly
+ * from them with the CSPRNG and encrypt a fresh selector for each.
+ * Any unfinished previous round is discarded.
+ */
+FS_WUR int fs_noisex_server_begin(fs_noisex_server *s, uint32_t round, const uint32_t *ids,
+                                  size_t k, struct fs_err *err);
+
+/**
+ * The selector ciphertext for party id in the current round (the same bytes
+ * on a repeated request). @param len must be fs_noisex_server_ct_size.
+ * @return 0, FS_ESTATE (no round open), FS_ENOTFOUND (id not in the round), FS_EINVAL.
+ */
+FS_WUR int fs_noisex_server_selector(const fs_noisex_server *s, uint32_t id, uint8_t *buf,
+                                     size_t len, struct fs_err *err);
+
+/**
+ * Party id's response (fs_noisex_server_response_size bytes). Every
+ * ciphertext is checked (range, invertibility). A repeat with the same
+ * bytes is accepted; different bytes are FS_ECONFLICT.
+ * @return 0, FS_ESTATE, FS_ENOTFOUND, FS_EFORMAT, FS_ECONFLICT, FS_ENOMEM.
+ */
+FS_WUR int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_t *buf,
+                                         size_t len, struct fs_err *err);
+
+/** 1 if party id has responded in the current round. */
+int fs_noisex_server_has_response(const fs_noisex_server *s, uint32_t id);
+
+/**
+ * Close the round: combine and decrypt the responses of every responder
+ * but j. Non-responders are simply not removed (listed nowhere in out).
+ * @param out filled (owned fields), release with fs_noisex_result_clear.
+ * @return 0, FS_ESTATE, FS_EFORMAT (a decrypted value out of range: a party
+ *         broke the bounds), FS_ENOMEM, FS_ECRYPTO.
+ */
+FS_WUR int fs_noisex_server_finish(fs_noisex_server *s, struct fs_noisex_result *out,
+                                   struct fs_err *err);
+
+/** Release the fields of r (seeds wiped). Accepts NULL and zeroed structs. */
+void fs_noisex_result_clear(struct fs_noisex_result *r);
+
+/** Free, wiping the private key. Accepts NULL. */
+void fs_noisex_server_free(fs_noisex_server *s);
+
+/* ------------------------------------------------------------------ client */
+
+typedef struct fs_noisex_client fs_noisex_client;
+
+/**
+ * New client for the server's exported public key (checked on import), with
+ * its own DJN randomizer table built from the public n.
+ * @param out new state, free with fs_noisex_client_free.
+ */
+FS_WUR int fs_noisex_client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_t pk_len,
+                                fs_noisex_client **out, struct fs_err *err);
+
+size_t fs_noisex_client_ct_size(const fs_noisex_client *c);
+size_t fs_noisex_client_response_size(const fs_noisex_client *c);
+
+/**
+ * Seed mode: out = Enc(b)^seed * R' for the selector Enc(b) (seed read as a
+ * big-endian 256-bit integer). @param out_len must be the response size.
+ * @return 0, FS_EFORMAT (selector malformed), FS_EINVAL, FS_ESTATE (wrong mode), FS_ECRYPTO.
+ */
+FS_WUR int fs_noisex_client_respond_seed(const fs_noisex_client *c, const uint8_t *sel,
+                                         size_t sel_len, const uint8_t seed[FS_NOISEX_SEED_LEN],
+                                         uint8_t *out, size_t out_len, struct fs_err *err);
+
+/**
+ * Elementwise mode: noise[0..n) (n = noise_len) packed, and for every packed
+ * plaintext m_g one ciphertext Enc(b)^{m_g} * R'_g.
+ * @return 0, FS_EFORMAT, FS_EINVAL, FS_ERANGE (a value outside value_bits,
+ *         naming its index), FS_ESTATE, FS_ECRYPTO.
+ */
+FS_WUR int fs_noisex_client_respond_noise(const fs_noisex_client *c, const uint8_t *sel,
+                                          size_t sel_len, const int64_t *noise, size_t n,
+                                          uint8_t *out, size_t out_len, struct fs_err *err);
+
+/** Free. Accepts NULL. */
+void fs_noisex_client_free(fs_noisex_client *c);
+
+#endif
