@@ -122,5 +122,6 @@ int cmd_convert(int argc, char **argv);
 int cmd_sum(int argc, char **argv);
 int cmd_job(int argc, char **argv);
 int cmd_local(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
 
 #endif

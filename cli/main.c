@@ -20,6 +20,7 @@ static const struct command commands[] = {
     {"sum", cmd_sum, "add matrices elementwise (the reference for secure-sum results)"},
     {"job", cmd_job, "create jobs and invitations, watch progress, fetch results (needs a server)"},
     {"local", cmd_local, "run a whole federated job on this machine with real services"},
+    {"plot", cmd_plot, "write SVG figures: PCA scatter by class, scree, convergence lines"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])

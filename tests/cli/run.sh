@@ -434,5 +434,11 @@ fi
 run svd --input "$T/empty.csv"
 if [ "$RC" -eq 1 ] && one_line_stderr; then ok "empty csv (exit 1)"; else fail "empty csv: exit $RC"; fi
 
+# ---- plot ----
+# fedsvd plot scatter|scree|line; its checks add to passed/failed above.
+# shellcheck source=tests/cli/plot.sh
+. "$(dirname "$0")/plot.sh"
+# ---- end plot ----
+
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]
