@@ -14,7 +14,7 @@ SHELL := /bin/bash
 # Debian 12 packages: build, test, demo.
 DEB_BUILD := build-essential pkg-config libssl-dev libgmp-dev liblapacke-dev libopenblas-dev \
              libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev zlib1g-dev
-DEB_TEST  := valgrind clang-format nodejs npm
+DEB_TEST  := valgrind clang-format nodejs npm docker-compose
 DEB_DEMO  := dataset-fashion-mnist
 DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_DEMO)
 
@@ -52,7 +52,7 @@ SVC_BINS  := $(SERVICES:%=$(BUILD)/bin/%)
 FEDSVD    := $(BUILD)/bin/fedsvd
 
 .PHONY: all deps lib tests benches test test-unit test-asan test-cli test-valgrind bench demo clean format format-check \
-        contract-deps test-integration test-contract
+        contract-deps test-integration test-contract deploy-deps test-deploy
 
 all: $(LIBA) $(FEDSVD) $(SVC_BINS)
 
@@ -104,7 +104,7 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else echo "deps: all Debian packages present"; fi
 
-test: deps contract-deps
+test: deps contract-deps deploy-deps
 	$(MAKE) all tests
 	$(MAKE) BUILD=build-asan SAN=1 all tests
 	tests/run_all.sh
@@ -117,6 +117,18 @@ contract-deps: deps
 	else \
 	  cd tests/contract && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
+
+# The deployment checks' npm packages (dockerfilelint, js-yaml), pinned in
+# tests/deploy/package-lock.json.
+deploy-deps: deps
+	@if [ tests/deploy/node_modules/.package-lock.json -nt tests/deploy/package-lock.json ]; then \
+	  echo "deploy-deps: node_modules up to date"; \
+	else \
+	  cd tests/deploy && npm ci --no-audit --no-fund --loglevel=error; \
+	fi
+
+test-deploy: all deploy-deps
+	tests/deploy/run.sh $(BUILD)/bin
 
 test-integration: all
 	tests/integration/run.sh $(BUILD)/bin

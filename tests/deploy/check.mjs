@@ -1,0 +1,556 @@
+// Offline consistency checks of the deployment files against each other and
+// against the code: docker/Dockerfile, docker/docker-compose.yml, the rendered
+// kustomize output of docker/k8s, .dockerignore, the Makefile's DEB_BUILD, and
+// every service binary's --help (so a flag or FEDSVD_* variable used in a
+// deployment file must exist in the binary it is given to).
+//
+// Usage: node check.mjs --bin DIR [--k8s RENDERED.yaml | --k8s-src DIR]
+//                       [--dockerfile F] [--compose F [--compose-dir DIR]]
+// Prints one line per check: "ok   ...", "FAIL ..." or "skip ..." (run.sh counts them).
+
+import { execFileSync, spawnSync } from 'node:child_process';
+import { existsSync, readFileSync, realpathSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import yaml from 'js-yaml';
+import dockerignore from '@balena/dockerignore';
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const ROOT = resolve(HERE, '../..');
+
+const argv = process.argv.slice(2);
+function arg(name, def) {
+    const i = argv.lastIndexOf(name); // the last occurrence wins
+    return i >= 0 && i + 1 < argv.length ? argv[i + 1] : def;
+}
+const BIN = resolve(arg('--bin', join(ROOT, 'build/bin')));
+const DOCKERFILE = resolve(arg('--dockerfile', join(ROOT, 'docker/Dockerfile')));
+const COMPOSE = resolve(arg('--compose', join(ROOT, 'docker/docker-compose.yml')));
+const COMPOSE_DIR = resolve(arg('--compose-dir', dirname(COMPOSE))); // what relative paths in it are relative to
+const K8S_RENDERED = arg('--k8s', null);
+const K8S_SRC = arg('--k8s-src', null);
+
+const SERVICES = ['masking-server', 'aggregation-server', 'client-agent'];
+const BASE_IMAGE = 'debian:12-slim';
+const UID = 10001;
+
+// ------------------------------------------------------------------ reporting
+function ok(msg) {
+    console.log(`ok   ${msg}`);
+}
+function fail(msg) {
+    console.log(`FAIL ${msg}`);
+}
+function skip(msg) {
+    console.log(`skip ${msg}`);
+}
+function check(cond, msg, detail = '') {
+    if (cond) ok(msg);
+    else fail(detail ? `${msg}: ${detail}` : msg);
+    return !!cond;
+}
+function eqSet(a, b) {
+    const sa = new Set(a);
+    const sb = new Set(b);
+    return sa.size === sb.size && [...sa].every((x) => sb.has(x));
+}
+
+// --------------------------------------------------------------- binaries' --help
+const helpCache = new Map();
+function help(service) {
+    if (helpCache.has(service)) return helpCache.get(service);
+    const bin = join(BIN, service);
+    let text = null;
+    if (existsSync(bin)) {
+        try {
+            text = execFileSync(bin, ['--help'], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+        } catch (e) {
+            // Some programs print usage and exit non-zero; take what they printed.
+            text = `${e.stdout || ''}${e.stderr || ''}`;
+            if (text.trim() === '') text = null;
+        }
+    }
+    helpCache.set(service, text);
+    return text;
+}
+// A service whose sources are here must have been built (make all): its flags
+// cannot be checked otherwise. One not written yet is skipped.
+const reportedMissing = new Set();
+function missingBinary(service, what) {
+    if (!existsSync(join(ROOT, 'services', service)) && service !== 'fedsvd') {
+        skip(`${service} not written yet (no services/${service}): ${what}`);
+    } else if (!reportedMissing.has(service)) {
+        reportedMissing.add(service);
+        fail(`${service} is not built in ${BIN} (run make all): ${what}`);
+    }
+}
+function esc(s) {
+    return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+}
+function helpHasFlag(text, flag) {
+    return new RegExp(`(^|[\\s,(\\[])${esc(flag)}(?=[\\s=,)\\]]|$)`, 'm').test(text);
+}
+function helpHasEnv(text, name) {
+    return new RegExp(`\\b${esc(name)}\\b`).test(text);
+}
+// Check every --flag in args and every FEDSVD_* name in env against SERVICE --help.
+function checkAgainstHelp(where, service, flags, envNames) {
+    const text = help(service);
+    if (text === null) {
+        missingBinary(service, `${where}: its flags are not checked against --help`);
+        return;
+    }
+    for (const f of flags) check(helpHasFlag(text, f), `${where}: ${service} --help lists ${f}`);
+    for (const e of envNames) check(helpHasEnv(text, e), `${where}: ${service} --help lists ${e}`);
+}
+function flagsOf(args) {
+    return (args || []).filter((a) => typeof a === 'string' && a.startsWith('--')).map((a) => a.split('=')[0]);
+}
+function flagValue(args, flag) {
+    for (let i = 0; i < args.length; i++) {
+        if (args[i] === flag && i + 1 < args.length) return args[i + 1];
+        if (args[i].startsWith(`${flag}=`)) return args[i].slice(flag.length + 1);
+    }
+    return null;
+}
+
+// ------------------------------------------------------------------ Dockerfile
+function parseDockerfile(text) {
+    const out = [];
+    let cur = '';
+    let start = 0;
+    text.split(/\r?\n/).forEach((raw, i) => {
+        const line = raw.trim();
+        if (line === '' || line.startsWith('#')) return;
+        if (cur === '') start = i + 1;
+        if (line.endsWith('\\')) {
+            cur += `${line.slice(0, -1)} `;
+            return;
+        }
+        cur += line;
+        const m = /^(\S+)\s*(.*)$/s.exec(cur);
+        out.push({ cmd: m[1].toUpperCase(), args: m[2], line: start });
+        cur = '';
+    });
+    const stages = [];
+    const global = [];
+    for (const ins of out) {
+        if (ins.cmd === 'FROM') {
+            const m = /^(?:--platform=\S+\s+)?(\S+)(?:\s+AS\s+(\S+))?$/i.exec(ins.args.trim());
+            stages.push({ base: m[1], name: m[2] || null, ins: [], line: ins.line });
+        } else if (stages.length === 0) {
+            global.push(ins);
+        } else {
+            stages[stages.length - 1].ins.push(ins);
+        }
+    }
+    return { global, stages };
+}
+function aptPackages(stage) {
+    const pkgs = [];
+    for (const ins of stage.ins.filter((i) => i.cmd === 'RUN')) {
+        for (const part of ins.args.split(/&&|;/)) {
+            const m = /apt-get\s+install\s+(.*)$/.exec(part.trim());
+            if (!m) continue;
+            for (const w of m[1].split(/\s+/)) if (w && !w.startsWith('-')) pkgs.push(w);
+        }
+    }
+    return pkgs;
+}
+function execForm(ins) {
+    try {
+        const v = JSON.parse(ins.args.replace(/^CMD\s+/i, ''));
+        return Array.isArray(v) && v.every((x) => typeof x === 'string') ? v : null;
+    } catch {
+        return null;
+    }
+}
+
+function checkDockerfile() {
+    const text = readFileSync(DOCKERFILE, 'utf8');
+    const df = parseDockerfile(text);
+    const names = new Set(df.stages.map((s) => s.name).filter(Boolean));
+    const info = { services: {} };
+
+    // Base images: every FROM that is not a stage (nor the final FROM ${SERVICE}).
+    for (const s of df.stages) {
+        if (names.has(s.base) || s.base === '${SERVICE}') continue;
+        check(s.base === BASE_IMAGE, `Dockerfile:${s.line}: base image is ${BASE_IMAGE}`, `FROM ${s.base}`);
+    }
+    const build = df.stages.find((s) => s.name === 'build');
+    const runtime = df.stages.find((s) => s.name === 'runtime');
+    if (!check(build && runtime, 'Dockerfile has stages "build" and "runtime"')) return info;
+
+    // Build dependencies equal the Makefile's DEB_BUILD.
+    const mk = readFileSync(join(ROOT, 'Makefile'), 'utf8');
+    const m = /^DEB_BUILD\s*:?=\s*((?:.*\\\n)*.*)$/m.exec(mk);
+    const debBuild = m ? m[1].replace(/\\\n/g, ' ').trim().split(/\s+/) : [];
+    const buildPkgs = aptPackages(build);
+    check(debBuild.length > 0 && eqSet(buildPkgs, debBuild), 'Dockerfile build stage installs exactly the Makefile DEB_BUILD packages',
+        `Dockerfile [${buildPkgs.join(' ')}] vs Makefile [${debBuild.join(' ')}]`);
+    const makeRun = build.ins.find((i) => i.cmd === 'RUN' && /\bmake\b/.test(i.args));
+    check(makeRun && /\bmake\b[^&]*\ball\b/.test(makeRun.args) && !/\b(test|check)\b/.test(makeRun.args),
+        'Dockerfile build stage runs `make all` (binaries only, no tests)');
+
+    // Runtime: packages, user, /data, openapi.yaml.
+    const rtPkgs = aptPackages(runtime);
+    info.runtimePkgs = rtPkgs;
+    check(!rtPkgs.some((p) => p.endsWith('-dev') || p === 'build-essential'), 'Dockerfile runtime stage installs no -dev packages',
+        rtPkgs.filter((p) => p.endsWith('-dev')).join(' '));
+    check(rtPkgs.includes('curl'), 'Dockerfile runtime stage installs curl (the HEALTHCHECK command)');
+    const rtRun = runtime.ins.filter((i) => i.cmd === 'RUN').map((i) => i.args).join(' ');
+    check(new RegExp(`useradd\\b.*--uid ${UID}\\b`).test(rtRun), `Dockerfile runtime stage creates a user with uid ${UID}`);
+    const user = runtime.ins.filter((i) => i.cmd === 'USER').pop();
+    check(user && new RegExp(`^${UID}(:${UID})?$`).test(user.args.trim()), `Dockerfile runtime stage runs as USER ${UID} (numeric, non-root)`,
+        user ? user.args : 'no USER');
+    const vol = runtime.ins.find((i) => i.cmd === 'VOLUME');
+    check(vol && /["\s[]\/data["\s\]]|^\/data$/.test(vol.args.trim()), 'Dockerfile declares VOLUME /data');
+    const openapiCopy = runtime.ins.find((i) => i.cmd === 'COPY' && /openapi\.yaml/.test(i.args));
+    const openapiPath = openapiCopy ? openapiCopy.args.trim().split(/\s+/).pop() : null;
+    check(openapiPath, 'Dockerfile copies openapi.yaml into the runtime image');
+
+    // Service stages.
+    const svcDirs = existsSync(join(ROOT, 'services'))
+        ? execFileSync('ls', [join(ROOT, 'services')], { encoding: 'utf8' }).split('\n').filter(Boolean)
+        : [];
+    for (const d of svcDirs) check(names.has(d), `Dockerfile has a stage for services/${d}`);
+    for (const svc of SERVICES) {
+        const st = df.stages.find((s) => s.name === svc);
+        if (!check(st, `Dockerfile has a stage "${svc}"`)) continue;
+        check(st.base === 'runtime', `Dockerfile stage ${svc} is FROM runtime`);
+        const ep = st.ins.filter((i) => i.cmd === 'ENTRYPOINT').pop();
+        const epArgs = ep ? execForm(ep) : null;
+        if (!check(epArgs, `Dockerfile stage ${svc}: exec-form ENTRYPOINT`)) continue;
+        check(epArgs[0] === `/usr/local/bin/${svc}`, `Dockerfile stage ${svc}: ENTRYPOINT runs /usr/local/bin/${svc}`, epArgs[0]);
+        const args = epArgs.slice(1);
+        const listen = flagValue(args, '--listen') || '';
+        const port = Number((/^0\.0\.0\.0:(\d+)$/.exec(listen) || [])[1]);
+        check(port > 0, `Dockerfile stage ${svc}: --listen 0.0.0.0:PORT`, listen);
+        check(flagValue(args, '--data-dir') === '/data', `Dockerfile stage ${svc}: --data-dir /data`);
+        const tokenFlag = svc === 'client-agent' ? '--operator-token-file' : '--admin-token-file';
+        const tokenPath = flagValue(args, tokenFlag);
+        check(tokenPath && tokenPath.startsWith('/run/secrets/'), `Dockerfile stage ${svc}: ${tokenFlag} under /run/secrets`, String(tokenPath));
+        const oa = flagValue(args, '--openapi');
+        if (oa !== null) check(oa === openapiPath, `Dockerfile stage ${svc}: --openapi is where openapi.yaml is copied`, `${oa} vs ${openapiPath}`);
+        const expose = st.ins.find((i) => i.cmd === 'EXPOSE');
+        check(expose && Number(expose.args.trim()) === port, `Dockerfile stage ${svc}: EXPOSE ${port}`);
+        const hc = st.ins.find((i) => i.cmd === 'HEALTHCHECK');
+        const hcCmd = hc ? execForm({ args: hc.args.replace(/^(--\S+\s+)*/, '') }) : null;
+        check(hcCmd && hcCmd[0] === 'curl' && hcCmd.includes(`http://127.0.0.1:${port}/readyz`),
+            `Dockerfile stage ${svc}: exec-form HEALTHCHECK curl http://127.0.0.1:${port}/readyz`, hc ? hc.args : 'none');
+        checkAgainstHelp(`Dockerfile ENTRYPOINT of ${svc}`, svc, flagsOf(args), []);
+        info.services[svc] = { port, tokenPath, args };
+    }
+    // Environment set in the image applies to every service.
+    const envNames = [];
+    for (const s of [runtime, ...SERVICES.map((n) => df.stages.find((x) => x.name === n)).filter(Boolean)]) {
+        for (const i of s.ins.filter((x) => x.cmd === 'ENV')) {
+            for (const m2 of i.args.matchAll(/(FEDSVD_[A-Z0-9_]+)=/g)) envNames.push([s.name, m2[1]]);
+        }
+    }
+    for (const [stage, name] of envNames) {
+        for (const svc of stage === 'runtime' ? SERVICES : [stage]) checkAgainstHelp(`Dockerfile ENV in ${stage}`, svc, [], [name]);
+    }
+
+    // The final stage: FROM ${SERVICE} and the selected binary.
+    const last = df.stages[df.stages.length - 1];
+    const defArg = df.global.find((i) => i.cmd === 'ARG' && /^SERVICE=/.test(i.args.trim()));
+    check(last.base === '${SERVICE}', 'Dockerfile final stage is FROM ${SERVICE}');
+    check(defArg && names.has(defArg.args.trim().split('=')[1]), 'Dockerfile: the default ARG SERVICE names a service stage');
+    check(last.ins.some((i) => i.cmd === 'COPY' && /\/build\/bin\/\$\{SERVICE\}\s+\/usr\/local\/bin\/\$\{SERVICE\}$/.test(i.args.trim())),
+        'Dockerfile final stage copies build/bin/${SERVICE} to /usr/local/bin/${SERVICE}');
+    return info;
+}
+
+// ------------------------------------------- runtime libraries of the binaries
+// Owners of files, in one dpkg -S call (each path also in its merged-/usr spelling).
+function dpkgOwners(paths) {
+    const variants = new Map();
+    for (const p of paths) {
+        const real = realpathSync(p);
+        variants.set(p, [real, real.replace(/^\/usr\/lib\//, '/lib/'), real.replace(/^\/lib\//, '/usr/lib/')]);
+    }
+    const all = [...new Set([...variants.values()].flat())];
+    const r = spawnSync('dpkg', ['-S', ...all], { encoding: 'utf8' });
+    const owner = new Map();
+    for (const line of (r.stdout || '').split('\n')) {
+        const m = /^([^:,\s]+)(?::\S+)?(?:, [^:]+)*: (\/.*)$/.exec(line);
+        if (m) owner.set(m[2], m[1]);
+    }
+    const out = new Map();
+    for (const [p, vs] of variants) out.set(p, vs.map((v) => owner.get(v)).find(Boolean) || null);
+    return out;
+}
+function parseDeps(d) {
+    return d.split(',').map((x) => x.split('|').map((y) => y.trim().split(/[\s:(]/)[0]).filter(Boolean)).filter((a) => a.length);
+}
+// Depends and Pre-Depends of packages as lists of alternatives: from dpkg for the
+// packages installed here (one call), else from apt's lists.
+let installedDeps = null;
+function depends(pkg) {
+    if (installedDeps === null) {
+        installedDeps = new Map();
+        const r = spawnSync('dpkg-query', ['-W', '-f=${Package}\t${Status}\t${Depends},${Pre-Depends}\n'], { encoding: 'utf8', maxBuffer: 64 << 20 });
+        for (const line of (r.stdout || '').split('\n')) {
+            const [name, status, deps] = line.split('\t');
+            if (name && /install ok installed/.test(status)) installedDeps.set(name, parseDeps(deps || ''));
+        }
+    }
+    if (installedDeps.has(pkg)) return installedDeps.get(pkg);
+    try {
+        const out = execFileSync('apt-cache', ['depends', pkg], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] });
+        const groups = [];
+        let cur = [];
+        for (const line of out.split('\n').slice(1)) {
+            const m = /^\s*(\|)?(?:Pre)?Depends:\s*<?([^\s>:]+)/.exec(line);
+            if (!m) continue;
+            cur.push(m[2]);
+            if (!m[1]) {
+                groups.push(cur);
+                cur = [];
+            }
+        }
+        return groups;
+    } catch {
+        return [];
+    }
+}
+function closure(pkgs) {
+    const seen = new Set();
+    const todo = [...pkgs];
+    while (todo.length) {
+        const p = todo.pop();
+        if (seen.has(p)) continue;
+        seen.add(p);
+        for (const alts of depends(p)) {
+            // Follow the installed alternatives when there are any (apt-cache is slow).
+            const inst = alts.filter((a) => installedDeps.has(a));
+            for (const a of inst.length ? inst : alts) if (!seen.has(a)) todo.push(a);
+        }
+    }
+    return seen;
+}
+function checkRuntimeLibs(info) {
+    if (!info.runtimePkgs) return;
+    const avail = closure(info.runtimePkgs);
+    // In debian:12-slim already (Essential: yes, or required by them).
+    for (const p of ['libc6', 'libgcc-s1']) avail.add(p);
+    for (const name of ['fedsvd', ...SERVICES]) {
+        const bin = join(BIN, name);
+        if (!existsSync(bin)) {
+            missingBinary(name, 'its shared libraries are not checked');
+            continue;
+        }
+        let ldd;
+        try {
+            ldd = execFileSync('ldd', [bin], { encoding: 'utf8' });
+        } catch (e) {
+            fail(`ldd ${bin}: ${e.message}`);
+            continue;
+        }
+        const missing = [];
+        const libs = [...ldd.matchAll(/^\s*(\S+) => (\/\S+)/gm)].map((m) => [m[1], m[2]]);
+        const owners = dpkgOwners(libs.map(([, p]) => p));
+        for (const [soname, path] of libs) {
+            const owner = owners.get(path);
+            if (owner === null) missing.push(`${soname} (no package owns ${path})`);
+            else if (!avail.has(owner)) missing.push(`${soname} from ${owner}`);
+        }
+        check(missing.length === 0, `runtime image has every shared library ${name} loads`, missing.join(', '));
+    }
+}
+
+// ------------------------------------------------------------------ compose
+function parsePort(p) {
+    if (typeof p === 'object') return { ip: p.host_ip || '', host: String(p.published || ''), target: Number(p.target) };
+    const parts = String(p).replace(/\/tcp$/, '').split(':');
+    if (parts.length === 3) return { ip: parts[0], host: parts[1], target: Number(parts[2]) };
+    if (parts.length === 2) return { ip: '', host: parts[0], target: Number(parts[1]) };
+    return { ip: '', host: '', target: Number(parts[0]) };
+}
+function parseVolume(v) {
+    if (typeof v === 'object') return { source: v.source, target: v.target, ro: !!v.read_only, type: v.type };
+    const parts = String(v).split(':');
+    return { source: parts[0], target: parts[1], ro: parts[2] === 'ro', type: /^[./~]/.test(parts[0]) ? 'bind' : 'volume' };
+}
+
+function checkCompose(info) {
+    const c = yaml.load(readFileSync(COMPOSE, 'utf8'));
+    const svcs = c.services || {};
+    const want = ['masking-server', 'aggregation-server', 'client-agent-1', 'client-agent-2', 'client-agent-3'];
+    check(eqSet(Object.keys(svcs), want), `compose: services are ${want.join(', ')}`, Object.keys(svcs).join(', '));
+    const composeDir = COMPOSE_DIR;
+    const usedSecrets = [];
+    const hostPorts = [];
+    for (const [name, s] of Object.entries(svcs)) {
+        const svc = s.build && s.build.args ? s.build.args.SERVICE : null;
+        if (!check(SERVICES.includes(svc), `compose ${name}: build arg SERVICE is a service`, String(svc))) continue;
+        check(resolve(composeDir, s.build.context || '.') === ROOT && resolve(ROOT, s.build.dockerfile || 'Dockerfile') === join(ROOT, 'docker/Dockerfile'),
+            `compose ${name}: builds docker/Dockerfile with the repository root as context`);
+        const img = info.services[svc];
+        if (!img) continue;
+        // Health check against the port the image listens on.
+        const hc = s.healthcheck;
+        const test = hc && Array.isArray(hc.test) ? hc.test : [];
+        check(test[0] === 'CMD' && test.includes(`http://127.0.0.1:${img.port}/readyz`) && hc.interval && hc.retries,
+            `compose ${name}: healthcheck GETs /readyz on ${img.port}`, JSON.stringify(test));
+        // Volumes: a named volume on /data.
+        const vols = (s.volumes || []).map(parseVolume);
+        const data = vols.find((v) => v.target === '/data');
+        check(data && data.type === 'volume' && c.volumes && data.source in c.volumes, `compose ${name}: named volume on /data`);
+        for (const v of vols.filter((x) => x.type === 'bind')) check(v.ro, `compose ${name}: bind mount ${v.source} is read-only`);
+        // Secrets: mounted at the token path of the image's entrypoint.
+        const secs = (s.secrets || []).map((x) => (typeof x === 'string' ? { source: x, target: x } : x));
+        const targets = secs.map((x) => (String(x.target || x.source).startsWith('/') ? x.target : `/run/secrets/${x.target || x.source}`));
+        check(targets.includes(img.tokenPath), `compose ${name}: a secret is mounted at ${img.tokenPath}`, targets.join(', '));
+        for (const x of secs) {
+            usedSecrets.push(x.source);
+            const def = c.secrets && c.secrets[x.source];
+            if (!check(def && def.file, `compose ${name}: secret ${x.source} is defined from a file`)) continue;
+            const f = resolve(composeDir, def.file);
+            check(dirname(f) === join(composeDir, 'secrets'), `compose secret ${x.source}: file under docker/secrets/`, def.file);
+            let ignored = false;
+            try {
+                execFileSync('git', ['-C', ROOT, 'check-ignore', '-q', f], { stdio: 'ignore' });
+                ignored = true;
+            } catch {
+                ignored = false;
+            }
+            check(ignored, `compose secret ${x.source}: ${def.file} is git-ignored (never committed)`);
+        }
+        // Ports: on loopback, to the port the image listens on.
+        for (const p of (s.ports || []).map(parsePort)) {
+            check(p.ip === '127.0.0.1', `compose ${name}: published port ${p.host} is bound to 127.0.0.1`, p.ip || '(all interfaces)');
+            check(p.target === img.port, `compose ${name}: published port targets ${img.port}`, String(p.target));
+            hostPorts.push(p.host);
+        }
+        // depends_on: only on healthy services that have a health check.
+        const deps = s.depends_on || {};
+        for (const [dep, cond] of Object.entries(Array.isArray(deps) ? Object.fromEntries(deps.map((d) => [d, {}])) : deps)) {
+            check(cond && cond.condition === 'service_healthy' && svcs[dep] && svcs[dep].healthcheck,
+                `compose ${name}: depends_on ${dep} with condition service_healthy`);
+        }
+        if (svc === 'client-agent') check('aggregation-server' in deps, `compose ${name}: waits for aggregation-server`);
+        check(s.read_only === true && (s.cap_drop || []).includes('ALL'), `compose ${name}: read-only root filesystem, all capabilities dropped`);
+        // Flags and FEDSVD_* variables given here exist in the binary.
+        const cmd = typeof s.command === 'string' ? s.command.split(/\s+/) : s.command || [];
+        const env = Array.isArray(s.environment) ? s.environment.map((e) => e.split('=')[0]) : Object.keys(s.environment || {});
+        if (s.entrypoint) fail(`compose ${name}: overrides the image's entrypoint`);
+        checkAgainstHelp(`compose ${name}`, svc, flagsOf(cmd), env.filter((e) => e.startsWith('FEDSVD_')));
+    }
+    check(new Set(usedSecrets).size === usedSecrets.length, 'compose: every service has its own token (no secret shared)');
+    check(new Set(hostPorts).size === hostPorts.length, 'compose: published host ports are distinct');
+}
+
+// --------------------------------------------------------------- kubernetes
+function loadK8s() {
+    if (K8S_RENDERED) return yaml.loadAll(readFileSync(K8S_RENDERED, 'utf8')).filter(Boolean);
+    // Without kubectl: the resources listed by the kustomizations, generators
+    // expanded by hand (names without the hash suffix).
+    const docs = [];
+    const walk = (dir) => {
+        const k = yaml.load(readFileSync(join(dir, 'kustomization.yaml'), 'utf8'));
+        for (const r of k.resources || []) {
+            const p = join(dir, r);
+            if (existsSync(join(p, 'kustomization.yaml'))) walk(p);
+            else docs.push(...yaml.loadAll(readFileSync(p, 'utf8')).filter(Boolean));
+        }
+        for (const g of k.secretGenerator || []) {
+            const data = {};
+            for (const f of g.files || []) {
+                const [key, file] = f.includes('=') ? f.split('=') : [basename(f), f];
+                data[key] = Buffer.from(readFileSync(join(dir, file))).toString('base64');
+            }
+            docs.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: g.name }, data });
+        }
+        for (const im of k.images || []) {
+            for (const d of docs) {
+                for (const ct of d.spec?.template?.spec?.containers || []) {
+                    if (ct.image === im.name) ct.image = `${im.newName || im.name}:${im.newTag || 'latest'}`;
+                }
+            }
+        }
+    };
+    walk(resolve(K8S_SRC));
+    return docs;
+}
+
+function checkK8s(info) {
+    let docs;
+    try {
+        docs = loadK8s();
+    } catch (e) {
+        fail(`k8s: cannot load manifests: ${e.message}`);
+        return;
+    }
+    const secrets = new Map(docs.filter((d) => d.kind === 'Secret').map((d) => [d.metadata.name, d]));
+    const services = docs.filter((d) => d.kind === 'Service');
+    const workloads = docs.filter((d) => ['StatefulSet', 'Deployment'].includes(d.kind));
+    const pvcs = new Set(docs.filter((d) => d.kind === 'PersistentVolumeClaim').map((d) => d.metadata.name));
+    for (const svc of SERVICES) {
+        const w = workloads.find((x) => (x.spec.template.spec.containers || []).some((ct) => new RegExp(`^(.*/)?${svc}(:[^/]+)?$`).test(ct.image)));
+        if (!check(w, `k8s: a workload runs the ${svc} image`)) continue;
+        const where = `k8s ${w.kind}/${w.metadata.name}`;
+        const img = info.services[svc];
+        const pod = w.spec.template.spec;
+        const ct = pod.containers.find((x) => new RegExp(`^(.*/)?${svc}(:[^/]+)?$`).test(x.image));
+        check(w.kind === 'StatefulSet' && (w.spec.volumeClaimTemplates || []).some((v) => v.metadata.name === 'data'),
+            `${where}: StatefulSet with a PVC template "data"`);
+        check(w.spec.replicas === 1, `${where}: one replica (its state is one SQLite database)`);
+        if (!img) continue;
+        // Ports and probes.
+        const ports = ct.ports || [];
+        const cport = ports.find((p) => p.containerPort === img.port);
+        check(cport, `${where}: containerPort ${img.port} (the image's --listen)`, JSON.stringify(ports));
+        const probePort = (pr) => {
+            const p = pr && pr.httpGet && pr.httpGet.port;
+            return typeof p === 'number' ? p : (ports.find((x) => x.name === p) || {}).containerPort;
+        };
+        check(ct.readinessProbe?.httpGet?.path === '/readyz' && probePort(ct.readinessProbe) === img.port, `${where}: readinessProbe GET /readyz on ${img.port}`);
+        check(ct.livenessProbe?.httpGet?.path === '/healthz' && probePort(ct.livenessProbe) === img.port, `${where}: livenessProbe GET /healthz on ${img.port}`);
+        // Non-root, read-only root filesystem.
+        const psc = pod.securityContext || {};
+        const csc = ct.securityContext || {};
+        check((psc.runAsNonRoot || csc.runAsNonRoot) && (csc.runAsUser ?? psc.runAsUser) === UID, `${where}: runs as non-root uid ${UID}`);
+        check(csc.readOnlyRootFilesystem === true && csc.allowPrivilegeEscalation === false && (csc.capabilities?.drop || []).includes('ALL'),
+            `${where}: readOnlyRootFilesystem, no privilege escalation, all capabilities dropped`);
+        // Mounts: /data, /tmp, the token at the entrypoint's path from a Secret that exists.
+        const mounts = ct.volumeMounts || [];
+        const vols = new Map((pod.volumes || []).map((v) => [v.name, v]));
+        check(mounts.some((m) => m.mountPath === '/data' && (w.spec.volumeClaimTemplates || []).some((t) => t.metadata.name === m.name)),
+            `${where}: /data on the PVC`);
+        check(mounts.some((m) => m.mountPath === '/tmp'), `${where}: a writable /tmp (the root filesystem is read-only)`);
+        const tm = mounts.find((m) => m.mountPath === img.tokenPath);
+        const tv = tm && vols.get(tm.name);
+        check(tv && tv.secret && secrets.has(tv.secret.secretName) && (!tm.subPath || (tv.secret.items ? tv.secret.items.some((i) => i.path === tm.subPath) : tm.subPath in (secrets.get(tv.secret.secretName).data || {}))),
+            `${where}: token mounted at ${img.tokenPath} from a generated Secret`, tv && tv.secret ? tv.secret.secretName : 'no secret volume');
+        for (const [n, v] of vols) {
+            if (v.persistentVolumeClaim) check(pvcs.has(v.persistentVolumeClaim.claimName), `${where}: volume ${n} uses a PVC defined here`);
+        }
+        // A Service selects the pods and targets the port.
+        const labels = w.spec.template.metadata.labels || {};
+        const s = services.find((x) => x.spec.selector && Object.entries(x.spec.selector).every(([k, v]) => labels[k] === v));
+        check(s && s.spec.ports.some((p) => p.targetPort === img.port || p.targetPort === cport?.name), `${where}: a Service selects it and targets port ${img.port}`);
+        // Args and FEDSVD_* variables given here exist in the binary.
+        if (ct.command) fail(`${where}: overrides the image's entrypoint (command)`);
+        checkAgainstHelp(where, svc, flagsOf(ct.args), (ct.env || []).map((e) => e.name).filter((e) => e.startsWith('FEDSVD_')));
+    }
+}
+
+// --------------------------------------------------------------- .dockerignore
+function checkDockerignore() {
+    const ig = dockerignore().add(readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n'));
+    const needed = ['Makefile', 'openapi.yaml', 'lib/la/mat.c', 'api/wire.c', 'cli/main.c', 'services/aggregation-server/main.c', 'services/client-agent/main.c'];
+    const kept = needed.filter((f) => ig.ignores(f));
+    check(kept.length === 0, '.dockerignore keeps what `make all` reads', kept.join(', '));
+    const secret = ['docker/secrets/aggregation-admin-token', 'docker/datasets/agent-1/party-1.npy', 'docker/k8s/servers/secrets/masking-admin-token',
+        '.git/config', 'build/bin/fedsvd', 'build-asan/lib/libfedsvd.a', 'tests/contract/node_modules/x.js', 'lib/la/mat.o', 'out/demo/train.npy'];
+    const leaked = secret.filter((f) => !ig.ignores(f));
+    check(leaked.length === 0, '.dockerignore keeps tokens, datasets, build trees, .git and node_modules out of the build context', leaked.join(', '));
+}
+
+const info = checkDockerfile();
+checkRuntimeLibs(info);
+checkCompose(info);
+if (K8S_RENDERED || K8S_SRC) checkK8s(info);
+checkDockerignore();
