@@ -23,6 +23,38 @@ int fs_job_algorithm_known(const char *name)
     return 0;
 }
 
+int fs_job_is_fedsvd(const char *algorithm)
+{
+    return strcmp(algorithm, "fedsvd") == 0 || strcmp(algorithm, "fedpca") == 0;
+}
+
+const char *fs_job_partition_name(int partition)
+{
+    return partition == FS_JOB_FEATURES ? "features" : "samples";
+}
+
+uint32_t fs_job_aggregations(const struct fs_job_spec *s)
+{
+    if (strcmp(s->algorithm, "fedpca") == 0 && s->fed.partition == FS_JOB_SAMPLES) {
+        return s->fed.standardize ? 3 : 2;
+    }
+    return 1;
+}
+
+void fs_job_party_shape(const struct fs_job_spec *s, uint32_t party, uint64_t *rows, uint64_t *cols)
+{
+    *rows = s->rows;
+    *cols = s->cols;
+    if (!fs_job_is_fedsvd(s->algorithm) || party < 1 || party > s->parties) {
+        return;
+    }
+    if (s->fed.partition == FS_JOB_SAMPLES) {
+        *rows = s->fed.party_sizes[party - 1];
+    } else {
+        *cols = s->fed.party_sizes[party - 1];
+    }
+}
+
 static int printable(const char *s)
 {
     for (; *s != '\0'; s++) {
@@ -129,12 +161,132 @@ static int shape_field(const json_t *obj, uint64_t max_elements, uint64_t *rows,
     return 0;
 }
 
+static int bool_field(const json_t *obj, const char *key, int *out, struct fs_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+
+    *out = 0;
+    if (v == NULL || json_is_null(v)) {
+        return 0;
+    }
+    if (!json_is_boolean(v)) {
+        return fs_err_set(err, FS_EFORMAT, "%s: expected true or false", key);
+    }
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* The fedsvd/fedpca parameters of a spec or invitation: partition, party_sizes
+ * (K entries adding up to N or d), k, method, standardize, allow_dropouts. */
+int fs_job_fedsvd_decode(const json_t *j, const char *algorithm, uint32_t parties, uint64_t rows,
+                         uint64_t cols, struct fs_job_fedsvd *out, struct fs_err *err)
+{
+    char buf[16];
+    json_t *sizes = json_object_get(j, "party_sizes");
+    uint64_t total = 0;
+    uint64_t part_dim;
+    long long x = 0;
+    int present = 0;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    rc = opt_string(j, "partition", buf, sizeof buf, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (buf[0] == '\0' || strcmp(buf, "samples") == 0) {
+        out->partition = FS_JOB_SAMPLES;
+    } else if (strcmp(buf, "features") == 0) {
+        out->partition = FS_JOB_FEATURES;
+    } else {
+        return fs_err_set(err, FS_EINVAL, "partition: expected samples or features");
+    }
+    part_dim = out->partition == FS_JOB_SAMPLES ? rows : cols;
+    if (sizes == NULL) {
+        return fs_err_set(err, FS_EFORMAT, "party_sizes: missing");
+    }
+    if (!json_is_array(sizes)) {
+        return fs_err_set(err, FS_EFORMAT, "party_sizes: expected an array of integers");
+    }
+    if (json_array_size(sizes) != parties) {
+        return fs_err_set(err, FS_EINVAL, "party_sizes: %zu entries for %u parties",
+                          json_array_size(sizes), parties);
+    }
+    for (uint32_t i = 0; i < parties; i++) {
+        json_t *v = json_array_get(sizes, i);
+        if (!json_is_integer(v)) {
+            return fs_err_set(err, FS_EFORMAT, "party_sizes[%u]: expected an integer", i);
+        }
+        if (json_integer_value(v) < 1 || (uint64_t)json_integer_value(v) > part_dim) {
+            return fs_err_set(err, FS_EINVAL, "party_sizes[%u]: outside 1..%llu", i,
+                              (unsigned long long)part_dim);
+        }
+        out->party_sizes[i] = (uint64_t)json_integer_value(v);
+        total += out->party_sizes[i];
+    }
+    if (total != part_dim) {
+        return fs_err_set(
+            err, FS_EINVAL, "party_sizes: add up to %llu, but the pooled matrix has %llu %s",
+            (unsigned long long)total, (unsigned long long)part_dim,
+            out->partition == FS_JOB_SAMPLES ? "rows (shape[0])" : "columns (shape[1])");
+    }
+    rc = int_field(j, "k", 1, (long long)(rows < cols ? rows : cols), &x, &present, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->k = present ? (uint64_t)x : 0;
+    rc = opt_string(j, "method", buf, sizeof buf, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (buf[0] == '\0' || strcmp(buf, "exact") == 0) {
+        out->method = FS_JOB_EXACT;
+    } else if (strcmp(buf, "randomized") == 0) {
+        out->method = FS_JOB_RANDOMIZED;
+    } else {
+        return fs_err_set(err, FS_EINVAL, "method: expected exact or randomized");
+    }
+    if (out->method == FS_JOB_RANDOMIZED && out->k == 0) {
+        return fs_err_set(err, FS_EINVAL, "method: randomized needs k");
+    }
+    rc = bool_field(j, "standardize", &out->standardize, err);
+    if (rc == 0 && out->standardize && strcmp(algorithm, "fedpca") != 0) {
+        rc = fs_err_set(err, FS_EINVAL, "standardize: only for fedpca");
+    }
+    if (rc == 0) {
+        rc = bool_field(j, "allow_dropouts", &out->allow_dropouts, err);
+    }
+    return rc;
+}
+
+/* Encode the fedsvd/fedpca parameters into obj. 0 or -1 (OOM). */
+static int fed_encode(json_t *obj, uint32_t parties, const struct fs_job_fedsvd *f)
+{
+    json_t *sizes = json_array();
+    int bad = sizes == NULL;
+
+    for (uint32_t i = 0; !bad && i < parties; i++) {
+        bad |= json_array_append_new(sizes, json_integer((json_int_t)f->party_sizes[i])) != 0;
+    }
+    bad |= json_object_set_new(obj, "partition", json_string(fs_job_partition_name(f->partition)));
+    bad |= json_object_set_new(obj, "party_sizes", sizes);
+    bad |= json_object_set_new(obj, "k", f->k > 0 ? json_integer((json_int_t)f->k) : json_null());
+    bad |= json_object_set_new(
+        obj, "method", json_string(f->method == FS_JOB_RANDOMIZED ? "randomized" : "exact"));
+    bad |= json_object_set_new(obj, "standardize", json_boolean(f->standardize));
+    bad |= json_object_set_new(obj, "allow_dropouts", json_boolean(f->allow_dropouts));
+    return bad ? -1 : 0;
+}
+
 int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
                        struct fs_err *err)
 {
-    static const char *const keys[] = {"algorithm",      "name",       "parties",
-                                       "threshold",      "shape",      "round_timeout_s",
-                                       "join_timeout_s", "server_url", NULL};
+    static const char *const keys[] = {
+        "algorithm",      "name",           "parties",   "threshold",   "shape", "round_timeout_s",
+        "join_timeout_s", "server_url",     "partition", "party_sizes", "k",     "method",
+        "standardize",    "allow_dropouts", NULL};
+    static const char *const fed_keys[] = {"partition",   "party_sizes",    "k", "method",
+                                           "standardize", "allow_dropouts", NULL};
     const char *key;
     json_t *val;
     long long x = 0;
@@ -204,6 +356,15 @@ int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
             out->server_url[--n] = '\0';
         }
     }
+    if (fs_job_is_fedsvd(out->algorithm)) {
+        return fs_job_fedsvd_decode(j, out->algorithm, out->parties, out->rows, out->cols,
+                                    &out->fed, err);
+    }
+    for (size_t i = 0; fed_keys[i] != NULL; i++) {
+        if (json_object_get(j, fed_keys[i]) != NULL) {
+            return fs_err_set(err, FS_EINVAL, "%s: only for fedsvd and fedpca jobs", fed_keys[i]);
+        }
+    }
     return 0;
 }
 
@@ -224,7 +385,8 @@ json_t *fs_job_spec_encode(const struct fs_job_spec *s)
     }
     if ((s->name[0] != '\0' && json_object_set_new(o, "name", json_string(s->name)) != 0) ||
         (s->server_url[0] != '\0' &&
-         json_object_set_new(o, "server_url", json_string(s->server_url)) != 0)) {
+         json_object_set_new(o, "server_url", json_string(s->server_url)) != 0) ||
+        (fs_job_is_fedsvd(s->algorithm) && fed_encode(o, s->parties, &s->fed) != 0)) {
         json_decref(o);
         return NULL;
     }
@@ -233,10 +395,94 @@ json_t *fs_job_spec_encode(const struct fs_job_spec *s)
 
 json_t *fs_invitation_encode(const struct fs_invitation *inv)
 {
-    return json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:i, s:i, s:o}", "version", inv->version,
-                     "job_id", inv->job_id, "job_url", inv->job_url, "party", (int)inv->party,
-                     "token", inv->token, "algorithm", inv->algorithm, "parties", (int)inv->parties,
-                     "threshold", (int)inv->threshold, "shape", shape_json(inv->rows, inv->cols));
+    json_t *o =
+        json_pack("{s:i, s:s, s:s, s:i, s:s, s:s, s:i, s:i, s:o}", "version", inv->version,
+                  "job_id", inv->job_id, "job_url", inv->job_url, "party", (int)inv->party, "token",
+                  inv->token, "algorithm", inv->algorithm, "parties", (int)inv->parties,
+                  "threshold", (int)inv->threshold, "shape", shape_json(inv->rows, inv->cols));
+    int bad = 0;
+
+    if (o == NULL || !inv->is_fedsvd) {
+        return o;
+    }
+    bad |= json_object_set_new(o, "global_shape", shape_json(inv->global_rows, inv->global_cols));
+    bad |= fed_encode(o, inv->parties, &inv->fed);
+    if (inv->masking_url[0] != '\0') {
+        bad |= json_object_set_new(o, "masking_url", json_string(inv->masking_url));
+    }
+    if (inv->mask_token[0] != '\0') {
+        bad |= json_object_set_new(o, "mask_token", json_string(inv->mask_token));
+    }
+    if (inv->maskset[0] != '\0') {
+        bad |= json_object_set_new(o, "maskset", json_string(inv->maskset));
+    }
+    if (bad) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The fedsvd/fedpca part of an invitation. */
+static int invitation_fed(const json_t *j, struct fs_invitation *out, struct fs_err *err)
+{
+    json_t *gs = json_object_get(j, "global_shape");
+    json_t *shape = json_object_get(j, "shape");
+    uint64_t rows = 0, cols = 0;
+    int rc;
+
+    out->is_fedsvd = 1;
+    if (gs == NULL) {
+        return fs_err_set(err, FS_EFORMAT, "global_shape: missing");
+    }
+    {
+        json_t *tmp = json_pack("{s:O}", "shape", gs);
+        rc = tmp == NULL
+                 ? fs_err_set(err, FS_ENOMEM, "out of memory")
+                 : shape_field(tmp, UINT64_MAX / 2, &out->global_rows, &out->global_cols, err);
+        json_decref(tmp);
+        if (rc != 0) {
+            return fs_err_prefix(err, "global_");
+        }
+    }
+    (void)shape;
+    rc = fs_job_fedsvd_decode(j, out->algorithm, out->parties, out->global_rows, out->global_cols,
+                              &out->fed, err);
+    if (rc != 0) {
+        return rc;
+    }
+    rows = out->fed.partition == FS_JOB_SAMPLES ? out->fed.party_sizes[out->party - 1]
+                                                : out->global_rows;
+    cols = out->fed.partition == FS_JOB_SAMPLES ? out->global_cols
+                                                : out->fed.party_sizes[out->party - 1];
+    if (rows != out->rows || cols != out->cols) {
+        return fs_err_set(err, FS_EINVAL,
+                          "shape: %llu x %llu, but party %u of this job holds %llu x %llu",
+                          (unsigned long long)out->rows, (unsigned long long)out->cols, out->party,
+                          (unsigned long long)rows, (unsigned long long)cols);
+    }
+    rc = opt_string(j, "masking_url", out->masking_url, sizeof out->masking_url, err);
+    if (rc == 0 && out->masking_url[0] != '\0' && strncmp(out->masking_url, "http://", 7) != 0 &&
+        strncmp(out->masking_url, "https://", 8) != 0) {
+        rc = fs_err_set(err, FS_EINVAL, "masking_url: expected an http:// or https:// URL");
+    }
+    if (rc == 0) {
+        rc = opt_string(j, "mask_token", out->mask_token, sizeof out->mask_token, err);
+    }
+    if (rc == 0 && out->mask_token[0] != '\0' &&
+        !fs_auth_token_valid(out->mask_token, strlen(out->mask_token))) {
+        rc = fs_err_set(err, FS_EINVAL, "mask_token: not a valid token");
+    }
+    if (rc == 0) {
+        rc = opt_string(j, "maskset", out->maskset, sizeof out->maskset, err);
+    }
+    if (rc == 0) {
+        size_t n = strlen(out->masking_url);
+        while (n > 0 && out->masking_url[n - 1] == '/') {
+            out->masking_url[--n] = '\0';
+        }
+    }
+    return rc;
 }
 
 int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_err *err)
@@ -288,6 +534,9 @@ int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_e
     }
     if (rc == 0 && out->party > out->parties) {
         rc = fs_err_set(err, FS_EINVAL, "party: %u outside 1..%u", out->party, out->parties);
+    }
+    if (rc == 0 && fs_job_is_fedsvd(out->algorithm)) {
+        rc = invitation_fed(j, out, err);
     }
     if (rc == 0) {
         char base[FS_JOB_URL_MAX + 1];

@@ -665,6 +665,138 @@ out:
     return rc;
 }
 
+/* ---- fedsvd exponents ---- */
+
+json_t *fs_wire_exp_encode(const uint8_t sealed[FS_WIRE_SEALED_EXP_LEN])
+{
+    json_t *o = json_object();
+
+    if (o == NULL || set_bytes(o, "sealed", sealed, FS_WIRE_SEALED_EXP_LEN) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+int fs_wire_exp_decode(const json_t *j, uint8_t sealed[FS_WIRE_SEALED_EXP_LEN], struct fs_err *err)
+{
+    static const char *const keys[] = {"sealed", NULL};
+    int rc = want_object(j, "exponent", err);
+
+    if (rc == 0) {
+        rc = check_keys(j, keys, "exponent", err);
+    }
+    if (rc == 0) {
+        rc = get_bytes(j, "sealed", sealed, FS_WIRE_SEALED_EXP_LEN, "exponent", err);
+    }
+    return rc;
+}
+
+json_t *fs_wire_exps_encode(const uint32_t *ids, const uint8_t (*sealed)[FS_WIRE_SEALED_EXP_LEN],
+                            size_t k)
+{
+    json_t *arr = json_array();
+
+    if (arr == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < k; i++) {
+        json_t *e = json_object();
+        if (e == NULL || json_array_append_new(arr, e) != 0 ||
+            json_object_set_new(e, "party", json_integer(ids[i])) != 0 ||
+            set_bytes(e, "sealed", sealed[i], FS_WIRE_SEALED_EXP_LEN) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+int fs_wire_exps_decode(const json_t *arr, uint32_t n, uint32_t **ids,
+                        uint8_t (**sealed)[FS_WIRE_SEALED_EXP_LEN], size_t *k, struct fs_err *err)
+{
+    static const char *const keys[] = {"party", "sealed", NULL};
+    uint32_t *id = NULL;
+    uint8_t(*sl)[FS_WIRE_SEALED_EXP_LEN] = NULL;
+    size_t m;
+    int rc = 0;
+
+    *ids = NULL;
+    *sealed = NULL;
+    *k = 0;
+    if (!json_is_array(arr)) {
+        return fs_err_set(err, FS_EFORMAT, "exponents: expected an array");
+    }
+    m = json_array_size(arr);
+    if (m > n) {
+        return fs_err_set(err, FS_ERANGE, "exponents: %zu entries, at most %u allowed", m, n);
+    }
+    id = calloc(m + 1, sizeof *id);
+    sl = calloc(m + 1, sizeof *sl);
+    if (id == NULL || sl == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "exponents: out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < m; i++) {
+        json_t *e = json_array_get(arr, i);
+        char what[48];
+        long long party = 0;
+        snprintf(what, sizeof what, "exponents[%zu]", i);
+        rc = want_object(e, what, err);
+        if (rc == 0) {
+            rc = check_keys(e, keys, what, err);
+        }
+        if (rc == 0) {
+            rc = get_int(e, "party", 1, (long long)n, what, &party, err);
+        }
+        if (rc == 0) {
+            rc = get_bytes(e, "sealed", sl[i], FS_WIRE_SEALED_EXP_LEN, what, err);
+        }
+        for (size_t q = 0; rc == 0 && q < i; q++) {
+            if (id[q] == (uint32_t)party) {
+                rc = fs_err_set(err, FS_EINVAL, "%s.party: %lld repeated", what, party);
+            }
+        }
+        if (rc != 0) {
+            goto out;
+        }
+        id[i] = (uint32_t)party;
+    }
+    *ids = id;
+    *sealed = sl;
+    *k = m;
+    id = NULL;
+    sl = NULL;
+out:
+    free(id);
+    free(sl);
+    return rc;
+}
+
+json_t *fs_wire_pubexp_encode(int e)
+{
+    return json_pack("{s:i}", "exponent", e);
+}
+
+int fs_wire_pubexp_decode(const json_t *j, int *e, struct fs_err *err)
+{
+    static const char *const keys[] = {"exponent", NULL};
+    long long x = 0;
+    int rc = want_object(j, "public exponent", err);
+
+    if (rc == 0) {
+        rc = check_keys(j, keys, "public exponent", err);
+    }
+    if (rc == 0) {
+        rc = get_int(j, "exponent", FS_WIRE_PUBEXP_MIN, FS_WIRE_PUBEXP_MAX, "public exponent", &x,
+                     err);
+    }
+    if (rc == 0) {
+        *e = (int)x;
+    }
+    return rc;
+}
+
 json_t *fs_wire_reveals_encode(const struct fs_secagg_reveal *rv, size_t k)
 {
     json_t *o = json_object();

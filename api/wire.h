@@ -86,6 +86,32 @@ json_t *fs_wire_reveals_encode(const struct fs_secagg_reveal *rv, size_t k);
 FS_WUR int fs_wire_reveals_decode(const json_t *j, size_t max, struct fs_secagg_reveal **out,
                                   size_t *k, struct fs_err *err);
 
+/* ---- fedsvd / fedpca exponents (docs/wire-fedsvd.md) ---- */
+
+#define FS_WIRE_SEALED_EXP_LEN 32      /* = FS_FEDSVD_SEALED_EXP_LEN */
+#define FS_WIRE_PUBEXP_MIN     (-1000) /* = FS_FEDSVD_EXP_MIN */
+#define FS_WIRE_PUBEXP_MAX     1000    /* = FS_FEDSVD_EXP_MAX */
+
+/** A party's sealed exponent for one aggregation: {"sealed": "…"} (32 bytes). */
+json_t *fs_wire_exp_encode(const uint8_t sealed[FS_WIRE_SEALED_EXP_LEN]);
+FS_WUR int fs_wire_exp_decode(const json_t *j, uint8_t sealed[FS_WIRE_SEALED_EXP_LEN],
+                              struct fs_err *err);
+
+/**
+ * The relayed list [{"party": v, "sealed": "…"}] under "exponents" in an
+ * Aggregation (encode returns the array; decode takes it: ids 1..n, no
+ * repeats, at most n). Decode: *ids and *sealed free().
+ */
+json_t *fs_wire_exps_encode(const uint32_t *ids, const uint8_t (*sealed)[FS_WIRE_SEALED_EXP_LEN],
+                            size_t k);
+FS_WUR int fs_wire_exps_decode(const json_t *arr, uint32_t n, uint32_t **ids,
+                               uint8_t (**sealed)[FS_WIRE_SEALED_EXP_LEN], size_t *k,
+                               struct fs_err *err);
+
+/** The public exponent a party reports before its FedSVD upload: {"exponent": E}. */
+json_t *fs_wire_pubexp_encode(int e);
+FS_WUR int fs_wire_pubexp_decode(const json_t *j, int *e, struct fs_err *err);
+
 /* ---- party-id arrays ---- */
 
 json_t *fs_wire_ids_encode(const uint32_t *ids, size_t k);

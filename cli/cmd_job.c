@@ -48,17 +48,41 @@ static void create_help(void)
            "                         --parties K --shape R,C [--threshold T] [--round-timeout S]\n"
            "                         [--name LABEL] [--public-url URL] [--out-dir DIR]\n"
            "                         [--format text|json]\n"
+           "       fedsvd job create --server URL --admin-token-file F --algorithm fedsvd|fedpca\n"
+           "                         --shape N,D --party-sizes N1,N2,... [--partition P]\n"
+           "                         --masking-server URL --masking-token-file F [--k K]\n"
+           "                         [--method exact|randomized] [--standardize]\n"
+           "                         [--allow-dropouts] [--block-size C] [...as above]\n"
            "\n"
            "Create a job (POST /v1/jobs) and print its invitations: a JSON array with one\n"
            "invitation per party, each holding that party's secret token. Hand invitation i\n"
            "to party i only (out of band); its operator gives it to the party's client-agent.\n"
+           "For fedsvd and fedpca the job's mask set is then created on the masking server\n"
+           "(POST /v1/masksets) and each party's mask token, the masking-server URL and the\n"
+           "mask-set id are added to its invitation: the aggregation server never sees them.\n"
            "\n"
            "Options:\n");
     conn_help("admin-token-file F", "admin");
     printf(
-        "  --algorithm A          secure-sum\n"
-        "  --parties K            number of parties, 1..1000\n"
-        "  --shape R,C            every party's matrix shape (rows,cols)\n"
+        "  --algorithm A          secure-sum, fedsvd or fedpca\n"
+        "  --parties K            number of parties, 1..1000 (fedsvd/fedpca: optional, the\n"
+        "                         length of --party-sizes)\n"
+        "  --shape R,C            secure-sum: every party's matrix shape (rows,cols);\n"
+        "                         fedsvd/fedpca: the pooled matrix N,D\n"
+        "  --partition P          samples (default: party i holds rows) or features (columns)\n"
+        "  --party-sizes LIST     rows (samples) or columns (features) of each party, in party\n"
+        "                         order; they add up to N (samples) or D (features)\n"
+        "  --k K                  top-k singular triplets / components (default: all)\n"
+        "  --method M             exact (default) or randomized (with --k)\n"
+        "  --standardize          fedpca: scale every feature to unit variance\n"
+        "  --allow-dropouts       a party that drops before its data is in gives the exact\n"
+        "                         result of the others (default: the job fails cleanly)\n"
+        "  --masking-server URL   the masking server (fedsvd/fedpca)\n"
+        "  --masking-token-file F its admin token\n"
+        "  --masking-public-url U the masking-server URL written into invitations (default:\n"
+        "                         --masking-server)\n"
+        "  --block-size C         largest diagonal block of the masks (default: the masking\n"
+        "                         server's choice)\n"
         "  --threshold T          minimum survivors, 1..K (default floor(K/2)+1)\n"
         "  --round-timeout S      seconds (integer) a round waits for missing parties\n"
         "                         before counting them as dropped (server default 60)\n"
@@ -337,12 +361,136 @@ static int parse_shape(const char *cmd, const char *s, json_int_t shape[2])
     return CLI_OK;
 }
 
+/* The fedsvd/fedpca options of job create. */
+static int fed_create_args(const char *cmd, const char *alg, const char *part, const char *sizes_s,
+                           const char *k_s, const char *method, int standardize, const char *msrv,
+                           const char *mtok, const char *mpub, const char *block_s, size_t **sizes,
+                           size_t *nsizes, size_t *k, size_t *block)
+{
+    int rc;
+
+    if (part != NULL && strcmp(part, "samples") != 0 && strcmp(part, "features") != 0) {
+        return cli_usage_error(cmd, "--partition: expected samples or features, got '%s'", part);
+    }
+    if (method != NULL && strcmp(method, "exact") != 0 && strcmp(method, "randomized") != 0) {
+        return cli_usage_error(cmd, "--method: expected exact or randomized, got '%s'", method);
+    }
+    if (standardize && strcmp(alg, "fedpca") != 0) {
+        return cli_usage_error(cmd, "--standardize is for fedpca");
+    }
+    if (sizes_s == NULL || msrv == NULL || mtok == NULL) {
+        return cli_usage_error(cmd,
+                               "%s needs --party-sizes, --masking-server and "
+                               "--masking-token-file",
+                               alg);
+    }
+    if (!orch_url_ok(msrv) || (mpub != NULL && !orch_url_ok(mpub))) {
+        return cli_usage_error(cmd, "--masking-server / --masking-public-url: expected an http:// "
+                                    "or https:// URL");
+    }
+    if ((k_s != NULL && (rc = cli_parse_size(cmd, "--k", k_s, 1, (size_t)1 << 31, k)) != 0) ||
+        (block_s != NULL &&
+         (rc = cli_parse_size(cmd, "--block-size", block_s, 1, (size_t)1 << 31, block)) != 0)) {
+        return rc;
+    }
+    if (method != NULL && strcmp(method, "randomized") == 0 && *k == 0) {
+        return cli_usage_error(cmd, "--method randomized needs --k");
+    }
+    return cli_parse_size_list(cmd, "--party-sizes", sizes_s, JOB_MAX_PARTIES, sizes, nsizes);
+}
+
+/*
+ * Create the job's mask set on the masking server (docs/wire-fedsvd.md) and
+ * add masking_url, mask_token and maskset to each party's invitation.
+ */
+static int fed_create_maskset(const char *cmd, const char *msrv, const char *mtok, const char *mpub,
+                              const struct orch_tls *tls, const char *job_id, int features,
+                              const size_t *sizes, size_t n, size_t other, size_t block,
+                              json_t *invs)
+{
+    char base[1024];
+    json_t *spec = NULL, *resp = NULL, *parties = json_array();
+    const json_t *creds;
+    const char *id;
+    struct fs_err err;
+    fs_httpc *m = NULL;
+    int rc = CLI_OK;
+
+    fs_err_clear(&err);
+    for (size_t i = 0; parties != NULL && i < n; i++) {
+        json_array_append_new(parties, json_pack("{s:I, s:I}", "party", (json_int_t)(i + 1),
+                                                 features ? "cols" : "rows", (json_int_t)sizes[i]));
+    }
+    spec = json_pack("{s:s, s:s, s:o, s:I}", "job_id", job_id, "partition",
+                     features ? "features" : "samples", "parties", parties,
+                     features ? "rows" : "cols", (json_int_t)other);
+    if (spec == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
+    }
+    if (block > 0) {
+        json_object_set_new(spec, "block_size", json_integer((json_int_t)block));
+    }
+    if (orch_url_trim(mpub != NULL ? mpub : msrv, base, sizeof base, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    json_object_set_new(spec, "server_url", json_string(base));
+    if ((rc = connect_server(cmd, msrv, mtok, tls, &m)) != CLI_OK) {
+        goto out;
+    }
+    if (fs_httpc_json(m, "POST", "/v1/masksets", spec, &resp, NULL, &err) != 0) {
+        rc = cli_runtime_error(cmd, "masking server: %s", err.msg);
+        goto out;
+    }
+    id = json_string_value(json_object_get(json_object_get(resp, "maskset"), "id"));
+    creds = json_object_get(resp, "parties");
+    if (!orch_id_ok(id) || !json_is_array(creds) || json_array_size(creds) != n) {
+        rc = cli_runtime_error(cmd,
+                               "POST /v1/masksets: the response lacks an id or %zu mask "
+                               "tokens",
+                               n);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *c = json_array_get(creds, i);
+        const char *tok = json_string_value(json_object_get(c, "mask_token"));
+        json_int_t party = json_integer_value(json_object_get(c, "party"));
+        json_t *inv = NULL, *v;
+        size_t q;
+
+        json_array_foreach(invs, q, v)
+        {
+            if (json_integer_value(json_object_get(v, "party")) == party) {
+                inv = v;
+            }
+        }
+        if (tok == NULL || inv == NULL) {
+            rc = cli_runtime_error(cmd, "POST /v1/masksets: no mask token for party %zu", i + 1);
+            goto out;
+        }
+        json_object_set_new(inv, "masking_url", json_string(base));
+        json_object_set_new(inv, "mask_token", json_string(tok));
+        json_object_set_new(inv, "maskset", json_string(id));
+    }
+    fprintf(stderr, "fedsvd %s: mask set %s created on %s\n", cmd, id, base);
+out:
+    json_decref(resp);
+    json_decref(spec);
+    fs_httpc_free(m);
+    return rc;
+}
+
 static int job_create(int argc, char **argv)
 {
     const char *cmd = "job create";
     const char *s_server = NULL, *s_tok = NULL, *s_alg = NULL, *s_parties = NULL;
     const char *s_shape = NULL, *s_thr = NULL, *s_rt = NULL, *s_name = NULL, *s_pub = NULL;
     const char *s_outdir = NULL, *s_format = NULL, *s_ca = NULL;
+    const char *s_part = NULL, *s_sizes = NULL, *s_k = NULL, *s_method = NULL, *s_msrv = NULL;
+    const char *s_mtok = NULL, *s_mpub = NULL, *s_block = NULL;
+    int standardize = 0, allow_dropouts = 0, fed = 0;
+    size_t *sizes = NULL, nsizes = 0, kk = 0, block = 0;
+    char job_id[ORCH_ID_MAX] = "";
     struct orch_tls tls = {0, NULL};
     struct cli_opt opts[] = {
         {"server", CLI_OPT_VALUE, &s_server, NULL},
@@ -358,6 +506,16 @@ static int job_create(int argc, char **argv)
         {"format", CLI_OPT_VALUE, &s_format, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &tls.insecure},
         {"ca-file", CLI_OPT_VALUE, &s_ca, NULL},
+        {"partition", CLI_OPT_VALUE, &s_part, NULL},
+        {"party-sizes", CLI_OPT_VALUE, &s_sizes, NULL},
+        {"k", CLI_OPT_VALUE, &s_k, NULL},
+        {"method", CLI_OPT_VALUE, &s_method, NULL},
+        {"standardize", CLI_OPT_FLAG, NULL, &standardize},
+        {"allow-dropouts", CLI_OPT_FLAG, NULL, &allow_dropouts},
+        {"masking-server", CLI_OPT_VALUE, &s_msrv, NULL},
+        {"masking-token-file", CLI_OPT_VALUE, &s_mtok, NULL},
+        {"masking-public-url", CLI_OPT_VALUE, &s_mpub, NULL},
+        {"block-size", CLI_OPT_VALUE, &s_block, NULL},
     };
     const char *pos[1];
     size_t npos = 0, parties = 0, thr = 0, rt = 0;
@@ -381,22 +539,55 @@ static int job_create(int argc, char **argv)
     if ((rc = check_server(cmd, s_server)) != CLI_OK) {
         return rc;
     }
+    if (s_alg != NULL && (strcmp(s_alg, "fedsvd") == 0 || strcmp(s_alg, "fedpca") == 0)) {
+        fed = 1;
+        rc = fed_create_args(cmd, s_alg, s_part, s_sizes, s_k, s_method, standardize, s_msrv,
+                             s_mtok, s_mpub, s_block, &sizes, &nsizes, &kk, &block);
+        if (rc != CLI_OK) {
+            return rc;
+        }
+        if (s_parties == NULL) {
+            s_parties = "0"; /* from --party-sizes below */
+        }
+    } else if (s_part != NULL || s_sizes != NULL || s_k != NULL || s_method != NULL ||
+               standardize || allow_dropouts || s_msrv != NULL || s_mtok != NULL ||
+               s_mpub != NULL || s_block != NULL) {
+        return cli_usage_error(cmd, "--partition, --party-sizes, --k, --method, --standardize, "
+                                    "--allow-dropouts, --masking-* and --block-size are for "
+                                    "fedsvd and fedpca");
+    }
     if (s_tok == NULL || s_alg == NULL || s_parties == NULL || s_shape == NULL) {
+        free(sizes);
         return cli_usage_error(
             cmd, "--admin-token-file, --algorithm, --parties and --shape are required");
     }
-    if (strcmp(s_alg, "secure-sum") != 0) {
-        return cli_usage_error(cmd, "--algorithm: expected secure-sum, got '%s'", s_alg);
+    if (!fed && strcmp(s_alg, "secure-sum") != 0) {
+        return cli_usage_error(cmd, "--algorithm: expected secure-sum, fedsvd or fedpca, got '%s'",
+                               s_alg);
     }
-    if ((rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) != 0 ||
+    if (fed && strcmp(s_parties, "0") != 0 &&
+        ((rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) != 0 ||
+         parties != nsizes)) {
+        free(sizes);
+        return rc != 0 ? rc
+                       : cli_usage_error(cmd, "--parties %zu but --party-sizes lists %zu", parties,
+                                         nsizes);
+    }
+    if (fed) {
+        parties = nsizes;
+    }
+    if ((!fed &&
+         (rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) != 0) ||
         (rc = parse_shape(cmd, s_shape, shape)) != 0 ||
         (s_thr != NULL &&
          (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, parties, &thr)) != 0) ||
         (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
         (rc = cli_parse_format(cmd, s_format, &json)) != 0) {
+        free(sizes);
         return rc;
     }
     if (s_pub != NULL && !orch_url_ok(s_pub)) {
+        free(sizes);
         return cli_usage_error(cmd, "--public-url: expected an http:// or https:// URL, got '%s'",
                                s_pub);
     }
@@ -417,6 +608,26 @@ static int job_create(int argc, char **argv)
     if (s_pub != NULL) {
         json_object_set_new(spec, "server_url", json_string(s_pub));
     }
+    if (fed) {
+        json_t *a = json_array();
+        for (size_t i = 0; a != NULL && i < nsizes; i++) {
+            json_array_append_new(a, json_integer((json_int_t)sizes[i]));
+        }
+        json_object_set_new(spec, "partition", json_string(s_part != NULL ? s_part : "samples"));
+        json_object_set_new(spec, "party_sizes", a);
+        if (kk > 0) {
+            json_object_set_new(spec, "k", json_integer((json_int_t)kk));
+        }
+        if (s_method != NULL) {
+            json_object_set_new(spec, "method", json_string(s_method));
+        }
+        if (standardize) {
+            json_object_set_new(spec, "standardize", json_true());
+        }
+        if (allow_dropouts) {
+            json_object_set_new(spec, "allow_dropouts", json_true());
+        }
+    }
     if (s_outdir != NULL && (rc = cli_mkdir_p(cmd, s_outdir)) != CLI_OK) {
         goto out;
     }
@@ -433,6 +644,24 @@ static int job_create(int argc, char **argv)
         rc = cli_runtime_error(cmd, "POST /v1/jobs: the response lacks the job or %zu invitations",
                                parties);
         goto out;
+    }
+    snprintf(job_id, sizeof job_id, "%s", str_or(job, "id", ""));
+    if (fed) {
+        rc = fed_create_maskset(
+            cmd, s_msrv, s_mtok, s_mpub, &tls, job_id,
+            s_part != NULL && strcmp(s_part, "features") == 0, sizes, nsizes,
+            (size_t)(s_part != NULL && strcmp(s_part, "features") == 0 ? shape[0] : shape[1]),
+            block, (json_t *)invs);
+        if (rc != CLI_OK) {
+            /* a job without masks cannot run: do not leave it waiting */
+            char path[ORCH_ID_MAX + 16];
+            snprintf(path, sizeof path, "/v1/jobs/%s", job_id);
+            if (orch_id_ok(job_id) &&
+                fs_httpc_json(c, "DELETE", path, NULL, NULL, NULL, &err) == 0) {
+                fprintf(stderr, "fedsvd %s: job %s cancelled\n", cmd, job_id);
+            }
+            goto out;
+        }
     }
     if (s_outdir != NULL) {
         size_t i;
@@ -476,6 +705,7 @@ out:
     json_decref(resp);
     json_decref(spec);
     fs_httpc_free(c);
+    free(sizes);
     return rc;
 }
 

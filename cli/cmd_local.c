@@ -1,6 +1,7 @@
 /* fedsvd local: a whole federated job on this machine with the real
- * services. It starts one aggregation-server and one client-agent per party
- * as child processes on free loopback ports, creates the job, hands each
+ * services. It starts one aggregation-server (and for fedsvd/fedpca a
+ * masking-server) and one client-agent per party as child processes on free
+ * loopback ports, creates the job, hands each
  * agent its invitation and data file, follows the job, copies the result
  * out, writes a summary, and stops everything (SIGTERM, then SIGKILL after a
  * grace period) whatever happens — also on SIGINT/SIGTERM/SIGHUP. Children
@@ -13,6 +14,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +31,7 @@
 
 #include "cli.h"
 #include "io/matio.h"
+#include "local_verify.h"
 #include "net/auth.h"
 #include "orch.h"
 
@@ -54,12 +57,17 @@ static void local_help(void)
     printf("Usage: fedsvd local --algorithm secure-sum --party FILE --party FILE [...] --out DIR\n"
            "                    [--threshold T] [--round-timeout S] [--fail-party I:PHASE]...\n"
            "                    [--timeout S] [--keep] [--bin-dir DIR] [--format text|json]\n"
+           "       fedsvd local --algorithm fedsvd|fedpca (--party FILE... | --input FILE...\n"
+           "                    --parties K) --out DIR [--k K] [--partition samples|features]\n"
+           "                    [--block-size C] [--standardize] [--method exact|randomized]\n"
+           "                    [--allow-dropouts] [--verify] [...the options above]\n"
            "\n"
            "Run a whole federated job on this machine with the real services: start one\n"
-           "aggregation-server and one client-agent per party as separate processes on free\n"
-           "127.0.0.1 ports (each with its own temporary --data-dir and a 0600 token file),\n"
-           "create the job, give each agent its invitation and its party's file, show a\n"
-           "progress line on stderr, copy the result to DIR, and stop everything.\n"
+           "aggregation-server (and for fedsvd/fedpca a masking-server) and one client-agent\n"
+           "per party as separate processes on free 127.0.0.1 ports (each with its own\n"
+           "temporary --data-dir and a 0600 token file), create the job (and its mask set),\n"
+           "give each agent its invitation and its party's file, show a progress line on\n"
+           "stderr, copy the result to DIR, and stop everything.\n"
            "\n"
            "secure-sum writes DIR/sum.npy, the elementwise sum of the matrices of every party\n"
            "that survived (took part to the end), and DIR/summary.json: algorithm, parties\n"
@@ -68,30 +76,56 @@ static void local_help(void)
            "are copied to DIR/logs/. A job that ends with fewer than T survivors fails: exit\n"
            "status 1 with the reason, summary.json says why, and there is no sum.npy.\n"
            "\n"
-           "Options:\n"
-           "  --algorithm A        secure-sum\n"
+           "fedsvd (samples partition) writes DIR/S.npy, DIR/V.npy (d x r, shared) and\n"
+           "DIR/party-<i>/U.npy (party i's rows of U); features: DIR/U.npy shared and\n"
+           "DIR/party-<i>/V.npy. fedpca writes DIR/components.npy, singular_values.npy,\n"
+           "explained_variance.npy, explained_variance_ratio.npy, mean.npy and\n"
+           "DIR/party-<i>/scores.npy (features: scores shared, components and mean per\n"
+           "party). summary.json adds phase timings (server and parties), bytes per party\n"
+           "and per server, the peak memory of every process and the numerical rank.\n"
+           "\n");
+    printf("Options:\n"
+           "  --algorithm A        secure-sum, fedsvd or fedpca\n"
            "  --party FILE         one party's matrix (.npy, CSV, MatrixMarket, IDX); repeat\n"
-           "                       once per party, 1 to %d parties, all of the same shape\n"
-           "  --out DIR            where sum.npy, summary.json and logs/ go (created)\n"
+           "                       once per party, 1 to %d parties; secure-sum: all of one\n"
+           "                       shape; fedsvd/fedpca samples: the same columns\n"
+           "  --input FILE --parties K  fedsvd/fedpca: pool the --input files (stacked by rows)\n"
+           "                       and split them into K parties of near-equal rows (samples)\n"
+           "                       or columns (features)\n"
+           "  --out DIR            where the results, summary.json and logs/ go (created)\n"
            "  --threshold T        minimum survivors, 1..K (default floor(K/2)+1)\n"
            "  --round-timeout S    seconds (integer) a round, and joining, waits for missing\n"
-           "                       parties before counting them as dropped (default 5)\n"
+           "                       parties before counting them as dropped (default 5;\n"
+           "                       fedsvd/fedpca 300: rounds close as soon as all are in;\n"
+           "                       joining, with the key download, waits at least 60)\n"
            "  --fail-party I:PHASE testing aid: party I (1-based, in --party order) stops just\n"
            "                       before sending its message of PHASE, as if it had crashed;\n"
            "                       PHASE is advertise_keys, share_keys, masked_input,\n"
            "                       consistency or unmasking; may be repeated\n"
+           "  --k K                fedsvd/fedpca: the top K (default: all min(N, d))\n"
+           "  --partition P        samples (default: parties hold rows) or features (columns)\n"
+           "  --block-size C       largest diagonal block of the masks (default: the masking\n"
+           "                       server's); keep it >= the shared dimension\n"
+           "  --standardize        fedpca: scale the features to unit variance\n"
+           "  --method M           exact (default) or randomized (with --k)\n"
+           "  --allow-dropouts     a party lost before its data is in gives the exact result\n"
+           "                       of the others (default: the job fails cleanly)\n"
+           "  --verify             compare with a LAPACK SVD of the pooled matrix; the figures\n"
+           "                       go to summary.json (verification)\n"
            "  --timeout S          give up on the whole run after S seconds (default 600)\n"
            "  --keep               keep the temporary directory (data dirs, tokens, logs)\n"
            "                       and print where it is\n"
-           "  --bin-dir DIR        where aggregation-server and client-agent are (default:\n"
-           "                       the directory of this fedsvd binary)\n"
+           "  --bin-dir DIR        where the services are (default: the directory of this\n"
+           "                       fedsvd binary)\n"
            "  --format F           text (default) or json (summary.json on one line)\n"
            "  -h, --help           show this text\n"
            "\n"
-           "Example:\n"
+           "Examples:\n"
            "  fedsvd gen powerlaw --rows 300 --cols 20 --out-dir parts --parties 3\n"
            "  fedsvd local --algorithm secure-sum --party parts/party-1.npy \\\n"
-           "      --party parts/party-2.npy --party parts/party-3.npy --out result\n",
+           "      --party parts/party-2.npy --party parts/party-3.npy --out result\n"
+           "  fedsvd local --algorithm fedpca --k 5 --verify --party parts/party-1.npy \\\n"
+           "      --party parts/party-2.npy --party parts/party-3.npy --out pca\n",
            LOCAL_MAX_PARTIES);
 }
 
@@ -107,9 +141,10 @@ struct proc {
     pid_t pid;  /* > 0 while it may be running */
     int reaped; /* 1 once waited for; status holds the wait status */
     int status;
-    int killed;     /* 1 when it needed SIGKILL */
-    int attempts;   /* spawns so far */
-    fs_httpc *http; /* client with the admin / operator token */
+    int killed;       /* 1 when it needed SIGKILL */
+    int attempts;     /* spawns so far */
+    fs_httpc *http;   /* client with the admin / operator token */
+    long long hwm_kb; /* peak resident memory (VmHWM) read before stopping; -1 unknown */
 };
 
 /* Everything one run holds; freed by local_free. */
@@ -140,6 +175,22 @@ struct local {
     char sum_sha[65];
     double t_start, t_ready, t_created, t_finished;
     struct orch_progress prog;
+    /* fedsvd / fedpca */
+    int fed, pca; /* algorithm fedsvd / fedpca */
+    int features; /* partition features (else samples) */
+    int standardize, allow_dropouts;
+    size_t ksvd;           /* --k, 0 = thin */
+    size_t block;          /* --block-size, 0 = default */
+    int randomized;        /* --method randomized */
+    size_t *sizes;         /* rows (samples) or cols (features) of each party */
+    size_t n_rows, n_cols; /* the pooled matrix */
+    struct proc masker;
+    char maskset[ORCH_ID_MAX];
+    json_t *party_manifests; /* array: each done party's result manifest (or null) */
+    double masker_bytes_in, masker_bytes_out; /* from its /metrics; -1 unknown */
+    json_t *shared_check;                     /* {"file": max |difference| between parties} */
+    double t_mask;                            /* seconds to create the mask set */
+    json_t *verify;                           /* --verify: the comparison with a centralised SVD */
 };
 
 static int free_ports(size_t n, uint16_t *ports)
@@ -404,6 +455,7 @@ static int find_bin_dir(struct local *L, const char *given)
 
 static int init_proc(struct local *L, struct proc *p, const char *name, const char *bin)
 {
+    p->hwm_kb = -1;
     snprintf(p->name, sizeof p->name, "%s", name);
     if ((size_t)snprintf(p->bin, sizeof p->bin, "%s/%s", L->bin_dir, bin) >= sizeof p->bin ||
         (size_t)snprintf(p->dir, sizeof p->dir, "%s/%s", L->root, name) >= sizeof p->dir ||
@@ -511,7 +563,8 @@ static int wait_ready(struct local *L, struct proc **ps, size_t n)
                     rc = cli_runtime_error(L->cmd, "cannot find a free port: %s", strerror(errno));
                     goto out;
                 }
-                if ((rc = start_proc(L, ps[i], port, ps[i] == &L->server)) != CLI_OK) {
+                if ((rc = start_proc(L, ps[i], port, ps[i] == &L->server || ps[i] == &L->masker)) !=
+                    CLI_OK) {
                     goto out;
                 }
                 continue;
@@ -552,7 +605,8 @@ static int start_services(struct local *L)
     struct proc **ps = NULL;
     uint16_t *ports = NULL;
     struct fs_err err;
-    size_t n = L->k + 1;
+    size_t nsrv = L->fed ? 2 : 1;
+    size_t n = L->k + nsrv;
     int rc = CLI_OK;
 
     fs_err_clear(&err);
@@ -563,15 +617,18 @@ static int start_services(struct local *L)
         goto out;
     }
     ps[0] = &L->server;
+    if (L->fed) {
+        ps[1] = &L->masker;
+    }
     for (size_t i = 0; i < L->k; i++) {
-        ps[i + 1] = &L->agents[i];
+        ps[i + nsrv] = &L->agents[i];
     }
     if (free_ports(n, ports) != 0) {
         rc = cli_runtime_error(L->cmd, "cannot find free ports: %s", strerror(errno));
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
-        if ((rc = start_proc(L, ps[i], ports[i], i == 0)) != CLI_OK) {
+        if ((rc = start_proc(L, ps[i], ports[i], i < nsrv)) != CLI_OK) {
             goto out;
         }
     }
@@ -580,7 +637,9 @@ static int start_services(struct local *L)
     }
     /* Clients with credentials, on the final ports. No whole-request limit
      * (sum.npy can be large); a transfer stalled for 30 s is aborted. */
-    if (orch_client(&L->server.http, L->server.url, L->admin_tok, 0, 2, NULL, &err) != 0) {
+    if (orch_client(&L->server.http, L->server.url, L->admin_tok, 0, 2, NULL, &err) != 0 ||
+        (L->fed &&
+         orch_client(&L->masker.http, L->masker.url, L->admin_tok, 0, 2, NULL, &err) != 0)) {
         rc = cli_fs_error(L->cmd, &err);
         goto out;
     }
@@ -608,10 +667,34 @@ static int create_job(struct local *L, json_t **invitations)
 
     fs_err_clear(&err);
     *invitations = NULL;
-    spec = json_pack("{s:s, s:s, s:I, s:I, s:[I,I], s:I, s:s}", "algorithm", "secure-sum", "name",
-                     "fedsvd local", "parties", (json_int_t)L->k, "threshold", (json_int_t)L->thr,
-                     "shape", (json_int_t)L->rows, (json_int_t)L->cols, "round_timeout_s",
+    spec = json_pack("{s:s, s:s, s:I, s:I, s:[I,I], s:I, s:s}", "algorithm",
+                     L->fed ? (L->pca ? "fedpca" : "fedsvd") : "secure-sum", "name", "fedsvd local",
+                     "parties", (json_int_t)L->k, "threshold", (json_int_t)L->thr, "shape",
+                     (json_int_t)(L->fed ? L->n_rows : L->rows),
+                     (json_int_t)(L->fed ? L->n_cols : L->cols), "round_timeout_s",
                      (json_int_t)L->round_timeout, "server_url", L->server.url);
+    if (spec != NULL && L->fed) {
+        json_t *sizes = json_array();
+        for (size_t i = 0; sizes != NULL && i < L->k; i++) {
+            json_array_append_new(sizes, json_integer((json_int_t)L->sizes[i]));
+        }
+        json_object_set_new(spec, "partition", json_string(L->features ? "features" : "samples"));
+        json_object_set_new(spec, "party_sizes", sizes);
+        if (L->ksvd > 0) {
+            json_object_set_new(spec, "k", json_integer((json_int_t)L->ksvd));
+        }
+        json_object_set_new(spec, "method", json_string(L->randomized ? "randomized" : "exact"));
+        if (L->pca) {
+            json_object_set_new(spec, "standardize", json_boolean(L->standardize));
+        }
+        json_object_set_new(spec, "allow_dropouts", json_boolean(L->allow_dropouts));
+        /* joining includes each agent's key download (generated on demand by
+         * the masking server): give it at least a minute even when the rounds
+         * are short (dropout tests) */
+        json_object_set_new(
+            spec, "join_timeout_s",
+            json_integer((json_int_t)(L->round_timeout > 60 ? L->round_timeout : 60)));
+    }
     if (spec == NULL) {
         return cli_runtime_error(L->cmd, "out of memory");
     }
@@ -631,6 +714,80 @@ static int create_job(struct local *L, json_t **invitations)
     }
     snprintf(L->job_id, sizeof L->job_id, "%s", id);
     *invitations = json_incref((json_t *)invs);
+out:
+    json_decref(resp);
+    json_decref(spec);
+    return rc;
+}
+
+/*
+ * fedsvd/fedpca: create the job's mask set on the masking server and merge
+ * each party's mask token into its invitation (docs/wire-fedsvd.md). The
+ * aggregation server never sees a mask token.
+ */
+static int create_maskset(struct local *L, json_t *invs)
+{
+    json_t *spec = NULL, *resp = NULL, *parties = json_array();
+    const json_t *creds;
+    const char *id;
+    struct fs_err err;
+    double t0 = cli_now();
+    int rc = CLI_OK;
+
+    fs_err_clear(&err);
+    for (size_t i = 0; parties != NULL && i < L->k; i++) {
+        json_array_append_new(parties,
+                              json_pack("{s:I, s:I}", "party", (json_int_t)(i + 1),
+                                        L->features ? "cols" : "rows", (json_int_t)L->sizes[i]));
+    }
+    spec = json_pack(
+        "{s:s, s:s, s:o, s:I, s:s}", "job_id", L->job_id, "partition",
+        L->features ? "features" : "samples", "parties", parties, L->features ? "rows" : "cols",
+        (json_int_t)(L->features ? L->n_rows : L->n_cols), "server_url", L->masker.url);
+    if (spec != NULL && L->block > 0) {
+        json_object_set_new(spec, "block_size", json_integer((json_int_t)L->block));
+    }
+    if (spec == NULL) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    if (fs_httpc_json(L->masker.http, "POST", "/v1/masksets", spec, &resp, NULL, &err) != 0) {
+        rc = cli_runtime_error(L->cmd, "masking-server: %s", err.msg);
+        goto out;
+    }
+    id = json_string_value(json_object_get(json_object_get(resp, "maskset"), "id"));
+    creds = json_object_get(resp, "parties");
+    if (!orch_id_ok(id) || !json_is_array(creds) || json_array_size(creds) != L->k) {
+        rc = cli_runtime_error(L->cmd,
+                               "POST /v1/masksets: the response lacks an id or %zu mask "
+                               "tokens",
+                               L->k);
+        goto out;
+    }
+    snprintf(L->maskset, sizeof L->maskset, "%s", id);
+    for (size_t i = 0; i < L->k; i++) {
+        const json_t *c = json_array_get(creds, i);
+        json_t *inv = json_array_get(invs, i);
+        const char *tok = json_string_value(json_object_get(c, "mask_token"));
+        json_int_t party = json_integer_value(json_object_get(c, "party"));
+        size_t q;
+        json_t *v;
+
+        inv = NULL;
+        json_array_foreach(invs, q, v)
+        {
+            if (json_integer_value(json_object_get(v, "party")) == party) {
+                inv = v;
+            }
+        }
+        if (tok == NULL || inv == NULL) {
+            rc = cli_runtime_error(L->cmd, "POST /v1/masksets: no mask token for party %zu", i + 1);
+            goto out;
+        }
+        json_object_set_new(inv, "masking_url", json_string(L->masker.url));
+        json_object_set_new(inv, "mask_token", json_string(tok));
+        json_object_set_new(inv, "maskset", json_string(id));
+    }
+    L->t_mask = cli_now() - t0;
 out:
     json_decref(resp);
     json_decref(spec);
@@ -707,6 +864,12 @@ static int check_children(struct local *L)
         return cli_runtime_error(L->cmd,
                                  "aggregation-server stopped unexpectedly (%s); see %s/logs/%s.log",
                                  st, L->out, L->server.name);
+    }
+    if (L->fed && !proc_running(&L->masker)) {
+        describe_status(&L->masker, st, sizeof st);
+        return cli_runtime_error(L->cmd,
+                                 "masking-server stopped unexpectedly (%s); see %s/logs/%s.log", st,
+                                 L->out, L->masker.name);
     }
     for (size_t i = 0; i < L->k; i++) {
         if (!proc_running(&L->agents[i])) {
@@ -878,6 +1041,207 @@ static int check_agent_results(struct local *L, json_t *agent_sha)
     return CLI_OK;
 }
 
+/* ---- fedsvd / fedpca results ---- */
+
+/* 1 when result file `name` is private to its party (else shared by all). */
+static int fed_private(const struct local *L, const char *name)
+{
+    if (!L->features) {
+        return strcmp(name, L->pca ? "scores.npy" : "U.npy") == 0;
+    }
+    if (!L->pca) {
+        return strcmp(name, "V.npy") == 0;
+    }
+    return strcmp(name, "components.npy") == 0 || strcmp(name, "mean.npy") == 0 ||
+           strcmp(name, "scale.npy") == 0;
+}
+
+/* max |a - b| over two equally shaped matrix files, or -1 when they differ in shape. */
+static double max_abs_diff(const char *a, const char *b)
+{
+    fs_mat *x = NULL, *y = NULL;
+    struct fs_err err;
+    double d = -1.0;
+
+    fs_err_clear(&err);
+    if (fs_io_load_dense(a, FS_FMT_NPY, NULL, &x, &err) == 0 &&
+        fs_io_load_dense(b, FS_FMT_NPY, NULL, &y, &err) == 0 && x->rows == y->rows &&
+        x->cols == y->cols) {
+        d = 0.0;
+        for (size_t j = 0; j < x->cols; j++) {
+            for (size_t i = 0; i < x->rows; i++) {
+                double e = fabs(FS_MAT_AT(x, i, j) - FS_MAT_AT(y, i, j));
+                d = e > d ? e : d;
+            }
+        }
+    }
+    fs_mat_free(x);
+    fs_mat_free(y);
+    return d;
+}
+
+/*
+ * Every party that finished holds its result on its agent: copy the shared
+ * files once to DIR (checking the other parties hold the same, to the last
+ * bit or within rounding), each party's private files to DIR/party-<i>/.
+ */
+static int fed_collect(struct local *L)
+{
+    char path[128 + ORCH_ID_MAX], dest[LOCAL_PATH], tmp[LOCAL_PATH];
+    struct fs_err err;
+    size_t ndone = 0;
+    int rc;
+
+    fs_err_clear(&err);
+    snprintf(path, sizeof path, "/v1/jobs/%s/result", L->job_id);
+    if (fs_httpc_json(L->server.http, "GET", path, NULL, &L->manifest, NULL, &err) != 0) {
+        return cli_fs_error(L->cmd, &err);
+    }
+    if ((rc = settle_agents(L, 120.0)) != CLI_OK) {
+        return rc;
+    }
+    L->party_manifests = json_array();
+    L->shared_check = json_object();
+    if (L->party_manifests == NULL || L->shared_check == NULL) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    for (size_t i = 0; i < L->k; i++) {
+        const char *st = json_string_value(json_object_get(json_array_get(L->parts, i), "state"));
+        char pdir[LOCAL_PATH], pname[32];
+        json_t *m = NULL, *f;
+        size_t q;
+
+        if (st == NULL || strcmp(st, "done") != 0) {
+            json_array_append_new(L->party_manifests, json_null());
+            continue;
+        }
+        snprintf(path, sizeof path, "/v1/participations/%s/result", L->part_ids[i]);
+        if (fs_httpc_json(L->agents[i].http, "GET", path, NULL, &m, NULL, &err) != 0) {
+            return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
+        }
+        json_array_append_new(L->party_manifests, m);
+        snprintf(pname, sizeof pname, "party-%zu", i + 1);
+        if ((rc = cli_path_join(L->cmd, pdir, sizeof pdir, L->out, pname)) != CLI_OK ||
+            (rc = cli_mkdir_p(L->cmd, pdir)) != CLI_OK) {
+            return rc;
+        }
+        json_array_foreach(json_object_get(m, "files"), q, f)
+        {
+            const char *name = json_string_value(json_object_get(f, "name"));
+            const char *sha = json_string_value(json_object_get(f, "sha256"));
+            int priv;
+
+            if (name == NULL || sha == NULL || strchr(name, '/') != NULL || name[0] == '.') {
+                return cli_runtime_error(L->cmd, "%s: a bad file entry in the result manifest",
+                                         L->agents[i].name);
+            }
+            priv = fed_private(L, name);
+            snprintf(path, sizeof path, "/v1/participations/%s/result/%s", L->part_ids[i], name);
+            if ((rc = cli_path_join(L->cmd, dest, sizeof dest, priv ? pdir : L->out, name)) !=
+                CLI_OK) {
+                return rc;
+            }
+            if (!priv && ndone > 0) {
+                /* shared: the first party's copy is DIR's; compare the others with it */
+                double d;
+                if ((size_t)snprintf(tmp, sizeof tmp, "%s/%s", pdir, name) >= sizeof tmp) {
+                    return cli_runtime_error(L->cmd, "%s: path too long", pdir);
+                }
+                if (orch_download_verified(L->agents[i].http, path, tmp, sha, NULL, &err) != 0) {
+                    return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
+                }
+                d = max_abs_diff(dest, tmp);
+                unlink(tmp);
+                {
+                    json_t *prev = json_object_get(L->shared_check, name);
+                    double p0 = json_is_number(prev) ? json_number_value(prev) : 0.0;
+                    json_object_set_new(L->shared_check, name,
+                                        d < 0 ? json_null() : json_real(d > p0 ? d : p0));
+                }
+                if (d < 0 || d > 1e-9) {
+                    return cli_runtime_error(L->cmd,
+                                             "party %zu's %s differs from party 1's (max |diff| "
+                                             "%g): the parties do not agree on the shared result",
+                                             i + 1, name, d);
+                }
+                continue;
+            }
+            if (orch_download_verified(L->agents[i].http, path, dest, sha, NULL, &err) != 0) {
+                return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
+            }
+            if (!priv) {
+                json_object_set_new(L->shared_check, name, json_real(0.0));
+            }
+        }
+        ndone++;
+        rmdir(pdir); /* when it got nothing */
+    }
+    if (ndone == 0) {
+        return cli_runtime_error(L->cmd, "no party finished with a result");
+    }
+    return CLI_OK;
+}
+
+/* Peak resident memory of a running child (VmHWM, kB), or -1. */
+static long long read_hwm_kb(pid_t pid)
+{
+    char path[64], line[256];
+    long long kb = -1;
+    FILE *f;
+
+    snprintf(path, sizeof path, "/proc/%ld/status", (long)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (strncmp(line, "VmHWM:", 6) == 0) {
+            char *end = NULL;
+            long long v = strtoll(line + 6, &end, 10);
+            if (end != line + 6 && v >= 0) {
+                kb = v;
+            }
+            break;
+        }
+    }
+    fclose(f);
+    return kb;
+}
+
+/* A counter of a service's /metrics, or -1. */
+static double scrape_metric(struct proc *p, const char *name)
+{
+    struct fs_httpc_req rq;
+    struct fs_httpc_resp resp;
+    struct fs_err err;
+    double v = -1;
+
+    fs_err_clear(&err);
+    memset(&rq, 0, sizeof rq);
+    memset(&resp, 0, sizeof resp);
+    rq.method = "GET";
+    rq.path = "/metrics";
+    rq.retry = FS_HTTPC_RETRY_NEVER;
+    if (p->http != NULL && fs_httpc_do(p->http, &rq, &resp, &err) == 0 && resp.status == 200 &&
+        resp.body != NULL) {
+        size_t n = strlen(name);
+        for (const char *l = resp.body; l != NULL && *l != '\0';) {
+            if (strncmp(l, name, n) == 0 && l[n] == ' ') {
+                char *end = NULL;
+                double x = strtod(l + n + 1, &end);
+                if (end != l + n + 1) {
+                    v = x;
+                }
+                break;
+            }
+            l = strchr(l, '\n');
+            l = l != NULL ? l + 1 : NULL;
+        }
+    }
+    fs_httpc_resp_clear(&resp);
+    return v;
+}
+
 /* ---- summary ---- */
 
 static json_t *proc_json(const struct proc *p)
@@ -1021,15 +1385,367 @@ static json_t *build_summary(struct local *L, const json_t *agent_sha, const cha
     return s;
 }
 
+static json_t *hwm_json(const struct proc *p)
+{
+    return p->hwm_kb >= 0 ? json_integer((json_int_t)(p->hwm_kb * 1024)) : json_null();
+}
+
+/* Party-side phase seconds: the slowest party's, per phase. */
+static json_t *party_phase_max(const struct local *L)
+{
+    json_t *o = json_object();
+    size_t i;
+    json_t *m;
+
+    json_array_foreach(L->party_manifests, i, m)
+    {
+        const char *key;
+        json_t *v;
+        json_object_foreach(json_object_get(m, "party_timings"), key, v)
+        {
+            json_t *prev = json_object_get(o, key);
+            if (json_is_number(v) &&
+                (prev == NULL || json_number_value(v) > json_number_value(prev))) {
+                json_object_set_new(o, key, json_real(json_number_value(v)));
+            }
+        }
+    }
+    return o;
+}
+
+static json_t *build_fed_summary(struct local *L, const char *error)
+{
+    const json_t *job = L->job;
+    const json_t *res = L->manifest;
+    json_t *parties = json_array(), *procs = json_array(), *files = json_object();
+    json_t *phases = copy_if(job, "timings", is_obj);
+    json_t *mem = json_object();
+    json_t *first = NULL;
+    json_t *s;
+
+    if (json_is_null(phases)) {
+        json_decref(phases);
+        phases = json_object();
+    }
+    if (L->t_mask > 0) {
+        json_object_set_new(phases, "mask_set", json_real(L->t_mask));
+    }
+    {
+        json_t *pm = party_phase_max(L);
+        const char *key;
+        json_t *v;
+        json_object_foreach(pm, key, v)
+        {
+            char name[64];
+            snprintf(name, sizeof name, "party_%s", key);
+            json_object_set(phases, name, v);
+        }
+        json_decref(pm);
+    }
+    for (size_t i = 0; i < L->k; i++) {
+        const json_t *p = json_array_get(L->parts, i);
+        const json_t *m = json_array_get(L->party_manifests, i);
+        json_t *o = json_pack(
+            "{s:I, s:s, s:[I,I], s:o, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "party",
+            (json_int_t)(i + 1), "file", L->shown[i], "shape",
+            (json_int_t)(L->features ? L->n_rows : L->sizes[i]),
+            (json_int_t)(L->features ? L->sizes[i] : L->n_cols), "participation",
+            L->part_ids[i] != NULL ? json_string(L->part_ids[i]) : json_null(), "state",
+            copy_if(p, "state", is_str), "dropped", id_in(json_object_get(job, "dropped"), i + 1),
+            "fail_at", L->fail_at[i] >= 0 ? json_string(k_phases[L->fail_at[i]]) : json_null(),
+            "bytes_sent", copy_if(p, "bytes_sent", is_num), "bytes_received",
+            copy_if(p, "bytes_received", is_num), "timings", copy_if(m, "party_timings", is_obj),
+            "rank", copy_if(m, "rank", is_num), "peak_memory_bytes", hwm_json(&L->agents[i]),
+            "error", copy_if(p, "error", is_str));
+        json_t *names = json_array();
+        size_t q;
+        json_t *f;
+
+        json_array_foreach(json_object_get(m, "files"), q, f)
+        {
+            const char *n = json_string_value(json_object_get(f, "name"));
+            char buf[80];
+            if (n == NULL) {
+                continue;
+            }
+            if (fed_private(L, n)) {
+                snprintf(buf, sizeof buf, "party-%zu/%s", i + 1, n);
+                json_array_append_new(names, json_string(buf));
+            } else if (json_object_get(files, n) == NULL) {
+                json_object_set_new(files, n, json_string(n));
+            }
+        }
+        if (o != NULL) {
+            json_object_set_new(o, "files", names);
+            json_object_set_new(o, "in_result",
+                                json_boolean(id_in(json_object_get(res, "survivors"), i + 1)));
+        } else {
+            json_decref(names);
+        }
+        if (first == NULL && json_is_object(m)) {
+            first = (json_t *)m;
+        }
+        json_array_append_new(parties, o);
+        json_object_set_new(mem, L->agents[i].name, hwm_json(&L->agents[i]));
+    }
+    json_object_set_new(mem, L->server.name, hwm_json(&L->server));
+    json_object_set_new(mem, L->masker.name, hwm_json(&L->masker));
+    json_array_append_new(procs, proc_json(&L->server));
+    json_array_append_new(procs, proc_json(&L->masker));
+    for (size_t i = 0; i < L->k; i++) {
+        json_array_append_new(procs, proc_json(&L->agents[i]));
+    }
+    s = json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:[I,I], s:I, s:I, s:I, s:o, s:b, s:b, s:o, "
+                  "s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+                  "algorithm", L->pca ? "fedpca" : "fedsvd", "partition",
+                  L->features ? "features" : "samples", "job_id",
+                  L->job_id[0] != '\0' ? json_string(L->job_id) : json_null(), "maskset",
+                  L->maskset[0] != '\0' ? json_string(L->maskset) : json_null(), "state",
+                  job != NULL ? orch_job_state(job) : "failed", "error",
+                  error != NULL ? json_string(error) : json_null(), "shape", (json_int_t)L->n_rows,
+                  (json_int_t)L->n_cols, "party_count", (json_int_t)L->k, "threshold",
+                  (json_int_t)L->thr, "round_timeout_s", (json_int_t)L->round_timeout, "k",
+                  L->ksvd > 0 ? json_integer((json_int_t)L->ksvd) : json_null(), "standardize",
+                  L->standardize, "allow_dropouts", L->allow_dropouts, "rank",
+                  copy_if(first != NULL ? first : res, "rank", is_num), "r",
+                  copy_if(res, "r", is_num), "singular_values",
+                  copy_if(res, "singular_values", is_arr), "survivors",
+                  copy_if(res, "survivors", is_arr), "dropped", copy_if(job, "dropped", is_arr),
+                  "phases", phases, "parties", parties, "peak_memory_bytes", mem);
+    if (s == NULL) {
+        json_decref(procs);
+        json_decref(files);
+        return NULL;
+    }
+    json_object_set_new(
+        s, "servers",
+        json_pack(
+            "{s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o}}", "aggregation", "bytes_in",
+            copy_if(job, "bytes_in", is_num), "bytes_out", copy_if(job, "bytes_out", is_num),
+            "peak_memory_bytes", hwm_json(&L->server), "masking", "bytes_in",
+            L->masker_bytes_in >= 0 ? json_integer((json_int_t)L->masker_bytes_in) : json_null(),
+            "bytes_out",
+            L->masker_bytes_out >= 0 ? json_integer((json_int_t)L->masker_bytes_out) : json_null(),
+            "peak_memory_bytes", hwm_json(&L->masker)));
+    {
+        json_t *shared = json_array();
+        const char *key;
+        json_t *v;
+        json_object_foreach(files, key, v)
+        {
+            json_array_append_new(shared, json_string(key));
+        }
+        json_decref(files);
+        json_object_set_new(s, "shared_files", shared);
+    }
+    json_object_set_new(s, "shared_max_abs_difference",
+                        L->shared_check != NULL ? json_incref(L->shared_check) : json_object());
+    json_object_set_new(
+        s, "seconds",
+        json_pack("{s:f, s:f, s:f}", "total", cli_now() - L->t_start, "startup",
+                  L->t_ready > 0 ? L->t_ready - L->t_start : 0.0, "job",
+                  L->t_finished > 0 && L->t_created > 0 ? L->t_finished - L->t_created : 0.0));
+    json_object_set_new(s, "processes", procs);
+    json_object_set_new(s, "out", json_string(L->out));
+    if (L->verify != NULL) {
+        json_object_set(s, "verification", L->verify);
+    }
+    return s;
+}
+
+static void print_fed_text(const struct local *L, const json_t *summary)
+{
+    json_int_t rank = json_integer_value(json_object_get(summary, "rank"));
+    json_int_t r = json_integer_value(json_object_get(summary, "r"));
+    const char *priv =
+        L->features ? (L->pca ? "components.npy" : "V.npy") : (L->pca ? "scores.npy" : "U.npy");
+
+    printf("%s (%s partition) of %zu x %zu over %zu of %zu parties in %.1f s: r %lld, numerical "
+           "rank %lld\n",
+           L->pca ? "fedpca" : "fedsvd", L->features ? "features" : "samples", L->n_rows, L->n_cols,
+           orch_count(summary, "survivors"), L->k, L->t_finished - L->t_created, (long long)r,
+           (long long)rank);
+    if (L->pca) {
+        printf("  %s/{components,explained_variance,explained_variance_ratio,singular_values%s}"
+               ".npy, %s/party-<i>/%s\n",
+               L->out, L->features ? ",scores" : ",mean", L->out, priv);
+    } else {
+        printf("  %s/S.npy, %s/%s (shared), %s/party-<i>/%s (each party's own)\n", L->out, L->out,
+               L->features ? "U.npy" : "V.npy", L->out, priv);
+    }
+    printf("  %s/summary.json (phase timings, bytes, peak memory)\n", L->out);
+}
+
+/* A stale result from an earlier run must not pass for this one's. */
+static void remove_stale(struct local *L)
+{
+    static const char *const names[] = {"sum.npy",
+                                        "S.npy",
+                                        "U.npy",
+                                        "V.npy",
+                                        "components.npy",
+                                        "explained_variance.npy",
+                                        "explained_variance_ratio.npy",
+                                        "singular_values.npy",
+                                        "mean.npy",
+                                        "scale.npy",
+                                        "scores.npy",
+                                        "summary.json",
+                                        NULL};
+    char path[LOCAL_PATH], dir[LOCAL_PATH];
+
+    for (size_t i = 0; names[i] != NULL; i++) {
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", L->out, names[i]) < sizeof path) {
+            unlink(path);
+        }
+    }
+    for (size_t p = 1; p <= LOCAL_MAX_PARTIES; p++) {
+        if ((size_t)snprintf(dir, sizeof dir, "%s/party-%zu", L->out, p) >= sizeof dir) {
+            break;
+        }
+        for (size_t i = 0; names[i] != NULL; i++) {
+            if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, names[i]) < sizeof path) {
+                unlink(path);
+            }
+        }
+        rmdir(dir);
+    }
+}
+
+/*
+ * --input FILE... --parties K: pool the inputs (stacked by rows: samples)
+ * and split them into K contiguous, near-equal blocks of rows (samples) or
+ * of columns (features), written as .npy into the run's temporary
+ * directory; those become the parties' files.
+ */
+static int split_inputs(struct local *L, const char **input, size_t ninput, char **names)
+{
+    fs_mat **m = calloc(ninput, sizeof *m);
+    struct fs_err err;
+    size_t rows = 0, cols = 0;
+    fs_mat *x = NULL;
+    int rc = CLI_OK;
+
+    fs_err_clear(&err);
+    if (m == NULL) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    for (size_t i = 0; i < ninput; i++) {
+        if (fs_io_load_dense(input[i], FS_FMT_AUTO, NULL, &m[i], &err) != 0) {
+            rc = cli_fs_error(L->cmd, &err);
+            goto out;
+        }
+        if (i > 0 && m[i]->cols != cols) {
+            rc = cli_runtime_error(L->cmd, "%s: %zu columns, but %s has %zu", input[i], m[i]->cols,
+                                   input[0], cols);
+            goto out;
+        }
+        cols = m[i]->cols;
+        rows += m[i]->rows;
+    }
+    if ((L->features ? cols : rows) < L->k) {
+        rc = cli_runtime_error(L->cmd, "cannot split %zu %s into %zu parties",
+                               L->features ? cols : rows, L->features ? "columns" : "rows", L->k);
+        goto out;
+    }
+    x = fs_mat_new(rows, cols);
+    if (x == NULL) {
+        rc = cli_runtime_error(L->cmd, "out of memory for the %zu x %zu input", rows, cols);
+        goto out;
+    }
+    {
+        size_t off = 0;
+        for (size_t i = 0; i < ninput; i++) {
+            for (size_t j = 0; j < cols; j++) {
+                memcpy(&FS_MAT_AT(x, off, j), &FS_MAT_AT(m[i], 0, j), m[i]->rows * sizeof(double));
+            }
+            off += m[i]->rows;
+            fs_mat_free(m[i]);
+            m[i] = NULL;
+        }
+    }
+    {
+        size_t total = L->features ? cols : rows;
+        size_t off = 0;
+        for (size_t p = 0; p < L->k; p++) {
+            size_t n = total / L->k + (p < total % L->k ? 1 : 0);
+            fs_mat v =
+                L->features ? fs_mat_view(x, 0, off, rows, n) : fs_mat_view(x, off, 0, n, cols);
+            fs_mat *c = fs_mat_dup(&v);
+            char path[LOCAL_PATH];
+
+            if (c == NULL) {
+                rc = cli_runtime_error(L->cmd, "out of memory");
+                goto out;
+            }
+            if ((size_t)snprintf(path, sizeof path, "%s/input-party-%zu.npy", L->root, p + 1) >=
+                    sizeof path ||
+                fs_npy_write_mat(path, c, &err) != 0) {
+                fs_mat_free(c);
+                rc = cli_fs_error(L->cmd, &err);
+                goto out;
+            }
+            fs_mat_free(c);
+            names[p] = strdup(path);
+            if (names[p] == NULL) {
+                rc = cli_runtime_error(L->cmd, "out of memory");
+                goto out;
+            }
+            L->shown[p] = names[p];
+            off += n;
+        }
+    }
+out:
+    for (size_t i = 0; i < ninput; i++) {
+        fs_mat_free(m[i]);
+    }
+    free(m);
+    fs_mat_free(x);
+    return rc;
+}
+
+/* --verify: the result against a centralised SVD of the pooled matrix. */
+static int run_verify(struct local *L)
+{
+    struct local_verify_in in;
+    struct fs_err err;
+    int *inc = calloc(L->k, sizeof *inc);
+    int rc;
+
+    fs_err_clear(&err);
+    if (inc == NULL) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    for (size_t i = 0; i < L->k; i++) {
+        inc[i] = id_in(json_object_get(L->manifest, "survivors"), i + 1);
+    }
+    memset(&in, 0, sizeof in);
+    in.pca = L->pca;
+    in.features = L->features;
+    in.standardize = L->standardize;
+    in.k = L->ksvd;
+    in.nparties = L->k;
+    in.files = (const char *const *)L->files;
+    in.included = inc;
+    in.out = L->out;
+    orch_progress_text(&L->prog, "verifying against a centralised SVD");
+    rc = local_verify(&in, &L->verify, &err);
+    free(inc);
+    orch_progress_done(&L->prog);
+    return rc == 0 ? CLI_OK : cli_fs_error(L->cmd, &err);
+}
+
 /* ---- argument handling ---- */
 
 /* Take every --party/--fail-party (repeatable) out of argv; the rest goes to
  * cli_parse. rest[] has room for argc entries. */
 static int split_repeated(const char *cmd, int argc, char **argv, const char **party,
-                          size_t *nparty, const char **fail, size_t *nfail, char **rest, int *nrest)
+                          size_t *nparty, const char **fail, size_t *nfail, const char **input,
+                          size_t *ninput, char **rest, int *nrest)
 {
     *nparty = 0;
     *nfail = 0;
+    *ninput = 0;
     *nrest = 0;
     rest[(*nrest)++] = argv[0];
     for (int i = 1; i < argc; i++) {
@@ -1052,6 +1768,10 @@ static int split_repeated(const char *cmd, int argc, char **argv, const char **p
             list = fail;
             n = nfail;
             val = a[12] == '=' ? a + 13 : NULL;
+        } else if (strcmp(a, "--input") == 0 || strncmp(a, "--input=", 8) == 0) {
+            list = input;
+            n = ninput;
+            val = a[7] == '=' ? a + 8 : NULL;
         } else {
             rest[(*nrest)++] = argv[i];
             continue;
@@ -1064,7 +1784,9 @@ static int split_repeated(const char *cmd, int argc, char **argv, const char **p
         }
         if (*n >= LOCAL_MAX_PARTIES) {
             return cli_usage_error(cmd, "more than %d %s options", LOCAL_MAX_PARTIES,
-                                   list == party ? "--party" : "--fail-party");
+                                   list == party   ? "--party"
+                                   : list == input ? "--input"
+                                                   : "--fail-party");
         }
         list[(*n)++] = val;
     }
@@ -1121,6 +1843,32 @@ static int check_parties(struct local *L)
         }
         if (fs_io_load_dense(abs, FS_FMT_AUTO, NULL, &m, &err) != 0) {
             return cli_fs_error(L->cmd, &err);
+        }
+        if (L->fed) {
+            /* samples: same columns, rows add up; features: the mirror */
+            size_t same = L->features ? m->rows : m->cols;
+            size_t own = L->features ? m->cols : m->rows;
+            size_t want = L->features ? L->n_rows : L->n_cols;
+            if (i > 0 && same != want) {
+                int rc = cli_runtime_error(
+                    L->cmd, "%s: %zu %s, but %s has %zu (partition %s: parties share the %s)",
+                    L->shown[i], same, L->features ? "rows" : "columns", L->shown[0], want,
+                    L->features ? "features" : "samples", L->features ? "rows" : "columns");
+                fs_mat_free(m);
+                return rc;
+            }
+            if (L->features) {
+                L->n_rows = same;
+                L->n_cols += own;
+            } else {
+                L->n_cols = same;
+                L->n_rows += own;
+            }
+            L->sizes[i] = own;
+            L->rows = m->rows;
+            L->cols = m->cols;
+            fs_mat_free(m);
+            continue;
         }
         if (i == 0) {
             L->rows = m->rows;
@@ -1188,6 +1936,9 @@ static void copy_logs(struct local *L)
     if ((size_t)snprintf(to, sizeof to, "%s/%s.log", dir, L->server.name) < sizeof to) {
         (void)copy_file(L->server.log, to);
     }
+    if (L->fed && (size_t)snprintf(to, sizeof to, "%s/%s.log", dir, L->masker.name) < sizeof to) {
+        (void)copy_file(L->masker.log, to);
+    }
     for (size_t i = 0; i < L->k; i++) {
         if ((size_t)snprintf(to, sizeof to, "%s/%s.log", dir, L->agents[i].name) < sizeof to) {
             (void)copy_file(L->agents[i].log, to);
@@ -1217,6 +1968,13 @@ static void local_free(struct local *L)
     free(L->part_ids);
     free(L->agents);
     free(L->fail_at);
+    free(L->sizes);
+    if (L->masker.http != NULL) {
+        fs_httpc_free(L->masker.http);
+    }
+    json_decref(L->party_manifests);
+    json_decref(L->verify);
+    json_decref(L->shared_check);
     json_decref(L->job);
     json_decref(L->parts);
     json_decref(L->manifest);
@@ -1254,7 +2012,9 @@ static int run(struct local *L, char *error, size_t error_cap)
     }
     L->t_ready = cli_now();
     orch_progress_text(&L->prog, "services ready");
-    if ((rc = create_job(L, &invs)) != CLI_OK || (rc = join_agents(L, invs)) != CLI_OK) {
+    if ((rc = create_job(L, &invs)) != CLI_OK ||
+        (L->fed && (rc = create_maskset(L, invs)) != CLI_OK) ||
+        (rc = join_agents(L, invs)) != CLI_OK) {
         snprintf(error, error_cap, "job setup failed");
         goto out;
     }
@@ -1273,7 +2033,12 @@ static int run(struct local *L, char *error, size_t error_cap)
         rc = cli_runtime_error(L->cmd, "job %s failed: %s", L->job_id, error);
         goto out;
     }
-    if ((rc = fetch_result(L)) != CLI_OK || (rc = settle_agents(L, 60.0)) != CLI_OK) {
+    if (L->fed) {
+        if ((rc = fed_collect(L)) != CLI_OK) {
+            snprintf(error, error_cap, "could not collect the parties' results");
+            goto out;
+        }
+    } else if ((rc = fetch_result(L)) != CLI_OK || (rc = settle_agents(L, 60.0)) != CLI_OK) {
         snprintf(error, error_cap, "could not fetch the result");
         goto out;
     }
@@ -1286,15 +2051,30 @@ int cmd_local(int argc, char **argv)
 {
     const char *cmd = "local";
     const char *s_alg = NULL, *s_out = NULL, *s_thr = NULL, *s_rt = NULL, *s_timeout = NULL;
-    const char *s_bin = NULL, *s_format = NULL;
-    int keep = 0;
+    const char *s_bin = NULL, *s_format = NULL, *s_k = NULL, *s_part = NULL, *s_block = NULL;
+    const char *s_method = NULL, *s_parties = NULL;
+    int keep = 0, standardize = 0, allow_dropouts = 0, verify = 0;
     struct cli_opt opts[] = {
-        {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},   {"out", CLI_OPT_VALUE, &s_out, NULL},
-        {"threshold", CLI_OPT_VALUE, &s_thr, NULL},   {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
-        {"timeout", CLI_OPT_VALUE, &s_timeout, NULL}, {"bin-dir", CLI_OPT_VALUE, &s_bin, NULL},
-        {"format", CLI_OPT_VALUE, &s_format, NULL},   {"keep", CLI_OPT_FLAG, NULL, &keep},
+        {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},
+        {"out", CLI_OPT_VALUE, &s_out, NULL},
+        {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
+        {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
+        {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
+        {"bin-dir", CLI_OPT_VALUE, &s_bin, NULL},
+        {"format", CLI_OPT_VALUE, &s_format, NULL},
+        {"keep", CLI_OPT_FLAG, NULL, &keep},
+        {"k", CLI_OPT_VALUE, &s_k, NULL},
+        {"partition", CLI_OPT_VALUE, &s_part, NULL},
+        {"block-size", CLI_OPT_VALUE, &s_block, NULL},
+        {"method", CLI_OPT_VALUE, &s_method, NULL},
+        {"standardize", CLI_OPT_FLAG, NULL, &standardize},
+        {"allow-dropouts", CLI_OPT_FLAG, NULL, &allow_dropouts},
+        {"parties", CLI_OPT_VALUE, &s_parties, NULL},
+        {"verify", CLI_OPT_FLAG, NULL, &verify},
     };
-    const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES];
+    const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
+    char *split_names[LOCAL_MAX_PARTIES];
+    size_t ninput = 0, nsplit = 0;
     const char *pos[1];
     char **rest = NULL;
     size_t nparty = 0, nfail = 0, npos = 0, rt = 5;
@@ -1314,7 +2094,8 @@ int cmd_local(int argc, char **argv)
     if (rest == NULL) {
         return cli_runtime_error(cmd, "out of memory");
     }
-    rc = split_repeated(cmd, argc, argv, party, &nparty, fail, &nfail, rest, &nrest);
+    rc =
+        split_repeated(cmd, argc, argv, party, &nparty, fail, &nfail, input, &ninput, rest, &nrest);
     if (rc == CLI_OK) {
         rc = cli_parse(cmd, nrest, rest, opts, NOPTS(opts), pos, 0, &npos, &help);
     }
@@ -1334,13 +2115,69 @@ int cmd_local(int argc, char **argv)
         rc = CLI_OK;
         goto out;
     }
+    memset(split_names, 0, sizeof split_names);
+    if (ninput > 0 || s_parties != NULL) {
+        if (nparty > 0 || ninput == 0 || s_parties == NULL) {
+            rc = cli_usage_error(cmd, "give either --party FILE per party, or --input FILE... "
+                                      "with --parties K");
+            goto out;
+        }
+        if ((rc = cli_parse_size(cmd, "--parties", s_parties, 1, LOCAL_MAX_PARTIES, &nsplit)) !=
+            CLI_OK) {
+            goto out;
+        }
+        for (size_t i = 0; i < nsplit; i++) {
+            party[i] = "(split)"; /* replaced once the split files exist */
+        }
+        nparty = nsplit;
+    }
     if (s_alg == NULL || s_out == NULL || nparty == 0) {
         rc = cli_usage_error(cmd, "--algorithm, --out and at least one --party are required");
         goto out;
     }
-    if (strcmp(s_alg, "secure-sum") != 0) {
-        rc = cli_usage_error(cmd, "--algorithm: expected secure-sum, got '%s'", s_alg);
+    if (strcmp(s_alg, "fedsvd") == 0 || strcmp(s_alg, "fedpca") == 0) {
+        L.fed = 1;
+        L.pca = strcmp(s_alg, "fedpca") == 0;
+    } else if (strcmp(s_alg, "secure-sum") != 0) {
+        rc = cli_usage_error(cmd, "--algorithm: expected secure-sum, fedsvd or fedpca, got '%s'",
+                             s_alg);
         goto out;
+    }
+    if (!L.fed && (s_k != NULL || s_part != NULL || s_block != NULL || s_method != NULL ||
+                   standardize || allow_dropouts)) {
+        rc = cli_usage_error(cmd, "--k, --partition, --block-size, --method, --standardize and "
+                                  "--allow-dropouts are for fedsvd and fedpca");
+        goto out;
+    }
+    if (standardize && !L.pca) {
+        rc = cli_usage_error(cmd, "--standardize is for fedpca");
+        goto out;
+    }
+    if (s_part != NULL && strcmp(s_part, "samples") != 0 && strcmp(s_part, "features") != 0) {
+        rc = cli_usage_error(cmd, "--partition: expected samples or features, got '%s'", s_part);
+        goto out;
+    }
+    if (s_method != NULL && strcmp(s_method, "exact") != 0 && strcmp(s_method, "randomized") != 0) {
+        rc = cli_usage_error(cmd, "--method: expected exact or randomized, got '%s'", s_method);
+        goto out;
+    }
+    if ((s_k != NULL && (rc = cli_parse_size(cmd, "--k", s_k, 1, (size_t)1 << 31, &L.ksvd)) != 0) ||
+        (s_block != NULL &&
+         (rc = cli_parse_size(cmd, "--block-size", s_block, 1, (size_t)1 << 31, &L.block)) != 0)) {
+        goto out;
+    }
+    L.features = s_part != NULL && strcmp(s_part, "features") == 0;
+    L.randomized = s_method != NULL && strcmp(s_method, "randomized") == 0;
+    if (L.randomized && L.ksvd == 0) {
+        rc = cli_usage_error(cmd, "--method randomized needs --k");
+        goto out;
+    }
+    L.standardize = standardize;
+    L.allow_dropouts = allow_dropouts;
+    /* fedsvd/fedpca rounds carry whole matrices: a round closes as soon as
+     * every party is in, so a long deadline costs nothing unless one drops */
+    if (L.fed) {
+        rt = 300;
     }
     L.k = nparty;
     L.shown = party;
@@ -1351,9 +2188,11 @@ int cmd_local(int argc, char **argv)
     L.part_ids = calloc(L.k, sizeof *L.part_ids);
     L.agents = calloc(L.k, sizeof *L.agents);
     L.fail_at = calloc(L.k, sizeof *L.fail_at);
+    L.sizes = calloc(L.k, sizeof *L.sizes);
     L.parts = json_array();
+    L.masker_bytes_in = L.masker_bytes_out = -1;
     if (L.files == NULL || L.part_ids == NULL || L.agents == NULL || L.fail_at == NULL ||
-        L.parts == NULL) {
+        L.sizes == NULL || L.parts == NULL) {
         rc = cli_runtime_error(cmd, "out of memory");
         goto out;
     }
@@ -1376,18 +2215,15 @@ int cmd_local(int argc, char **argv)
     L.round_timeout = (double)rt;
     L.t_start = cli_now();
     orch_progress_init(&L.prog, stderr, cmd);
-    if ((rc = check_parties(&L)) != CLI_OK || (rc = find_bin_dir(&L, s_bin)) != CLI_OK ||
-        (rc = cli_mkdir_p(cmd, s_out)) != CLI_OK) {
+    if (verify && !L.fed) {
+        rc = cli_usage_error(cmd, "--verify is for fedsvd and fedpca");
         goto out;
     }
-    {
-        /* A stale result from an earlier run must not pass for this one's. */
-        char stale[LOCAL_PATH];
-
-        if (cli_path_join(cmd, stale, sizeof stale, s_out, "sum.npy") == CLI_OK) {
-            unlink(stale);
-        }
+    if ((nsplit == 0 && (rc = check_parties(&L)) != CLI_OK) ||
+        (rc = find_bin_dir(&L, s_bin)) != CLI_OK || (rc = cli_mkdir_p(cmd, s_out)) != CLI_OK) {
+        goto out;
     }
+    remove_stale(&L);
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
@@ -1396,7 +2232,10 @@ int cmd_local(int argc, char **argv)
     sigaction(SIGHUP, &sa, &old_hup);
     handlers = 1;
     if ((rc = setup_root(&L)) != CLI_OK ||
-        (rc = init_proc(&L, &L.server, "aggregation-server", "aggregation-server")) != CLI_OK) {
+        (nsplit > 0 && ((rc = split_inputs(&L, input, ninput, split_names)) != CLI_OK ||
+                        (rc = check_parties(&L)) != CLI_OK)) ||
+        (rc = init_proc(&L, &L.server, "aggregation-server", "aggregation-server")) != CLI_OK ||
+        (L.fed && (rc = init_proc(&L, &L.masker, "masking-server", "masking-server")) != CLI_OK)) {
         goto out;
     }
     for (size_t i = 0; i < L.k; i++) {
@@ -1408,7 +2247,13 @@ int cmd_local(int argc, char **argv)
         }
     }
     rc = run(&L, error, sizeof error);
-    if (rc == CLI_OK) {
+    if (rc == CLI_OK && L.fed && verify) {
+        rc = run_verify(&L);
+        if (rc != CLI_OK) {
+            snprintf(error, sizeof error, "verification failed");
+        }
+    }
+    if (rc == CLI_OK && !L.fed) {
         agent_sha = json_array();
         rc = check_agent_results(&L, agent_sha);
         if (rc != CLI_OK) {
@@ -1419,13 +2264,24 @@ int cmd_local(int argc, char **argv)
 out:
     orch_progress_done(&L.prog);
     if (L.agents != NULL) {
-        struct proc *ps[LOCAL_MAX_PARTIES + 1];
+        struct proc *ps[LOCAL_MAX_PARTIES + 2];
         size_t n = 0;
 
         for (size_t i = 0; i < L.k; i++) {
             ps[n++] = &L.agents[i];
         }
         ps[n++] = &L.server;
+        if (L.fed) {
+            ps[n++] = &L.masker;
+            L.masker_bytes_in = scrape_metric(&L.masker, "fedsvd_bytes_received_total");
+            L.masker_bytes_out = scrape_metric(&L.masker, "fedsvd_bytes_sent_total");
+        }
+        /* peak memory of every process, while it still runs */
+        for (size_t i = 0; i < n; i++) {
+            if (proc_running(ps[i])) {
+                ps[i]->hwm_kb = read_hwm_kb(ps[i]->pid);
+            }
+        }
         stop_all(ps, n, 5.0);
     }
     if (L.root[0] != '\0') {
@@ -1433,7 +2289,8 @@ out:
         if (L.t_start > 0) {
             char path[LOCAL_PATH];
 
-            summary = build_summary(&L, agent_sha, error[0] != '\0' ? error : NULL);
+            summary = L.fed ? build_fed_summary(&L, error[0] != '\0' ? error : NULL)
+                            : build_summary(&L, agent_sha, error[0] != '\0' ? error : NULL);
             if (summary != NULL &&
                 cli_path_join(cmd, path, sizeof path, s_out, "summary.json") == CLI_OK) {
                 int wrc = cli_write_json_file(cmd, path, json_incref(summary));
@@ -1454,9 +2311,13 @@ out:
             size_t ns = orch_count(summary, "survivors");
             size_t nd = orch_count(summary, "dropped");
 
-            printf("secure-sum of %zu of %zu parties (%zu dropped, threshold %zu) in %.1f s: "
-                   "%s/sum.npy\n",
-                   ns, L.k, nd, L.thr, L.t_finished - L.t_created, s_out);
+            if (L.fed) {
+                print_fed_text(&L, summary);
+            } else {
+                printf("secure-sum of %zu of %zu parties (%zu dropped, threshold %zu) in %.1f s: "
+                       "%s/sum.npy\n",
+                       ns, L.k, nd, L.thr, L.t_finished - L.t_created, s_out);
+            }
         }
     }
     if (handlers) {
@@ -1467,6 +2328,9 @@ out:
     json_decref(summary);
     json_decref(agent_sha);
     local_free(&L);
+    for (size_t i = 0; i < nsplit; i++) {
+        free(split_names[i]);
+    }
     free(rest);
     return rc;
 }

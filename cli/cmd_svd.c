@@ -11,21 +11,28 @@
 #include "la/mat.h"
 #include "la/svd.h"
 
-#define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
-#define HEAD_MAX 10
-#define PATH_CAP 4096
+#define NOPTS(a)   (sizeof(a) / sizeof((a)[0]))
+#define HEAD_MAX   10
+#define PATH_CAP   4096
+#define MAX_INPUTS 64
 
 static void svd_help(void)
 {
     printf(
-        "Usage: fedsvd svd --input FILE [--k K] [--method M] [--out DIR] [OPTIONS]\n"
+        "Usage: fedsvd svd --input FILE [--input FILE...] [--center] [--k K] [--method M]\n"
+        "                  [--out DIR] [OPTIONS]\n"
         "\n"
         "Centralised SVD X = U diag(S) V^T of one matrix (rows = samples, columns =\n"
         "features): thin (r = min(rows, cols)) or the top k. This is the baseline every\n"
         "federated result is compared with.\n"
         "\n"
         "Options:\n"
-        "  --input FILE         the matrix: .npy, CSV, MatrixMarket or IDX\n"
+        "  --input FILE         the matrix: .npy, CSV, MatrixMarket or IDX; repeat it to\n"
+        "                       stack several files by rows (the pooled matrix of parties\n"
+        "                       that hold different samples)\n"
+        "  --center             subtract each column's mean first: the SVD of the centred\n"
+        "                       matrix is the PCA (V = components, S^2/(rows-1) = explained\n"
+        "                       variance); with --out also writes DIR/mean.npy\n"
         "  --input-format F     auto (default: by extension, then magic), npy, csv, mtx, idx\n"
         "  --k K                top-k instead of thin, 1 <= K <= min(rows, cols)\n"
         "  --method M           auto (default), thin, randomized or gesvdx. This command is\n"
@@ -49,6 +56,9 @@ static void svd_help(void)
 
 struct svd_args {
     const char *input;
+    const char *inputs[MAX_INPUTS];
+    size_t ninputs;
+    int center;
     enum fs_io_format fmt;
     size_t k; /* 0 = thin */
     enum fs_topk_method method;
@@ -75,13 +85,39 @@ static const char *method_name(enum fs_topk_method m)
     }
 }
 
+/* Take every --input out of argv (repeatable); the rest goes to cli_parse. */
+static int split_inputs(int argc, char **argv, struct svd_args *a, char **rest, int *nrest)
+{
+    *nrest = 0;
+    rest[(*nrest)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *v = NULL;
+        if (strcmp(argv[i], "--input") == 0) {
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                return cli_usage_error("svd", "option '--input' needs a value");
+            }
+            v = argv[++i];
+        } else if (strncmp(argv[i], "--input=", 8) == 0) {
+            v = argv[i] + 8;
+        } else {
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        if (a->ninputs >= MAX_INPUTS) {
+            return cli_usage_error("svd", "more than %d --input options", MAX_INPUTS);
+        }
+        a->inputs[a->ninputs++] = v;
+    }
+    return CLI_OK;
+}
+
 static int parse_args(int argc, char **argv, struct svd_args *a, int *help)
 {
     const char *cmd = "svd";
     const char *s_input = NULL, *s_fmt = NULL, *s_k = NULL, *s_method = NULL, *s_over = NULL;
     const char *s_iters = NULL, *s_seed = NULL, *s_rtol = NULL, *s_out = NULL, *s_format = NULL;
     struct cli_opt opts[] = {
-        {"input", CLI_OPT_VALUE, &s_input, NULL},
+        {"center", CLI_OPT_FLAG, NULL, NULL},
         {"input-format", CLI_OPT_VALUE, &s_fmt, NULL},
         {"k", CLI_OPT_VALUE, &s_k, NULL},
         {"method", CLI_OPT_VALUE, &s_method, NULL},
@@ -98,13 +134,30 @@ static int parse_args(int argc, char **argv, struct svd_args *a, int *help)
     struct fs_err err;
     int rc;
 
+    char **rest = calloc((size_t)argc + 1, sizeof *rest);
+    int nrest = 0;
+
     memset(a, 0, sizeof *a);
     a->rtol = -1;
     a->power_iters = -1;
-    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, help);
-    if (rc != CLI_OK || *help) {
-        return rc;
+    opts[0].flag = &a->center;
+    if (rest == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
     }
+    rc = split_inputs(argc, argv, a, rest, &nrest);
+    if (rc == CLI_OK) {
+        rc = cli_parse(cmd, nrest, rest, opts, NOPTS(opts), pos, 0, &npos, help);
+    }
+    free(rest);
+    if (rc != CLI_OK && !*help) {
+        for (int i = 1; i < argc; i++) {
+            *help |= strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0;
+        }
+    }
+    if (rc != CLI_OK || *help) {
+        return *help ? CLI_OK : rc;
+    }
+    s_input = a->ninputs > 0 ? a->inputs[0] : NULL;
     if (s_input == NULL) {
         return cli_usage_error(cmd, "--input is required");
     }
@@ -160,6 +213,73 @@ static int parse_args(int argc, char **argv, struct svd_args *a, int *help)
 }
 
 /* ||X - U diag(S) V^T||_F / ||X||_F with one gemm: R = X - U (V diag(S))^T. */
+/* Load every --input and stack them by rows (same column count). */
+static int load_inputs(const struct svd_args *a, fs_mat **out, struct fs_err *err)
+{
+    fs_mat *parts[MAX_INPUTS] = {0};
+    size_t rows = 0, off = 0;
+    fs_mat *x = NULL;
+    int rc = 0;
+
+    *out = NULL;
+    if (a->ninputs == 1) {
+        return fs_io_load_dense(a->inputs[0], a->fmt, NULL, out, err);
+    }
+    for (size_t i = 0; i < a->ninputs && rc == 0; i++) {
+        rc = fs_io_load_dense(a->inputs[i], a->fmt, NULL, &parts[i], err);
+        if (rc == 0 && i > 0 && parts[i]->cols != parts[0]->cols) {
+            rc = fs_err_set(err, FS_EINVAL, "%s: %zu columns, but %s has %zu", a->inputs[i],
+                            parts[i]->cols, a->inputs[0], parts[0]->cols);
+        }
+        if (rc == 0) {
+            rows += parts[i]->rows;
+        }
+    }
+    if (rc == 0) {
+        x = fs_mat_new(rows, parts[0]->cols);
+        if (x == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory for the %zu x %zu pooled matrix", rows,
+                            parts[0]->cols);
+        }
+    }
+    for (size_t i = 0; rc == 0 && i < a->ninputs; i++) {
+        for (size_t j = 0; j < x->cols; j++) {
+            for (size_t r = 0; r < parts[i]->rows; r++) {
+                FS_MAT_AT(x, off + r, j) = FS_MAT_AT(parts[i], r, j);
+            }
+        }
+        off += parts[i]->rows;
+    }
+    for (size_t i = 0; i < a->ninputs; i++) {
+        fs_mat_free(parts[i]);
+    }
+    if (rc != 0) {
+        fs_mat_free(x);
+        return rc;
+    }
+    *out = x;
+    return 0;
+}
+
+/* Subtract each column's mean (two-pass); a new array of the means, or NULL. */
+static double *center_columns(fs_mat *x)
+{
+    double *mean = malloc((x->cols + 1) * sizeof *mean);
+
+    for (size_t j = 0; mean != NULL && j < x->cols; j++) {
+        double m = 0.0;
+        for (size_t i = 0; i < x->rows; i++) {
+            m += FS_MAT_AT(x, i, j);
+        }
+        m /= (double)x->rows;
+        for (size_t i = 0; i < x->rows; i++) {
+            FS_MAT_AT(x, i, j) -= m;
+        }
+        mean[j] = m;
+    }
+    return mean;
+}
+
 static int reconstruction_error(const fs_mat *x, const fs_svd *d, double *out, struct fs_err *err)
 {
     fs_mat *r = NULL;
@@ -253,6 +373,7 @@ int cmd_svd(int argc, char **argv)
     struct fs_err err;
     fs_mat *x = NULL;
     fs_svd d;
+    double *mean = NULL;
     json_t *summary = NULL;
     json_t *head = NULL;
     enum fs_topk_method used;
@@ -273,9 +394,16 @@ int cmd_svd(int argc, char **argv)
     }
 
     t0 = cli_now();
-    if (fs_io_load_dense(a.input, a.fmt, NULL, &x, &err) != 0) {
+    if (load_inputs(&a, &x, &err) != 0) {
         rc = cli_fs_error(cmd, &err);
         goto out;
+    }
+    if (a.center) {
+        mean = center_columns(x);
+        if (mean == NULL) {
+            rc = cli_runtime_error(cmd, "out of memory");
+            goto out;
+        }
     }
     if (x->rows == 0 || x->cols == 0) {
         rc = cli_runtime_error(cmd, "%s: empty matrix (%zu x %zu)", a.input, x->rows, x->cols);
@@ -356,8 +484,27 @@ int cmd_svd(int argc, char **argv)
     if (used == FS_TOPK_RANDOMIZED) {
         json_object_set_new(summary, "seed", json_string(a.seed_hex));
     }
+    json_object_set_new(summary, "centered", json_boolean(a.center));
+    if (a.ninputs > 1) {
+        json_t *ins = json_array();
+        for (size_t i = 0; ins != NULL && i < a.ninputs; i++) {
+            json_array_append_new(ins, json_string(a.inputs[i]));
+        }
+        json_object_set_new(summary, "inputs", ins);
+    }
     if (a.out != NULL) {
         json_object_set_new(summary, "out", json_string(a.out));
+        if (mean != NULL) {
+            char path[PATH_CAP];
+            if ((rc = cli_path_join(cmd, path, sizeof path, a.out, "mean.npy")) != CLI_OK ||
+                (rc = cli_mkdir_p(cmd, a.out)) != CLI_OK) {
+                goto out;
+            }
+            if (fs_npy_write_vec(path, mean, x->cols, &err) != 0) {
+                rc = cli_fs_error(cmd, &err);
+                goto out;
+            }
+        }
         if ((rc = write_outputs(cmd, a.out, &d, summary)) != 0) {
             goto out;
         }
@@ -374,5 +521,6 @@ out:
     json_decref(head);
     fs_svd_clear(&d);
     fs_mat_free(x);
+    free(mean);
     return rc;
 }

@@ -12,15 +12,25 @@ static const char *const g_jphase_names[] = {[FS_AGENT_J_UNKNOWN] = "unknown",
                                              [FS_AGENT_J_CONSISTENCY] = "consistency",
                                              [FS_AGENT_J_UNMASKING] = "unmasking",
                                              [FS_AGENT_J_DONE] = "done",
-                                             [FS_AGENT_J_FAILED] = "failed"};
+                                             [FS_AGENT_J_FAILED] = "failed",
+                                             [FS_AGENT_J_EXPONENTS] = "exponents",
+                                             [FS_AGENT_J_FACTORIZING] = "factorizing"};
 
-static const char *const g_step_names[] = {
-    [FS_AGENT_S_ADVERTISE] = "advertise",   [FS_AGENT_S_ROSTER] = "roster",
-    [FS_AGENT_S_SHARE] = "share",           [FS_AGENT_S_RECEIVE] = "receive",
-    [FS_AGENT_S_BEGIN] = "begin",           [FS_AGENT_S_UPLOAD] = "upload",
-    [FS_AGENT_S_SURVIVORS] = "survivors",   [FS_AGENT_S_CONSISTENCY] = "consistency",
-    [FS_AGENT_S_SIGNATURES] = "signatures", [FS_AGENT_S_UNMASK] = "unmask",
-    [FS_AGENT_S_RESULT] = "result",         [FS_AGENT_S_FINISHED] = "finished"};
+static const char *const g_step_names[] = {[FS_AGENT_S_ADVERTISE] = "advertise",
+                                           [FS_AGENT_S_ROSTER] = "roster",
+                                           [FS_AGENT_S_SHARE] = "share",
+                                           [FS_AGENT_S_RECEIVE] = "receive",
+                                           [FS_AGENT_S_BEGIN] = "begin",
+                                           [FS_AGENT_S_UPLOAD] = "upload",
+                                           [FS_AGENT_S_SURVIVORS] = "survivors",
+                                           [FS_AGENT_S_CONSISTENCY] = "consistency",
+                                           [FS_AGENT_S_SIGNATURES] = "signatures",
+                                           [FS_AGENT_S_UNMASK] = "unmask",
+                                           [FS_AGENT_S_RESULT] = "result",
+                                           [FS_AGENT_S_FINISHED] = "finished",
+                                           [FS_AGENT_S_EXPONENT] = "exponent",
+                                           [FS_AGENT_S_EXPONENTS] = "exponents",
+                                           [FS_AGENT_S_STATS] = "stats"};
 
 static const char *const g_fail_at_names[] = {[FS_AGENT_FAIL_NONE] = NULL,
                                               [FS_AGENT_FAIL_ADVERTISE_KEYS] = "advertise_keys",
@@ -96,23 +106,45 @@ int fs_agent_driver_init(struct fs_agent_driver *d, uint32_t aggregations,
     return 0;
 }
 
+int fs_agent_driver_init_fed(struct fs_agent_driver *d, uint32_t aggregations, uint32_t stats,
+                             enum fs_agent_fail_at fail_at, struct fs_err *err)
+{
+    int rc = fs_agent_driver_init(d, aggregations, fail_at, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (stats >= aggregations) {
+        return fs_err_set(err, FS_EINVAL, "agent: %u statistics rounds of %u aggregations", stats,
+                          aggregations);
+    }
+    d->fed = 1;
+    d->stats = stats;
+    return 0;
+}
+
 /* Positions on one line: the job's (phase, aggregation) and the place each
- * step needs. Key setup comes first, then three rounds per aggregation. */
+ * step needs. Key setup comes first, then four rounds per aggregation
+ * (exponents only in fedsvd/fedpca jobs), then factorizing. */
 #define POS_DONE UINT64_MAX
 
-static uint64_t pos_of(enum fs_agent_jphase p, uint32_t r)
+static uint64_t pos_of(const struct fs_agent_driver *d, enum fs_agent_jphase p, uint32_t r)
 {
     switch (p) {
     case FS_AGENT_J_WAITING:
         return 1;
     case FS_AGENT_J_SHARE_KEYS:
         return 2;
+    case FS_AGENT_J_EXPONENTS:
+        return 10 + 4 * (uint64_t)r;
     case FS_AGENT_J_MASKED:
-        return 10 + 3 * (uint64_t)r;
+        return 11 + 4 * (uint64_t)r;
     case FS_AGENT_J_CONSISTENCY:
-        return 11 + 3 * (uint64_t)r;
+        return 12 + 4 * (uint64_t)r;
     case FS_AGENT_J_UNMASKING:
-        return 12 + 3 * (uint64_t)r;
+        return 13 + 4 * (uint64_t)r;
+    case FS_AGENT_J_FACTORIZING:
+        return 10 + 4 * (uint64_t)d->aggregations;
     case FS_AGENT_J_DONE:
         return POS_DONE;
     default:
@@ -142,7 +174,9 @@ static int crashes_here(const struct fs_agent_driver *d)
 /* After aggregation r's last round (done or skipped). */
 static void after_aggregation(struct fs_agent_driver *d)
 {
-    if (d->r + 1 < d->aggregations) {
+    if (d->fed && d->r < d->stats) {
+        d->step = FS_AGENT_S_STATS;
+    } else if (d->r + 1 < d->aggregations) {
         d->r++;
         d->step = FS_AGENT_S_BEGIN;
     } else {
@@ -155,6 +189,19 @@ void fs_agent_driver_done(struct fs_agent_driver *d)
     switch (d->step) {
     case FS_AGENT_S_UNMASK:
         after_aggregation(d);
+        break;
+    case FS_AGENT_S_BEGIN:
+        d->step = d->fed ? FS_AGENT_S_EXPONENT : FS_AGENT_S_UPLOAD;
+        break;
+    case FS_AGENT_S_EXPONENT:
+        d->step = FS_AGENT_S_EXPONENTS;
+        break;
+    case FS_AGENT_S_EXPONENTS:
+        d->step = FS_AGENT_S_UPLOAD;
+        break;
+    case FS_AGENT_S_STATS:
+        d->r++;
+        d->step = FS_AGENT_S_BEGIN;
         break;
     case FS_AGENT_S_FINISHED:
         break;
@@ -210,7 +257,7 @@ void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_v
             set_act(out, FS_AGENT_FINISH, d);
             return;
         }
-        pos = pos_of(job->phase, job->aggregation);
+        pos = pos_of(d, job->phase, job->aggregation);
         if (pos == 0) {
             set_act(out, FS_AGENT_WAIT, d); /* a phase we do not know: wait */
             return;
@@ -229,22 +276,39 @@ void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_v
             exact = 0;
             break;
         case FS_AGENT_S_BEGIN:
+            need = pos_of(d, d->fed ? FS_AGENT_J_EXPONENTS : FS_AGENT_J_MASKED, d->r);
+            break;
+        case FS_AGENT_S_EXPONENT:
+            need = pos_of(d, FS_AGENT_J_EXPONENTS, d->r);
+            break;
+        case FS_AGENT_S_EXPONENTS:
+            /* once the exponents round closed; it must still be masked input */
+            if (pos <= pos_of(d, FS_AGENT_J_EXPONENTS, d->r)) {
+                set_act(out, FS_AGENT_WAIT, d);
+                return;
+            }
+            need = pos_of(d, FS_AGENT_J_MASKED, d->r);
+            break;
+        case FS_AGENT_S_STATS:
+            need = pos_of(d, FS_AGENT_J_UNMASKING, d->r);
+            exact = 0;
+            break;
         case FS_AGENT_S_UPLOAD:
-            need = pos_of(FS_AGENT_J_MASKED, d->r);
+            need = pos_of(d, FS_AGENT_J_MASKED, d->r);
             break;
         case FS_AGENT_S_SURVIVORS:
-            need = pos_of(FS_AGENT_J_MASKED, d->r);
+            need = pos_of(d, FS_AGENT_J_MASKED, d->r);
             exact = 0;
             break;
         case FS_AGENT_S_CONSISTENCY:
-            need = pos_of(FS_AGENT_J_CONSISTENCY, d->r);
+            need = pos_of(d, FS_AGENT_J_CONSISTENCY, d->r);
             break;
         case FS_AGENT_S_SIGNATURES:
-            need = pos_of(FS_AGENT_J_CONSISTENCY, d->r);
+            need = pos_of(d, FS_AGENT_J_CONSISTENCY, d->r);
             exact = 0;
             break;
         case FS_AGENT_S_UNMASK:
-            need = pos_of(FS_AGENT_J_UNMASKING, d->r);
+            need = pos_of(d, FS_AGENT_J_UNMASKING, d->r);
             break;
         default: /* RESULT */
             need = POS_DONE;
@@ -296,7 +360,13 @@ const char *fs_agent_driver_phase(const struct fs_agent_driver *d)
     case FS_AGENT_S_SHARE:
     case FS_AGENT_S_RECEIVE:
         return "share_keys";
+    case FS_AGENT_S_EXPONENT:
+    case FS_AGENT_S_EXPONENTS:
+        return "exponents";
+    case FS_AGENT_S_STATS:
+        return "statistics";
     case FS_AGENT_S_BEGIN:
+        return d->fed ? "exponents" : "masked_input";
     case FS_AGENT_S_UPLOAD:
         return "masked_input";
     case FS_AGENT_S_SURVIVORS:
@@ -332,6 +402,15 @@ double fs_agent_driver_progress(const struct fs_agent_driver *d, uint64_t chunks
         return 0.06;
     case FS_AGENT_S_BEGIN:
         within = 0.0;
+        break;
+    case FS_AGENT_S_EXPONENT:
+        within = 0.01;
+        break;
+    case FS_AGENT_S_EXPONENTS:
+        within = 0.02;
+        break;
+    case FS_AGENT_S_STATS:
+        within = 0.99;
         break;
     case FS_AGENT_S_UPLOAD:
         within = chunks_total > 0 && chunks_done <= chunks_total

@@ -18,6 +18,17 @@
  *   UNMASK r     POST unmask               (needs unmasking of r)
  *   RESULT       GET result and its files  (needs done)
  *
+ * fedsvd / fedpca jobs (docs/wire-fedsvd.md; fs_agent_driver_init_fed) add,
+ * per aggregation r:
+ *   BEGIN r      GET aggregations/r, begin (needs exponents of r)
+ *   EXPONENT r   POST the sealed exponent  (needs exponents of r)
+ *   EXPONENTS r  GET the relayed list, open it (and for the SVD aggregation
+ *                POST the public exponent) (needs masked_input of r)
+ *   ... UPLOAD .. UNMASK as above, then for the leading `stats` aggregations
+ *   STATS r      GET aggregations/r and its sum.npy (needs a phase after
+ *                unmasking of r)
+ * and the job passes through "factorizing" before done.
+ *
  * A job that moved past the round a message belongs to has dropped this
  * party: before its masked input is in, that ends the participation; after
  * it (the party's data is in the sum), a late consistency or unmask message
@@ -42,7 +53,9 @@ enum fs_agent_jphase {
     FS_AGENT_J_CONSISTENCY, /* "consistency" */
     FS_AGENT_J_UNMASKING,   /* "unmasking" */
     FS_AGENT_J_DONE,        /* "done" */
-    FS_AGENT_J_FAILED       /* "failed" */
+    FS_AGENT_J_FAILED,      /* "failed" */
+    FS_AGENT_J_EXPONENTS,   /* "exponents" (fedsvd/fedpca) */
+    FS_AGENT_J_FACTORIZING  /* "factorizing" (fedsvd/fedpca) */
 };
 
 /** Phase from its wire name; unknown names give FS_AGENT_J_UNKNOWN. */
@@ -71,7 +84,10 @@ enum fs_agent_step {
     FS_AGENT_S_SIGNATURES,
     FS_AGENT_S_UNMASK,
     FS_AGENT_S_RESULT,
-    FS_AGENT_S_FINISHED
+    FS_AGENT_S_FINISHED,
+    FS_AGENT_S_EXPONENT,  /* fedsvd/fedpca */
+    FS_AGENT_S_EXPONENTS, /* fedsvd/fedpca */
+    FS_AGENT_S_STATS      /* fedpca statistics rounds */
 };
 
 /** Short name of a step ("advertise", "upload", ...), for logs. */
@@ -101,6 +117,8 @@ struct fs_agent_driver {
     uint32_t r;              /* current aggregation */
     uint32_t aggregations;   /* how many the job runs (>= 1) */
     enum fs_agent_fail_at fail_at;
+    int fed;        /* fedsvd/fedpca: exponent rounds, "factorizing" */
+    uint32_t stats; /* the first `stats` aggregations publish their sum (fedpca) */
 };
 
 enum fs_agent_act {
@@ -126,6 +144,15 @@ FS_WUR int fs_agent_driver_init(struct fs_agent_driver *d, uint32_t aggregations
                                 enum fs_agent_fail_at fail_at, struct fs_err *err);
 
 /**
+ * Start a driver for a fedsvd/fedpca job: each aggregation opens with the
+ * exponents round, and the first `stats` (< aggregations) are statistics
+ * rounds whose sum the party fetches. @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_agent_driver_init_fed(struct fs_agent_driver *d, uint32_t aggregations,
+                                    uint32_t stats, enum fs_agent_fail_at fail_at,
+                                    struct fs_err *err);
+
+/**
  * Decide what to do given the latest job status. May advance the driver
  * past rounds the job has left without needing this party (late
  * consistency/unmask messages). Never fails: the outcome is in *out.
@@ -138,8 +165,8 @@ void fs_agent_driver_done(struct fs_agent_driver *d);
 
 /**
  * The participation phase to report for the driver's position:
- * "advertise_keys", "share_keys", "masked_input", "consistency",
- * "unmasking", "result" or "done".
+ * "advertise_keys", "share_keys", "exponents", "masked_input", "consistency",
+ * "unmasking", "statistics", "result" or "done".
  */
 const char *fs_agent_driver_phase(const struct fs_agent_driver *d);
 

@@ -134,6 +134,23 @@ static int url_ok(const char *u)
     return 1;
 }
 
+static int maskset_ok(const char *s)
+{
+    size_t n = strlen(s);
+
+    if (n == 0 || n > FS_MASKSET_ID_MAX) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-')) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int parse_invitation(const json_t *j, uint64_t max_elements, struct fs_agent_request *out,
                             struct fs_err *err)
 {
@@ -142,11 +159,31 @@ static int parse_invitation(const json_t *j, uint64_t max_elements, struct fs_ag
     if (rc != 0) {
         return rc;
     }
-    if (strcmp(out->inv.algorithm, "secure-sum") != 0) {
+    if (strcmp(out->inv.algorithm, "secure-sum") != 0 && !fs_job_is_fedsvd(out->inv.algorithm)) {
         rc = fs_err_set(err, FS_EINVAL,
                         "invitation: algorithm \"%.32s\" is not supported by this agent "
-                        "(it runs secure-sum)",
+                        "(it runs secure-sum, fedsvd and fedpca)",
                         out->inv.algorithm);
+    } else if (out->inv.is_fedsvd && (out->inv.global_cols > max_elements ||
+                                      out->inv.global_rows > max_elements / out->inv.global_cols)) {
+        rc = fs_err_set(err, FS_EINVAL,
+                        "invitation: global_shape %llu x %llu is over this agent's limit of %llu "
+                        "elements (--max-elements)",
+                        (unsigned long long)out->inv.global_rows,
+                        (unsigned long long)out->inv.global_cols, (unsigned long long)max_elements);
+    } else if (out->inv.is_fedsvd &&
+               (out->inv.masking_url[0] == '\0' || out->inv.mask_token[0] == '\0' ||
+                out->inv.maskset[0] == '\0')) {
+        rc = fs_err_set(err, FS_EINVAL,
+                        "invitation: a %s job needs masking_url, mask_token and maskset (added "
+                        "when the mask set is created: fedsvd job create does it)",
+                        out->inv.algorithm);
+    } else if (out->inv.is_fedsvd && !url_ok(out->inv.masking_url)) {
+        rc = fs_err_set(err, FS_EINVAL,
+                        "invitation: masking_url: expected an http:// or https:// URL without "
+                        "user info, query, fragment or white space");
+    } else if (out->inv.is_fedsvd && !maskset_ok(out->inv.maskset)) {
+        rc = fs_err_set(err, FS_EINVAL, "invitation: maskset: expected 1..64 of [A-Za-z0-9._-]");
     } else if (out->inv.cols > max_elements || out->inv.rows > max_elements / out->inv.cols) {
         rc = fs_err_set(err, FS_EINVAL,
                         "invitation: shape %llu x %llu is over this agent's limit of %llu "
@@ -271,6 +308,18 @@ int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err 
     } else {
         return fs_err_set(err, FS_EFORMAT, "job.state: expected running, done or failed");
     }
+    v = json_object_get(j, "algorithm");
+    if (json_is_string(v)) {
+        snprintf(out->algorithm, sizeof out->algorithm, "%s", json_string_value(v));
+    }
+    if (fs_job_is_fedsvd(out->algorithm)) {
+        out->is_fed = 1;
+        rc = fs_job_fedsvd_decode(j, out->algorithm, out->parties, out->rows, out->cols, &out->fed,
+                                  err);
+        if (rc != 0) {
+            return fs_err_prefix(err, "job.");
+        }
+    }
     out->aggregations = 1;
     if (json_object_get(j, "aggregations") != NULL) {
         rc = get_u32(j, "aggregations", 1, FS_SECAGG_MAX_AGGREGATIONS, &out->aggregations, what,
@@ -318,6 +367,8 @@ void fs_agent_agg_clear(struct fs_agent_agg *a)
     free(a->survivors);
     free(a->sig_ids);
     free(a->sigs);
+    free(a->exp_ids);
+    free(a->sealed);
     memset(a, 0, sizeof *a);
 }
 
@@ -360,6 +411,66 @@ static int opt_ids(const json_t *j, const char *key, uint32_t n, int *has, uint3
     return 0;
 }
 
+static int hex32(const char *s, uint8_t out[32])
+{
+    if (s == NULL || strlen(s) != 64) {
+        return -1;
+    }
+    for (int i = 0; i < 32; i++) {
+        int hi = -1, lo = -1;
+        char c = s[2 * i], d = s[2 * i + 1];
+        hi = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        lo = d >= '0' && d <= '9' ? d - '0' : d >= 'a' && d <= 'f' ? d - 'a' + 10 : -1;
+        if (hi < 0 || lo < 0) {
+            return -1;
+        }
+        out[i] = (uint8_t)(hi * 16 + lo);
+    }
+    return 0;
+}
+
+/* The fedsvd/fedpca members of an aggregation: kind, exponents, sum. */
+static int parse_fed_agg(const json_t *j, uint32_t n, struct fs_agent_agg *out, struct fs_err *err)
+{
+    char kind[16];
+    json_t *v;
+    int rc = get_str(j, "kind", kind, sizeof kind, "aggregation", err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    out->fed = 1;
+    if (strcmp(kind, "stats") == 0) {
+        out->is_stats = 1;
+    } else if (strcmp(kind, "svd") != 0) {
+        return fs_err_set(err, FS_EINVAL, "aggregation.kind: expected stats or svd");
+    }
+    v = json_object_get(j, "exponents");
+    if (v != NULL && !json_is_null(v)) {
+        rc = fs_wire_exps_decode(v, n, &out->exp_ids, &out->sealed, &out->nexps, err);
+        if (rc != 0) {
+            return fs_err_prefix(err, "aggregation.");
+        }
+        out->has_exponents = 1;
+    }
+    v = json_object_get(j, "sum");
+    if (v != NULL && !json_is_null(v)) {
+        json_t *w = json_object_get(v, "words");
+        if (!json_is_object(v) || !json_is_integer(w) ||
+            hex32(json_string_value(json_object_get(v, "sha256")), out->sum_sha256) != 0) {
+            return fs_err_set(err, FS_EFORMAT,
+                              "aggregation.sum: expected {\"words\", \"sha256\"} (hex)");
+        }
+        if ((uint64_t)json_integer_value(w) != out->length) {
+            return fs_err_set(err, FS_EINVAL,
+                              "aggregation.sum.words: not the aggregation's length");
+        }
+        out->sum_words = out->length;
+        out->has_sum = 1;
+    }
+    return 0;
+}
+
 int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_len,
                        struct fs_agent_agg *out, struct fs_err *err)
 {
@@ -387,13 +498,21 @@ int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_
     if (rc == 0) {
         rc = get_str(j, "phase", phase, sizeof phase, what, err);
     }
-    if (rc == 0) {
-        rc = get_u32(j, "summands", 1, n, &out->fp.summands, what, err);
-    }
     if (rc != 0) {
         goto out;
     }
     out->phase = fs_agent_jphase_parse(phase);
+    if (json_object_get(j, "kind") != NULL) {
+        rc = parse_fed_agg(j, n, out, err);
+        if (rc != 0) {
+            goto out;
+        }
+        goto sets;
+    }
+    rc = get_u32(j, "summands", 1, n, &out->fp.summands, what, err);
+    if (rc != 0) {
+        goto out;
+    }
     v = json_object_get(j, "bound");
     if (!json_is_number(v)) {
         rc = fs_err_set(err, FS_EFORMAT, "aggregation.bound: expected a number");
@@ -415,6 +534,7 @@ int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_
     if (rc != 0) {
         goto out;
     }
+sets:
     v = json_object_get(j, "active");
     if (v == NULL) {
         rc = fs_err_set(err, FS_EFORMAT, "aggregation.active: missing");

@@ -15,6 +15,7 @@
 #include <stdint.h>
 
 #include "../../api/jobs.h"
+#include "../../api/wire.h"
 #include "../core/err.h"
 #include "../io/matio.h"
 #include "../la/fixedpt.h"
@@ -40,10 +41,11 @@ struct fs_agent_request {
 /**
  * Decode {"invitation": {...}, "dataset": {"path": "...", "format": "auto"},
  * "fail_at": null}: no unknown top-level or dataset field; the invitation
- * as fs_invitation_decode (api/jobs.h) plus: algorithm "secure-sum" (the
- * only one this agent runs so far), rows * cols <= max_elements, a job URL
- * without user info, query, fragment or white space. format defaults to
- * "auto"; fail_at may be absent or null.
+ * as fs_invitation_decode (api/jobs.h) plus: algorithm secure-sum, fedsvd or
+ * fedpca, rows * cols <= max_elements (also for the pooled matrix of a
+ * fedsvd/fedpca job), a job URL without user info, query, fragment or white
+ * space; fedsvd/fedpca also need masking_url (same rules), mask_token and
+ * maskset. format defaults to "auto"; fail_at may be absent or null.
  * @return 0, FS_EFORMAT (wrong JSON types: 400), FS_EINVAL (422); the
  *         message names the field. fs_invitation_wipe(&out->inv) afterwards.
  */
@@ -52,6 +54,9 @@ FS_WUR int fs_agent_request_parse(const json_t *j, uint64_t max_elements,
 
 /* GET /v1/jobs/{job}: the fields the agent uses. */
 struct fs_agent_job {
+    char algorithm[FS_JOB_ALGO_MAX + 1]; /* "" when absent */
+    int is_fed;                          /* fedsvd / fedpca: fed is set */
+    struct fs_job_fedsvd fed;
     enum fs_agent_jphase phase;
     char phase_name[32];
     int state; /* 0 running, 1 done, 2 failed */
@@ -90,16 +95,29 @@ struct fs_agent_agg {
     uint32_t *sig_ids;
     uint8_t (*sigs)[FS_SECAGG_SIG_LEN];
     size_t nsigs;
-    struct fs_fixedpt fp;
+    struct fs_fixedpt fp; /* secure-sum only */
+    /* fedsvd / fedpca (docs/wire-fedsvd.md): */
+    int fed;      /* the document has "kind" */
+    int is_stats; /* kind "stats" (else "svd") */
+    int has_exponents;
+    uint32_t *exp_ids;
+    uint8_t (*sealed)[FS_WIRE_SEALED_EXP_LEN];
+    size_t nexps;
+    int has_sum; /* a statistics aggregation's published sum */
+    uint64_t sum_words;
+    uint8_t sum_sha256[32];
 };
 
 /**
  * Decode an aggregation for a job of n parties whose vectors are
  * expect_len words: index r, length == expect_len, 1 <= chunk_words <=
  * FS_AGENT_MAX_CHUNK_WORDS, chunks == ceil(length / chunk_words), party
- * ids in 1..n, at most n signatures, and fixed-point parameters that
- * cannot wrap (summands in 1..n, bound > 0 finite,
- * summands * bound * 2^frac_bits <= 2^63).
+ * ids in 1..n, at most n signatures, and (secure-sum) fixed-point parameters
+ * that cannot wrap (summands in 1..n, bound > 0 finite,
+ * summands * bound * 2^frac_bits <= 2^63). A fedsvd/fedpca aggregation
+ * ("kind": "stats" | "svd") has no fixed point (parties choose it) but
+ * "exponents" (null or the relayed sealed exponents) and "sum" (null or
+ * {"words": length, "sha256": hex}).
  * @return 0, FS_EFORMAT (shape of the document), FS_EINVAL (values).
  */
 FS_WUR int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_len,

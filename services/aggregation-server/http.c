@@ -645,6 +645,43 @@ static int h_unmask(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return party_post(req, resp, 204, agg_job_post_reveals);
 }
 
+static int h_exponent(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)ctx;
+    return party_post(req, resp, 204, agg_job_post_exponent);
+}
+
+static int h_pubexp(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)ctx;
+    return party_post(req, resp, 204, agg_job_post_pubexp);
+}
+
+/* The padded sum of a fedpca statistics aggregation. */
+static int h_agg_sum(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    char path[4600];
+    struct stat st;
+    uint64_t r = 0;
+    (void)ctx;
+    if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
+        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+    }
+    if (agg_job_sum_path(q->job, (uint32_t)r, path, sizeof path, &err) != 0) {
+        return problem(resp, &err);
+    }
+    if (stat(path, &st) == 0) {
+        q->out_bytes += (uint64_t)st.st_size;
+    }
+    if (fs_http_resp_file(resp, 200, "application/x-npy", path, &err) != 0) {
+        fs_err_set(&err, FS_EINTERNAL, "sum file missing");
+        return problem(resp, &err);
+    }
+    return 0;
+}
+
 static int h_keys_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct rq *q = rq_of(req);
@@ -933,6 +970,9 @@ static const struct route_def ROUTES[] = {
     {"PUT", "/v1/jobs/{job}/aggregations/{r}/masked/{chunk}", 4, A_PARTY, chunk_done},
     {"POST", "/v1/jobs/{job}/aggregations/{r}/consistency", 1, A_PARTY, h_consistency},
     {"POST", "/v1/jobs/{job}/aggregations/{r}/unmask", 3, A_PARTY, h_unmask},
+    {"POST", "/v1/jobs/{job}/aggregations/{r}/exponent", 1, A_PARTY, h_exponent},
+    {"POST", "/v1/jobs/{job}/aggregations/{r}/public-exponent", 1, A_PARTY, h_pubexp},
+    {"GET", "/v1/jobs/{job}/aggregations/{r}/sum.npy", 0, A_ANY, h_agg_sum},
     {"GET", "/v1/jobs/{job}/result", 0, A_ANY, h_result},
     {"GET", "/v1/jobs/{job}/result/{name}.npy", 0, A_ANY, h_result_file},
 };

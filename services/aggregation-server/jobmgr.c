@@ -24,17 +24,24 @@
 #include "la/mat.h"
 #include "net/auth.h"
 #include "net/log.h"
+#include "proto/fedpca.h"
+#include "proto/fedsvd.h"
 #include "proto/secagg.h"
 
 #define MAX_JOBS_STORED 100000 /* registry cap, all states */
 
-enum jphase { JP_R0 = 0, JP_R1, JP_R2, JP_R3, JP_R4, JP_DONE, JP_FAILED };
+/* Phases in protocol order. JP_EXP (sealed exponents) and JP_FACTOR only
+ * occur in fedsvd/fedpca jobs; JP_EXP..JP_R4 repeat per aggregation. */
+enum jphase { JP_R0 = 0, JP_R1, JP_EXP, JP_R2, JP_R3, JP_R4, JP_FACTOR, JP_DONE, JP_FAILED };
 
-static const char *const PHASE_NAME[] = {
-    "waiting_for_parties", "share_keys", "masked_input", "consistency",
-    "unmasking",           "done",       "failed"};
-static const char *const TIMING_NAME[] = {"advertise_keys", "share_keys", "masked_input",
-                                          "consistency", "unmasking"};
+#define NTIMINGS 7 /* JP_R0 .. JP_FACTOR */
+
+static const char *const PHASE_NAME[] = {"waiting_for_parties", "share_keys",  "exponents",
+                                         "masked_input",        "consistency", "unmasking",
+                                         "factorizing",         "done",        "failed"};
+static const char *const TIMING_NAME[] = {"advertise_keys", "share_keys",  "exponents",
+                                          "masked_input",   "consistency", "unmasking",
+                                          "factorizing"};
 
 struct chunk_ctx {
     agg_job *job;
@@ -63,12 +70,18 @@ struct agg_job {
     char tmp_dir[4300];
     fs_auth *auth; /* party tokens, labels "party:N" */
     struct fs_secagg_config cfg;
+    int fed;                 /* fedsvd / fedpca */
+    uint32_t naggs;          /* secure aggregations of the job */
+    size_t *sizes;           /* fed: party_sizes as size_t, for lib/proto */
+    struct fs_fedsvd_job fj; /* fed: the job as lib/proto sees it (sizes borrowed) */
 
     /* sm_mu */
     fs_secagg_server *sm;
     struct chunk_ctx cs;
     uint64_t next_seq;
     int replaying;
+    uint32_t *first_u3; /* fedpca: U3 of aggregation 0 (every later one must equal it) */
+    size_t nfirst;
 
     /* mu */
     enum jphase phase;
@@ -78,8 +91,9 @@ struct agg_job {
     pthread_t worker;
     double deadline_mono;
     double phase_opened; /* wall clock */
-    double timings[5];
-    int has_timing[5];
+    uint32_t r;          /* the aggregation in progress (or the last one) */
+    double timings[NTIMINGS];
+    int has_timing[NTIMINGS];
     uint8_t *joined;   /* advertised keys (U1) */
     uint8_t *shared;   /* shared keys (U2) */
     uint8_t *dropped;  /* counted as dropped at a round close */
@@ -87,11 +101,15 @@ struct agg_job {
     uint8_t *sent;     /* sent this round's message */
     uint8_t *has_exp;
     int *exp;
+    uint8_t (*sealed)[FS_FEDSVD_SEALED_EXP_LEN]; /* fed: this aggregation's sealed exponents */
+    uint8_t *has_sealed;
+    int *pubexp; /* fed: the public exponent each party reported (SVD aggregation) */
+    uint8_t *has_pubexp;
     uint64_t bytes_in;
     uint64_t bytes_out;
     struct fs_fixedpt fp;
     json_t *roster; /* {"roster": [...]} once R0 closed */
-    json_t *agg;    /* Aggregation document once begun */
+    json_t *aggs;   /* array: Aggregation document r (null until begun) */
     json_t *result; /* Result once done */
     char error[512];
 };
@@ -221,12 +239,40 @@ static json_t *ids_where(const uint8_t *flags, const uint8_t *unless, uint32_t n
 
 /* ------------------------------------------------------------ chunk files */
 
+/* Chunks of the aggregation in progress (j->r; sm_mu held). */
 static int chunk_path(const agg_job *j, uint32_t party, uint64_t idx, char *out, size_t cap)
 {
-    return (size_t)snprintf(out, cap, "%s/agg-0/p%u/c%llu.npy", j->dir, party,
+    return (size_t)snprintf(out, cap, "%s/agg-%u/p%u/c%llu.npy", j->dir, j->r, party,
                             (unsigned long long)idx) >= cap
                ? -1
                : 0;
+}
+
+/* Remove every aggregation's chunk files and the upload temp dir. */
+static void rm_chunks(const agg_job *j)
+{
+    for (uint32_t r = 0; r < j->naggs; r++) {
+        char p[4400];
+        snprintf(p, sizeof p, "%s/agg-%u", j->dir, r);
+        rm_tree(p);
+    }
+    rm_tree(j->tmp_dir);
+}
+
+/* Words of aggregation r: secure-sum rows*cols; fedsvd N*d; fedpca samples
+ * 3d+1 (mean), 3d (variance), then N*d (lib/proto/fedpca.h). */
+static uint64_t agg_len(const agg_job *j, uint32_t r)
+{
+    if (j->fed && r + 1 < j->naggs) {
+        return r == 0 ? 3 * j->spec.cols + 1 : 3 * j->spec.cols;
+    }
+    return j->spec.rows * j->spec.cols;
+}
+
+/* 1 when aggregation r's sum goes back to the parties (fedpca statistics). */
+static int agg_is_stats(const agg_job *j, uint32_t r)
+{
+    return j->fed && r + 1 < j->naggs;
 }
 
 void agg_le64_decode(uint64_t *y, const uint8_t *b, size_t m)
@@ -297,7 +343,7 @@ static int cs_put(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, si
         return 0; /* the data was read from that very file */
     }
     if (chunk_path(j, party, idx, path, sizeof path) != 0 ||
-        (size_t)snprintf(dir, sizeof dir, "%s/agg-0/p%u", j->dir, party) >= sizeof dir) {
+        (size_t)snprintf(dir, sizeof dir, "%s/agg-%u/p%u", j->dir, j->r, party) >= sizeof dir) {
         return fs_err_set(err, FS_EINVAL, "chunk path too long");
     }
     if (c->staged == NULL || c->staged_party != party || c->staged_idx != idx) {
@@ -349,8 +395,14 @@ static void job_free(agg_job *j)
     free(j->sent);
     free(j->has_exp);
     free(j->exp);
+    free(j->sealed);
+    free(j->has_sealed);
+    free(j->pubexp);
+    free(j->has_pubexp);
+    free(j->sizes);
+    free(j->first_u3);
     json_decref(j->roster);
-    json_decref(j->agg);
+    json_decref(j->aggs);
     json_decref(j->result);
     pthread_mutex_destroy(&j->mu);
     pthread_mutex_destroy(&j->sm_mu);
@@ -377,7 +429,9 @@ static int job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
     snprintf(j->server_url, sizeof j->server_url, "%s", spec->server_url);
     j->n = n;
     j->chunk_words = chunk_words;
-    j->len = spec->rows * spec->cols;
+    j->fed = fs_job_is_fedsvd(spec->algorithm);
+    j->naggs = fs_job_aggregations(spec);
+    j->len = agg_len(j, 0);
     j->nchunks = (j->len + chunk_words - 1) / chunk_words;
     snprintf(j->dir, sizeof j->dir, "%s/jobs/%s", m->data_dir, id);
     snprintf(j->tmp_dir, sizeof j->tmp_dir, "%s/tmp", j->dir);
@@ -388,10 +442,38 @@ static int job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
     j->sent = calloc((size_t)n + 1, 1);
     j->has_exp = calloc((size_t)n + 1, 1);
     j->exp = calloc((size_t)n + 1, sizeof *j->exp);
+    j->sealed = calloc((size_t)n + 1, sizeof *j->sealed);
+    j->has_sealed = calloc((size_t)n + 1, 1);
+    j->pubexp = calloc((size_t)n + 1, sizeof *j->pubexp);
+    j->has_pubexp = calloc((size_t)n + 1, 1);
+    j->sizes = calloc((size_t)n + 1, sizeof *j->sizes);
+    j->aggs = json_array();
     if (j->joined == NULL || j->shared == NULL || j->dropped == NULL || j->in_round == NULL ||
-        j->sent == NULL || j->has_exp == NULL || j->exp == NULL) {
+        j->sent == NULL || j->has_exp == NULL || j->exp == NULL || j->sealed == NULL ||
+        j->has_sealed == NULL || j->pubexp == NULL || j->has_pubexp == NULL || j->sizes == NULL ||
+        j->aggs == NULL) {
         job_free(j);
         return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    for (uint32_t r = 0; r < j->naggs; r++) {
+        json_array_append_new(j->aggs, json_null());
+    }
+    if (j->fed) {
+        for (uint32_t v = 0; v < n; v++) {
+            j->sizes[v] = (size_t)spec->fed.party_sizes[v];
+        }
+        memset(&j->fj, 0, sizeof j->fj);
+        j->fj.partition =
+            spec->fed.partition == FS_JOB_FEATURES ? FS_FEDSVD_FEATURES : FS_FEDSVD_SAMPLES;
+        j->fj.rows = (size_t)spec->rows;
+        j->fj.cols = (size_t)spec->cols;
+        j->fj.parties = n;
+        j->fj.sizes = j->sizes;
+        rc = fs_fedsvd_job_check(&j->fj, err);
+        if (rc != 0) {
+            job_free(j);
+            return fs_err_set(err, FS_EINVAL, "%s", err->msg);
+        }
     }
     rc = fs_auth_new(&j->auth, err);
     if (rc != 0) {
@@ -400,7 +482,7 @@ static int job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
     }
     j->cfg.n = n;
     j->cfg.t = spec->threshold;
-    j->cfg.aggregations = 1;
+    j->cfg.aggregations = j->naggs;
     j->cfg.chunk_words = chunk_words;
     rc = fs_wire_secagg_job_id(id, j->cfg.job_id, err);
     if (rc != 0) {
@@ -464,7 +546,7 @@ static int mgr_register(agg_mgr *m, agg_job *j, struct fs_err *err)
 static json_t *timings_json(const agg_job *j)
 {
     json_t *o = json_object();
-    for (int i = 0; o != NULL && i < 5; i++) {
+    for (int i = 0; o != NULL && i < NTIMINGS; i++) {
         if (j->has_timing[i]) {
             json_object_set_new(o, TIMING_NAME[i], json_real(j->timings[i]));
         }
@@ -477,21 +559,63 @@ static int job_running(const agg_job *j)
     return j->phase != JP_DONE && j->phase != JP_FAILED;
 }
 
+/* The SecAgg round (0..4) a phase belongs to, or -1 (exponents, factorizing, over). */
+static int secagg_round(enum jphase ph)
+{
+    switch (ph) {
+    case JP_R0:
+        return 0;
+    case JP_R1:
+        return 1;
+    case JP_R2:
+        return 2;
+    case JP_R3:
+        return 3;
+    case JP_R4:
+        return 4;
+    default:
+        return -1;
+    }
+}
+
+/* fedsvd/fedpca parameters of the Job document. */
+static void fed_status(const agg_job *j, json_t *o)
+{
+    json_t *sizes = json_array();
+    const struct fs_job_fedsvd *f = &j->spec.fed;
+
+    for (uint32_t v = 0; sizes != NULL && v < j->n; v++) {
+        json_array_append_new(sizes, json_integer((json_int_t)f->party_sizes[v]));
+    }
+    json_object_set_new(o, "partition", json_string(fs_job_partition_name(f->partition)));
+    json_object_set_new(o, "party_sizes", sizes);
+    json_object_set_new(o, "k", f->k > 0 ? json_integer((json_int_t)f->k) : json_null());
+    json_object_set_new(o, "method",
+                        json_string(f->method == FS_JOB_RANDOMIZED ? "randomized" : "exact"));
+    json_object_set_new(o, "standardize", json_boolean(f->standardize));
+    json_object_set_new(o, "allow_dropouts", json_boolean(f->allow_dropouts));
+}
+
 /* The Job document; mu held. */
 static json_t *status_locked(const agg_job *j)
 {
     const char *state = j->phase == JP_DONE ? "done" : j->phase == JP_FAILED ? "failed" : "running";
-    json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:[I, I], s:i, s:i}", "id",
-                          j->id, "algorithm", j->spec.algorithm, "name", j->spec.name, "phase",
-                          PHASE_NAME[j->phase], "state", state, "aggregation", 0, "aggregations", 1,
-                          "parties", (int)j->n, "threshold", (int)j->spec.threshold, "shape",
-                          (json_int_t)j->spec.rows, (json_int_t)j->spec.cols, "chunk_words",
-                          (int)j->chunk_words, "round_timeout_s", (int)j->spec.round_timeout_s);
+    int sr = secagg_round(j->phase);
+    json_t *o =
+        json_pack("{s:s, s:s, s:s, s:s, s:s, s:i, s:i, s:i, s:i, s:[I, I], s:i, s:i}", "id", j->id,
+                  "algorithm", j->spec.algorithm, "name", j->spec.name, "phase",
+                  PHASE_NAME[j->phase], "state", state, "aggregation", (int)j->r, "aggregations",
+                  (int)j->naggs, "parties", (int)j->n, "threshold", (int)j->spec.threshold, "shape",
+                  (json_int_t)j->spec.rows, (json_int_t)j->spec.cols, "chunk_words",
+                  (int)j->chunk_words, "round_timeout_s", (int)j->spec.round_timeout_s);
 
     if (o == NULL) {
         return NULL;
     }
-    json_object_set_new(o, "round", job_running(j) ? json_integer(j->phase) : json_null());
+    if (j->fed) {
+        fed_status(j, o);
+    }
+    json_object_set_new(o, "round", job_running(j) && sr >= 0 ? json_integer(sr) : json_null());
     json_object_set_new(o, "present", ids_where(j->joined, j->dropped, j->n));
     json_object_set_new(o, "dropped", ids_where(j->dropped, NULL, j->n));
     json_object_set_new(o, "bytes_in", json_integer((json_int_t)j->bytes_in));
@@ -530,7 +654,7 @@ static char *snapshot_locked(const agg_job *j)
         return NULL;
     }
     json_object_set_new(o, "job", status_locked(j));
-    json_object_set_new(o, "aggregation", j->agg != NULL ? json_deep_copy(j->agg) : json_null());
+    json_object_set_new(o, "aggregation_docs", json_deep_copy(j->aggs));
     s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return s;
@@ -576,12 +700,7 @@ static void fail_job(agg_job *j, const char *reason)
     }
     fs_secagg_server_free(j->sm);
     j->sm = NULL;
-    {
-        char p[4400];
-        snprintf(p, sizeof p, "%s/agg-0", j->dir);
-        rm_tree(p);
-        rm_tree(j->tmp_dir);
-    }
+    rm_chunks(j);
 }
 
 /* sm_mu held. After an operation on the state machine failed: an internal
@@ -799,27 +918,108 @@ static int apply_reveals(agg_job *j, uint32_t party, const struct fs_secagg_reve
     return 0;
 }
 
+/* ------------------------------------------------------------ fedsvd exponents (sm_mu held) */
+
+static int apply_sealed(agg_job *j, uint32_t party, const uint8_t sealed[FS_FEDSVD_SEALED_EXP_LEN],
+                        double at, struct fs_err *err)
+{
+    int repeat;
+    int rc;
+
+    pthread_mutex_lock(&j->mu);
+    repeat = j->has_sealed[party];
+    if (repeat && !fs_ct_eq(j->sealed[party], sealed, FS_FEDSVD_SEALED_EXP_LEN)) {
+        pthread_mutex_unlock(&j->mu);
+        return fs_err_set(err, FS_ECONFLICT,
+                          "party %u already sent another sealed exponent for aggregation %u", party,
+                          j->r);
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (repeat) {
+        return 0;
+    }
+    rc = log_event(j, "exp", party, j->r, sealed, FS_FEDSVD_SEALED_EXP_LEN, at, err);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    memcpy(j->sealed[party], sealed, FS_FEDSVD_SEALED_EXP_LEN);
+    j->has_sealed[party] = 1;
+    j->sent[party] = 1;
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+static int apply_pubexp(agg_job *j, uint32_t party, int e, double at, struct fs_err *err)
+{
+    uint32_t other = 0;
+    char body[16];
+    int rc;
+
+    pthread_mutex_lock(&j->mu);
+    if (j->has_pubexp[party]) {
+        int same = j->pubexp[party] == e;
+        pthread_mutex_unlock(&j->mu);
+        return same ? 0
+                    : fs_err_set(err, FS_ECONFLICT,
+                                 "party %u already reported another public exponent", party);
+    }
+    for (uint32_t v = 1; v <= j->n; v++) {
+        if (j->has_pubexp[v] && j->pubexp[v] != e) {
+            other = v;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (other != 0) {
+        char reason[256];
+        snprintf(reason, sizeof reason,
+                 "parties %u and %u report different public exponents: the relayed sealed "
+                 "exponents differ between parties",
+                 other, party);
+        fail_job(j, reason);
+        return fs_err_set(err, AGG_EABORTED, "job failed: %s", reason);
+    }
+    snprintf(body, sizeof body, "%d", e);
+    rc = log_event(j, "pubexp", party, j->r, body, strlen(body), at, err);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->pubexp[party] = e;
+    j->has_pubexp[party] = 1;
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
 /* ------------------------------------------------------------ closing rounds (sm_mu held) */
 
-/* mu held: parties expected this round that did not send count as dropped. */
-static uint32_t mark_dropped_locked(agg_job *j)
+/* mu held: parties expected this round that did not send count as dropped;
+ * *first receives the lowest such id (0 when none). */
+static uint32_t mark_dropped_locked(agg_job *j, uint32_t *first)
 {
     uint32_t k = 0;
+
+    *first = 0;
     for (uint32_t v = 1; v <= j->n; v++) {
         if (j->in_round[v] && !j->sent[v] && !j->dropped[v]) {
             j->dropped[v] = 1;
+            if (k == 0) {
+                *first = v;
+            }
             k++;
         }
     }
     return k;
 }
 
-/* mu held: the next round expects exactly the ids in set. */
+/* mu held: the next round expects exactly the ids in set. Time spent in a
+ * phase adds up over the aggregations. */
 static void next_round_locked(agg_job *j, enum jphase ph, const uint32_t *set, size_t k, double at,
                               int record)
 {
-    if (record && j->phase <= JP_R4) {
-        j->timings[j->phase] = at - j->phase_opened;
+    if (record && j->phase < NTIMINGS) {
+        j->timings[j->phase] += at - j->phase_opened;
         j->has_timing[j->phase] = 1;
     }
     memset(j->in_round, 0, (size_t)j->n + 1);
@@ -842,6 +1042,13 @@ static uint32_t *flag_ids(const uint8_t *flags, uint32_t n, size_t *k)
         }
     }
     return ids;
+}
+
+/* The Aggregation document of the aggregation in progress (borrowed; mu held). */
+static json_t *cur_agg(const agg_job *j)
+{
+    json_t *d = json_array_get(j->aggs, j->r);
+    return json_is_object(d) ? d : NULL;
 }
 
 /* Fixed-point parameters for aggregation 0: B = 2^max(e) over the active
@@ -886,6 +1093,7 @@ static json_t *agg_doc(const agg_job *j, const uint32_t *active, size_t na)
     return o;
 }
 
+/* secure-sum: begin the one aggregation (fixed point chosen by the server). */
 static int do_begin(agg_job *j, const struct fs_fixedpt *given, double at, struct fs_err *err)
 {
     const uint32_t *active;
@@ -923,9 +1131,51 @@ static int do_begin(agg_job *j, const struct fs_fixedpt *given, double at, struc
     pthread_mutex_lock(&j->mu);
     j->fp = fp;
     doc = agg_doc(j, active, na);
-    json_decref(j->agg);
-    j->agg = doc;
+    json_array_set_new(j->aggs, 0, doc != NULL ? doc : json_null());
     next_round_locked(j, JP_R2, active, na, at, 0);
+    pthread_mutex_unlock(&j->mu);
+    return doc == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
+}
+
+/* fedsvd/fedpca: begin aggregation r; it opens with the exponents round.
+ * Parties keep their own fixed point (lib/proto/fedsvd.h, fedpca.h). */
+static int do_begin_fed(agg_job *j, uint32_t r, double at, struct fs_err *err)
+{
+    const uint32_t *active;
+    size_t na = 0;
+    uint64_t len = agg_len(j, r);
+    json_t *params;
+    json_t *doc;
+    int rc;
+
+    rc = fs_secagg_server_begin(j->sm, r, len, err);
+    if (rc != 0) {
+        after_sm_error(j, rc, err);
+        return rc;
+    }
+    active = fs_secagg_server_set(j->sm, 0, &na);
+    params = json_pack("{s:i, s:I}", "r", (int)r, "len", (json_int_t)len);
+    if (params == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = log_json(j, "begin", 0, params, at, err);
+    json_decref(params);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->r = r;
+    j->len = len;
+    j->nchunks = (len + j->chunk_words - 1) / j->chunk_words;
+    doc = json_pack("{s:i, s:s, s:I, s:I, s:I, s:s, s:o, s:n, s:n, s:n, s:n}", "index", (int)r,
+                    "kind", agg_is_stats(j, r) ? "stats" : "svd", "length", (json_int_t)len,
+                    "chunk_words", (json_int_t)j->chunk_words, "chunks", (json_int_t)j->nchunks,
+                    "phase", "exponents", "active", fs_wire_ids_encode(active, na), "exponents",
+                    "survivors", "signatures", "sum");
+    json_array_set_new(j->aggs, r, doc != NULL ? doc : json_null());
+    memset(j->has_sealed, 0, (size_t)j->n + 1);
+    memset(j->has_pubexp, 0, (size_t)j->n + 1);
+    next_round_locked(j, JP_EXP, active, na, at, 0);
     pthread_mutex_unlock(&j->mu);
     return doc == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
 }
@@ -934,8 +1184,17 @@ static void *finish_worker(void *arg);
 
 static int start_worker(agg_job *j)
 {
+    int old;
     int rc;
 
+    /* the previous aggregation's worker, if the driver has not joined it yet */
+    pthread_mutex_lock(&j->mu);
+    old = j->worker_running;
+    j->worker_running = 0;
+    pthread_mutex_unlock(&j->mu);
+    if (old) {
+        pthread_join(j->worker, NULL);
+    }
     pthread_mutex_lock(&j->mu);
     j->finishing = 1;
     j->worker_exited = 0;
@@ -945,18 +1204,32 @@ static int start_worker(agg_job *j)
     return rc;
 }
 
-/* Close the current round (sm_mu held). kind is the event kind; on replay
- * `given` carries the logged fixed-point parameters of "begin". */
+/* fedsvd/fedpca without allow_dropouts: a party missing at a round that
+ * comes before its data is in the sum fails the job at once. */
+static void fail_no_dropouts(agg_job *j, enum jphase ph, uint32_t who, uint32_t drops)
+{
+    char reason[400];
+
+    snprintf(reason, sizeof reason,
+             "party %u%s did not send its %s message of aggregation %u before the round "
+             "deadline; the job does not allow dropouts (allow_dropouts is false), so its "
+             "result could not be the SVD of every party's data",
+             who, drops > 1 ? " (and others)" : "", PHASE_NAME[ph], j->r);
+    fail_job(j, reason);
+}
+
+/* Close the current round (sm_mu held). */
 static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *err)
 {
     enum jphase ph;
     uint32_t drops;
+    uint32_t first_drop = 0;
     size_t k = 0;
     uint32_t *ids = NULL;
     const uint32_t *set;
     int rc = 0;
-    static const char *const KIND[] = {"close_adv", "close_shares", "close_masked",
-                                       "close_consistency", "close_unmask"};
+    static const char *const KIND[] = {"close_adv",    "close_shares",      "close_exp",
+                                       "close_masked", "close_consistency", "close_unmask"};
 
     pthread_mutex_lock(&j->mu);
     ph = j->phase;
@@ -981,16 +1254,16 @@ static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *er
         break;
     }
     pthread_mutex_lock(&j->mu);
-    drops = mark_dropped_locked(j);
+    drops = mark_dropped_locked(j, &first_drop);
     pthread_mutex_unlock(&j->mu);
     if (!j->replaying) {
         count_add(j->mgr,
                   by_deadline ? &j->mgr->counts.rounds_deadline : &j->mgr->counts.rounds_complete,
                   1);
         count_add(j->mgr, &j->mgr->counts.parties_dropped, drops);
-        fs_log_pack(FS_LOG_INFO, "round closed", "{s:s, s:s, s:s, s:i}", "job", j->id, "phase",
-                    PHASE_NAME[ph], "reason", by_deadline ? "deadline" : "complete", "dropped",
-                    (int)drops);
+        fs_log_pack(FS_LOG_INFO, "round closed", "{s:s, s:s, s:i, s:s, s:i}", "job", j->id, "phase",
+                    PHASE_NAME[ph], "aggregation", (int)j->r, "reason",
+                    by_deadline ? "deadline" : "complete", "dropped", (int)drops);
     }
     if (rc != 0) {
         after_sm_error(j, rc, err);
@@ -999,6 +1272,10 @@ static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *er
     rc = log_event(j, KIND[ph], 0, 0, NULL, 0, at, err);
     if (rc != 0) {
         return rc;
+    }
+    if (j->fed && !j->spec.fed.allow_dropouts && drops > 0 && ph <= JP_R2) {
+        fail_no_dropouts(j, ph, first_drop, drops);
+        return 0;
     }
     switch (ph) {
     case JP_R0: {
@@ -1027,21 +1304,66 @@ static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *er
         if (ids == NULL) {
             rc = fs_err_set(err, FS_ENOMEM, "out of memory");
         } else if (!j->replaying) {
-            rc = do_begin(j, NULL, at, err);
+            rc = j->fed ? do_begin_fed(j, 0, at, err) : do_begin(j, NULL, at, err);
         }
         break;
+    case JP_EXP: {
+        json_t *exps;
+        pthread_mutex_lock(&j->mu);
+        ids = flag_ids(j->has_sealed, j->n, &k);
+        pthread_mutex_unlock(&j->mu);
+        if (ids == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+            break;
+        }
+        if (k < j->spec.threshold) {
+            char reason[200];
+            snprintf(reason, sizeof reason, "%zu sealed exponents in aggregation %u, threshold %u",
+                     k, j->r, j->spec.threshold);
+            fail_job(j, reason);
+            break;
+        }
+        {
+            uint8_t(*sl)[FS_FEDSVD_SEALED_EXP_LEN] = calloc(k + 1, sizeof *sl);
+            pthread_mutex_lock(&j->mu);
+            for (size_t q = 0; sl != NULL && q < k; q++) {
+                memcpy(sl[q], j->sealed[ids[q]], FS_FEDSVD_SEALED_EXP_LEN);
+            }
+            exps = sl != NULL ? fs_wire_exps_encode(ids, (const uint8_t(*)[32])sl, k) : NULL;
+            free(sl);
+            if (exps != NULL && cur_agg(j) != NULL) {
+                json_object_set_new(cur_agg(j), "exponents", exps);
+                json_object_set_new(cur_agg(j), "phase", json_string("masked_input"));
+            } else {
+                json_decref(exps);
+                exps = NULL;
+            }
+            next_round_locked(j, JP_R2, ids, k, at, 1);
+            pthread_mutex_unlock(&j->mu);
+        }
+        if (exps == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+        break;
+    }
     case JP_R2:
         set = fs_secagg_server_set(j->sm, 3, &k);
         pthread_mutex_lock(&j->mu);
-        json_object_set_new(j->agg, "survivors", fs_wire_ids_encode(set, k));
+        if (cur_agg(j) != NULL) {
+            json_object_set_new(cur_agg(j), "survivors", fs_wire_ids_encode(set, k));
+            json_object_set_new(cur_agg(j), "phase", json_string("consistency"));
+        }
         next_round_locked(j, JP_R3, set, k, at, 1);
         pthread_mutex_unlock(&j->mu);
         break;
     case JP_R3:
         set = fs_secagg_server_set(j->sm, 4, &k);
         pthread_mutex_lock(&j->mu);
-        json_object_set_new(j->agg, "signatures",
-                            fs_wire_sigs_encode(set, fs_secagg_server_sigs(j->sm), k));
+        if (cur_agg(j) != NULL) {
+            json_object_set_new(cur_agg(j), "signatures",
+                                fs_wire_sigs_encode(set, fs_secagg_server_sigs(j->sm), k));
+            json_object_set_new(cur_agg(j), "phase", json_string("unmasking"));
+        }
         next_round_locked(j, JP_R4, set, k, at, 1);
         pthread_mutex_unlock(&j->mu);
         break;
@@ -1161,11 +1483,279 @@ out:
     return rc;
 }
 
+/* The survivors U3 of the aggregation just unmasked and every other party. */
+static json_t *dropped_of(const agg_job *j, const uint32_t *u3, size_t n3)
+{
+    uint8_t *surv = calloc((size_t)j->n + 1, 1);
+    uint8_t *all = malloc((size_t)j->n + 1);
+    json_t *o = NULL;
+
+    if (surv != NULL && all != NULL) {
+        for (size_t i = 0; i < n3; i++) {
+            surv[u3[i]] = 1;
+        }
+        memset(all, 1, (size_t)j->n + 1);
+        o = ids_where(all, surv, j->n);
+    }
+    free(surv);
+    free(all);
+    return o;
+}
+
+/* Path of the published sum of statistics aggregation r. */
+static int sum_path(const agg_job *j, uint32_t r, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s/result/agg-%u-sum.npy", j->dir, r) >= cap ? -1 : 0;
+}
+
+/*
+ * A fedpca statistics aggregation is complete: unmask, check the
+ * contributors (the same in every aggregation), and publish the ring sum to
+ * the parties (it is padded with offsets only they can remove). Also run on
+ * replay, before the next aggregation's "begin". sm_mu held.
+ */
+static int finish_stats(agg_job *j, double at, struct fs_err *err)
+{
+    const uint64_t *sum = NULL;
+    const uint32_t *u3;
+    size_t n3 = 0;
+    char dir[4400];
+    char path[4500];
+    char hex[65];
+    int rc;
+
+    rc = fs_secagg_server_finish(j->sm, &sum, err);
+    if (rc != 0) {
+        return rc;
+    }
+    u3 = fs_secagg_server_set(j->sm, 3, &n3);
+    rc = fs_fedpca_server_check_round(&j->fj, j->spec.fed.allow_dropouts, j->first_u3, j->nfirst,
+                                      u3, n3, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (j->first_u3 == NULL) {
+        j->first_u3 = malloc((n3 + 1) * sizeof *j->first_u3);
+        if (j->first_u3 == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+        memcpy(j->first_u3, u3, n3 * sizeof *u3);
+        j->nfirst = n3;
+    }
+    snprintf(dir, sizeof dir, "%s/result", j->dir);
+    rc = mkdir_p(dir, err);
+    if (rc == 0 && sum_path(j, j->r, path, sizeof path) != 0) {
+        rc = fs_err_set(err, FS_EINVAL, "path too long");
+    }
+    if (rc == 0) {
+        rc = fs_npy_write_u64(path, sum, (size_t)j->len, err);
+    }
+    if (rc == 0) {
+        rc = file_sha256_hex(path, hex, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&j->mu);
+    j->timings[JP_R4] += at - j->phase_opened;
+    j->has_timing[JP_R4] = 1;
+    if (cur_agg(j) != NULL) {
+        json_object_set_new(cur_agg(j), "phase", json_string("done"));
+        json_object_set_new(cur_agg(j), "sum",
+                            json_pack("{s:I, s:s}", "words", (json_int_t)j->len, "sha256", hex));
+    }
+    pthread_mutex_unlock(&j->mu);
+    return 0;
+}
+
+/* The public exponent the SVD aggregation's contributors reported. */
+static int agreed_exponent(agg_job *j, const uint32_t *u3, size_t n3, int *e, struct fs_err *err)
+{
+    int have = 0;
+    int rc = 0;
+
+    pthread_mutex_lock(&j->mu);
+    for (size_t i = 0; i < n3 && rc == 0; i++) {
+        uint32_t v = u3[i];
+        if (!j->has_pubexp[v]) {
+            rc = fs_err_set(err, FS_ESTATE, "party %u uploaded without reporting the exponent", v);
+        } else if (have && j->pubexp[v] != *e) {
+            rc = fs_err_set(err, FS_ESTATE, "the parties report different public exponents");
+        } else {
+            *e = j->pubexp[v];
+            have = 1;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (rc == 0 && !have) {
+        rc = fs_err_set(err, FS_ESTATE, "no contributor reported the public exponent");
+    }
+    return rc;
+}
+
+/* Publish S and V' (U' for features) and build the Result. */
+static int write_fed_result(agg_job *j, const struct fs_fedsvd_published *pub, const uint32_t *u3,
+                            size_t n3, size_t n_included, int e, json_t **out, struct fs_err *err)
+{
+    const char *shared = j->spec.fed.partition == FS_JOB_FEATURES ? "uprime.npy" : "vprime.npy";
+    uint64_t other = j->spec.fed.partition == FS_JOB_FEATURES ? j->spec.rows : j->spec.cols;
+    double rtol = (double)(j->spec.rows > j->spec.cols ? j->spec.rows : j->spec.cols) * DBL_EPSILON;
+    char dir[4400];
+    char p_s[4500];
+    char p_v[4500];
+    char h_s[65];
+    char h_v[65];
+    json_t *sv = json_array();
+    json_t *res;
+    size_t rank = 0;
+    int rc;
+
+    *out = NULL;
+    snprintf(dir, sizeof dir, "%s/result", j->dir);
+    snprintf(p_s, sizeof p_s, "%s/s.npy", dir);
+    snprintf(p_v, sizeof p_v, "%s/%s", dir, shared);
+    rc = mkdir_p(dir, err);
+    if (rc == 0) {
+        rc = fs_npy_write_vec(p_s, pub->s, pub->r, err);
+    }
+    if (rc == 0) {
+        rc = fs_npy_write_mat(p_v, pub->vc, err);
+    }
+    if (rc == 0) {
+        rc = file_sha256_hex(p_s, h_s, err);
+    }
+    if (rc == 0) {
+        rc = file_sha256_hex(p_v, h_v, err);
+    }
+    if (rc != 0) {
+        json_decref(sv);
+        return rc;
+    }
+    for (size_t i = 0; i < pub->r; i++) {
+        if (pub->r > 0 && pub->s[i] > rtol * pub->s[0]) {
+            rank++;
+        }
+        json_array_append_new(sv, json_real(pub->s[i]));
+    }
+    res = json_pack("{s:s, s:s, s:[I, I], s:i, s:o, s:o, s:I, s:o, s:I, s:I, s:f, s:o, s:f, s:i, "
+                    "s:[{s:s, s:[I], s:s}, {s:s, s:[I, I], s:s}]}",
+                    "algorithm", j->spec.algorithm, "partition",
+                    fs_job_partition_name(j->spec.fed.partition), "shape", (json_int_t)j->spec.rows,
+                    (json_int_t)j->spec.cols, "parties", (int)j->n, "survivors",
+                    fs_wire_ids_encode(u3, n3), "dropped", dropped_of(j, u3, n3), "n_included",
+                    (json_int_t)n_included, "k",
+                    j->spec.fed.k > 0 ? json_integer((json_int_t)j->spec.fed.k) : json_null(), "r",
+                    (json_int_t)pub->r, "rank", (json_int_t)rank, "rtol", rtol, "singular_values",
+                    sv, "total_sq", pub->total_sq, "public_exponent", e, "files", "name", "s.npy",
+                    "shape", (json_int_t)pub->r, "sha256", h_s, "name", shared, "shape",
+                    (json_int_t)other, (json_int_t)pub->r, "sha256", h_v);
+    if (res == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    *out = res;
+    return 0;
+}
+
+/*
+ * The SVD aggregation is complete: unmask, check the contributors, decode
+ * X' = A X B and factorize it (phase "factorizing", on this worker thread,
+ * never an HTTP thread), publish S and the masked shared factor. sm_mu held.
+ */
+static int finish_svd(agg_job *j, json_t **out, struct fs_err *err)
+{
+    const uint64_t *sum = NULL;
+    const uint32_t *u3;
+    uint32_t *u3c = NULL;
+    size_t n3 = 0;
+    size_t n_included = 0;
+    struct fs_fedsvd_published pub = {0};
+    enum fs_topk_method method =
+        j->spec.fed.method == FS_JOB_RANDOMIZED ? FS_TOPK_RANDOMIZED : FS_TOPK_AUTO;
+    fs_mat *y = NULL;
+    double at;
+    int e = 0;
+    int rc;
+
+    *out = NULL;
+    rc = fs_secagg_server_finish(j->sm, &sum, err);
+    if (rc != 0) {
+        return rc;
+    }
+    u3 = fs_secagg_server_set(j->sm, 3, &n3);
+    u3c = malloc((n3 + 1) * sizeof *u3c);
+    if (u3c == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    memcpy(u3c, u3, n3 * sizeof *u3);
+    if (strcmp(j->spec.algorithm, "fedpca") == 0 && j->naggs > 1) {
+        rc = fs_fedpca_server_check_round(&j->fj, j->spec.fed.allow_dropouts, j->first_u3,
+                                          j->nfirst, u3c, n3, err);
+    }
+    if (rc == 0) {
+        rc = fs_fedsvd_server_check_contributors(&j->fj, j->spec.fed.allow_dropouts, u3c, n3,
+                                                 &n_included, err);
+    }
+    if (rc == 0) {
+        rc = agreed_exponent(j, u3c, n3, &e, err);
+    }
+    if (rc == 0) {
+        rc = fs_fedsvd_server_decode(&j->fj, e, sum, j->len, &y, err);
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    at = now_wall();
+    pthread_mutex_lock(&j->mu);
+    j->timings[JP_R4] += at - j->phase_opened;
+    j->has_timing[JP_R4] = 1;
+    j->phase = JP_FACTOR;
+    j->phase_opened = at;
+    if (cur_agg(j) != NULL) {
+        json_object_set_new(cur_agg(j), "phase", json_string("done"));
+    }
+    pthread_mutex_unlock(&j->mu);
+    persist_state(j, NULL);
+    /* The ring sum is decoded: give its memory back before LAPACK needs its own. */
+    fs_secagg_server_free(j->sm);
+    j->sm = NULL;
+    rc = fs_fedsvd_server_factorize(y, (size_t)j->spec.fed.k, method, NULL, &pub, err);
+    fs_mat_free(y);
+    y = NULL;
+    if (rc == 0) {
+        rc = write_fed_result(j, &pub, u3c, n3, n_included, e, out, err);
+    }
+out:
+    fs_mat_free(y);
+    fs_fedsvd_published_clear(&pub);
+    free(u3c);
+    return rc;
+}
+
+/* secure-sum: unmask and write sum.npy. sm_mu held. */
+static int finish_sum(agg_job *j, json_t **out, struct fs_err *err)
+{
+    const uint64_t *sum = NULL;
+    int rc = fs_secagg_server_finish(j->sm, &sum, err);
+
+    *out = NULL;
+    return rc == 0 ? write_result(j, sum, out, err) : rc;
+}
+
+static void fail_after_finish(agg_job *j, const char *what, const struct fs_err *err)
+{
+    if (j->sm != NULL && fs_secagg_server_phase(j->sm) == FS_SECAGG_ABORTED) {
+        fail_job(j, fs_secagg_server_abort_reason(j->sm));
+    } else {
+        char reason[600];
+        snprintf(reason, sizeof reason, "%s: %s", what, err->msg);
+        fail_job(j, reason);
+    }
+}
+
 static void *finish_worker(void *arg)
 {
     agg_job *j = arg;
     struct fs_err err = {0};
-    const uint64_t *sum = NULL;
     json_t *res = NULL;
     char *res_s = NULL;
     double at;
@@ -1175,10 +1765,21 @@ static void *finish_worker(void *arg)
     if (j->sm == NULL) {
         goto out;
     }
-    rc = fs_secagg_server_finish(j->sm, &sum, &err);
-    if (rc == 0) {
-        rc = write_result(j, sum, &res, &err);
+    if (j->fed && agg_is_stats(j, j->r)) {
+        /* a fedpca statistics round: publish its sum, go on to the next */
+        at = now_wall();
+        rc = finish_stats(j, at, &err);
+        if (rc == 0) {
+            rc = do_begin_fed(j, j->r + 1, at, &err); /* finishing ends at "out" */
+        }
+        if (rc != 0) {
+            fail_after_finish(j, is_internal(rc) ? "unmasking failed" : "statistics round", &err);
+        } else {
+            persist_state(j, NULL);
+        }
+        goto out;
     }
+    rc = j->fed ? finish_svd(j, &res, &err) : finish_sum(j, &res, &err);
     if (rc == 0) {
         res_s = json_dumps(res, JSON_COMPACT);
         rc = res_s == NULL ? fs_err_set(&err, FS_ENOMEM, "out of memory") : 0;
@@ -1188,38 +1789,32 @@ static void *finish_worker(void *arg)
         rc = log_event(j, "done", 0, 0, NULL, 0, at, &err);
     }
     if (rc != 0) {
-        if (fs_secagg_server_phase(j->sm) == FS_SECAGG_ABORTED) {
-            fail_job(j, fs_secagg_server_abort_reason(j->sm));
-        } else {
-            char reason[600];
-            snprintf(reason, sizeof reason, "unmasking failed: %s", err.msg);
-            fail_job(j, reason);
-        }
+        fail_after_finish(j, j->fed ? "factorization failed" : "unmasking failed", &err);
         json_decref(res);
         goto out;
     }
     pthread_mutex_lock(&j->mu);
-    j->timings[JP_R4] = at - j->phase_opened;
-    j->has_timing[JP_R4] = 1;
+    if (j->phase == JP_FACTOR) {
+        j->timings[JP_FACTOR] += at - j->phase_opened;
+        j->has_timing[JP_FACTOR] = 1;
+    } else {
+        j->timings[JP_R4] += at - j->phase_opened;
+        j->has_timing[JP_R4] = 1;
+    }
     j->phase = JP_DONE;
     j->finishing = 0;
     j->result = res;
     memset(j->in_round, 0, (size_t)j->n + 1);
-    if (j->agg != NULL) {
-        json_object_set_new(j->agg, "phase", json_string("done"));
+    if (cur_agg(j) != NULL) {
+        json_object_set_new(cur_agg(j), "phase", json_string("done"));
     }
     pthread_mutex_unlock(&j->mu);
     persist_state(j, res_s);
-    fs_log_pack(FS_LOG_INFO, "job done", "{s:s, s:f}", "job", j->id, "unmasking_s",
-                j->timings[JP_R4]);
+    fs_log_pack(FS_LOG_INFO, "job done", "{s:s, s:f, s:f}", "job", j->id, "unmasking_s",
+                j->timings[JP_R4], "factorizing_s", j->timings[JP_FACTOR]);
     fs_secagg_server_free(j->sm);
     j->sm = NULL;
-    {
-        char p[4400];
-        snprintf(p, sizeof p, "%s/agg-0", j->dir);
-        rm_tree(p);
-        rm_tree(j->tmp_dir);
-    }
+    rm_chunks(j);
 out:
     free(res_s);
     pthread_mutex_unlock(&j->sm_mu);
@@ -1233,23 +1828,47 @@ out:
 
 /* ------------------------------------------------------------ entering a round */
 
+/* Position of (phase, aggregation r) on the job's timeline. */
+static uint64_t pos_of(const agg_job *j, enum jphase ph, uint32_t r)
+{
+    switch (ph) {
+    case JP_R0:
+    case JP_R1:
+        return (uint64_t)ph;
+    case JP_EXP:
+    case JP_R2:
+    case JP_R3:
+    case JP_R4:
+        return 10 + 4 * (uint64_t)r + (uint64_t)(ph - JP_EXP);
+    case JP_FACTOR:
+        return 10 + 4 * (uint64_t)j->naggs;
+    default:
+        return UINT64_MAX;
+    }
+}
+
 /*
- * Check under mu that `party` may act in phase `want` now, then take sm_mu
- * and check again (the driver may have closed the round meanwhile). On
- * success sm_mu is held. party 0 skips the membership check.
+ * Check under mu that `party` may act in phase `want` of aggregation r now,
+ * then take sm_mu and check again (the driver may have closed the round
+ * meanwhile). On success sm_mu is held. party 0 skips the membership check.
  */
-static int check_phase_locked(const agg_job *j, enum jphase want, uint32_t party,
+static int check_phase_locked(const agg_job *j, enum jphase want, uint32_t r, uint32_t party,
                               struct fs_err *err)
 {
+    uint64_t now = pos_of(j, j->phase, j->r);
+    uint64_t need = pos_of(j, want, r);
+
     if (j->phase == JP_FAILED) {
         return fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error);
     }
-    if (j->finishing || j->phase == JP_DONE || j->phase > want) {
-        return fs_err_set(err, FS_ECONFLICT, "%s is closed (job phase %s)", PHASE_NAME[want],
-                          j->finishing ? "unmasking" : PHASE_NAME[j->phase]);
+    if (j->finishing || j->phase == JP_DONE || now > need) {
+        return fs_err_set(err, FS_ECONFLICT, "%s of aggregation %u is closed (job phase %s)",
+                          PHASE_NAME[want], r,
+                          j->finishing && j->phase == JP_R4 ? "unmasking" : PHASE_NAME[j->phase]);
     }
-    if (j->phase < want) {
-        return fs_err_set(err, FS_ESTATE, "not yet: job phase is %s", PHASE_NAME[j->phase]);
+    if (now < need) {
+        return fs_err_set(err, FS_ESTATE, "not yet: job phase is %s of aggregation %u",
+                          PHASE_NAME[j->phase], j->r);
     }
     if (party != 0 && !j->in_round[party]) {
         return fs_err_set(err, FS_ECONFLICT, "party %u is not in this round: it was dropped",
@@ -1258,19 +1877,19 @@ static int check_phase_locked(const agg_job *j, enum jphase want, uint32_t party
     return 0;
 }
 
-static int enter(agg_job *j, enum jphase want, uint32_t party, struct fs_err *err)
+static int enter(agg_job *j, enum jphase want, uint32_t r, uint32_t party, struct fs_err *err)
 {
     int rc;
 
     pthread_mutex_lock(&j->mu);
-    rc = check_phase_locked(j, want, party, err);
+    rc = check_phase_locked(j, want, r, party, err);
     pthread_mutex_unlock(&j->mu);
     if (rc != 0) {
         return rc;
     }
     pthread_mutex_lock(&j->sm_mu);
     pthread_mutex_lock(&j->mu);
-    rc = check_phase_locked(j, want, party, err);
+    rc = check_phase_locked(j, want, r, party, err);
     pthread_mutex_unlock(&j->mu);
     if (rc == 0 && j->sm == NULL) {
         rc = fs_err_set(err, FS_ECONFLICT, "job is over");
@@ -1338,7 +1957,7 @@ int agg_job_post_adv(agg_job *j, uint32_t party, const json_t *body, struct fs_e
         return fs_err_set(err, AGG_EFORBIDDEN, "advert for party %u sent with party %u's token",
                           a.id, party);
     }
-    rc = enter(j, JP_R0, party, err);
+    rc = enter(j, JP_R0, 0, party, err);
     if (rc != 0) {
         return rc;
     }
@@ -1376,7 +1995,7 @@ int agg_job_post_shares(agg_job *j, uint32_t party, const json_t *body, struct f
     if (rc != 0) {
         return rc;
     }
-    rc = enter(j, JP_R1, party, err);
+    rc = enter(j, JP_R1, 0, party, err);
     if (rc == 0) {
         rc = apply_shares(j, party, cts, k, body, now_wall(), err);
         leave(j);
@@ -1424,25 +2043,36 @@ int agg_job_get_shares(agg_job *j, uint32_t party, json_t **out, struct fs_err *
     return rc;
 }
 
+static int agg_exists(const agg_job *j, uint32_t r, struct fs_err *err)
+{
+    if (r >= j->naggs) {
+        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist (this job has %u)", r,
+                          j->naggs);
+    }
+    return 0;
+}
+
 int agg_job_get_agg(agg_job *j, uint32_t r, json_t **out, struct fs_err *err)
 {
-    int rc = 0;
+    int rc = agg_exists(j, r, err);
+    json_t *doc;
 
     *out = NULL;
-    if (r != 0) {
-        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist (this job has 1)", r);
+    if (rc != 0) {
+        return rc;
     }
     pthread_mutex_lock(&j->mu);
+    doc = json_array_get(j->aggs, r);
     if (j->phase == JP_FAILED) {
         rc = fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error);
-    } else if (j->agg == NULL) {
-        rc = fs_err_set(err, FS_ESTATE, "aggregation 0 has not begun (job phase %s)",
+    } else if (!json_is_object(doc)) {
+        rc = fs_err_set(err, FS_ESTATE, "aggregation %u has not begun (job phase %s)", r,
                         PHASE_NAME[j->phase]);
     } else {
-        *out = json_deep_copy(j->agg);
+        *out = json_deep_copy(doc);
         if (*out == NULL) {
             rc = fs_err_set(err, FS_ENOMEM, "out of memory");
-        } else if (j->phase <= JP_R4) {
+        } else if (r == j->r && j->phase <= JP_R4 && j->phase >= (j->fed ? JP_EXP : JP_R0)) {
             json_object_set_new(*out, "phase", json_string(PHASE_NAME[j->phase]));
         }
     }
@@ -1450,29 +2080,68 @@ int agg_job_get_agg(agg_job *j, uint32_t r, json_t **out, struct fs_err *err)
     return rc;
 }
 
+int agg_job_sum_path(agg_job *j, uint32_t r, char *path, size_t cap, struct fs_err *err)
+{
+    int rc = agg_exists(j, r, err);
+    int have = 0;
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!agg_is_stats(j, r)) {
+        return fs_err_set(err, FS_ENOTFOUND,
+                          "aggregation %u publishes no sum (only fedpca statistics rounds do)", r);
+    }
+    pthread_mutex_lock(&j->mu);
+    if (j->phase == JP_FAILED) {
+        rc = fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error);
+    } else {
+        have = json_is_object(json_object_get(json_array_get(j->aggs, r), "sum"));
+        if (!have) {
+            rc = fs_err_set(err, FS_ESTATE, "the sum of aggregation %u is not ready", r);
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (rc == 0 && sum_path(j, r, path, cap) != 0) {
+        rc = fs_err_set(err, FS_EINTERNAL, "path too long");
+    }
+    return rc;
+}
+
 int agg_job_chunk_check(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, size_t *m,
                         const char **tmp_dir, struct fs_err *err)
 {
+    uint64_t nchunks;
+    uint64_t len;
     int rc;
 
     *m = 0;
     *tmp_dir = j->tmp_dir;
-    if (r != 0) {
-        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist (this job has 1)", r);
+    rc = agg_exists(j, r, err);
+    if (rc != 0) {
+        return rc;
     }
     pthread_mutex_lock(&j->mu);
-    rc = check_phase_locked(j, JP_R2, party, err);
+    rc = check_phase_locked(j, JP_R2, r, party, err);
+    nchunks = j->nchunks;
+    len = j->len;
+    if (rc == 0 && j->fed && !agg_is_stats(j, r) && !j->has_pubexp[party]) {
+        rc = fs_err_set(err, FS_ECONFLICT,
+                        "party %u: report the public exponent (POST .../public-exponent) before "
+                        "uploading",
+                        party);
+    }
     pthread_mutex_unlock(&j->mu);
     if (rc != 0) {
         return rc;
     }
-    if (idx >= j->nchunks) {
-        return fs_err_set(err, FS_EINVAL, "chunk %llu does not exist (aggregation 0 has %llu)",
-                          (unsigned long long)idx, (unsigned long long)j->nchunks);
+    if (idx >= nchunks) {
+        return fs_err_set(err, FS_EINVAL, "chunk %llu does not exist (aggregation %u has %llu)",
+                          (unsigned long long)idx, r, (unsigned long long)nchunks);
     }
     {
         uint64_t off = idx * j->chunk_words;
-        uint64_t left = j->len - off;
+        uint64_t left = len - off;
         *m = (size_t)(left < j->chunk_words ? left : j->chunk_words);
     }
     return mkdir_p(j->tmp_dir, err);
@@ -1484,12 +2153,18 @@ int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, cons
     int rc;
 
     *consumed = 0;
-    if (r != 0) {
-        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist", r);
+    rc = agg_exists(j, r, err);
+    if (rc == 0) {
+        rc = enter(j, JP_R2, r, party, err);
     }
-    rc = enter(j, JP_R2, party, err);
     if (rc != 0) {
         return rc;
+    }
+    if (m != (size_t)((j->len - idx * j->chunk_words) < j->chunk_words
+                          ? j->len - idx * j->chunk_words
+                          : j->chunk_words)) {
+        leave(j);
+        return fs_err_set(err, FS_EINVAL, "chunk %llu: wrong length", (unsigned long long)idx);
     }
     rc = apply_masked(j, party, idx, y, m, tmp_path, consumed, now_wall(), err);
     leave(j);
@@ -1499,16 +2174,14 @@ int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, cons
 int agg_job_post_sig(agg_job *j, uint32_t party, uint32_t r, const json_t *body, struct fs_err *err)
 {
     uint8_t sig[FS_SECAGG_SIG_LEN];
-    int rc;
+    int rc = agg_exists(j, r, err);
 
-    if (r != 0) {
-        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist", r);
+    if (rc == 0) {
+        rc = fs_wire_sig_decode(body, sig, err);
     }
-    rc = fs_wire_sig_decode(body, sig, err);
-    if (rc != 0) {
-        return rc;
+    if (rc == 0) {
+        rc = enter(j, JP_R3, r, party, err);
     }
-    rc = enter(j, JP_R3, party, err);
     if (rc != 0) {
         return rc;
     }
@@ -1522,22 +2195,70 @@ int agg_job_post_reveals(agg_job *j, uint32_t party, uint32_t r, const json_t *b
 {
     struct fs_secagg_reveal *rv = NULL;
     size_t k = 0;
-    int rc;
+    int rc = agg_exists(j, r, err);
 
-    if (r != 0) {
-        return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist", r);
+    if (rc != 0) {
+        return rc;
     }
     rc = fs_wire_reveals_decode(body, j->n, &rv, &k, err);
     if (rc != 0) {
         return rc;
     }
-    rc = enter(j, JP_R4, party, err);
+    rc = enter(j, JP_R4, r, party, err);
     if (rc == 0) {
         rc = apply_reveals(j, party, rv, k, body, now_wall(), err);
         leave(j);
     }
     fs_wipe(rv, k * sizeof *rv);
     free(rv);
+    return rc;
+}
+
+int agg_job_post_exponent(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
+                          struct fs_err *err)
+{
+    uint8_t sealed[FS_FEDSVD_SEALED_EXP_LEN];
+    int rc = agg_exists(j, r, err);
+
+    if (rc == 0 && !j->fed) {
+        rc = fs_err_set(err, FS_ENOTFOUND, "only fedsvd and fedpca jobs exchange exponents");
+    }
+    if (rc == 0) {
+        rc = fs_wire_exp_decode(body, sealed, err);
+    }
+    if (rc == 0) {
+        rc = enter(j, JP_EXP, r, party, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    rc = apply_sealed(j, party, sealed, now_wall(), err);
+    leave(j);
+    return rc;
+}
+
+int agg_job_post_pubexp(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
+                        struct fs_err *err)
+{
+    int e = 0;
+    int rc = agg_exists(j, r, err);
+
+    if (rc == 0 && (!j->fed || agg_is_stats(j, r))) {
+        rc = fs_err_set(err, FS_ENOTFOUND,
+                        "only the SVD aggregation of a fedsvd or fedpca job takes a public "
+                        "exponent");
+    }
+    if (rc == 0) {
+        rc = fs_wire_pubexp_decode(body, &e, err);
+    }
+    if (rc == 0) {
+        rc = enter(j, JP_R2, r, party, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    rc = apply_pubexp(j, party, e, now_wall(), err);
+    leave(j);
     return rc;
 }
 
@@ -1568,10 +2289,13 @@ int agg_job_result_path(agg_job *j, const char *name, char *path, size_t cap, st
     if (rc != 0) {
         return rc;
     }
-    if (strcmp(name, "sum") != 0) {
+    if (j->fed
+            ? strcmp(name, "s") != 0 &&
+                  strcmp(name, j->spec.fed.partition == FS_JOB_FEATURES ? "uprime" : "vprime") != 0
+            : strcmp(name, "sum") != 0) {
         return fs_err_set(err, FS_ENOTFOUND, "this job has no result file of that name");
     }
-    if ((size_t)snprintf(path, cap, "%s/result/sum.npy", j->dir) >= cap) {
+    if ((size_t)snprintf(path, cap, "%s/result/%s.npy", j->dir, name) >= cap) {
         return fs_err_set(err, FS_EINTERNAL, "path too long");
     }
     return 0;
@@ -1602,7 +2326,7 @@ int agg_job_cancel(agg_job *j, struct fs_err *err)
         ph = JP_DONE;
     }
     pthread_mutex_unlock(&j->mu);
-    if (ph <= JP_R4) {
+    if (ph <= JP_FACTOR) {
         fail_job(j, "cancelled by the operator");
     }
     pthread_mutex_unlock(&j->sm_mu);
@@ -1639,8 +2363,15 @@ static json_t *invitation_json(const agg_job *j, uint32_t party, const char *tok
     snprintf(inv.algorithm, sizeof inv.algorithm, "%s", j->spec.algorithm);
     inv.parties = j->n;
     inv.threshold = j->spec.threshold;
-    inv.rows = j->spec.rows;
-    inv.cols = j->spec.cols;
+    fs_job_party_shape(&j->spec, party, &inv.rows, &inv.cols);
+    if (j->fed) {
+        /* masking_url, mask_token and maskset are added by whoever creates
+         * the mask set: this server never holds a credential for masks */
+        inv.is_fedsvd = 1;
+        inv.global_rows = j->spec.rows;
+        inv.global_cols = j->spec.cols;
+        inv.fed = j->spec.fed;
+    }
     o = fs_invitation_encode(&inv);
     fs_invitation_wipe(&inv);
     return o;
@@ -1662,10 +2393,10 @@ int agg_job_create(agg_mgr *m, const struct fs_job_spec *spec_in, const char *se
     int rc;
 
     *out = NULL;
-    if (strcmp(spec.algorithm, "secure-sum") != 0) {
+    if (strcmp(spec.algorithm, "secure-sum") != 0 && !fs_job_is_fedsvd(spec.algorithm)) {
         return fs_err_set(err, FS_EINVAL,
                           "algorithm \"%s\" is not supported by this server yet "
-                          "(secure-sum is)",
+                          "(secure-sum, fedsvd and fedpca are)",
                           spec.algorithm);
     }
     if (spec.rows * spec.cols > m->cfg.max_elements) {
@@ -1946,7 +2677,9 @@ static void tick_job(agg_job *j)
     }
     pthread_mutex_lock(&j->sm_mu);
     pthread_mutex_lock(&j->mu);
-    due = job_running(j) && !j->finishing && j->sm != NULL;
+    /* again: a worker may have opened the next round meanwhile */
+    due = job_running(j) && !j->finishing && j->sm != NULL &&
+          (round_complete_locked(j) || now_mono() >= j->deadline_mono);
     pthread_mutex_unlock(&j->mu);
     if (due) {
         (void)close_round(j, now_wall(), by_deadline, &err);
@@ -2065,6 +2798,42 @@ static int replay_event(void *ctx, const struct agg_event *ev, struct fs_err *er
         if (rc == 0 && strcmp(ev->kind, "close_unmask") == 0) {
             rp->finish_pending = 1;
         }
+    } else if (strcmp(ev->kind, "begin") == 0 && j->fed) {
+        json_t *rv = json_object_get(body, "r");
+        json_int_t r = json_is_integer(rv) ? json_integer_value(rv) : -1;
+        if (r < 0 || r >= (json_int_t)j->naggs || (r > 0 && (json_int_t)j->r != r - 1)) {
+            rc = fs_err_set(err, FS_EFORMAT, "event %llu: bad begin", (unsigned long long)ev->seq);
+        } else if (r > 0) {
+            /* the previous (statistics) aggregation was unmasked before this */
+            rc = rp->finish_pending ? finish_stats(j, ev->at, err)
+                                    : fs_err_set(err, FS_EFORMAT, "event %llu: begin before unmask",
+                                                 (unsigned long long)ev->seq);
+            rp->finish_pending = 0;
+        }
+        if (rc == 0) {
+            rc = do_begin_fed(j, (uint32_t)r, ev->at, err);
+        }
+    } else if (strcmp(ev->kind, "exp") == 0) {
+        rc = ev->len != FS_FEDSVD_SEALED_EXP_LEN || ev->party < 1 || ev->party > j->n
+                 ? fs_err_set(err, FS_EFORMAT, "event %llu: bad exponent",
+                              (unsigned long long)ev->seq)
+                 : apply_sealed(j, ev->party, ev->body, ev->at, err);
+    } else if (strcmp(ev->kind, "pubexp") == 0) {
+        char txt[16];
+        char *end = NULL;
+        long e = 0;
+        if (ev->len == 0 || ev->len >= sizeof txt || ev->party < 1 || ev->party > j->n) {
+            rc = fs_err_set(err, FS_EFORMAT, "event %llu: bad public exponent",
+                            (unsigned long long)ev->seq);
+        } else {
+            memcpy(txt, ev->body, ev->len);
+            txt[ev->len] = '\0';
+            e = strtol(txt, &end, 10);
+            rc = end == txt || *end != '\0' || e < FS_FEDSVD_EXP_MIN || e > FS_FEDSVD_EXP_MAX
+                     ? fs_err_set(err, FS_EFORMAT, "event %llu: bad public exponent",
+                                  (unsigned long long)ev->seq)
+                     : apply_pubexp(j, ev->party, (int)e, ev->at, err);
+        }
     } else if (strcmp(ev->kind, "begin") == 0) {
         struct fs_fixedpt fp;
         json_t *b = json_object_get(body, "bound");
@@ -2115,7 +2884,7 @@ static void apply_snapshot(agg_job *j, const char *snap, const char *result)
                 j->dropped[p] = 1;
             }
         }
-        for (int t = 0; t < 5; t++) {
+        for (int t = 0; t < NTIMINGS; t++) {
             json_t *x = json_object_get(json_object_get(job, "timings"), TIMING_NAME[t]);
             if (json_is_number(x)) {
                 j->timings[t] = json_number_value(x);
@@ -2124,10 +2893,17 @@ static void apply_snapshot(agg_job *j, const char *snap, const char *result)
         }
         j->bytes_in = (uint64_t)json_integer_value(json_object_get(job, "bytes_in"));
         j->bytes_out = (uint64_t)json_integer_value(json_object_get(job, "bytes_out"));
+        if (json_integer_value(json_object_get(job, "aggregation")) >= 0 &&
+            json_integer_value(json_object_get(job, "aggregation")) < (json_int_t)j->naggs) {
+            j->r = (uint32_t)json_integer_value(json_object_get(job, "aggregation"));
+        }
     }
-    a = json_object_get(o, "aggregation");
-    if (json_is_object(a)) {
-        j->agg = json_incref(a);
+    a = json_object_get(o, "aggregation_docs");
+    if (json_is_array(a) && json_array_size(a) == j->naggs) {
+        json_decref(j->aggs);
+        j->aggs = json_deep_copy(a);
+    } else if (json_is_object(json_object_get(o, "aggregation"))) {
+        json_array_set(j->aggs, 0, json_object_get(o, "aggregation")); /* older snapshots */
     }
     if (result != NULL) {
         j->result = json_loads(result, 0, &je);

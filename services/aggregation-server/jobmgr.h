@@ -131,6 +131,16 @@ FS_WUR int agg_job_post_sig(agg_job *j, uint32_t party, uint32_t r, const json_t
 FS_WUR int agg_job_post_reveals(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
                                 struct fs_err *err);
 
+/* fedsvd / fedpca (docs/wire-fedsvd.md): the sealed exponent of aggregation r
+ * (phase exponents), and the public exponent before the SVD upload. */
+FS_WUR int agg_job_post_exponent(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
+                                 struct fs_err *err);
+FS_WUR int agg_job_post_pubexp(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
+                               struct fs_err *err);
+
+/** Path of the published (offset-padded) sum of fedpca statistics aggregation r. */
+FS_WUR int agg_job_sum_path(agg_job *j, uint32_t r, char *path, size_t cap, struct fs_err *err);
+
 /** The Result manifest once done. */
 FS_WUR int agg_job_result(agg_job *j, json_t **out, struct fs_err *err);
 

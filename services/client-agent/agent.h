@@ -7,6 +7,7 @@
  *   api.c     the operator API, health, metrics, openapi.yaml
  *   worker.c  one thread per participation, driving lib/proto/agent_driver
  *             and lib/proto/secagg over lib/net/http_client
+ *   fed.c     the party side of fedsvd/fedpca (lib/proto/fedsvd, fedpca)
  *   store.c   agent.db (SQLite, WAL): participations
  *   files.c   the data directory: identity key, per-participation files
  *
@@ -29,6 +30,7 @@
 #include "net/http_server.h"
 #include "net/log.h"
 #include "proto/agent_msgs.h"
+#include "proto/secagg.h"
 
 #define AGENT_ID_MAX   40 /* "p-" + 32 hex digits, with the NUL */
 #define AGENT_PATH_MAX 4096
@@ -163,6 +165,48 @@ FS_WUR int worker_start_locked(struct agent *ag, struct part *p, struct fs_err *
 
 /** Free a participation never started (wipes token and data). Accepts NULL. */
 void part_free(struct part *p);
+
+/* ---- fed.c: fedsvd / fedpca party state (docs/wire-fedsvd.md) ---- */
+
+struct fed_party;
+
+/**
+ * New party state from the masking server's key blob (borrowed; decoded,
+ * checked against the invitation: party, parties, partition, pooled shape,
+ * own range) and the party's data x (borrowed; must outlive the state).
+ */
+FS_WUR int fed_new(const struct fs_invitation *inv, const fs_mat *x, const uint8_t *blob,
+                   size_t len, struct fed_party **out, struct fs_err *err);
+void fed_free(struct fed_party *f);
+uint32_t fed_aggregations(const struct fed_party *f);
+/** 1 when aggregation r is a fedpca statistics round. */
+int fed_is_stats(const struct fed_party *f, uint32_t r);
+/** Words of aggregation r. */
+uint64_t fed_agg_len(const struct fed_party *f, uint32_t r);
+/** This party's sealed exponent of aggregation r (the SVD round first prepares T = Y_i B). */
+FS_WUR int fed_exponent(struct fed_party *f, uint32_t r, uint8_t sealed[32], struct fs_err *err);
+/**
+ * Open the relayed sealed exponents of aggregation r and fix the round's
+ * public exponent (*pubexp: the one to report for the SVD round).
+ */
+FS_WUR int fed_open(struct fed_party *f, uint32_t r, const uint32_t *ids,
+                    const uint8_t (*sealed)[32], size_t k, int *pubexp, struct fs_err *err);
+/** Masked chunk [off, off + m) of aggregation r's input. */
+FS_WUR int fed_chunk(struct fed_party *f, uint32_t r, fs_secagg_client *c, uint64_t off,
+                     uint64_t *y, size_t m, struct fs_err *err);
+/** The upload of aggregation r is complete: free its intermediates. */
+void fed_end_upload(struct fed_party *f, uint32_t r);
+/** A statistics round's published sum and contributors. */
+FS_WUR int fed_stats_result(struct fed_party *f, const uint64_t *sum, size_t len,
+                            const uint32_t *u3, size_t n3, struct fs_err *err);
+/**
+ * Recover from the published S (r values) and V' (vc) and write the party's
+ * result files into dir; each is appended to files ({"name", "shape",
+ * "sha256"}), and rank etc. set in info.
+ */
+FS_WUR int fed_finish(struct fed_party *f, const double *s, size_t r, fs_mat *vc, double total_sq,
+                      const uint32_t *u3, size_t n3, const char *dir, json_t *files, json_t *info,
+                      struct fs_err *err);
 
 /* ---- api.c ---- */
 

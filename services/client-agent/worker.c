@@ -1,8 +1,10 @@
 /* One thread per participation: poll the job, ask the driver
  * (lib/proto/agent_driver.h) what comes next, move the SecAgg client's
  * messages (lib/proto/secagg.h) over HTTP (docs/wire-secure-sum.md), and
- * persist progress. No protocol decisions here beyond "which request
- * carries this message".
+ * persist progress. fedsvd/fedpca jobs (docs/wire-fedsvd.md) also fetch the
+ * party's keys from the masking server, exchange sealed exponents and
+ * recover the party's result locally (fed.c). No protocol decisions here
+ * beyond "which request carries this message".
  *
  * Static functions return 0, STEP_WAIT (the server is not there yet: poll
  * again) or a negative FS_E* code. */
@@ -59,7 +61,21 @@ struct wk {
     uint64_t chunks_done;
     double last_save;
     char saved_phase[32];
+    /* fedsvd / fedpca */
+    struct fed_party *fed;
+    double t_step0;  /* when the current timed step began */
+    json_t *timings; /* seconds per party-side phase */
 };
+
+static void add_timing(struct wk *w, const char *name, double secs)
+{
+    json_t *v = json_object_get(w->timings, name);
+    double prev = json_is_number(v) ? json_number_value(v) : 0.0;
+
+    if (w->timings != NULL) {
+        json_object_set_new(w->timings, name, json_real(prev + secs));
+    }
+}
 
 static double mono_s(void)
 {
@@ -315,12 +331,122 @@ static int in_set(const uint32_t *ids, size_t k, uint32_t id)
     return 0;
 }
 
+/* GET the party's keys from the masking server (docs/wire-fedsvd.md) and
+ * build the fedsvd/fedpca party state. The blob is secret: wiped at once. */
+static int fetch_keys(struct wk *w, struct fs_err *err)
+{
+    const struct fs_invitation *inv = &w->p->req.inv;
+    struct fs_httpc_config hc;
+    struct fs_httpc_req rq;
+    struct fs_httpc_resp resp;
+    fs_httpc *mc = NULL;
+    char path[FS_MASKSET_ID_MAX + 64];
+    double t0 = mono_s();
+    int rc;
+
+    memset(&rq, 0, sizeof rq);
+    memset(&resp, 0, sizeof resp);
+    fs_httpc_config_default(&hc);
+    hc.base_url = inv->masking_url;
+    hc.token = inv->mask_token;
+    hc.insecure = w->ag->cfg.insecure;
+    hc.ca_file = w->ag->cfg.ca_file;
+    /* a party's slab of A: about 8 b n_i bytes (b the block size) */
+    hc.max_body = (size_t)(w->ag->cfg.max_elements * 8 < ((uint64_t)4 << 30)
+                               ? w->ag->cfg.max_elements * 8 + (1u << 20)
+                               : ((uint64_t)4 << 30));
+    hc.max_retries = 3;
+    hc.backoff_max_ms = 2000;
+    hc.user_agent = "fedsvd-client-agent";
+    /* The masking server sends nothing until the party's slab is generated,
+     * which takes minutes for large blocks (docs/wire-fedsvd.md): don't let
+     * the idle-transfer guard abort and restart that from scratch. */
+    hc.low_speed_time_s = 1800;
+    snprintf(path, sizeof path, "/v1/masksets/%s/parties/%u/keys", inv->maskset, inv->party);
+    rc = fs_httpc_new(&mc, &hc, err);
+    if (rc == 0) {
+        rq.method = "GET";
+        rq.path = path;
+        rq.accept = "application/octet-stream";
+        rq.timeout_ms = -1; /* the server generates the slab in the request */
+        rc = fs_httpc_do(mc, &rq, &resp, err);
+    }
+    if (rc == 0) {
+        rc = fs_httpc_check(&resp, "GET", path, err);
+    }
+    if (rc == 0) {
+        count(w, 0, resp.len);
+        rc = fed_new(inv, w->p->data, (const uint8_t *)resp.body, resp.len, &w->fed, err);
+    }
+    if (rc != 0) {
+        fs_err_prefix(err, "masking server %s: ", inv->masking_url);
+    }
+    if (resp.body != NULL) {
+        fs_wipe(resp.body, resp.len);
+    }
+    fs_httpc_resp_clear(&resp);
+    fs_httpc_free(mc);
+    add_timing(w, "keys", mono_s() - t0);
+    return rc;
+}
+
+/* The fedsvd/fedpca parameters of the job must be the invitation's. */
+static int setup_fed(struct wk *w, const struct fs_agent_job *job, struct fs_err *err)
+{
+    const struct fs_invitation *inv = &w->p->req.inv;
+
+    if (!job->is_fed || strcmp(job->algorithm, inv->algorithm) != 0 ||
+        job->rows != inv->global_rows || job->cols != inv->global_cols ||
+        memcmp(&job->fed, &inv->fed, sizeof job->fed) != 0) {
+        return fs_err_set(err, FS_EINVAL,
+                          "the job does not match the invitation (algorithm %s/%s, shape "
+                          "%llux%llu/%llux%llu, partition, party sizes, k, method, standardize "
+                          "or allow_dropouts differ)",
+                          job->algorithm, inv->algorithm, (unsigned long long)job->rows,
+                          (unsigned long long)job->cols, (unsigned long long)inv->global_rows,
+                          (unsigned long long)inv->global_cols);
+    }
+    return fetch_keys(w, err);
+}
+
 /* First job status: the job must be the one the invitation describes. */
 static int setup(struct wk *w, const struct fs_agent_job *job, struct fs_err *err)
 {
     const struct fs_invitation *inv = &w->p->req.inv;
     int rc;
 
+    if (inv->is_fedsvd) {
+        if (job->parties != inv->parties || job->threshold != inv->threshold) {
+            return fs_err_set(err, FS_EINVAL,
+                              "the job does not match the invitation (parties %u/%u, threshold "
+                              "%u/%u)",
+                              job->parties, inv->parties, job->threshold, inv->threshold);
+        }
+        rc = w->fed == NULL ? setup_fed(w, job, err) : 0;
+        if (rc == 0 && job->aggregations != fed_aggregations(w->fed)) {
+            rc = fs_err_set(err, FS_EINVAL, "the job runs %u aggregations, expected %u",
+                            job->aggregations, fed_aggregations(w->fed));
+        }
+        if (rc != 0) {
+            return rc;
+        }
+        memset(&w->cfg, 0, sizeof w->cfg);
+        w->cfg.n = job->parties;
+        w->cfg.t = job->threshold;
+        w->cfg.aggregations = job->aggregations;
+        rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+        if (rc == 0) {
+            rc = fs_secagg_config_check(&w->cfg, err);
+        }
+        if (rc == 0) {
+            rc = fs_agent_driver_init_fed(&w->drv, job->aggregations, job->aggregations - 1,
+                                          w->p->req.fail_at, err);
+        }
+        if (rc == 0) {
+            w->ready = 1;
+        }
+        return rc;
+    }
     if (job->parties != inv->parties || job->threshold != inv->threshold ||
         job->rows != inv->rows || job->cols != inv->cols) {
         return fs_err_set(err, FS_EINVAL,
@@ -480,8 +606,12 @@ static int fetch_agg(struct wk *w, uint32_t r, struct fs_agent_agg *agg, struct 
         rc = get_json(w, path, &j, err);
     }
     if (rc == 0) {
-        rc = fs_agent_agg_parse(j, r, w->cfg.n, (uint64_t)w->p->data->rows * w->p->data->cols, agg,
-                                err);
+        uint64_t len =
+            w->fed != NULL ? fed_agg_len(w->fed, r) : (uint64_t)w->p->data->rows * w->p->data->cols;
+        rc = fs_agent_agg_parse(j, r, w->cfg.n, len, agg, err);
+        if (rc == 0 && (agg->fed != 0) != (w->fed != NULL)) {
+            rc = fs_err_set(err, FS_EFORMAT, "aggregation: not of this job's kind");
+        }
         if (rc != 0) {
             fs_err_prefix(err, "GET %s: ", path);
         }
@@ -506,7 +636,7 @@ static int step_begin(struct wk *w, uint32_t r, struct fs_err *err)
         return fs_err_set(err, FS_ESTATE,
                           "dropped by the server: not in the active set of aggregation %u", r);
     }
-    if (w->max_abs > w->agg.fp.bound) {
+    if (w->fed == NULL && w->max_abs > w->agg.fp.bound) {
         return fs_err_set(err, FS_EINVAL,
                           "the dataset's largest |value| is above the job's fixed-point bound "
                           "%g",
@@ -524,6 +654,118 @@ static int step_begin(struct wk *w, uint32_t r, struct fs_err *err)
     }
     w->chunks_done = 0;
     return 0;
+}
+
+/* fedsvd/fedpca: this party's sealed exponent of aggregation r. */
+static int step_exponent(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    uint8_t sealed[FS_WIRE_SEALED_EXP_LEN];
+    char path[128];
+    double t0 = mono_s();
+    int rc;
+
+    rc = fed_exponent(w->fed, r, sealed, err);
+    if (!fed_is_stats(w->fed, r)) {
+        add_timing(w, "prepare", mono_s() - t0); /* T = Y_i B: the bulk of the local work */
+    }
+    if (rc == 0) {
+        rc = path_join(w, path, sizeof path, "/aggregations/%u/exponent", r);
+        if (rc != 0) {
+            rc = fs_err_set(err, rc, "path too long");
+        }
+    }
+    if (rc == 0) {
+        rc = post_json(w, path, fs_wire_exp_encode(sealed), err);
+    }
+    return rc;
+}
+
+/* fedsvd/fedpca: open the relayed exponents; report the SVD round's max. */
+static int step_exponents(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    struct fs_agent_agg a;
+    char path[128];
+    int e = 0;
+    int rc = fetch_agg(w, r, &a, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!a.has_exponents) {
+        fs_agent_agg_clear(&a);
+        return STEP_WAIT;
+    }
+    if (!in_set(a.exp_ids, a.nexps, w->p->req.inv.party)) {
+        fs_agent_agg_clear(&a);
+        return fs_err_set(err, FS_ESTATE,
+                          "dropped by the server: this party's exponent is not among those of "
+                          "aggregation %u",
+                          r);
+    }
+    rc = fed_open(w->fed, r, a.exp_ids, (const uint8_t(*)[FS_WIRE_SEALED_EXP_LEN])a.sealed, a.nexps,
+                  &e, err);
+    fs_agent_agg_clear(&a);
+    if (rc == 0 && !fed_is_stats(w->fed, r)) {
+        rc = path_join(w, path, sizeof path, "/aggregations/%u/public-exponent", r);
+        if (rc != 0) {
+            return fs_err_set(err, rc, "path too long");
+        }
+        rc = post_json(w, path, fs_wire_pubexp_encode(e), err);
+    }
+    w->t_step0 = mono_s();
+    return rc;
+}
+
+/* fedpca: the published (padded) sum of statistics aggregation r. */
+static int step_stats(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    struct fs_agent_agg a;
+    char path[160];
+    char dest[AGENT_PATH_MAX + 32];
+    uint64_t *sum = NULL;
+    size_t n = 0;
+    uint64_t bytes = 0;
+    uint8_t d[32];
+    int rc = fetch_agg(w, r, &a, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!a.has_sum || !a.has_survivors) {
+        fs_agent_agg_clear(&a);
+        return STEP_WAIT;
+    }
+    rc = path_join(w, path, sizeof path, "/aggregations/%u/sum.npy", r);
+    if (rc == 0 &&
+        snprintf(dest, sizeof dest, "%s/agg-%u-sum.npy", w->p->dir, r) >= (int)sizeof dest) {
+        rc = FS_EINVAL;
+    }
+    if (rc != 0) {
+        fs_agent_agg_clear(&a);
+        return fs_err_set(err, rc, "path too long");
+    }
+    rc = fs_httpc_download(w->http, path, dest, &bytes, err);
+    count(w, 0, bytes);
+    if (rc == 0) {
+        rc = files_sha256(dest, d, err);
+    }
+    if (rc == 0 && !fs_ct_eq(d, a.sum_sha256, 32)) {
+        rc = fs_err_set(err, FS_EFORMAT, "GET %s: sha256 differs from the aggregation's", path);
+    }
+    if (rc == 0) {
+        rc = fs_npy_read_u64(dest, a.length, &sum, &n, err);
+    }
+    if (rc == 0 && n != a.length) {
+        rc = fs_err_set(err, FS_EFORMAT, "GET %s: %zu words, expected %llu", path, n,
+                        (unsigned long long)a.length);
+    }
+    if (rc == 0) {
+        rc = fed_stats_result(w->fed, sum, n, a.survivors, a.nsurvivors, err);
+    }
+    unlink(dest);
+    free(sum);
+    fs_agent_agg_clear(&a);
+    return rc;
 }
 
 static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
@@ -547,9 +789,13 @@ static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
         }
         /* Encoding and masking are deterministic, so a retried chunk is
          * byte-identical (the server accepts identical repeats). */
-        rc = fs_fixedpt_encode(&w->agg.fp, x + off, w->words, m, err);
-        if (rc == 0) {
-            rc = fs_secagg_client_mask(w->sc, off, w->words, w->words, m, err);
+        if (w->fed != NULL) {
+            rc = fed_chunk(w->fed, r, w->sc, off, w->words, m, err);
+        } else {
+            rc = fs_fixedpt_encode(&w->agg.fp, x + off, w->words, m, err);
+            if (rc == 0) {
+                rc = fs_secagg_client_mask(w->sc, off, w->words, w->words, m, err);
+            }
         }
         if (rc != 0) {
             break;
@@ -582,6 +828,10 @@ static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
         }
         w->chunks_done++;
         save(w, 0);
+    }
+    if (rc == 0 && w->fed != NULL) {
+        fed_end_upload(w->fed, r);
+        add_timing(w, fed_is_stats(w->fed, r) ? "statistics" : "upload", mono_s() - w->t_step0);
     }
     return rc;
 }
@@ -757,6 +1007,137 @@ out:
     return rc;
 }
 
+/* The server's published file `name` from its manifest, downloaded to
+ * <dir>/server-<name> and checked; *m is a new matrix (1-D: n x 1). */
+static int fetch_published(struct wk *w, const struct fs_agent_result *res, const char *name,
+                           fs_mat **m, struct fs_err *err)
+{
+    const struct fs_agent_file *f = NULL;
+    char path[160];
+    char dest[AGENT_PATH_MAX + FS_AGENT_FILE_NAME_MAX + 16];
+    uint64_t bytes = 0;
+    int rc;
+
+    *m = NULL;
+    for (size_t i = 0; i < res->nfiles; i++) {
+        if (strcmp(res->files[i].name, name) == 0) {
+            f = &res->files[i];
+        }
+    }
+    if (f == NULL) {
+        return fs_err_set(err, FS_EFORMAT, "the server's result lists no %s", name);
+    }
+    rc = path_join(w, path, sizeof path, "/result/%s", name);
+    if (rc == 0 &&
+        snprintf(dest, sizeof dest, "%s/server-%s", w->p->dir, name) >= (int)sizeof dest) {
+        rc = FS_EINVAL;
+    }
+    if (rc != 0) {
+        return fs_err_set(err, rc, "path too long");
+    }
+    rc = fs_httpc_download(w->http, path, dest, &bytes, err);
+    count(w, 0, bytes);
+    if (rc == 0) {
+        rc = check_file(dest, f, w->ag->cfg.max_elements, err);
+    }
+    if (rc == 0) {
+        rc = fs_io_load_dense(dest, FS_FMT_NPY, NULL, m, err);
+    }
+    unlink(dest);
+    return rc;
+}
+
+/*
+ * fedsvd/fedpca: fetch S and V' (U' for features) and the survivors, recover
+ * this party's factors locally (fed.c) and write its own manifest: the
+ * server's fields, the party's files, and the party-side timings.
+ */
+static int step_result_fed(struct wk *w, struct fs_err *err)
+{
+    int features = w->p->req.inv.fed.partition == FS_JOB_FEATURES;
+    struct fs_agent_result res;
+    json_t *j = NULL;
+    json_t *files = json_array();
+    json_t *info = json_object();
+    uint32_t *u3 = NULL;
+    size_t n3 = 0;
+    fs_mat *s = NULL;
+    fs_mat *vc = NULL;
+    char *text = NULL;
+    char path[160];
+    char dest[AGENT_PATH_MAX + 32];
+    json_t *tsq;
+    double t0;
+    int rc;
+
+    if (files == NULL || info == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    rc = path_join(w, path, sizeof path, "/result");
+    if (rc == 0) {
+        rc = get_json(w, path, &j, err);
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    rc = fs_agent_result_parse(j, &res, err);
+    if (rc == 0) {
+        rc = fs_wire_ids_decode(json_object_get(j, "survivors"), w->cfg.n, &u3, &n3, err);
+    }
+    tsq = json_object_get(j, "total_sq");
+    if (rc == 0 && !json_is_number(tsq)) {
+        rc = fs_err_set(err, FS_EFORMAT, "total_sq: expected a number");
+    }
+    if (rc != 0) {
+        fs_err_prefix(err, "GET %s: ", path);
+        goto out;
+    }
+    rc = fetch_published(w, &res, "s.npy", &s, err);
+    if (rc == 0) {
+        rc = fetch_published(w, &res, features ? "uprime.npy" : "vprime.npy", &vc, err);
+    }
+    if (rc == 0 && (s->cols != 1 || vc->cols != s->rows)) {
+        rc = fs_err_set(err, FS_EFORMAT, "the published S and shared factor do not fit");
+    }
+    if (rc != 0) {
+        goto out;
+    }
+    t0 = mono_s();
+    rc = fed_finish(w->fed, s->data, s->rows, vc, json_number_value(tsq), u3, n3, w->p->dir, files,
+                    info, err);
+    add_timing(w, "recover", mono_s() - t0);
+    if (rc != 0) {
+        goto out;
+    }
+    /* the party's manifest: the server's facts, our files */
+    json_object_set(j, "server_files", json_object_get(j, "files"));
+    json_object_set(j, "files", files);
+    json_object_set_new(j, "server_rank", json_incref(json_object_get(j, "rank")));
+    json_object_update(j, info);
+    json_object_set(j, "party_timings", w->timings);
+    json_object_set_new(j, "party", json_integer(w->p->req.inv.party));
+    text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (text == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (snprintf(dest, sizeof dest, "%s/manifest.json", w->p->dir) >= (int)sizeof dest) {
+        rc = fs_err_set(err, FS_EINVAL, "path too long");
+        goto out;
+    }
+    rc = files_write_atomic(dest, text, strlen(text), err);
+out:
+    free(text);
+    free(u3);
+    fs_mat_free(s);
+    fs_mat_free(vc);
+    json_decref(files);
+    json_decref(info);
+    json_decref(j);
+    return rc;
+}
+
 static int do_step(struct wk *w, const struct fs_agent_action *a, struct fs_err *err)
 {
     switch (a->step) {
@@ -780,8 +1161,14 @@ static int do_step(struct wk *w, const struct fs_agent_action *a, struct fs_err 
         return step_signatures(w, a->r, err);
     case FS_AGENT_S_UNMASK:
         return step_unmask(w, a->r, err);
+    case FS_AGENT_S_EXPONENT:
+        return step_exponent(w, a->r, err);
+    case FS_AGENT_S_EXPONENTS:
+        return step_exponents(w, a->r, err);
+    case FS_AGENT_S_STATS:
+        return step_stats(w, a->r, err);
     case FS_AGENT_S_RESULT:
-        return step_result(w, err);
+        return w->fed != NULL ? step_result_fed(w, err) : step_result(w, err);
     default:
         return fs_err_set(err, FS_EINTERNAL, "no such step");
     }
@@ -897,6 +1284,8 @@ static int run(struct wk *w, struct fs_err *err)
 
 static void wk_free(struct wk *w)
 {
+    fed_free(w->fed);
+    json_decref(w->timings);
     fs_httpc_free(w->http);
     fs_secagg_client_free(w->sc);
     fs_secagg_share_cts_free(w->cts, w->ncts);
@@ -950,6 +1339,7 @@ static void *worker_main(void *arg)
     }
     w->p = p;
     w->ag = ag;
+    w->timings = json_object();
     snprintf(w->jpath, sizeof w->jpath, "/v1/jobs/%s", p->req.inv.job_id);
     w->max_abs = fs_mat_max_abs(p->data);
     rc = fs_agent_max_abs_exp(p->data->data, (size_t)(p->data->rows * p->data->cols), &w->max_exp);

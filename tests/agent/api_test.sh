@@ -10,6 +10,7 @@ set -u
 BIN=${1:-build/bin}
 AGENT=$BIN/client-agent
 [ -x "$AGENT" ] || { echo "no $AGENT"; echo "0 passed, 1 failed"; exit 1; }
+command -v node >/dev/null || { echo "no node (the tests' JSON helper tests/lib/json.mjs)"; echo "0 passed, 1 failed"; exit 1; }
 
 T=$(mktemp -d)
 PID=
@@ -62,7 +63,9 @@ req() { # method path [json]
     curl -s -o "$T/body" -w '%{http_code}' -X "$m" -H "Authorization: Bearer $TOKEN" "$URL$p"
   fi
 }
-jfield() { python3 -c "import json,sys; d=json.load(open('$T/body')); print(d$1)"; }
+# jfield PATH: a field of the JSON in $T/body (tests/lib/json.mjs get: .a[0].b, .list.length)
+JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
+jfield() { node "$JLIB" get "$T/body" "$1"; }
 
 invitation() { # party rows cols [url]
   printf '{"version":1,"job_id":"%s","job_url":"%s","party":%s,"token":"%s","algorithm":"secure-sum","parties":3,"threshold":2,"shape":[%s,%s]}' \
@@ -107,12 +110,12 @@ check "401 with a wrong token" test "$s" = 401
 
 # ---- validation before joining
 s=$(req POST /v1/participations '{"invitation":')
-check "400 on malformed JSON" test "$s" = 400 -a "$(jfield "['code']")" = bad_request
+check "400 on malformed JSON" test "$s" = 400 -a "$(jfield .code)" = bad_request
 s=$(curl -s -o "$T/body" -w '%{http_code}' -H "Authorization: Bearer $TOKEN" \
   -H 'Content-Type: text/plain' --data-binary '{}' "$URL/v1/participations")
 check "415 on a non-JSON content type" test "$s" = 415
 s=$(req POST /v1/participations "$(body 1 "$T/good.csv" | sed 's/"fail_at"/"extra":1,"fail_at"/')")
-check "422 on an unknown field" test "$s" = 422 -a "$(jfield "['code']")" = invalid
+check "422 on an unknown field" test "$s" = 422 -a "$(jfield .code)" = invalid
 check "... naming it" grep -q extra "$T/body"
 s=$(req POST /v1/participations "$(body 1 "$T/missing.csv")")
 check "422 on a missing file" test "$s" = 422
@@ -141,38 +144,38 @@ s=$(req POST /v1/participations "$(body 1 "$T/good.csv" auto null "ftp://x/v1/jo
 check "422 on a non-http job URL" test "$s" = 422
 req GET /v1/participations >/dev/null
 check "no participation created by bad requests" \
-  test "$(jfield "['participations'].__len__()")" = 0
+  test "$(jfield .participations.length)" = 0
 check "the party token never reaches the log" bash -c "! grep -q '$PTOKEN' '$T/agent.log'"
 
 # ---- a valid request against an unreachable server
 s=$(req POST /v1/participations "$(body 1 "$T/good.csv")")
 check "201 on a valid request" test "$s" = 201
-P1=$(jfield "['id']")
+P1=$(jfield .id)
 check "participation id" test "${P1:0:2}" = p-
-check "state running" test "$(jfield "['state']")" = running
+check "state running" test "$(jfield .state)" = running
 check "no token in the response" bash -c "! grep -q '$PTOKEN' '$T/body'"
 check "token file 0600 while running" test "$(stat -c %a "$T/data/participations/$P1/token" 2>/dev/null)" = 600
 s=$(req POST /v1/participations "$(body 1 "$T/good.csv")")
 check "409 for the same job and party" test "$s" = 409
 s=$(req GET "/v1/participations/$P1/result")
-check "409 not_ready for a running result" test "$s" = 409 -a "$(jfield "['code']")" = not_ready
+check "409 not_ready for a running result" test "$s" = 409 -a "$(jfield .code)" = not_ready
 s=$(req GET "/v1/participations/p-00000000000000000000000000000000")
 check "404 for an unknown id" test "$s" = 404
 s=$(req GET "/v1/participations/..%2Fetc")
 check "400/404 for a strange id" test "$s" = 404 -o "$s" = 400
 s=$(req DELETE "/v1/participations/$P1")
-check "DELETE cancels" test "$s" = 200 -a "$(jfield "['state']")" = failed
-check "... with the reason" test "$(jfield "['error']")" = "cancelled by the operator"
+check "DELETE cancels" test "$s" = 200 -a "$(jfield .state)" = failed
+check "... with the reason" test "$(jfield .error)" = "cancelled by the operator"
 # the worker notices between requests (a request in its retries finishes first)
 for _ in $(seq 100); do
   [ -e "$T/data/participations/$P1/token" ] || break
   sleep 0.1
 done
 s=$(req GET "/v1/participations/$P1")
-check "stays cancelled" test "$(jfield "['error']")" = "cancelled by the operator"
+check "stays cancelled" test "$(jfield .error)" = "cancelled by the operator"
 check "token file removed at the end" test ! -e "$T/data/participations/$P1/token"
 s=$(req GET "/v1/participations/$P1/result")
-check "409 aborted for a failed result" test "$s" = 409 -a "$(jfield "['code']")" = aborted
+check "409 aborted for a failed result" test "$s" = 409 -a "$(jfield .code)" = aborted
 s=$(req GET "/v1/participations/$P1/result/sum.npy")
 check "409 for a failed result file" test "$s" = 409
 
@@ -180,30 +183,30 @@ check "409 for a failed result file" test "$s" = 409
 kill "$PID"; wait "$PID"; PID=
 PATIENCE=1 start_agent
 s=$(req POST /v1/participations "$(body 2 "$T/good.csv")")
-P2=$(jfield "['id']")
+P2=$(jfield .id)
 check "201 for party 2" test "$s" = 201
 for _ in $(seq 100); do
   req GET "/v1/participations/$P2" >/dev/null
-  [ "$(jfield "['state']")" != running ] && break
+  [ "$(jfield .state)" != running ] && break
   sleep 0.1
 done
-check "unreachable server fails the participation" test "$(jfield "['state']")" = failed
+check "unreachable server fails the participation" test "$(jfield .state)" = failed
 check "... saying so" bash -c "grep -q 'server unreachable' '$T/body'"
 
 # ---- kill -9 mid-protocol, restart: marked failed
 kill "$PID"; wait "$PID"; PID=
 start_agent
 s=$(req POST /v1/participations "$(body 3 "$T/good.csv")")
-P3=$(jfield "['id']")
+P3=$(jfield .id)
 check "201 for party 3" test "$s" = 201
 kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
 start_agent
 req GET "/v1/participations/$P3" >/dev/null
-check "restart marks it failed" test "$(jfield "['error']")" = "agent restarted during the protocol"
+check "restart marks it failed" test "$(jfield .error)" = "agent restarted during the protocol"
 check "restart removes its token file" test ! -e "$T/data/participations/$P3/token"
 req GET /v1/participations >/dev/null
-check "list has all three" test "$(jfield "['participations'].__len__()")" = 3
-check "newest first" test "$(jfield "['participations'][0]['id']")" = "$P3"
+check "list has all three" test "$(jfield .participations.length)" = 3
+check "newest first" test "$(jfield '.participations[0].id')" = "$P3"
 
 # ---- --max-participations
 kill "$PID"; wait "$PID"; PID=
@@ -217,8 +220,8 @@ start_agent
 
 # ---- SIGTERM: running participations end as "agent stopped", exit 0
 s=$(req POST /v1/participations "$(body 3 "$T/good.csv" csv '"masked_input"')")
-P4=$(jfield "['id']")
-check "201 with fail_at" test "$s" = 201 -a "$(jfield "['fail_at']")" = masked_input
+P4=$(jfield .id)
+check "201 with fail_at" test "$s" = 201 -a "$(jfield .fail_at)" = masked_input
 curl -s "$URL/metrics" >"$T/metrics"
 check "metrics count the running one" grep -q '^fedsvd_agent_participations{state="running"} 1' "$T/metrics"
 kill -TERM "$PID"
@@ -228,12 +231,8 @@ PID=
 check "SIGTERM exits 0" test "$rc" = 0
 start_agent
 req GET "/v1/participations/$P4" >/dev/null
-check "stopped participation marked failed" test "$(jfield "['error']")" = "agent stopped"
-check "log lines are JSON" python3 -c "
-import json
-for line in open('$T/agent.log'):
-    json.loads(line)
-"
+check "stopped participation marked failed" test "$(jfield .error)" = "agent stopped"
+check "log lines are JSON" node "$JLIB" lines "$T/agent.log"
 check "the party token never reaches the log" bash -c "! grep -q '$PTOKEN' '$T/agent.log'"
 check "the operator token never reaches the log" bash -c "! grep -q '$TOKEN' '$T/agent.log'"
 

@@ -12,6 +12,9 @@ BIN=${1:-build/bin}
 for b in client-agent aggregation-server; do
   [ -x "$BIN/$b" ] || { echo "no $BIN/$b"; echo "0 passed, 1 failed"; exit 1; }
 done
+command -v node >/dev/null || { echo "no node (the tests' helpers, tests/lib/json.mjs)"; echo "0 passed, 1 failed"; exit 1; }
+# JSON fields, HTTP, the seeded data and the .npy sum check (tests/lib/json.mjs)
+JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
 T=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -27,7 +30,6 @@ check() {
   local name=$1; shift
   if "$@"; then pass=$((pass + 1)); echo "ok $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
 }
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
 ADMIN=admin-token-0123456789abcdefghij
 OP=operator-token-0123456789abcdefgh
@@ -35,15 +37,19 @@ printf '%s\n' "$ADMIN" >"$T/admin.token"
 printf '%s\n' "$OP" >"$T/op.token"
 chmod 600 "$T"/*.token
 
-SPORT=$(free_port)
-SURL=http://127.0.0.1:$SPORT
+# the first start picks a free port (--port-file); a restart takes the same one
+SPORT=0
 start_server() {
-  "$BIN/aggregation-server" --listen "127.0.0.1:$SPORT" --data-dir "$T/server" \
+  rm -f "$T/sport"
+  "$BIN/aggregation-server" --listen "127.0.0.1:$SPORT" --port-file "$T/sport" --data-dir "$T/server" \
     --admin-token-file "$T/admin.token" --chunk-words 16 2>>"$T/server.log" &
   SPID=$!
   PIDS+=($SPID)
+  for _ in $(seq 100); do [ -s "$T/sport" ] && break; sleep 0.05; done
+  SPORT=$(cat "$T/sport" 2>/dev/null)
 }
 start_server
+SURL=http://127.0.0.1:$SPORT
 for _ in $(seq 100); do curl -sf "$SURL/readyz" >/dev/null && break; sleep 0.05; done
 check "server ready" curl -sf "$SURL/readyz" -o /dev/null
 
@@ -62,17 +68,25 @@ done
 check "agents ready" curl -sf "${AURL[$K]}/readyz" -o /dev/null
 
 # data: party i holds a ROWS x COLS matrix (values of all magnitudes and signs)
+# (seeded: 53-bit uniform mantissas times 1e-6 .. 1e6, either sign, written
+# in the shortest form that reads back exactly)
 make_data() { # rows cols
-  python3 - "$T" "$K" "$1" "$2" <<'EOF'
-import random, sys
-T, K, R, C = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-random.seed(7)
-for i in range(1, K + 1):
-    with open(f"{T}/x{i}.csv", "w") as f:
-        for r in range(R):
-            row = [random.choice([-1, 1]) * random.random() * 10 ** random.randint(-6, 6)
-                   for _ in range(C)]
-            f.write(",".join(repr(v) for v in row) + "\n")
+  node --input-type=module - "$JLIB" "$T" "$K" "$1" "$2" <<'EOF'
+import fs from 'node:fs';
+const [lib, T, K, R, C] = process.argv.slice(2);
+const { Rng } = await import(lib);
+const rng = new Rng(7);
+for (let i = 1; i <= Number(K); i++) {
+  let out = '';
+  for (let r = 0; r < Number(R); r++) {
+    const row = [];
+    for (let c = 0; c < Number(C); c++) {
+      row.push((rng.int(0, 1) ? 1 : -1) * rng.random() * 10 ** rng.int(-6, 6));
+    }
+    out += row.map(String).join(',') + '\n';
+  }
+  fs.writeFileSync(`${T}/x${i}.csv`, out);
+}
 EOF
   SHAPE="[$1,$2]"
 }
@@ -84,64 +98,47 @@ run_job() {
   curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
     -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":$threshold,\"shape\":$SHAPE,\"round_timeout_s\":3}" \
     "$SURL/v1/jobs" >"$T/$name.job.json"
-  python3 - "$T" "$name" "$K" "$OP" "${AURL[@]:1}" -- "$@" <<'EOF'
-import json, sys, urllib.request
-T, name, K, op = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
-rest = sys.argv[5:]
-sep = rest.index("--")
-urls, fails = rest[:sep], rest[sep + 1:]
-job = json.load(open(f"{T}/{name}.job.json"))
-ids = []
-for i in range(K):
-    inv = job["invitations"][i]
-    body = {"invitation": inv, "dataset": {"path": f"{T}/x{inv['party']}.csv", "format": "csv"},
-            "fail_at": None if fails[i] == "-" else fails[i]}
-    rq = urllib.request.Request(urls[i] + "/v1/participations", data=json.dumps(body).encode(),
-                                headers={"Authorization": "Bearer " + op,
-                                         "Content-Type": "application/json"})
-    ids.append(json.load(urllib.request.urlopen(rq))["id"])
-json.dump({"job": job["job"]["id"], "ids": ids}, open(f"{T}/{name}.ids.json", "w"))
+  node --input-type=module - "$JLIB" "$T" "$name" "$K" "$OP" "${AURL[@]:1}" -- "$@" <<'EOF'
+import fs from 'node:fs';
+const [lib, T, name, K, op, ...rest] = process.argv.slice(2);
+const { readJson, postJson } = await import(lib);
+const sep = rest.indexOf('--');
+const urls = rest.slice(0, sep);
+const fails = rest.slice(sep + 1);
+const job = readJson(`${T}/${name}.job.json`);
+const ids = [];
+for (let i = 0; i < Number(K); i++) {
+  const inv = job.invitations[i];
+  const body = { invitation: inv, dataset: { path: `${T}/x${inv.party}.csv`, format: 'csv' },
+                 fail_at: fails[i] === '-' ? null : fails[i] };
+  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
+}
+fs.writeFileSync(`${T}/${name}.ids.json`, JSON.stringify({ job: job.job.id, ids }));
 EOF
-  # wait for every participation to end
-  python3 - "$T" "$name" "$OP" "${AURL[@]:1}" <<'EOF'
-import json, sys, time, urllib.request
-T, name, op, urls = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
-ids = json.load(open(f"{T}/{name}.ids.json"))["ids"]
-def get(u):
-    rq = urllib.request.Request(u, headers={"Authorization": "Bearer " + op})
-    return json.load(urllib.request.urlopen(rq))
-t0 = time.time()
-while time.time() - t0 < 60:
-    ps = [get(f"{urls[i]}/v1/participations/{ids[i]}") for i in range(len(ids))]
-    if all(p["state"] != "running" for p in ps):
-        break
-    time.sleep(0.2)
-json.dump(ps, open(f"{T}/{name}.parts.json", "w"), indent=1)
-EOF
+  wait_parts "$name"
 }
 
-# the sum of the given parties' CSVs vs an agent's sum.npy
-SUMCHECK=$(cat <<'EOF'
-import struct, sys, ast
-T, npy, parties = sys.argv[1], sys.argv[2], [int(p) for p in sys.argv[3].split(",")]
-rows = {p: [[float(v) for v in line.split(",")] for line in open(f"{T}/x{p}.csv")] for p in parties}
-R, C = len(rows[parties[0]]), len(rows[parties[0]][0])
-b = open(npy, "rb").read()
-assert b[:6] == b"\x93NUMPY"
-hl = struct.unpack("<H", b[8:10])[0] if b[6] == 1 else struct.unpack("<I", b[8:12])[0]
-off = 10 + hl if b[6] == 1 else 12 + hl
-hdr = ast.literal_eval(b[off - hl:off].decode())
-assert hdr["descr"] == "<f8" and tuple(hdr["shape"]) == (R, C), hdr
-vals = struct.unpack("<%dd" % (R * C), b[off:off + 8 * R * C])
-get = (lambda r, c: vals[c * R + r]) if hdr["fortran_order"] else (lambda r, c: vals[r * C + c])
-big = max(abs(rows[p][r][c]) for p in parties for r in range(R) for c in range(C))
-err = max(abs(get(r, c) - sum(rows[p][r][c] for p in parties)) for r in range(R) for c in range(C))
-print("max abs error", err, "relative to the largest entry", err / big)
-sys.exit(0 if err / big < 1e-14 else 1)
-EOF
-)
-state_of() { python3 -c "import json; print(json.load(open('$T/$1.parts.json'))[$2]['$3'])"; }
-pid_of() { python3 -c "import json; print(json.load(open('$T/$1.ids.json'))['ids'][$2])"; }
+# wait_parts NAME: wait (60 s at most) for the participations in NAME.ids.json
+# (agent i runs the i-th) to end; their last states go to NAME.parts.json
+wait_parts() {
+  local name=$1 urls=() i=0 id ids
+  ids=$(node "$JLIB" get "$T/$name.ids.json" .ids) || return 1
+  for id in $(printf '%s' "$ids" | tr -d '[]"' | tr , ' '); do
+    i=$((i + 1))
+    urls+=("${AURL[$i]}/v1/participations/$id")
+  done
+  node "$JLIB" wait-done "$T/$name.parts.json" 60 "$OP" "${urls[@]}"
+}
+
+# sumcheck NPY PARTIES: an agent's sum.npy vs the sum of the given parties'
+# CSVs (e.g. 1,3,4), exact to 1e-14 of the largest input entry
+sumcheck() {
+  local npy=$1 p csvs=()
+  for p in ${2//,/ }; do csvs+=("$T/x$p.csv"); done
+  node "$JLIB" sumcheck "$npy" "${csvs[@]}"
+}
+state_of() { node "$JLIB" get "$T/$1.parts.json" "[$2].$3"; } # NAME INDEX FIELD
+pid_of() { node "$JLIB" get "$T/$1.ids.json" ".ids[$2]"; }    # NAME INDEX
 
 # ---- 1. everyone
 run_job all 3 - - - -
@@ -153,8 +150,8 @@ curl -s -H "Authorization: Bearer $OP" "${AURL[1]}/v1/participations/$P/result" 
 check "all: manifest lists sum.npy" grep -q '"sum.npy"' "$T/all.result.json"
 curl -s -H "Authorization: Bearer $OP" -o "$T/all.sum.npy" \
   "${AURL[1]}/v1/participations/$P/result/sum.npy"
-check "all: sum exact to 1e-14 of the largest entry" python3 -c "$SUMCHECK" "$T" "$T/all.sum.npy" 1,2,3,4
-check "all: progress 1" test "$(state_of all 0 progress)" = 1.0
+check "all: sum exact to 1e-14 of the largest entry" sumcheck "$T/all.sum.npy" 1,2,3,4
+check "all: progress 1" test "$(state_of all 0 progress)" = 1
 check "all: bytes counted" test "$(state_of all 0 bytes_sent)" -gt 1000
 check "all: the agent's copy matches the server's" cmp -s "$T/all.sum.npy" \
   "$T/agent1/participations/$P/sum.npy"
@@ -169,7 +166,7 @@ done
 P=$(pid_of drop 2)
 curl -s -H "Authorization: Bearer $OP" -o "$T/drop.sum.npy" \
   "${AURL[3]}/v1/participations/$P/result/sum.npy"
-check "drop: sum of the survivors" python3 -c "$SUMCHECK" "$T" "$T/drop.sum.npy" 1,3,4
+check "drop: sum of the survivors" sumcheck "$T/drop.sum.npy" 1,3,4
 
 # ---- 2b. a party stopping at consistency or unmasking is still in the sum (t = 2:
 # U4 = {1,2,3}, reveals from {1,2})
@@ -180,7 +177,7 @@ done
 P=$(pid_of late 0)
 curl -s -H "Authorization: Bearer $OP" -o "$T/late.sum.npy" \
   "${AURL[1]}/v1/participations/$P/result/sum.npy"
-check "late: sum of all four inputs" python3 -c "$SUMCHECK" "$T" "$T/late.sum.npy" 1,2,3,4
+check "late: sum of all four inputs" sumcheck "$T/late.sum.npy" 1,2,3,4
 
 # ---- 3. two parties never advertise, threshold 3: the job aborts
 run_job below 3 advertise_keys - advertise_keys -
@@ -199,7 +196,7 @@ done
 P=$(pid_of big 3)
 curl -s -H "Authorization: Bearer $OP" -o "$T/big.sum.npy" \
   "${AURL[4]}/v1/participations/$P/result/sum.npy"
-check "big: sum exact" python3 -c "$SUMCHECK" "$T" "$T/big.sum.npy" 1,2,3,4
+check "big: sum exact" sumcheck "$T/big.sum.npy" 1,2,3,4
 
 # ---- 5. the server restarts while the agents wait in key advertisement
 make_data 5 7
@@ -208,19 +205,18 @@ run_job_async() {
   curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
     -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3}" \
     "$SURL/v1/jobs" >"$T/restart.job.json"
-  python3 - "$T" "$OP" "${AURL[@]:1}" <<'EOF'
-import json, sys, urllib.request
-T, op, urls = sys.argv[1], sys.argv[2], sys.argv[3:]
-job = json.load(open(f"{T}/restart.job.json"))
-ids = []
-for i in range(3):
-    inv = job["invitations"][i]
-    body = {"invitation": inv, "dataset": {"path": f"{T}/x{inv['party']}.csv"}}
-    rq = urllib.request.Request(urls[i] + "/v1/participations", data=json.dumps(body).encode(),
-                                headers={"Authorization": "Bearer " + op,
-                                         "Content-Type": "application/json"})
-    ids.append(json.load(urllib.request.urlopen(rq))["id"])
-json.dump({"job": job["job"]["id"], "ids": ids}, open(f"{T}/restart.ids.json", "w"))
+  node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[@]:1}" <<'EOF'
+import fs from 'node:fs';
+const [lib, T, op, ...urls] = process.argv.slice(2);
+const { readJson, postJson } = await import(lib);
+const job = readJson(`${T}/restart.job.json`);
+const ids = [];
+for (let i = 0; i < 3; i++) {
+  const inv = job.invitations[i];
+  const body = { invitation: inv, dataset: { path: `${T}/x${inv.party}.csv` } };
+  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
+}
+fs.writeFileSync(`${T}/restart.ids.json`, JSON.stringify({ job: job.job.id, ids }));
 EOF
 }
 run_job_async
@@ -228,21 +224,7 @@ sleep 1
 kill -9 "$SPID"; wait "$SPID" 2>/dev/null
 sleep 2
 start_server
-python3 - "$T" "$OP" "${AURL[@]:1}" <<'EOF'
-import json, sys, time, urllib.request
-T, op, urls = sys.argv[1], sys.argv[2], sys.argv[3:]
-ids = json.load(open(f"{T}/restart.ids.json"))["ids"]
-def get(u):
-    rq = urllib.request.Request(u, headers={"Authorization": "Bearer " + op})
-    return json.load(urllib.request.urlopen(rq))
-t0 = time.time()
-while time.time() - t0 < 60:
-    ps = [get(f"{urls[i]}/v1/participations/{ids[i]}") for i in range(3)]
-    if all(p["state"] != "running" for p in ps):
-        break
-    time.sleep(0.2)
-json.dump(ps, open(f"{T}/restart.parts.json", "w"), indent=1)
-EOF
+wait_parts restart
 for i in 0 1 2; do
   check "restart: party $((i + 1)) done after the server came back" \
     test "$(state_of restart $i state)" = done
@@ -250,14 +232,15 @@ done
 P=$(pid_of restart 0)
 curl -s -H "Authorization: Bearer $OP" -o "$T/restart.sum.npy" \
   "${AURL[1]}/v1/participations/$P/result/sum.npy"
-check "restart: sum of parties 1-3" python3 -c "$SUMCHECK" "$T" "$T/restart.sum.npy" 1,2,3
+check "restart: sum of parties 1-3" sumcheck "$T/restart.sum.npy" 1,2,3
 
 for f in "$T"/agent*.log "$T/server.log"; do
-  check "no party token in $(basename "$f")" python3 - "$f" "$T" <<'EOF'
-import json, glob, sys
-log = open(sys.argv[1]).read()
-toks = [inv["token"] for f in glob.glob(sys.argv[2] + "/*.job.json") for inv in json.load(open(f))["invitations"]]
-sys.exit(1 if any(t in log for t in toks) else 0)
+  check "no party token in $(basename "$f")" node - "$f" "$T" <<'EOF'
+const fs = require('node:fs');
+const [log, T] = [fs.readFileSync(process.argv[2], 'utf8'), process.argv[3]];
+const toks = fs.readdirSync(T).filter((n) => n.endsWith('.job.json'))
+  .flatMap((n) => JSON.parse(fs.readFileSync(`${T}/${n}`, 'utf8')).invitations.map((inv) => inv.token));
+process.exit(toks.some((t) => log.includes(t)) ? 1 : 0);
 EOF
 done
 echo "$pass passed, $failn failed"

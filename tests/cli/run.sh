@@ -145,7 +145,7 @@ usage "svd --method junk" svd --input x.npy --method fast
 usage "svd --input-format junk" svd --input x.npy --input-format xls
 usage "svd --format yaml" svd --input x.npy --format yaml
 usage "option missing its value" svd --input
-usage "option given twice" svd --input a.npy --input b.npy
+usage "option given twice" svd --input a.npy --k 2 --k 3
 usage "stray positional" svd extra --input a.npy
 usage "dp without subcommand" dp
 usage "dp unknown subcommand" dp frob

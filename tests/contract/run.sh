@@ -94,7 +94,7 @@ else
 fi
 
 echo "== services behind validating proxies"
-for b in fedsvd aggregation-server client-agent; do
+for b in fedsvd aggregation-server client-agent masking-server; do
     if [ ! -x "$BIN/$b" ]; then
         fail "$BIN/$b not built"
     fi
@@ -107,6 +107,7 @@ token() { # FILE: a fresh 43-character base64url token, mode 0600
 }
 token "$T/admin.token"
 token "$T/operator.token"
+token "$T/masking.token"
 
 mkdir -p "$T/data" "$T/out"
 for i in 1 2 3; do
@@ -115,13 +116,15 @@ for i in 1 2 3; do
 done
 "$F" gen planted --rows 40 --cols 11 --rank 3 --seed 9 --out "$T/data/wrong.npy" >/dev/null
 
-# 12 distinct free ports: server, 3 agents, 4 Prism proxies, 4 splitters.
+# 13 distinct free ports: server, 3 agents, 4 Prism proxies, 4 splitters, and
+# the masking server (not proxied: its key blobs are binary and its contract
+# is tested with it; the fedsvd/fedpca scenario only needs its keys).
 mapfile -t PORTS < <(node -e '
 const net = require("net"); const socks = [];
-(async () => { for (let i = 0; i < 12; i++) { const s = net.createServer();
+(async () => { for (let i = 0; i < 13; i++) { const s = net.createServer();
   await new Promise(r => s.listen(0, "127.0.0.1", r)); socks.push(s); }
   socks.forEach(s => console.log(s.address().port)); socks.forEach(s => s.close()); })();')
-if [ "${#PORTS[@]}" -ne 12 ]; then
+if [ "${#PORTS[@]}" -ne 13 ]; then
     fail "cannot pick free ports"
     finish
 fi
@@ -148,6 +151,9 @@ wait_port() { # PORT SECONDS
 SRV_P=${PORTS[0]}
 start aggregation-server "$T/server.log" "$BIN/aggregation-server" --listen "127.0.0.1:$SRV_P" \
     --data-dir "$T/server" --admin-token-file "$T/admin.token" --openapi "$SPEC"
+MSK_P=${PORTS[12]}
+start masking-server "$T/masking.log" "$BIN/masking-server" --listen "127.0.0.1:$MSK_P" \
+    --data-dir "$T/masking" --admin-token-file "$T/masking.token"
 for i in 1 2 3; do
     start "client-agent $i" "$T/agent-$i.log" "$BIN/client-agent" --listen "127.0.0.1:${PORTS[$i]}" \
         --data-dir "$T/agent-$i" --token-file "$T/operator.token" --openapi "$SPEC"
@@ -164,7 +170,7 @@ for k in 0 1 2 3; do
         --log "$T/splitter-${names[$k]}.violations"
 done
 ready=1
-for k in 0 1 2 3 4 5 6 7 8 9 10 11; do
+for k in 0 1 2 3 4 5 6 7 8 9 10 11 12; do
     wait_port "${PORTS[$k]}" 60 || {
         ready=0
         fail "nothing listens on port ${PORTS[$k]} (process $k)"
@@ -174,7 +180,7 @@ if [ "$ready" -eq 0 ]; then
     tail -n 5 "$T"/*.log
     finish
 fi
-ok "server, 3 agents, 4 Prism proxies and 4 splitters listening"
+ok "server, 3 agents, 4 Prism proxies, 4 splitters and the masking server listening"
 S="http://127.0.0.1:${PORTS[8]}"
 
 cat >"$T/scenario.json" <<EOF
@@ -182,7 +188,8 @@ cat >"$T/scenario.json" <<EOF
  "agents": ["http://127.0.0.1:${PORTS[9]}", "http://127.0.0.1:${PORTS[10]}", "http://127.0.0.1:${PORTS[11]}"],
  "adminToken": "$(cat "$T/admin.token")", "operatorToken": "$(cat "$T/operator.token")",
  "parties": ["$T/data/p-1.npy", "$T/data/p-2.npy", "$T/data/p-3.npy"],
- "wrongShape": "$T/data/wrong.npy", "shape": [40, 12], "out": "$T/out"}
+ "wrongShape": "$T/data/wrong.npy", "shape": [40, 12], "out": "$T/out",
+ "masking": "http://127.0.0.1:$MSK_P", "maskingToken": "$(cat "$T/masking.token")"}
 EOF
 chmod 600 "$T/scenario.json"
 
@@ -277,6 +284,23 @@ if [ -s "$T/out/server-sum.npy" ]; then
     cmp -s "$T/out/server-sum.npy" "$T/out/agent-sum.npy" && ok "the agent's sum.npy equals the server's" ||
         fail "the agent's sum.npy differs from the server's"
 fi
+if [ -s "$T/out/fedsvd-p1-S.npy" ]; then
+    "$F" svd --input "$T/data/p-1.npy" --input "$T/data/p-2.npy" --input "$T/data/p-3.npy" \
+        --out "$T/ref" >/dev/null
+    for i in 1 2 3; do
+        v=$("$F" compare --a "$T/out/fedsvd-p$i-S.npy" --b "$T/ref/S.npy" --metric sv)
+        w=$("$F" compare --a "$T/out/fedsvd-p$i-V.npy" --b "$T/ref/V.npy" --metric subspace)
+        if awk -v v="$v" -v w="$w" 'BEGIN { exit !(v + 0 <= 1e-12 && w + 0 <= 1e-10) }'; then
+            ok "fedsvd through the proxies, party $i: S ($v) and V ($w) = fedsvd svd of the pooled data"
+        else
+            fail "fedsvd party $i: S error $v, V projection distance $w"
+        fi
+    done
+else
+    fail "no fedsvd result from the scenario"
+fi
+[ -s "$T/out/fedpca-p2-components.npy" ] && ok "fedpca through the proxies: party 2's components" ||
+    fail "no fedpca result from the scenario"
 for n in server agent-1; do
     if served=$(node -e '
         fetch(process.argv[1] + "/openapi.yaml").then(r => r.text()).then(t => process.stdout.write(t))' \

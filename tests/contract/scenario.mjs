@@ -10,9 +10,17 @@
 //
 // Every response is also checked for Prism's "sl-violations" header.
 //
+// Then a fedsvd and a fedpca job (docs/wire-fedsvd.md) through the same
+// proxies: the job spec and status with the fedsvd fields, the exponents
+// rounds, the aggregations of kind stats/svd, fedpca's published statistics
+// sums, the server's result (S and the masked shared factor) and each
+// party's recovered files. The masking server is called directly (its
+// contract is checked elsewhere; its key blobs are binary).
+//
 // usage: node scenario.mjs CONFIG.json
 // CONFIG: {server, agents: [url...], adminToken, operatorToken,
-//          parties: [file...], wrongShape: file, shape: [r, c], out: dir}
+//          parties: [file...], wrongShape: file, shape: [r, c], out: dir,
+//          masking: url, maskingToken}
 // Prints "ok ..."/"FAIL ..." lines and "scenario: P passed, F failed".
 import fs from 'node:fs';
 
@@ -330,6 +338,126 @@ async function cancelPath(inv2) {
     404);
 }
 
+// A fedsvd/fedpca job of 3 parties holding the rows of cfg.parties, with its
+// mask set on the masking server merged into the invitations.
+async function createFedJob(algorithm, extra) {
+  const spec = {
+    algorithm, name: `contract ${algorithm}`, parties: 3, threshold: 3,
+    shape: [3 * cfg.shape[0], cfg.shape[1]], partition: 'samples',
+    party_sizes: [cfg.shape[0], cfg.shape[0], cfg.shape[0]], round_timeout_s: 30, server_url: S,
+    ...extra,
+  };
+  const r = await call(S, 'POST', '/v1/jobs', { token: admin, json: spec });
+  if (!expect(`POST /v1/jobs (${algorithm})`, r, 201)) {
+    return null;
+  }
+  const m = await fetch(`${cfg.masking}/v1/masksets`, {
+    method: 'POST',
+    headers: { authorization: `Bearer ${cfg.maskingToken}`, 'content-type': 'application/json' },
+    body: JSON.stringify({
+      job_id: r.json.job.id, partition: 'samples', cols: cfg.shape[1],
+      parties: [1, 2, 3].map((p) => ({ party: p, rows: cfg.shape[0] })),
+    }),
+  });
+  const mj = await m.json();
+  if (m.status !== 201) {
+    fail(`POST /v1/masksets: ${m.status} ${JSON.stringify(mj).slice(0, 300)}`);
+    return null;
+  }
+  for (const inv of r.json.invitations) {
+    const c = mj.parties.find((x) => x.party === inv.party);
+    Object.assign(inv, { masking_url: cfg.masking, maskset: mj.maskset.id, mask_token: c.mask_token });
+  }
+  return r.json;
+}
+
+async function fedErrors(job) {
+  const id = job.job.id;
+  const inv = job.invitations;
+  expect('POST /v1/jobs fedsvd, party_sizes not adding up', await call(S, 'POST', '/v1/jobs', {
+    token: admin,
+    json: { algorithm: 'fedsvd', parties: 2, shape: [10, 4], party_sizes: [4, 5] },
+  }), 422, 'invalid');
+  expect('POST /v1/jobs secure-sum with party_sizes', await call(S, 'POST', '/v1/jobs', {
+    token: admin,
+    json: { algorithm: 'secure-sum', parties: 2, shape: [10, 4], party_sizes: [5, 5] },
+  }), 422, 'invalid');
+  expect('POST …/aggregations/0/exponent before the round', await call(S, 'POST',
+    `/v1/jobs/${id}/aggregations/0/exponent`, { token: inv[0].token, json: { sealed: 'A'.repeat(43) } }),
+  409, 'not_ready');
+  expect('POST …/aggregations/0/public-exponent before the round', await call(S, 'POST',
+    `/v1/jobs/${id}/aggregations/0/public-exponent`, { token: inv[0].token, json: { exponent: 3 } }),
+  409, 'not_ready');
+  expect('POST …/aggregations/0/exponent, malformed', await call(S, 'POST',
+    `/v1/jobs/${id}/aggregations/0/exponent`, {
+      token: inv[0].token, direct: true, json: { sealed: 'AAAA' },
+    }), 422, 'invalid');
+  expect('POST …/aggregations/0/exponent with the admin token', await call(S, 'POST',
+    `/v1/jobs/${id}/aggregations/0/exponent`, { token: admin, json: { sealed: 'A'.repeat(43) } }),
+  403, 'forbidden');
+  expect('GET …/aggregations/0/sum.npy of an svd aggregation', await call(S, 'GET',
+    `/v1/jobs/${id}/aggregations/0/sum.npy`, { token: inv[0].token }), 404, 'not_found');
+  expect('POST …/aggregations/5/exponent (no such aggregation)', await call(S, 'POST',
+    `/v1/jobs/${id}/aggregations/5/exponent`, { token: inv[0].token, json: { sealed: 'A'.repeat(43) } }),
+  404, 'not_found');
+}
+
+// Join the 3 agents, wait, fetch the results; files go to cfg.out/<tag>-*.
+async function fedRun(tag, job, files) {
+  const id = job.job.id;
+  const parts = [];
+  for (let i = 0; i < 3; i++) {
+    const r = await call(A[i], 'POST', '/v1/participations', {
+      token: op, json: { invitation: job.invitations[i], dataset: { path: cfg.parties[i] } },
+    });
+    expect(`POST /v1/participations ${tag} party ${i + 1}`, r, 201);
+    parts.push(r.json ? r.json.id : null);
+  }
+  const done = await waitJob(id, admin, 120);
+  if (!done || done.state !== 'done') {
+    fail(`${tag} job ended ${done && done.state}: ${done && done.error}`);
+    return;
+  }
+  ok(`${tag} job done (${done.aggregations} aggregations; timings ${Object.keys(done.timings).join(',')})`);
+  for (let r = 0; r < done.aggregations; r++) {
+    const a = await call(S, 'GET', `/v1/jobs/${id}/aggregations/${r}`, { token: job.invitations[0].token });
+    if (expect(`GET …/aggregations/${r} (${a.json && a.json.kind})`, a, 200) && a.json.kind === 'stats') {
+      const sum = await call(S, 'GET', `/v1/jobs/${id}/aggregations/${r}/sum.npy`, { token: admin });
+      expect(`GET …/aggregations/${r}/sum.npy`, sum, 200);
+    }
+  }
+  const m = await call(S, 'GET', `/v1/jobs/${id}/result`, { token: admin });
+  if (expect(`GET /v1/jobs/{id}/result (${tag})`, m, 200)) {
+    const names = m.json.files.map((f) => f.name).sort();
+    if (JSON.stringify(names) === JSON.stringify(['s.npy', 'vprime.npy'])) {
+      ok(`${tag}: the server's result is S and V' only (rank ${m.json.rank})`);
+    } else {
+      fail(`${tag}: server files ${names}`);
+    }
+    for (const n of names) {
+      const f = await call(S, 'GET', `/v1/jobs/${id}/result/${n}`, { token: job.invitations[1].token });
+      if (expect(`GET /v1/jobs/{id}/result/${n}`, f, 200)) {
+        fs.writeFileSync(`${cfg.out}/${tag}-server-${n}`, f.buf);
+      }
+    }
+  }
+  for (let i = 0; i < 3; i++) {
+    const p = await waitPart(A[i], parts[i], 60);
+    if (!p || p.state !== 'done') {
+      fail(`${tag} participation of party ${i + 1}: ${p && p.state} ${p && p.error}`);
+      continue;
+    }
+    const pm = await call(A[i], 'GET', `/v1/participations/${parts[i]}/result`, { token: op });
+    expect(`GET /v1/participations/{id}/result (${tag}, party ${i + 1})`, pm, 200);
+    for (const n of files) {
+      const f = await call(A[i], 'GET', `/v1/participations/${parts[i]}/result/${n}`, { token: op });
+      if (expect(`GET /v1/participations/{id}/result/${n} (party ${i + 1})`, f, 200)) {
+        fs.writeFileSync(`${cfg.out}/${tag}-p${i + 1}-${n}`, f.buf);
+      }
+    }
+  }
+}
+
 try {
   await health();
   const job = await createJob(3, 2, 3);
@@ -344,6 +472,17 @@ try {
   expect('GET /v1/jobs', await call(S, 'GET', '/v1/jobs', { token: admin }), 200);
   await results(job, inv, parts);
   await cancelPath(await createJob(2, 2, 30));
+  if (cfg.masking) {
+    const fj = await createFedJob('fedsvd', {});
+    if (fj) {
+      await fedErrors(fj);
+      await fedRun('fedsvd', fj, ['S.npy', 'V.npy', 'U.npy']);
+    }
+    const pj = await createFedJob('fedpca', { k: 4, standardize: true });
+    if (pj) {
+      await fedRun('fedpca', pj, ['components.npy', 'singular_values.npy', 'scores.npy', 'mean.npy']);
+    }
+  }
 } catch (e) {
   fail(`scenario aborted: ${e.stack || e}`);
 }

@@ -397,7 +397,7 @@ usage() { # NAME ARGS...
     fi
 }
 usage "no --party" local --algorithm secure-sum --out "$T/u"
-usage "unknown algorithm" local --algorithm fedsvd "${AARGS[@]:0:4}" --out "$T/u"
+usage "unknown algorithm" local --algorithm fedpower "${AARGS[@]:0:4}" --out "$T/u"
 usage "--fail-party out of range" local --algorithm secure-sum "${AARGS[@]:0:4}" --out "$T/u" \
     --fail-party 3:masked_input
 usage "--fail-party bad phase" local --algorithm secure-sum "${AARGS[@]:0:4}" --out "$T/u" \
@@ -446,4 +446,17 @@ echo "== figures"
 echo "   10 x 1000x1000: max relative error ${BIG_ERR:-?}, fedsvd local ${BIG_SECS:-?}s (job ${BIG_JOB:-?}s)," \
     "server bytes in ${SRV_IN:-?} out ${SRV_OUT:-?}"
 echo "   10 x 1000x1000 with party 3 dropping at masked_input (round timeout 10 s): ${BIG3_SECS:-?}s"
+
+# fedsvd / fedpca jobs (masking-server too): their own script, counted here.
+if [ -x "$(dirname "$0")/fedsvd.sh" ]; then
+    echo "== fedsvd and fedpca (tests/integration/fedsvd.sh)"
+    "$(dirname "$0")/fedsvd.sh" "$BIN" | tee "$T/fedsvd.log"
+    line=$(grep -E '^fedsvd-integration: [0-9]+ passed, [0-9]+ failed$' "$T/fedsvd.log" | tail -n 1)
+    if [ -n "$line" ]; then
+        passed=$((passed + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
+        failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')))
+    else
+        fail "tests/integration/fedsvd.sh did not finish"
+    fi
+fi
 finish

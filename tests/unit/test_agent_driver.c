@@ -1,6 +1,7 @@
 /* The client agent's participation driver: the step it asks for given the
  * job's phase, dropouts (the job moved on), late rounds after the party's
- * input is in, fail_at, several aggregations, progress. */
+ * input is in, fail_at, several aggregations, progress; and the fedsvd /
+ * fedpca flow (exponents rounds, statistics sums, factorizing). */
 #include "proto/agent_driver.h"
 #include "test.h"
 
@@ -150,7 +151,7 @@ static void test_unknown_phase_waits(void)
 
     CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
     CHECK(next(&d, FS_AGENT_J_UNKNOWN, 0, NULL) == FS_AGENT_WAIT);
-    CHECK(fs_agent_jphase_parse("factorizing") == FS_AGENT_J_UNKNOWN);
+    CHECK(fs_agent_jphase_parse("iteration") == FS_AGENT_J_UNKNOWN); /* a later algorithm's */
     CHECK(fs_agent_jphase_parse("masked_input") == FS_AGENT_J_MASKED);
     CHECK(fs_agent_jphase_parse(NULL) == FS_AGENT_J_UNKNOWN);
     CHECK(strcmp(fs_agent_jphase_name(FS_AGENT_J_WAITING), "waiting_for_parties") == 0);
@@ -266,6 +267,122 @@ static void test_progress_monotone(void)
     CHECK_NEAR(fs_agent_driver_progress(&d, 0, 0), 1.0, 0);
 }
 
+/* One aggregation of a fed job from BEGIN through UNMASK at aggregation r. */
+static void fed_aggregation(struct fs_agent_driver *d, uint32_t r)
+{
+    enum fs_agent_step s;
+
+    CHECK(next(d, FS_AGENT_J_EXPONENTS, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+    CHECK(strcmp(fs_agent_driver_phase(d), "exponents") == 0);
+    fs_agent_driver_done(d);
+    CHECK(next(d, FS_AGENT_J_EXPONENTS, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_EXPONENT);
+    fs_agent_driver_done(d);
+    /* the relayed list only once the exponents round closed */
+    CHECK(next(d, FS_AGENT_J_EXPONENTS, r, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_EXPONENTS);
+    CHECK(next(d, FS_AGENT_J_MASKED, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_EXPONENTS);
+    fs_agent_driver_done(d);
+    CHECK(next(d, FS_AGENT_J_MASKED, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_UPLOAD);
+    fs_agent_driver_done(d);
+    CHECK(next(d, FS_AGENT_J_CONSISTENCY, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_SURVIVORS);
+    fs_agent_driver_done(d);
+    CHECK(next(d, FS_AGENT_J_CONSISTENCY, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_CONSISTENCY);
+    fs_agent_driver_done(d);
+    CHECK(next(d, FS_AGENT_J_UNMASKING, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_SIGNATURES);
+    fs_agent_driver_done(d);
+    CHECK(next(d, FS_AGENT_J_UNMASKING, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_UNMASK);
+    fs_agent_driver_done(d);
+}
+
+static void setup_keys(struct fs_agent_driver *d)
+{
+    CHECK(next(d, FS_AGENT_J_WAITING, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(d);
+    CHECK(next(d, FS_AGENT_J_SHARE_KEYS, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(d);
+    CHECK(next(d, FS_AGENT_J_SHARE_KEYS, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(d);
+    /* shares are fetched once R1 closed: the next phase is the exponents round */
+    CHECK(next(d, FS_AGENT_J_EXPONENTS, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(d);
+}
+
+static void test_fed_flow(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    enum fs_agent_step s;
+
+    /* fedpca with standardize: mean, variance (statistics), then the SVD */
+    CHECK_OK(fs_agent_driver_init_fed(&d, 3, 2, FS_AGENT_FAIL_NONE, &err), &err);
+    setup_keys(&d);
+    for (uint32_t r = 0; r < 2; r++) {
+        fed_aggregation(&d, r);
+        /* the published sum once aggregation r is unmasked */
+        CHECK(strcmp(fs_agent_driver_phase(&d), "statistics") == 0);
+        CHECK(next(&d, FS_AGENT_J_UNMASKING, r, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_STATS);
+        CHECK(next(&d, FS_AGENT_J_EXPONENTS, r + 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_STATS);
+        fs_agent_driver_done(&d);
+        CHECK(d.r == r + 1);
+    }
+    fed_aggregation(&d, 2);
+    CHECK(strcmp(fs_agent_driver_phase(&d), "result") == 0);
+    CHECK(next(&d, FS_AGENT_J_FACTORIZING, 2, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_RESULT);
+    CHECK(next(&d, FS_AGENT_J_DONE, 2, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_DONE, 2, NULL) == FS_AGENT_FINISH);
+    CHECK(fs_agent_driver_init_fed(&d, 2, 2, FS_AGENT_FAIL_NONE, &err) == FS_EINVAL);
+    CHECK(fs_agent_jphase_parse("exponents") == FS_AGENT_J_EXPONENTS &&
+          fs_agent_jphase_parse("factorizing") == FS_AGENT_J_FACTORIZING);
+}
+
+static void test_fed_dropped(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    struct fs_agent_action a;
+    struct fs_agent_job_view v;
+    enum fs_agent_step s;
+
+    /* missed the exponents round: the job is in masked input already */
+    CHECK_OK(fs_agent_driver_init_fed(&d, 1, 0, FS_AGENT_FAIL_NONE, &err), &err);
+    setup_keys(&d);
+    CHECK(next(&d, FS_AGENT_J_EXPONENTS, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+    fs_agent_driver_done(&d);
+    v = jv(FS_AGENT_J_MASKED, 0);
+    fs_agent_driver_next(&d, &v, &a);
+    CHECK(a.act == FS_AGENT_FAIL && strstr(a.reason, "dropped by the server") != NULL);
+    /* the exponents were relayed but the masked input closed without us */
+    CHECK_OK(fs_agent_driver_init_fed(&d, 1, 0, FS_AGENT_FAIL_NONE, &err), &err);
+    setup_keys(&d);
+    CHECK(next(&d, FS_AGENT_J_EXPONENTS, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_EXPONENTS, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 0, NULL) == FS_AGENT_FAIL);
+    /* fail_at masked_input: the exponent is sent, the upload is not */
+    CHECK_OK(fs_agent_driver_init_fed(&d, 1, 0, FS_AGENT_FAIL_MASKED_INPUT, &err), &err);
+    setup_keys(&d);
+    CHECK(next(&d, FS_AGENT_J_EXPONENTS, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_EXPONENTS, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_EXPONENT);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_CRASH && s == FS_AGENT_S_UPLOAD);
+    /* late consistency after the upload: skipped, the result is still fetched */
+    CHECK_OK(fs_agent_driver_init_fed(&d, 1, 0, FS_AGENT_FAIL_NONE, &err), &err);
+    setup_keys(&d);
+    for (int i = 0; i < 3; i++) {
+        CHECK(next(&d, i < 2 ? FS_AGENT_J_EXPONENTS : FS_AGENT_J_MASKED, 0, NULL) == FS_AGENT_DO);
+        fs_agent_driver_done(&d);
+    }
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_UPLOAD);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 0, NULL) == FS_AGENT_DO); /* survivors */
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_FACTORIZING, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_RESULT);
+}
+
 int main(void)
 {
     RUN(test_happy_path);
@@ -276,5 +393,7 @@ int main(void)
     RUN(test_fail_at);
     RUN(test_several_aggregations);
     RUN(test_progress_monotone);
+    RUN(test_fed_flow);
+    RUN(test_fed_dropped);
     return TEST_END("test_agent_driver");
 }

@@ -66,7 +66,7 @@ static void ed_fail_at_num(json_t *j)
 }
 static void ed_algo(json_t *j)
 {
-    json_object_set_new(json_object_get(j, "invitation"), "algorithm", json_string("fedsvd"));
+    json_object_set_new(json_object_get(j, "invitation"), "algorithm", json_string("fedpower"));
 }
 static void ed_shape_big(json_t *j)
 {
@@ -184,6 +184,57 @@ static void test_request(void)
     }
 }
 
+/* A fedsvd invitation for party 2 of 3 (rows 3, 4, 5 of a 12 x 5 matrix). */
+static void ed_fed(json_t *j)
+{
+    json_t *inv = json_object_get(j, "invitation");
+    json_object_set_new(inv, "algorithm", json_string("fedsvd"));
+    json_object_set_new(inv, "global_shape", json_pack("[i, i]", 12, 5));
+    json_object_set_new(inv, "partition", json_string("samples"));
+    json_object_set_new(inv, "party_sizes", json_pack("[i, i, i]", 3, 4, 5));
+    json_object_set_new(inv, "masking_url", json_string("http://127.0.0.1:8445/"));
+    json_object_set_new(inv, "maskset", json_string("m-0123456789abcdef"));
+    json_object_set_new(inv, "mask_token", json_string(TOKEN));
+}
+
+static void test_request_fed(void)
+{
+    struct fs_agent_request rq;
+    struct fs_err err = {0};
+    json_t *j = request();
+    json_t *inv;
+
+    ed_fed(j);
+    CHECK_OK(fs_agent_request_parse(j, 1000, &rq, &err), &err);
+    CHECK(rq.inv.is_fedsvd && rq.inv.global_rows == 12 && rq.inv.global_cols == 5);
+    CHECK(rq.inv.fed.party_sizes[1] == 4 && rq.inv.rows == 4 && rq.inv.cols == 5);
+    CHECK(strcmp(rq.inv.masking_url, "http://127.0.0.1:8445") == 0); /* trailing '/' trimmed */
+    CHECK(strcmp(rq.inv.maskset, "m-0123456789abcdef") == 0);
+    fs_invitation_wipe(&rq.inv);
+    inv = json_object_get(j, "invitation");
+    /* the mask fields are added by the mask-set creator: required here */
+    json_object_del(inv, "mask_token");
+    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL && strstr(err.msg, "mask_token"));
+    json_object_set_new(inv, "mask_token", json_string(TOKEN));
+    json_object_set_new(inv, "maskset", json_string("../x"));
+    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL && strstr(err.msg, "maskset"));
+    json_object_set_new(inv, "maskset", json_string("m-1"));
+    json_object_set_new(inv, "masking_url", json_string("http://u:p@host"));
+    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL &&
+          strstr(err.msg, "masking_url"));
+    json_object_set_new(inv, "masking_url", json_string("http://127.0.0.1:8445"));
+    /* this party's shape must be its slice of the pooled matrix */
+    json_object_set_new(inv, "party_sizes", json_pack("[i, i, i]", 4, 3, 5));
+    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL && strstr(err.msg, "shape"));
+    json_object_set_new(inv, "party_sizes", json_pack("[i, i, i]", 3, 4, 4));
+    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL && strstr(err.msg, "add up"));
+    json_object_set_new(inv, "party_sizes", json_pack("[i, i, i]", 3, 4, 5));
+    /* the pooled matrix is capped too */
+    CHECK(fs_agent_request_parse(j, 50, &rq, &err) == FS_EINVAL && strstr(err.msg, "global_shape"));
+    CHECK(rq.inv.token[0] == '\0' && rq.inv.mask_token[0] == '\0');
+    json_decref(j);
+}
+
 static void test_job(void)
 {
     struct fs_agent_job job;
@@ -286,6 +337,58 @@ static void test_agg(void)
     json_decref(j);
 }
 
+static void test_agg_fed(void)
+{
+    struct fs_agent_agg a;
+    struct fs_err err = {0};
+    uint32_t ids[2] = {1, 3};
+    uint8_t sealed[2][32];
+    json_t *j = load("{\"index\":1,\"kind\":\"stats\",\"length\":15,\"chunk_words\":8,"
+                     "\"chunks\":2,\"phase\":\"exponents\",\"active\":[1,2,3],"
+                     "\"exponents\":null,\"survivors\":null,\"signatures\":null,\"sum\":null}");
+
+    CHECK_OK(fs_agent_agg_parse(j, 1, 3, 15, &a, &err), &err);
+    CHECK(a.fed && a.is_stats && !a.has_exponents && !a.has_sum && a.phase == FS_AGENT_J_EXPONENTS);
+    fs_agent_agg_clear(&a);
+    memset(sealed, 9, sizeof sealed);
+    json_object_set_new(j, "exponents", fs_wire_exps_encode(ids, (const uint8_t(*)[32])sealed, 2));
+    json_object_set_new(j, "sum",
+                        json_pack("{s:i, s:s}", "words", 15, "sha256",
+                                  "00112233445566778899aabbccddeeff00112233445566778899"
+                                  "aabbccddeeff"));
+    CHECK_OK(fs_agent_agg_parse(j, 1, 3, 15, &a, &err), &err);
+    CHECK(a.has_exponents && a.nexps == 2 && a.exp_ids[1] == 3 && a.sealed[1][0] == 9);
+    CHECK(a.has_sum && a.sum_words == 15 && a.sum_sha256[1] == 0x11);
+    fs_agent_agg_clear(&a);
+    json_object_set_new(j, "sum", json_pack("{s:i, s:s}", "words", 14, "sha256", "00"));
+    CHECK(fs_agent_agg_parse(j, 1, 3, 15, &a, &err) == FS_EFORMAT);
+    json_object_set_new(j, "sum", json_null());
+    json_object_set_new(j, "kind", json_string("other"));
+    CHECK(fs_agent_agg_parse(j, 1, 3, 15, &a, &err) == FS_EINVAL && strstr(err.msg, "kind"));
+    json_object_set_new(j, "kind", json_string("svd"));
+    json_object_set_new(j, "exponents", json_pack("[{s:i, s:s}]", "party", 4, "sealed", "AA"));
+    CHECK(fs_agent_agg_parse(j, 1, 3, 15, &a, &err) != 0 && strstr(err.msg, "exponents"));
+    json_decref(j);
+}
+
+static void test_job_fed(void)
+{
+    struct fs_agent_job job;
+    struct fs_err err = {0};
+    json_t *j = load("{\"id\":\"" JOB "\",\"algorithm\":\"fedpca\",\"phase\":\"factorizing\","
+                     "\"state\":\"running\",\"aggregation\":2,\"aggregations\":3,"
+                     "\"parties\":3,\"threshold\":2,\"shape\":[12,5],\"partition\":\"samples\","
+                     "\"party_sizes\":[3,4,5],\"k\":2,\"method\":\"exact\","
+                     "\"standardize\":true,\"allow_dropouts\":false,\"error\":null}");
+
+    CHECK_OK(fs_agent_job_parse(j, &job, &err), &err);
+    CHECK(job.is_fed && job.fed.k == 2 && job.fed.standardize && job.fed.party_sizes[2] == 5);
+    CHECK(job.phase == FS_AGENT_J_FACTORIZING && job.aggregations == 3);
+    json_object_set_new(j, "party_sizes", json_pack("[i, i]", 3, 9));
+    CHECK(fs_agent_job_parse(j, &job, &err) == FS_EINVAL && strstr(err.msg, "party_sizes"));
+    json_decref(j);
+}
+
 static void test_result(void)
 {
     struct fs_agent_result r;
@@ -343,6 +446,9 @@ static void test_max_abs_exp(void)
 int main(void)
 {
     RUN(test_request);
+    RUN(test_request_fed);
+    RUN(test_agg_fed);
+    RUN(test_job_fed);
     RUN(test_job);
     RUN(test_agg);
     RUN(test_result);

@@ -455,6 +455,165 @@ static void test_job_spec(void)
     }
 }
 
+static void test_job_spec_fed(void)
+{
+    struct fs_err err = {0};
+    struct fs_job_spec s;
+    struct fs_job_spec s2;
+    json_t *j = parse("{\"algorithm\":\"fedpca\",\"parties\":3,\"shape\":[600,50],"
+                      "\"party_sizes\":[200,250,150],\"k\":10,\"standardize\":true}");
+    json_t *e;
+
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
+    CHECK(s.fed.partition == FS_JOB_SAMPLES && s.fed.party_sizes[1] == 250 && s.fed.k == 10);
+    CHECK(s.fed.method == FS_JOB_EXACT && s.fed.standardize && !s.fed.allow_dropouts);
+    CHECK(fs_job_aggregations(&s) == 3);
+    {
+        uint64_t r = 0, c = 0;
+        fs_job_party_shape(&s, 2, &r, &c);
+        CHECK(r == 250 && c == 50);
+    }
+    e = fs_job_spec_encode(&s);
+    CHECK_OK(fs_job_spec_decode(e, 1 << 28, &s2, &err), &err);
+    CHECK(memcmp(&s, &s2, sizeof s) == 0);
+    json_decref(e);
+    json_decref(j);
+    j = parse("{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],"
+              "\"partition\":\"features\",\"party_sizes\":[3,4],\"allow_dropouts\":true}");
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
+    CHECK(s.fed.partition == FS_JOB_FEATURES && s.fed.allow_dropouts &&
+          fs_job_aggregations(&s) == 1);
+    {
+        uint64_t r = 0, c = 0;
+        fs_job_party_shape(&s, 1, &r, &c);
+        CHECK(r == 10 && c == 3);
+    }
+    json_decref(j);
+    const char *bad[][2] = {
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7]}", "400"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[3,4]}", "422"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[5]}", "422"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[5,0]}", "422"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[5,\"5\"]}",
+         "400"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[5,5],"
+         "\"partition\":\"rows\"}",
+         "422"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[5,5],"
+         "\"k\":8}",
+         "422"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[5,5],"
+         "\"standardize\":true}",
+         "422"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[5,5],"
+         "\"method\":\"randomized\"}",
+         "422"},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[5,5],"
+         "\"allow_dropouts\":1}",
+         "400"},
+        {"{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[10,7],\"k\":2}", "422"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        int want = strcmp(bad[i][1], "422") == 0 ? FS_EINVAL : FS_EFORMAT;
+        int rc;
+        j = parse(bad[i][0]);
+        rc = fs_job_spec_decode(j, 1 << 28, &s, &err);
+        CHECK_MSG(rc == want, "fed case %zu: rc %d (%s)", i, rc, err.msg);
+        json_decref(j);
+    }
+}
+
+static void test_invitation_fed(void)
+{
+    struct fs_err err = {0};
+    struct fs_invitation inv;
+    struct fs_invitation back;
+    json_t *j;
+
+    memset(&inv, 0, sizeof inv);
+    inv.version = 1;
+    CHECK_OK(fs_job_id_generate(inv.job_id, &err), &err);
+    snprintf(inv.job_url, sizeof inv.job_url, "http://127.0.0.1:8443/v1/jobs/%s", inv.job_id);
+    inv.party = 2;
+    CHECK_OK(fs_auth_token_generate(inv.token, &err), &err);
+    snprintf(inv.algorithm, sizeof inv.algorithm, "fedsvd");
+    inv.parties = 3;
+    inv.threshold = 3;
+    inv.is_fedsvd = 1;
+    inv.global_rows = 12;
+    inv.global_cols = 5;
+    inv.fed.party_sizes[0] = 3;
+    inv.fed.party_sizes[1] = 4;
+    inv.fed.party_sizes[2] = 5;
+    inv.rows = 4;
+    inv.cols = 5;
+    snprintf(inv.masking_url, sizeof inv.masking_url, "http://127.0.0.1:8445");
+    CHECK_OK(fs_auth_token_generate(inv.mask_token, &err), &err);
+    snprintf(inv.maskset, sizeof inv.maskset, "m-00ff");
+    j = fs_invitation_encode(&inv);
+    CHECK_OK(fs_invitation_decode(j, &back, &err), &err);
+    CHECK(memcmp(&inv, &back, sizeof inv) == 0);
+    /* shape must be this party's slice */
+    json_object_set_new(j, "shape", json_pack("[i, i]", 3, 5));
+    CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL && strstr(err.msg, "shape"));
+    CHECK(back.token[0] == '\0');
+    json_object_set_new(j, "shape", json_pack("[i, i]", 4, 5));
+    json_object_del(j, "global_shape");
+    CHECK(fs_invitation_decode(j, &back, &err) == FS_EFORMAT);
+    json_decref(j);
+    fs_invitation_wipe(&inv);
+    fs_invitation_wipe(&back);
+}
+
+static void test_exponents(void)
+{
+    struct fs_err err = {0};
+    uint8_t sealed[32];
+    uint8_t back[32];
+    uint32_t ids[3] = {3, 1, 2};
+    uint8_t sl[3][32];
+    uint32_t *oid = NULL;
+    uint8_t(*os)[32] = NULL;
+    size_t k = 0;
+    int e = 0;
+    json_t *j;
+
+    for (int i = 0; i < 32; i++) {
+        sealed[i] = (uint8_t)(i * 7);
+    }
+    j = fs_wire_exp_encode(sealed);
+    CHECK_OK(fs_wire_exp_decode(j, back, &err), &err);
+    CHECK(memcmp(sealed, back, 32) == 0);
+    json_object_set_new(j, "extra", json_true());
+    CHECK(fs_wire_exp_decode(j, back, &err) == FS_EINVAL);
+    json_decref(j);
+    j = parse("{\"sealed\":\"AAAA\"}");
+    CHECK(fs_wire_exp_decode(j, back, &err) == FS_EINVAL);
+    json_decref(j);
+    memset(sl, 5, sizeof sl);
+    j = fs_wire_exps_encode(ids, (const uint8_t(*)[32])sl, 3);
+    CHECK_OK(fs_wire_exps_decode(j, 3, &oid, &os, &k, &err), &err);
+    CHECK(k == 3 && oid[0] == 3 && os[2][31] == 5);
+    free(oid);
+    free(os);
+    CHECK(fs_wire_exps_decode(j, 2, &oid, &os, &k, &err) == FS_ERANGE);
+    json_decref(j);
+    ids[1] = 3;
+    j = fs_wire_exps_encode(ids, (const uint8_t(*)[32])sl, 3);
+    CHECK(fs_wire_exps_decode(j, 3, &oid, &os, &k, &err) == FS_EINVAL && oid == NULL);
+    json_decref(j);
+    j = fs_wire_pubexp_encode(-7);
+    CHECK_OK(fs_wire_pubexp_decode(j, &e, &err), &err);
+    CHECK(e == -7);
+    json_decref(j);
+    j = parse("{\"exponent\":1001}");
+    CHECK(fs_wire_pubexp_decode(j, &e, &err) == FS_EINVAL);
+    json_decref(j);
+    j = parse("{\"exponent\":\"3\"}");
+    CHECK(fs_wire_pubexp_decode(j, &e, &err) == FS_EFORMAT);
+    json_decref(j);
+}
+
 static void test_invitation(void)
 {
     struct fs_err err = {0};
@@ -530,6 +689,9 @@ int main(void)
     RUN(test_ids);
     RUN(test_job_spec);
     RUN(test_invitation);
+    RUN(test_job_spec_fed);
+    RUN(test_invitation_fed);
+    RUN(test_exponents);
     RUN(test_secagg_job_id);
     return TEST_END("test_wire");
 }

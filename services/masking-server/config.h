@@ -1,0 +1,43 @@
+/* masking-server configuration: flags, then FEDSVD_* environment variables,
+ * then defaults (DESIGN.md §8). */
+#ifndef MSK_CONFIG_H
+#define MSK_CONFIG_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "core/err.h"
+#include "net/log.h"
+
+#define MSK_PATH_MAX 4096
+
+struct msk_config {
+    char listen[256]; /* HOST:PORT */
+    char data_dir[MSK_PATH_MAX];
+    char admin_token_file[MSK_PATH_MAX];
+    char openapi[MSK_PATH_MAX]; /* "" = search next to the binary */
+    char tls_cert[MSK_PATH_MAX];
+    char tls_key[MSK_PATH_MAX];
+    char port_file[MSK_PATH_MAX]; /* "" = none */
+    enum fs_log_level log_level;
+    uint32_t max_parties;        /* parties of one mask set */
+    uint64_t max_dim;            /* rows and cols of a mask set, each */
+    uint64_t max_key_bytes;      /* the largest party key blob of a mask set */
+    uint32_t keygen_concurrency; /* key generations running at once */
+    uint32_t max_connections;
+    uint32_t idle_timeout_s; /* close connections idle this long (slowloris) */
+    uint32_t shutdown_grace_ms;
+    int fsync; /* 1: SQLite synchronous=FULL (seed files are always fsynced) */
+    int help;
+};
+
+/**
+ * Fill cfg from argv and the environment. Prints nothing.
+ * @return 0, or FS_EINVAL with a message naming the flag / variable.
+ */
+FS_WUR int msk_config_parse(int argc, char **argv, struct msk_config *cfg, struct fs_err *err);
+
+/** Print the --help text (every flag, its environment variable and default). */
+void msk_config_usage(FILE *out);
+
+#endif

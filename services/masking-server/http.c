@@ -1,0 +1,1036 @@
+/* Routes and handlers: see http.h and docs/wire-fedsvd.md. */
+#include "http.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/time.h>
+#include <time.h>
+
+#include "../../api/problem.h"
+#include "crypto/rand.h"
+#include "net/log.h"
+#include "spec.h"
+
+#define SPEC_BODY     (256 * 1024) /* MaskSetSpec: 1000 parties fit many times */
+#define METRIC_SLOTS  256
+#define PROBLEM_GONE  "gone" /* 410: the mask set was deleted */
+#define JOB_ID_HEADER "X-Fedsvd-Job-Id"
+
+struct metric_slot {
+    char method[8];
+    char route[96];
+    unsigned status;
+    uint64_t count;
+};
+
+struct msk_metrics {
+    pthread_mutex_t mu;
+    struct metric_slot slots[METRIC_SLOTS];
+    size_t nslots;
+    uint64_t overflow;
+    uint64_t bytes_in;
+    uint64_t bytes_out;
+    uint64_t keys_served;
+    uint64_t keys_bytes;
+};
+
+/* ------------------------------------------------------------ helpers */
+
+static int problem(fs_http_resp *resp, const struct fs_err *err)
+{
+    unsigned status;
+    const char *code;
+
+    switch (err->code) {
+    case FS_EFORMAT:
+        status = 400;
+        code = FS_PROBLEM_BAD_REQUEST;
+        break;
+    case FS_EAUTH:
+        status = 401;
+        code = FS_PROBLEM_UNAUTHORIZED;
+        break;
+    case FS_ENOTFOUND:
+        status = 404;
+        code = FS_PROBLEM_NOT_FOUND;
+        break;
+    case FS_ECONFLICT:
+        status = 409;
+        code = FS_PROBLEM_CONFLICT;
+        break;
+    case FS_ERANGE:
+        status = 413;
+        code = FS_PROBLEM_TOO_LARGE;
+        break;
+    case FS_EINVAL:
+        status = 422;
+        code = FS_PROBLEM_INVALID;
+        break;
+    case FS_ESTATE: {
+        int rc = fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "%s", err->msg);
+        if (rc == 0 && fs_http_resp_header(resp, "Retry-After", "1") != 0) {
+            fs_log(FS_LOG_WARN, "cannot add Retry-After", NULL);
+        }
+        return rc;
+    }
+    default:
+        fs_log_pack(FS_LOG_ERROR, "internal error", "{s:s}", "error", err->msg);
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL,
+                               "internal error (see the server log)");
+    }
+    if (status == 401) {
+        int rc = fs_http_problem(resp, status, code, NULL, "%s", err->msg);
+        if (rc == 0 && fs_http_resp_header(resp, "WWW-Authenticate", "Bearer") != 0) {
+            fs_log(FS_LOG_WARN, "cannot add WWW-Authenticate", NULL);
+        }
+        return rc;
+    }
+    return fs_http_problem(resp, status, code, NULL, "%s", err->msg);
+}
+
+static int fail(fs_http_resp *resp, int code, const char *msg)
+{
+    struct fs_err err;
+
+    fs_err_clear(&err);
+    fs_err_set(&err, code, "%s", msg);
+    return problem(resp, &err);
+}
+
+/* JSON reply. Steals body. */
+static int reply_json(fs_http_resp *resp, unsigned status, json_t *body)
+{
+    char *s;
+
+    if (body == NULL) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    s = json_dumps(body, JSON_COMPACT);
+    json_decref(body);
+    if (s == NULL) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    return fs_http_resp_bytes_owned(resp, status, "application/json", s, strlen(s));
+}
+
+/* The buffered body as JSON; problem set on failure. */
+static int body_json(fs_http_req *req, fs_http_resp *resp, json_t **out)
+{
+    struct fs_err err = {0};
+    int rc = fs_http_req_json(req, out, &err);
+
+    if (rc == FS_EINVAL) {
+        (void)fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
+                              "Content-Type must be application/json");
+        return -1;
+    }
+    if (rc != 0) {
+        err.code = FS_EFORMAT;
+        (void)problem(resp, &err);
+        return -1;
+    }
+    return 0;
+}
+
+/* Current UTC time, ISO 8601 with seconds ("2026-11-23T10:00:00Z"), and as Unix seconds. */
+static double now_iso(char out[32])
+{
+    struct timeval tv;
+    struct tm tm;
+
+    gettimeofday(&tv, NULL);
+    gmtime_r(&tv.tv_sec, &tm);
+    strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return (double)tv.tv_sec + (double)tv.tv_usec * 1e-6;
+}
+
+static int parse_party(const char *s, uint32_t *out)
+{
+    uint32_t v = 0;
+
+    if (s == NULL || s[0] < '1' || s[0] > '9' || strlen(s) > 4) {
+        return -1;
+    }
+    for (size_t i = 0; s[i] != '\0'; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (uint32_t)(s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* Base URL for keys_url: http(s)://<Host header>, when the header is sane. */
+static void request_base_url(fs_http_req *req, const struct msk_app *app, char *out, size_t cap)
+{
+    const char *host = fs_http_req_header(req, "Host");
+    size_t n = host != NULL ? strlen(host) : 0;
+    int ok = n > 0 && n < 256;
+
+    for (size_t i = 0; ok && i < n; i++) {
+        char c = host[i];
+        ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '.' || c == '-' || c == ':' || c == '[' || c == ']';
+    }
+    if (ok) {
+        snprintf(out, cap, "%s://%s", app->tls ? "https" : "http", host);
+    } else {
+        snprintf(out, cap, "%s", app->fallback_url);
+    }
+}
+
+/* ------------------------------------------------------------ status documents */
+
+/* A copy of one masksets row (the store's rows are borrowed under its lock). */
+struct row_copy {
+    char *id;
+    char *job_id;
+    char *spec;
+    char *state;
+    char *created_at;
+    char *deleted_at;
+};
+
+static void row_copy_clear(struct row_copy *r)
+{
+    free(r->id);
+    free(r->job_id);
+    free(r->spec);
+    free(r->state);
+    free(r->created_at);
+    free(r->deleted_at);
+    memset(r, 0, sizeof *r);
+}
+
+static char *dup_or_null(const char *s)
+{
+    return s != NULL ? strdup(s) : NULL;
+}
+
+static int row_copy_set(struct row_copy *c, const struct msk_row *row, struct fs_err *err)
+{
+    c->id = dup_or_null(row->id);
+    c->job_id = dup_or_null(row->job_id);
+    c->spec = dup_or_null(row->spec);
+    c->state = dup_or_null(row->state);
+    c->created_at = dup_or_null(row->created_at);
+    c->deleted_at = dup_or_null(row->deleted_at);
+    if (c->id == NULL || c->job_id == NULL || c->spec == NULL || c->state == NULL ||
+        c->created_at == NULL || (row->deleted_at != NULL && c->deleted_at == NULL)) {
+        row_copy_clear(c);
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int copy_one(void *ctx, const struct msk_row *row, struct fs_err *err)
+{
+    return row_copy_set(ctx, row, err);
+}
+
+struct row_list {
+    struct row_copy *v;
+    size_t n;
+    size_t cap;
+};
+
+static int copy_many(void *ctx, const struct msk_row *row, struct fs_err *err)
+{
+    struct row_list *l = ctx;
+
+    if (l->n == l->cap) {
+        size_t ncap = l->cap != 0 ? 2 * l->cap : 16;
+        struct row_copy *nv = realloc(l->v, ncap * sizeof *nv);
+        if (nv == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+        l->v = nv;
+        l->cap = ncap;
+    }
+    memset(&l->v[l->n], 0, sizeof l->v[l->n]);
+    if (row_copy_set(&l->v[l->n], row, err) != 0) {
+        return FS_ENOMEM;
+    }
+    l->n++;
+    return 0;
+}
+
+/* Caps that accept every spec this server ever stored (the flags may have changed since). */
+static const struct msk_caps STORED_CAPS = {1000, FS_FEDSVD_MAX_DIM, UINT64_MAX};
+
+static int stored_spec(const char *text, struct msk_spec *spec, struct fs_err *err)
+{
+    json_error_t je;
+    json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
+    int rc;
+
+    memset(spec, 0, sizeof *spec);
+    if (j == NULL) {
+        return fs_err_set(err, FS_EINTERNAL, "stored spec is not JSON: %s", je.text);
+    }
+    rc = msk_spec_decode(j, &STORED_CAPS, spec, err);
+    json_decref(j);
+    if (rc != 0) {
+        return fs_err_set(err, FS_EINTERNAL, "stored spec is invalid");
+    }
+    return 0;
+}
+
+struct party_ctx {
+    const struct msk_spec *spec;
+    json_t *arr;
+};
+
+static json_t *str_or_null(const char *s)
+{
+    return s != NULL ? json_string(s) : json_null();
+}
+
+static int party_json(void *ctx, const struct msk_party_row *r, struct fs_err *err)
+{
+    struct party_ctx *pc = ctx;
+    const struct msk_spec *s = pc->spec;
+    json_t *o;
+
+    if (r->party < 1 || r->party > s->parties) {
+        return fs_err_set(err, FS_EINTERNAL, "stored party %u out of range", r->party);
+    }
+    o = json_pack(
+        "{s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "party", (json_int_t)r->party,
+        s->partition == FS_FEDSVD_SAMPLES ? "rows" : "cols", (json_int_t)s->sizes[r->party - 1],
+        "offset", (json_int_t)msk_spec_offset(s, r->party), "key_bytes",
+        (json_int_t)msk_spec_key_bytes(s, r->party), "downloads", (json_int_t)r->downloads,
+        "first_download_at", str_or_null(r->first_at), "last_download_at", str_or_null(r->last_at));
+    if (o == NULL || json_array_append_new(pc->arr, o) != 0) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+/* The MaskSet document of a row. @param out new reference. */
+static int status_json(struct msk_app *app, const struct row_copy *row, json_t **out,
+                       struct fs_err *err)
+{
+    struct msk_spec spec;
+    struct party_ctx pc = {NULL, NULL};
+    size_t rows;
+    size_t cols;
+    size_t bp;
+    size_t bs;
+    const char *state = row->state;
+    int rc;
+
+    *out = NULL;
+    rc = stored_spec(row->spec, &spec, err);
+    if (rc != 0) {
+        msk_spec_clear(&spec);
+        return rc;
+    }
+    pc.spec = &spec;
+    pc.arr = json_array();
+    if (pc.arr == NULL) {
+        msk_spec_clear(&spec);
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = msk_store_parties(app->st, row->id, party_json, &pc, err);
+    if (rc != 0) {
+        json_decref(pc.arr);
+        msk_spec_clear(&spec);
+        return rc;
+    }
+    if (strcmp(state, "active") == 0 && !msk_store_seed_exists(app->st, row->id)) {
+        state = "seed_missing";
+    }
+    msk_spec_shape(&spec, &rows, &cols);
+    msk_spec_blocks(&spec, &bp, &bs);
+    *out = json_pack("{s:s, s:s, s:s, s:s, s:[I,I], s:{s:I, s:I}, s:o, s:s, s:o}", "id", row->id,
+                     "job_id", row->job_id, "state", state, "partition",
+                     spec.partition == FS_FEDSVD_SAMPLES ? "samples" : "features", "shape",
+                     (json_int_t)rows, (json_int_t)cols, "block_size", "partitioned",
+                     (json_int_t)bp, "shared", (json_int_t)bs, "parties", pc.arr, "created_at",
+                     row->created_at, "deleted_at", str_or_null(row->deleted_at));
+    msk_spec_clear(&spec);
+    if (*out == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    return 0;
+}
+
+static int status_of(struct msk_app *app, const char *id, json_t **out, struct fs_err *err)
+{
+    struct row_copy row;
+    int rc;
+
+    memset(&row, 0, sizeof row);
+    rc = msk_store_get(app->st, id, copy_one, &row, err);
+    if (rc == 0) {
+        rc = status_json(app, &row, out, err);
+    }
+    row_copy_clear(&row);
+    return rc;
+}
+
+/* ------------------------------------------------------------ public endpoints */
+
+static int h_healthz(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return reply_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+
+    (void)req;
+    if (!atomic_load(&app->ready) || !msk_store_ping(app->st)) {
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
+                               "not ready: starting, stopping, or the database is not open");
+    }
+    return reply_json(resp, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+    struct fs_err err = {0};
+
+    (void)req;
+    if (app->openapi_path[0] == '\0' ||
+        fs_http_resp_file(resp, 200, "application/yaml", app->openapi_path, &err) != 0) {
+        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL,
+                               "this server was started without openapi.yaml (see --openapi)");
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ metrics */
+
+void msk_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx)
+{
+    struct msk_app *app = hook_ctx;
+    struct msk_metrics *m = app->metrics;
+    size_t i;
+
+    if (m == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&m->mu);
+    m->bytes_in += e->bytes_in;
+    m->bytes_out += e->bytes_out;
+    for (i = 0; i < m->nslots; i++) {
+        struct metric_slot *s = &m->slots[i];
+        if (s->status == e->status && strcmp(s->method, e->method) == 0 &&
+            strcmp(s->route, e->route) == 0) {
+            s->count++;
+            break;
+        }
+    }
+    if (i == m->nslots) {
+        if (m->nslots < METRIC_SLOTS) {
+            struct metric_slot *s = &m->slots[m->nslots++];
+            snprintf(s->method, sizeof s->method, "%s", e->method);
+            snprintf(s->route, sizeof s->route, "%s", e->route);
+            s->status = e->status;
+            s->count = 1;
+        } else {
+            m->overflow++;
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+}
+
+struct buf {
+    char *p;
+    size_t n;
+    size_t cap;
+    int oom;
+};
+
+static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void bprintf(struct buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    int k;
+
+    if (b->oom) {
+        return;
+    }
+    for (;;) {
+        va_start(ap, fmt);
+        k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
+        va_end(ap);
+        if (k < 0) {
+            b->oom = 1;
+            return;
+        }
+        if ((size_t)k < b->cap - b->n) {
+            b->n += (size_t)k;
+            return;
+        }
+        {
+            size_t ncap = (b->cap + (size_t)k + 1) * 2;
+            char *np = realloc(b->p, ncap);
+            if (np == NULL) {
+                b->oom = 1;
+                return;
+            }
+            b->p = np;
+            b->cap = ncap;
+        }
+    }
+}
+
+static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+    struct msk_metrics *m = app->metrics;
+    struct msk_keygen_stats ks;
+    struct fs_err err = {0};
+    uint64_t active = 0;
+    uint64_t deleted = 0;
+    struct buf b = {malloc(8192), 0, 8192, 0};
+
+    (void)req;
+    if (b.p == NULL) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    if (msk_store_counts(app->st, &active, &deleted, &err) != 0) {
+        fs_log_pack(FS_LOG_WARN, "metrics: cannot count mask sets", "{s:s}", "error", err.msg);
+    }
+    msk_keygen_stats(app->kg, &ks);
+    bprintf(&b,
+            "# HELP fedsvd_masksets Mask sets known to the server, by state.\n"
+            "# TYPE fedsvd_masksets gauge\n"
+            "fedsvd_masksets{state=\"active\"} %llu\nfedsvd_masksets{state=\"deleted\"} %llu\n",
+            (unsigned long long)active, (unsigned long long)deleted);
+    bprintf(&b,
+            "# HELP fedsvd_mask_keygen_running Key generations running now.\n"
+            "# TYPE fedsvd_mask_keygen_running gauge\nfedsvd_mask_keygen_running %llu\n"
+            "# HELP fedsvd_mask_keygen_waiting Key downloads waiting for a generation slot.\n"
+            "# TYPE fedsvd_mask_keygen_waiting gauge\nfedsvd_mask_keygen_waiting %llu\n",
+            (unsigned long long)ks.running, (unsigned long long)ks.waiting);
+    bprintf(&b,
+            "# HELP fedsvd_mask_keygen_seconds Time to generate and encode one party's keys.\n"
+            "# TYPE fedsvd_mask_keygen_seconds summary\n"
+            "fedsvd_mask_keygen_seconds_sum %.6f\nfedsvd_mask_keygen_seconds_count %llu\n"
+            "# HELP fedsvd_mask_keygen_seconds_max Longest key generation since start.\n"
+            "# TYPE fedsvd_mask_keygen_seconds_max gauge\nfedsvd_mask_keygen_seconds_max %.6f\n"
+            "# HELP fedsvd_mask_keygen_failures_total Key generations that failed.\n"
+            "# TYPE fedsvd_mask_keygen_failures_total counter\n"
+            "fedsvd_mask_keygen_failures_total %llu\n",
+            ks.seconds_sum, (unsigned long long)ks.done, ks.seconds_max,
+            (unsigned long long)ks.failed);
+    bprintf(&b,
+            "# HELP fedsvd_http_connections Open HTTP connections.\n"
+            "# TYPE fedsvd_http_connections gauge\nfedsvd_http_connections %u\n",
+            app->srv != NULL ? fs_http_server_connections(app->srv) : 0u);
+    pthread_mutex_lock(&m->mu);
+    bprintf(&b,
+            "# HELP fedsvd_mask_keys_served_total Party key blobs served.\n"
+            "# TYPE fedsvd_mask_keys_served_total counter\nfedsvd_mask_keys_served_total %llu\n"
+            "# HELP fedsvd_mask_keys_bytes_total Bytes of party key blobs served.\n"
+            "# TYPE fedsvd_mask_keys_bytes_total counter\nfedsvd_mask_keys_bytes_total %llu\n",
+            (unsigned long long)m->keys_served, (unsigned long long)m->keys_bytes);
+    bprintf(&b,
+            "# HELP fedsvd_bytes_received_total Request body bytes received.\n"
+            "# TYPE fedsvd_bytes_received_total counter\nfedsvd_bytes_received_total %llu\n"
+            "# HELP fedsvd_bytes_sent_total Response body bytes sent.\n"
+            "# TYPE fedsvd_bytes_sent_total counter\nfedsvd_bytes_sent_total %llu\n",
+            (unsigned long long)m->bytes_in, (unsigned long long)m->bytes_out);
+    bprintf(&b, "# HELP fedsvd_http_requests_total HTTP requests, by method, route and status.\n"
+                "# TYPE fedsvd_http_requests_total counter\n");
+    for (size_t i = 0; i < m->nslots; i++) {
+        bprintf(&b, "fedsvd_http_requests_total{method=\"%s\",route=\"%s\",status=\"%u\"} %llu\n",
+                m->slots[i].method, m->slots[i].route, m->slots[i].status,
+                (unsigned long long)m->slots[i].count);
+    }
+    if (m->overflow > 0) {
+        bprintf(&b,
+                "fedsvd_http_requests_total{method=\"OTHER\",route=\"other\",status=\"0\"} "
+                "%llu\n",
+                (unsigned long long)m->overflow);
+    }
+    pthread_mutex_unlock(&m->mu);
+    if (b.oom) {
+        free(b.p);
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    return fs_http_resp_bytes_owned(resp, 200, "text/plain; version=0.0.4; charset=utf-8", b.p,
+                                    b.n);
+}
+
+/* ------------------------------------------------------------ mask sets (admin) */
+
+/* New tokens and their digests for n parties. tokens: n x (FS_AUTH_TOKEN_GEN_LEN + 1). */
+static int make_tokens(uint32_t n, char (*tokens)[FS_AUTH_TOKEN_GEN_LEN + 1],
+                       uint8_t (*digests)[32], struct fs_err *err)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        int rc = fs_auth_token_generate(tokens[i], err);
+        if (rc == 0) {
+            rc = fs_auth_digest(tokens[i], FS_AUTH_TOKEN_GEN_LEN, digests[i], err);
+        }
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+/* Insert the mask set: seed file first, then the row (see store.h). */
+static int persist(struct msk_app *app, const char *id, const struct msk_spec *spec,
+                   const uint8_t (*digests)[32], struct fs_err *err)
+{
+    uint8_t seed[MSK_SEED_LEN];
+    char created[32];
+    double unix_s = now_iso(created);
+    char *text = NULL;
+    json_t *canon = msk_spec_encode(spec);
+    int rc;
+
+    if (canon == NULL || (text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS)) == NULL) {
+        json_decref(canon);
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    json_decref(canon);
+    rc = fs_rand_bytes(seed, sizeof seed, err);
+    if (rc == 0) {
+        rc = msk_store_seed_write(app->st, id, seed, err);
+    }
+    OPENSSL_cleanse(seed, sizeof seed);
+    if (rc == 0) {
+        rc = msk_store_insert(app->st, id, spec->job_id, text, created, unix_s, digests,
+                              spec->parties, err);
+        if (rc != 0) {
+            struct fs_err e2 = {0};
+            if (msk_store_seed_destroy(app->st, id, &e2) != 0) {
+                fs_log_pack(FS_LOG_ERROR, "cannot destroy the seed of a failed create",
+                            "{s:s, s:s}", "maskset", id, "error", e2.msg);
+            }
+        }
+    }
+    free(text);
+    return rc;
+}
+
+static json_t *credentials(const char *base, const char *id, uint32_t n,
+                           char (*tokens)[FS_AUTH_TOKEN_GEN_LEN + 1])
+{
+    json_t *arr = json_array();
+
+    for (uint32_t i = 0; arr != NULL && i < n; i++) {
+        char url[MSK_URL_MAX + 128];
+        snprintf(url, sizeof url, "%s/v1/masksets/%s/parties/%u/keys", base, id, i + 1);
+        if (json_array_append_new(arr, json_pack("{s:I, s:s, s:s}", "party", (json_int_t)(i + 1),
+                                                 "mask_token", tokens[i], "keys_url", url)) != 0) {
+            json_decref(arr);
+            return NULL;
+        }
+    }
+    return arr;
+}
+
+static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+    const struct msk_caps caps = {app->cfg->max_parties, app->cfg->max_dim,
+                                  app->cfg->max_key_bytes};
+    struct msk_spec spec;
+    struct fs_err err = {0};
+    char id[MSK_ID_LEN + 1];
+    char base[MSK_URL_MAX + 1];
+    char(*tokens)[FS_AUTH_TOKEN_GEN_LEN + 1] = NULL;
+    uint8_t(*digests)[32] = NULL;
+    json_t *body = NULL;
+    json_t *status = NULL;
+    json_t *creds = NULL;
+    size_t rows;
+    size_t cols;
+    int rc;
+
+    memset(&spec, 0, sizeof spec);
+    if (body_json(req, resp, &body) != 0) {
+        return 0;
+    }
+    rc = msk_spec_decode(body, &caps, &spec, &err);
+    json_decref(body);
+    if (rc != 0) {
+        rc = problem(resp, &err);
+        goto out;
+    }
+    tokens = calloc(spec.parties, sizeof *tokens);
+    digests = calloc(spec.parties, sizeof *digests);
+    if (tokens == NULL || digests == NULL) {
+        rc = fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory");
+        goto out;
+    }
+    if (msk_id_generate(id, &err) != 0 || make_tokens(spec.parties, tokens, digests, &err) != 0 ||
+        persist(app, id, &spec, (const uint8_t(*)[32])digests, &err) != 0 ||
+        status_of(app, id, &status, &err) != 0) {
+        rc = problem(resp, &err);
+        goto out;
+    }
+    if (spec.server_url[0] != '\0') {
+        snprintf(base, sizeof base, "%s", spec.server_url);
+    } else {
+        request_base_url(req, app, base, sizeof base);
+    }
+    creds = credentials(base, id, spec.parties, tokens);
+    if (creds == NULL) {
+        rc = fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+        goto out;
+    }
+    msk_spec_shape(&spec, &rows, &cols);
+    fs_log_pack(FS_LOG_INFO, "mask set created", "{s:s, s:s, s:s, s:i, s:I, s:I}", "maskset", id,
+                "job", spec.job_id, "partition",
+                spec.partition == FS_FEDSVD_SAMPLES ? "samples" : "features", "parties",
+                (int)spec.parties, "rows", (json_int_t)rows, "cols", (json_int_t)cols);
+    rc = reply_json(resp, 201, json_pack("{s:o, s:o}", "maskset", status, "parties", creds));
+    status = NULL;
+    creds = NULL;
+    if (rc == 0) {
+        char loc[64];
+        snprintf(loc, sizeof loc, "/v1/masksets/%s", id);
+        if (fs_http_resp_header(resp, "Location", loc) != 0) {
+            fs_log(FS_LOG_WARN, "cannot add Location", NULL);
+        }
+    }
+out:
+    json_decref(status);
+    json_decref(creds);
+    if (tokens != NULL) {
+        OPENSSL_cleanse(tokens, spec.parties * sizeof *tokens);
+    }
+    free(tokens);
+    free(digests);
+    msk_spec_clear(&spec);
+    return rc;
+}
+
+static int h_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+    const char *job_id = fs_http_req_query(req, "job_id");
+    const char *state = fs_http_req_query(req, "state");
+    struct row_list l = {NULL, 0, 0};
+    struct fs_err err = {0};
+    json_t *arr = NULL;
+    int rc;
+
+    if (state != NULL && strcmp(state, "active") != 0 && strcmp(state, "deleted") != 0) {
+        return fail(resp, FS_EINVAL, "state must be active or deleted");
+    }
+    if (job_id != NULL && (job_id[0] == '\0' || strlen(job_id) > MSK_JOB_ID_MAX)) {
+        return fail(resp, FS_EINVAL, "job_id must be 1..64 characters");
+    }
+    rc = msk_store_list(app->st, job_id, state, copy_many, &l, &err);
+    arr = json_array();
+    if (rc == 0 && arr == NULL) {
+        rc = fs_err_set(&err, FS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; rc == 0 && i < l.n; i++) {
+        json_t *s = NULL;
+        rc = status_json(app, &l.v[i], &s, &err);
+        if (rc == 0 && json_array_append_new(arr, s) != 0) {
+            rc = fs_err_set(&err, FS_ENOMEM, "out of memory");
+        }
+    }
+    for (size_t i = 0; i < l.n; i++) {
+        row_copy_clear(&l.v[i]);
+    }
+    free(l.v);
+    if (rc != 0) {
+        json_decref(arr);
+        return problem(resp, &err);
+    }
+    return reply_json(resp, 200, json_pack("{s:o}", "masksets", arr));
+}
+
+/* The {maskset} parameter for the admin: malformed ids are simply not found. */
+static const char *admin_id(fs_http_req *req, fs_http_resp *resp)
+{
+    const char *id = fs_http_req_param(req, "maskset");
+
+    if (!msk_id_valid(id)) {
+        (void)fail(resp, FS_ENOTFOUND, "no such mask set (ids look like m-<32 hex digits>)");
+        return NULL;
+    }
+    return id;
+}
+
+static int h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+    struct fs_err err = {0};
+    json_t *s = NULL;
+    const char *id = admin_id(req, resp);
+
+    if (id == NULL) {
+        return 0;
+    }
+    if (status_of(app, id, &s, &err) != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, 200, s);
+}
+
+static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+    struct fs_err err = {0};
+    char at[32];
+    int changed = 0;
+    json_t *s = NULL;
+    const char *id = admin_id(req, resp);
+
+    if (id == NULL) {
+        return 0;
+    }
+    (void)now_iso(at);
+    if (msk_store_mark_deleted(app->st, id, at, &changed, &err) != 0) {
+        return problem(resp, &err);
+    }
+    /* Also when it was deleted already: a crash may have left the seed behind. */
+    if (msk_store_seed_destroy(app->st, id, &err) != 0) {
+        return problem(resp, &err);
+    }
+    if (status_of(app, id, &s, &err) != 0) {
+        return problem(resp, &err);
+    }
+    if (changed) {
+        fs_log_pack(FS_LOG_INFO, "mask set deleted", "{s:s}", "maskset", id);
+    }
+    return reply_json(resp, 200, s);
+}
+
+/* ------------------------------------------------------------ keys (party) */
+
+/* Who may fetch {party}'s keys of {maskset}: 0 when the caller is that party, else a problem
+ * response is set. */
+static int keys_auth(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, const char *id,
+                     uint32_t *party)
+{
+    struct fs_err err = {0};
+    const char *tok = NULL;
+    size_t len = 0;
+    uint32_t want = 0;
+    uint32_t who = 0;
+    char state[16];
+    int rc;
+
+    if (fs_auth_parse_bearer(fs_http_req_header(req, "Authorization"), &tok, &len, &err) != 0) {
+        return problem(resp, &err) || 1;
+    }
+    if (fs_auth_check_token(app->admin, tok, len, NULL, NULL) == 0) {
+        return fs_http_problem(resp, 403, FS_PROBLEM_FORBIDDEN, NULL,
+                               "the admin token cannot download keys; use the party's mask "
+                               "token") ||
+               1;
+    }
+    if (!msk_id_valid(id)) {
+        return fail(resp, FS_EAUTH, "the token is not valid for this mask set") || 1;
+    }
+    rc = msk_store_match_token(app->st, id, tok, len, &who, state, &err);
+    if (rc == FS_ENOTFOUND || (rc == 0 && who == 0)) {
+        return fail(resp, FS_EAUTH, "the token is not valid for this mask set") || 1;
+    }
+    if (rc != 0) {
+        return problem(resp, &err) || 1;
+    }
+    if (parse_party(fs_http_req_param(req, "party"), &want) != 0 || want != who) {
+        return fs_http_problem(resp, 403, FS_PROBLEM_FORBIDDEN, NULL,
+                               "this mask token is party %u's: it can fetch only "
+                               "/v1/masksets/%s/parties/%u/keys",
+                               who, id, who) ||
+               1;
+    }
+    if (strcmp(state, "active") != 0) {
+        return fs_http_problem(resp, 410, PROBLEM_GONE, NULL,
+                               "mask set %s was deleted: its masks are gone for good", id) ||
+               1;
+    }
+    *party = who;
+    return 0;
+}
+
+static int send_keys(struct msk_app *app, fs_http_resp *resp, const char *job_id,
+                     struct msk_keys_out *k)
+{
+    int rc;
+
+    if (k->fd >= 0) {
+        rc = fs_http_resp_fd(resp, 200, "application/octet-stream", k->fd, k->len);
+        k->fd = -1; /* owned by the response now, also on failure */
+    } else {
+        rc = fs_http_resp_bytes(resp, 200, "application/octet-stream", k->buf, (size_t)k->len);
+    }
+    if (rc != 0) {
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot send the keys");
+    }
+    if (fs_http_resp_header(resp, "Cache-Control", "no-store") != 0 ||
+        fs_http_resp_header(resp, JOB_ID_HEADER, job_id) != 0) {
+        fs_log(FS_LOG_WARN, "cannot add a header to the keys response", NULL);
+    }
+    pthread_mutex_lock(&app->metrics->mu);
+    app->metrics->keys_served++;
+    app->metrics->keys_bytes += k->len;
+    pthread_mutex_unlock(&app->metrics->mu);
+    return 0;
+}
+
+/* 1 when mask set id is (still) active, 0 when not, -1 when that cannot be read. */
+static int still_active(struct msk_app *app, const char *id)
+{
+    struct row_copy row;
+    struct fs_err err = {0};
+    int active;
+
+    memset(&row, 0, sizeof row);
+    if (msk_store_get(app->st, id, copy_one, &row, &err) != 0) {
+        return -1;
+    }
+    active = strcmp(row.state, "active") == 0;
+    row_copy_clear(&row);
+    return active;
+}
+
+static int h_keys(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+    const char *id = fs_http_req_param(req, "maskset");
+    struct row_copy row;
+    struct msk_spec spec;
+    struct msk_keys_out keys = {-1, NULL, 0, 0.0};
+    struct fs_err err = {0};
+    uint8_t seed[MSK_SEED_LEN];
+    uint32_t party = 0;
+    char at[32];
+    int rc;
+
+    memset(&row, 0, sizeof row);
+    memset(&spec, 0, sizeof spec);
+    if (keys_auth(app, req, resp, id, &party) != 0) {
+        return 0;
+    }
+    rc = msk_store_get(app->st, id, copy_one, &row, &err);
+    if (rc == 0) {
+        rc = stored_spec(row.spec, &spec, &err);
+    }
+    if (rc == 0) {
+        rc = msk_store_seed_read(app->st, id, seed, &err);
+        if (rc == FS_ENOTFOUND && !msk_store_seed_exists(app->st, id) &&
+            still_active(app, id) == 0) {
+            rc = fs_http_problem(resp, 410, PROBLEM_GONE, NULL,
+                                 "mask set %s was deleted: its masks are gone for good", id);
+            goto out;
+        }
+        if (rc == FS_ENOTFOUND) {
+            fs_log_pack(FS_LOG_ERROR, "seed file missing", "{s:s}", "maskset", id);
+            rc = fs_err_set(&err, FS_ECONFLICT,
+                            "the seed of mask set %s is missing on the server; the operator "
+                            "must create a new mask set",
+                            id);
+        }
+    }
+    if (rc == 0) {
+        rc = msk_keygen_party(app->kg, &spec, seed, party, &keys, &err);
+        OPENSSL_cleanse(seed, sizeof seed);
+    }
+    if (rc == 0 && still_active(app, id) != 1) {
+        /* Deleted while we generated: do not hand out what the operator just revoked. */
+        msk_keys_out_release(&keys);
+        rc = fs_http_problem(resp, 410, PROBLEM_GONE, NULL,
+                             "mask set %s was deleted: its masks are gone for good", id);
+        goto out;
+    }
+    if (rc != 0) {
+        rc = problem(resp, &err);
+        goto out;
+    }
+    (void)now_iso(at);
+    if (msk_store_record_download(app->st, id, party, at, &err) != 0) {
+        fs_log_pack(FS_LOG_WARN, "cannot record a download", "{s:s}", "error", err.msg);
+    }
+    fs_log_pack(FS_LOG_INFO, "keys served", "{s:s, s:i, s:I, s:f}", "maskset", id, "party",
+                (int)party, "bytes", (json_int_t)keys.len, "keygen_s", keys.seconds);
+    rc = send_keys(app, resp, row.job_id, &keys);
+out:
+    msk_keys_out_release(&keys);
+    row_copy_clear(&row);
+    msk_spec_clear(&spec);
+    return rc;
+}
+
+/* ------------------------------------------------------------ registration */
+
+struct route_def {
+    const char *method;
+    const char *pattern;
+    uint64_t max_body;
+    int admin;
+    fs_http_handler_fn handler;
+};
+
+static const struct route_def ROUTES[] = {
+    {"GET", "/healthz", 0, 0, h_healthz},
+    {"GET", "/readyz", 0, 0, h_readyz},
+    {"GET", "/metrics", 0, 0, h_metrics},
+    {"GET", "/openapi.yaml", 0, 0, h_openapi},
+    {"POST", "/v1/masksets", SPEC_BODY, 1, h_create},
+    {"GET", "/v1/masksets", 0, 1, h_list},
+    {"GET", "/v1/masksets/{maskset}", 0, 1, h_get},
+    {"DELETE", "/v1/masksets/{maskset}", 0, 1, h_delete},
+    {"GET", "/v1/masksets/{maskset}/parties/{party}/keys", 0, 0, h_keys},
+};
+
+#define NROUTES (sizeof ROUTES / sizeof ROUTES[0])
+
+int msk_http_routes(struct msk_app *app, struct fs_err *err)
+{
+    for (size_t i = 0; i < NROUTES; i++) {
+        const struct route_def *d = &ROUTES[i];
+        struct fs_http_route r;
+        int rc;
+
+        memset(&r, 0, sizeof r);
+        r.method = d->method;
+        r.pattern = d->pattern;
+        r.handler = d->handler;
+        r.ctx = app;
+        r.max_body = d->max_body;
+        r.auth = d->admin ? app->admin : NULL; /* 401 before any body byte is read */
+        rc = fs_http_server_route(app->srv, &r, err);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int msk_http_init(struct msk_app *app, struct fs_err *err)
+{
+    app->metrics = calloc(1, sizeof *app->metrics);
+    if (app->metrics == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&app->metrics->mu, NULL);
+    return 0;
+}
+
+void msk_http_free(struct msk_app *app)
+{
+    if (app->metrics != NULL) {
+        pthread_mutex_destroy(&app->metrics->mu);
+        free(app->metrics);
+        app->metrics = NULL;
+    }
+}

@@ -1,0 +1,243 @@
+/* masking-server: creates the secret masks of FedSVD jobs and hands each
+ * party only its own keys (DESIGN.md §1, §5.2, §8; docs/wire-fedsvd.md).
+ *
+ * Threads: one HTTP thread per connection (libmicrohttpd
+ * THREAD_PER_CONNECTION), because a key download generates the party's slab
+ * in the request and that can take seconds: in a shared pool it would hold
+ * up every other connection of its thread. --max-connections bounds the
+ * threads, --keygen-concurrency the generations running at once. The main
+ * thread waits for SIGTERM/SIGINT, then stops accepting, lets requests in
+ * flight finish (--shutdown-grace-ms; waiting downloads get 503) and exits 0.
+ * Everything is in SQLite and the seed files before a 201 is sent, so a
+ * killed server loses nothing. */
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "http.h"
+#include "keygen.h"
+#include "net/auth.h"
+#include "net/http_server.h"
+#include "net/log.h"
+#include "store.h"
+
+static int mkdir_p(const char *path, struct fs_err *err)
+{
+    char buf[MSK_PATH_MAX];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof buf) {
+        return fs_err_set(err, FS_EINVAL, "--data-dir: bad path");
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+                return fs_err_set(err, FS_EIO, "mkdir %s: %s", buf, strerror(errno));
+            }
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+/* The data directory holds the seeds: refuse to share it with group or others. */
+static void private_dir(const char *path)
+{
+    struct stat sb;
+
+    if (stat(path, &sb) == 0 && (sb.st_mode & 077) != 0) {
+        if (chmod(path, sb.st_mode & 0700) == 0) {
+            fs_log_pack(FS_LOG_WARN, "--data-dir was accessible to others; made it 0700", "{s:s}",
+                        "data_dir", path);
+        } else {
+            fs_log_pack(FS_LOG_WARN, "--data-dir is accessible to others", "{s:s}", "data_dir",
+                        path);
+        }
+    }
+}
+
+/* Write "<port>\n" to path atomically (temp file, rename). */
+static int write_port_file(const char *path, uint16_t port, struct fs_err *err)
+{
+    char tmp[MSK_PATH_MAX + 16];
+    FILE *f;
+
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
+    f = fopen(tmp, "w");
+    if (f == NULL) {
+        return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+    }
+    fprintf(f, "%u\n", (unsigned)port);
+    if (fclose(f) != 0 || rename(tmp, path) != 0) {
+        (void)unlink(tmp);
+        return fs_err_set(err, FS_EIO, "%s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+/* openapi.yaml: the flag's, else the repository's (binary in <repo>/<build>/bin/), else an
+ * install path. */
+static void find_openapi(const struct msk_config *cfg, char *out, size_t cap)
+{
+    char exe[PATH_MAX];
+    ssize_t n;
+    const char *cands[3] = {"../../openapi.yaml", "../share/fedsvd/openapi.yaml", NULL};
+
+    out[0] = '\0';
+    if (cfg->openapi[0] != '\0') {
+        snprintf(out, cap, "%s", cfg->openapi);
+        return;
+    }
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        char *slash;
+        exe[n] = '\0';
+        slash = strrchr(exe, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            for (int i = 0; cands[i] != NULL; i++) {
+                char p[PATH_MAX + 64];
+                snprintf(p, sizeof p, "%s/%s", exe, cands[i]);
+                if (access(p, R_OK) == 0 && strlen(p) < cap) {
+                    snprintf(out, cap, "%s", p);
+                    return;
+                }
+            }
+        }
+    }
+    if (access("/usr/share/fedsvd/openapi.yaml", R_OK) == 0) {
+        snprintf(out, cap, "/usr/share/fedsvd/openapi.yaml");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    struct msk_config cfg;
+    struct msk_app app;
+    struct fs_http_server_config hcfg;
+    struct fs_err err = {0};
+    char host[256];
+    uint16_t port = 0;
+    sigset_t sigs;
+    size_t swept = 0;
+    int status = 1;
+    int sig = 0;
+
+    memset(&app, 0, sizeof app);
+    if (msk_config_parse(argc, argv, &cfg, &err) != 0) {
+        fprintf(stderr, "masking-server: %s\n", err.msg);
+        return 2;
+    }
+    if (cfg.help) {
+        msk_config_usage(stdout);
+        return 0;
+    }
+    fs_log_set_level(cfg.log_level);
+    if (fs_http_parse_listen(cfg.listen, host, sizeof host, &port, &err) != 0) {
+        fprintf(stderr, "masking-server: --listen: %s\n", err.msg);
+        return 2;
+    }
+    /* Every file this process creates (database, WAL, seeds) is private. */
+    umask(077);
+    /* Signals go to the main thread only: block them before any thread starts. */
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGTERM);
+    sigaddset(&sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+
+    app.cfg = &cfg;
+    app.tls = cfg.tls_cert[0] != '\0';
+    atomic_store(&app.ready, 0);
+    if (msk_http_init(&app, &err) != 0 || fs_auth_new(&app.admin, &err) != 0 ||
+        fs_auth_add_file(app.admin, cfg.admin_token_file, "admin", &err) != 0 ||
+        msk_keygen_new(cfg.keygen_concurrency, &app.kg, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    if (mkdir_p(cfg.data_dir, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    private_dir(cfg.data_dir);
+    if (msk_store_open(cfg.data_dir, cfg.fsync, &app.st, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    if (msk_store_sweep_seeds(app.st, &swept, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot clean up seed files", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    if (swept > 0) {
+        fs_log_pack(FS_LOG_WARN, "destroyed seed files without an active mask set", "{s:I}",
+                    "count", (json_int_t)swept);
+    }
+    find_openapi(&cfg, app.openapi_path, sizeof app.openapi_path);
+    if (app.openapi_path[0] == '\0') {
+        fs_log(FS_LOG_WARN, "no openapi.yaml found; /openapi.yaml answers 404", NULL);
+    }
+
+    fs_http_server_config_default(&hcfg);
+    hcfg.host = host;
+    hcfg.port = port;
+    hcfg.threads = 0; /* one thread per connection: see the comment at the top */
+    hcfg.max_connections = cfg.max_connections;
+    hcfg.timeout_s = cfg.idle_timeout_s;
+    hcfg.log_requests = 1;
+    hcfg.on_request = msk_http_on_request;
+    hcfg.hook_ctx = &app;
+    hcfg.tls_cert_file = app.tls ? cfg.tls_cert : NULL;
+    hcfg.tls_key_file = app.tls ? cfg.tls_key : NULL;
+    if (fs_http_server_new(&app.srv, &hcfg, &err) != 0 || msk_http_routes(&app, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot set up HTTP", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    if (fs_http_server_start(app.srv, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot listen", "{s:s, s:s}", "listen", cfg.listen, "error",
+                    err.msg);
+        goto out;
+    }
+    snprintf(app.fallback_url, sizeof app.fallback_url, "%s://%s%s%s:%u",
+             app.tls ? "https" : "http", strchr(host, ':') != NULL ? "[" : "",
+             strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host,
+             strchr(host, ':') != NULL ? "]" : "", (unsigned)fs_http_server_port(app.srv));
+    if (cfg.port_file[0] != '\0' &&
+        write_port_file(cfg.port_file, fs_http_server_port(app.srv), &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot write the port file", "{s:s}", "error", err.msg);
+        goto out;
+    }
+    atomic_store(&app.ready, 1);
+    fs_log_pack(FS_LOG_INFO, "listening", "{s:s, s:i, s:s, s:b}", "host", host, "port",
+                (int)fs_http_server_port(app.srv), "data_dir", cfg.data_dir, "tls", app.tls);
+
+    while (sigwait(&sigs, &sig) != 0) {
+    }
+    fs_log_pack(FS_LOG_INFO, "shutting down", "{s:s}", "signal",
+                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    atomic_store(&app.ready, 0);
+    msk_keygen_close(app.kg); /* downloads still waiting for a slot get 503 */
+    fs_http_server_stop(app.srv, cfg.shutdown_grace_ms);
+    status = 0;
+out:
+    msk_keygen_close(app.kg);
+    fs_http_server_free(app.srv);
+    msk_keygen_free(app.kg);
+    msk_store_close(app.st);
+    fs_auth_free(app.admin);
+    msk_http_free(&app);
+    if (status == 0) {
+        fs_log(FS_LOG_INFO, "stopped", NULL);
+    }
+    return status;
+}

@@ -1,0 +1,76 @@
+/* The mask-set resource of docs/wire-fedsvd.md: the MaskSetSpec decoder
+ * (POST /v1/masksets), its canonical stored form, mask-set ids, and the
+ * public geometry derived from a spec (offsets, effective block sizes, the
+ * size of each party's key blob). Pure: no I/O, no secrets.
+ *
+ * Decoder error codes as in api/wire.h: FS_EFORMAT malformed (400: not an
+ * object, missing field, wrong JSON type), FS_EINVAL well-formed but invalid
+ * (422: unknown field, ranges, caps). */
+#ifndef MSK_SPEC_H
+#define MSK_SPEC_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+#include "proto/fedsvd.h"
+
+#define MSK_ID_LEN     34  /* "m-" + 32 lower-case hex digits */
+#define MSK_JOB_ID_MAX 64  /* job_id, bytes */
+#define MSK_URL_MAX    512 /* server_url, bytes */
+
+/* Caps from the configuration. */
+struct msk_caps {
+    uint32_t max_parties;
+    uint64_t max_dim;
+    uint64_t max_key_bytes;
+};
+
+struct msk_spec {
+    char job_id[MSK_JOB_ID_MAX + 1];
+    enum fs_fedsvd_partition partition;
+    uint32_t parties;
+    size_t *sizes;            /* owned: parties entries, rows (samples) or cols (features) */
+    size_t shared;            /* the shared dimension: cols (samples) or rows (features) */
+    size_t block_partitioned; /* requested max block of the secret mask; 0 = default */
+    size_t block_shared;      /* requested max block of the shared mask; 0 = default */
+    char server_url[MSK_URL_MAX + 1]; /* "" = none (not stored) */
+};
+
+/**
+ * Decode and check a MaskSetSpec against caps.
+ * @param out filled; release with msk_spec_clear (also after a failure).
+ * @return 0, FS_EFORMAT, FS_EINVAL, FS_ENOMEM.
+ */
+FS_WUR int msk_spec_decode(const json_t *j, const struct msk_caps *caps, struct msk_spec *out,
+                           struct fs_err *err);
+
+/** Release what a spec owns and zero it. Accepts NULL. */
+void msk_spec_clear(struct msk_spec *s);
+
+/** Canonical JSON of the spec as stored (without server_url). New reference or NULL (OOM). */
+json_t *msk_spec_encode(const struct msk_spec *s);
+
+/** The library's job for this spec; job->sizes borrows s->sizes. */
+void msk_spec_job(const struct msk_spec *s, struct fs_fedsvd_job *job);
+
+/** Rows x cols of the federated matrix. */
+void msk_spec_shape(const struct msk_spec *s, size_t *rows, size_t *cols);
+
+/** Offset of party (1..parties) in the partitioned dimension. */
+size_t msk_spec_offset(const struct msk_spec *s, uint32_t party);
+
+/** Effective block sizes (what fs_fedsvd_maskset_new uses, clamped to the dimensions). */
+void msk_spec_blocks(const struct msk_spec *s, size_t *partitioned, size_t *shared);
+
+/** Exact length of party's fs_fedsvd_keys_encode blob (saturates at UINT64_MAX). */
+uint64_t msk_spec_key_bytes(const struct msk_spec *s, uint32_t party);
+
+/** 1 when s looks like a mask-set id this server issues. */
+int msk_id_valid(const char *s);
+
+/** A fresh mask-set id into out. @return 0 or FS_ECRYPTO. */
+FS_WUR int msk_id_generate(char out[MSK_ID_LEN + 1], struct fs_err *err);
+
+#endif

@@ -1,0 +1,703 @@
+/* SQLite and seed-file persistence: see store.h. */
+#include "store.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "net/auth.h"
+#include "spec.h"
+
+#define DIR_MAX 4200
+
+struct msk_store {
+    sqlite3 *db;
+    pthread_mutex_t mu;
+    char seeds[DIR_MAX]; /* <data-dir>/seeds */
+};
+
+static const char SCHEMA[] =
+    "CREATE TABLE IF NOT EXISTS masksets ("
+    "  id TEXT PRIMARY KEY,"
+    "  job_id TEXT NOT NULL,"
+    "  spec TEXT NOT NULL,"
+    "  state TEXT NOT NULL,"
+    "  created_at TEXT NOT NULL,"
+    "  created_unix REAL NOT NULL,"
+    "  deleted_at TEXT);"
+    "CREATE UNIQUE INDEX IF NOT EXISTS masksets_active_job ON masksets(job_id) "
+    "  WHERE state = 'active';"
+    "CREATE TABLE IF NOT EXISTS mask_parties ("
+    "  maskset_id TEXT NOT NULL REFERENCES masksets(id),"
+    "  party INTEGER NOT NULL,"
+    "  digest BLOB NOT NULL,"
+    "  downloads INTEGER NOT NULL DEFAULT 0,"
+    "  first_download_at TEXT,"
+    "  last_download_at TEXT,"
+    "  PRIMARY KEY (maskset_id, party));";
+
+static int db_err(msk_store *st, struct fs_err *err, const char *what)
+{
+    return fs_err_set(err, FS_EIO, "masking.db: %s: %s", what, sqlite3_errmsg(st->db));
+}
+
+static int mkdir_0700(const char *path, struct fs_err *err)
+{
+    if (mkdir(path, 0700) != 0 && errno != EEXIST) {
+        return fs_err_set(err, FS_EIO, "mkdir %s: %s", path, strerror(errno));
+    }
+    if (chmod(path, 0700) != 0) {
+        return fs_err_set(err, FS_EIO, "chmod %s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+int msk_store_open(const char *dir, int fsync_full, msk_store **out, struct fs_err *err)
+{
+    msk_store *st = NULL;
+    char path[DIR_MAX];
+    char *msg = NULL;
+    int rc = 0;
+
+    *out = NULL;
+    if ((size_t)snprintf(path, sizeof path, "%s/masking.db", dir) >= sizeof path) {
+        return fs_err_set(err, FS_EINVAL, "data dir path too long");
+    }
+    st = calloc(1, sizeof *st);
+    if (st == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&st->mu, NULL);
+    snprintf(st->seeds, sizeof st->seeds, "%s/seeds", dir);
+    rc = mkdir_0700(st->seeds, err);
+    if (rc != 0) {
+        goto out;
+    }
+    if (sqlite3_open_v2(path, &st->db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        NULL) != SQLITE_OK) {
+        rc = fs_err_set(err, FS_EIO, "%s: %s", path,
+                        st->db != NULL ? sqlite3_errmsg(st->db) : "cannot open");
+        goto out;
+    }
+    sqlite3_busy_timeout(st->db, 5000);
+    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL;", NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(st->db, fsync_full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;",
+                     NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(st->db, "PRAGMA foreign_keys=ON;", NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(st->db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
+        rc = fs_err_set(err, FS_EIO, "%s: %s", path, msg != NULL ? msg : "setup failed");
+        goto out;
+    }
+    /* The database holds no secret (token digests only), but keep it private anyway. */
+    (void)chmod(path, 0600);
+out:
+    sqlite3_free(msg);
+    if (rc != 0) {
+        msk_store_close(st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+void msk_store_close(msk_store *st)
+{
+    if (st == NULL) {
+        return;
+    }
+    if (st->db != NULL) {
+        sqlite3_close_v2(st->db);
+    }
+    pthread_mutex_destroy(&st->mu);
+    free(st);
+}
+
+int msk_store_ping(msk_store *st)
+{
+    int ok;
+
+    pthread_mutex_lock(&st->mu);
+    ok = sqlite3_exec(st->db, "SELECT 1;", NULL, NULL, NULL) == SQLITE_OK;
+    pthread_mutex_unlock(&st->mu);
+    return ok;
+}
+
+/* ------------------------------------------------------------ seeds */
+
+static int seed_path(const msk_store *st, const char *id, const char *suffix, char *out, size_t cap,
+                     struct fs_err *err)
+{
+    if (!msk_id_valid(id)) {
+        return fs_err_set(err, FS_EINVAL, "bad mask set id");
+    }
+    if ((size_t)snprintf(out, cap, "%s/%s%s", st->seeds, id, suffix) >= cap) {
+        return fs_err_set(err, FS_EINVAL, "seed path too long");
+    }
+    return 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return -1;
+        }
+        p += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static void fsync_dir(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+    if (fd >= 0) {
+        (void)fsync(fd);
+        close(fd);
+    }
+}
+
+int msk_store_seed_write(msk_store *st, const char *id, const uint8_t seed[MSK_SEED_LEN],
+                         struct fs_err *err)
+{
+    char tmp[DIR_MAX + 64];
+    char path[DIR_MAX + 64];
+    int fd;
+    int rc;
+
+    rc = seed_path(st, id, ".seed.tmp", tmp, sizeof tmp, err);
+    if (rc == 0) {
+        rc = seed_path(st, id, ".seed", path, sizeof path, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (access(path, F_OK) == 0) {
+        return fs_err_set(err, FS_ECONFLICT, "seed of %s exists", id);
+    }
+    fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
+    if (fd < 0) {
+        return fs_err_set(err, FS_EIO, "create %s: %s", tmp, strerror(errno));
+    }
+    if (fchmod(fd, 0600) != 0 || write_all(fd, seed, MSK_SEED_LEN) != 0 || fsync(fd) != 0) {
+        rc = fs_err_set(err, FS_EIO, "write %s: %s", tmp, strerror(errno));
+        close(fd);
+        (void)unlink(tmp);
+        return rc;
+    }
+    close(fd);
+    if (rename(tmp, path) != 0) {
+        rc = fs_err_set(err, FS_EIO, "rename %s: %s", tmp, strerror(errno));
+        (void)unlink(tmp);
+        return rc;
+    }
+    fsync_dir(st->seeds);
+    return 0;
+}
+
+int msk_store_seed_read(msk_store *st, const char *id, uint8_t seed[MSK_SEED_LEN],
+                        struct fs_err *err)
+{
+    char path[DIR_MAX + 64];
+    struct stat sb;
+    size_t got = 0;
+    int fd;
+    int rc = seed_path(st, id, ".seed", path, sizeof path, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0) {
+        return fs_err_set(err, errno == ENOENT ? FS_ENOTFOUND : FS_EIO, "open seed of %s: %s", id,
+                          strerror(errno));
+    }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size != MSK_SEED_LEN) {
+        close(fd);
+        return fs_err_set(err, FS_EIO, "seed of %s: not a %d-byte regular file", id, MSK_SEED_LEN);
+    }
+    while (got < MSK_SEED_LEN) {
+        ssize_t r = read(fd, seed + got, MSK_SEED_LEN - got);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            close(fd);
+            OPENSSL_cleanse(seed, MSK_SEED_LEN);
+            return fs_err_set(err, FS_EIO, "read seed of %s: %s", id,
+                              r < 0 ? strerror(errno) : "short");
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    return 0;
+}
+
+int msk_store_seed_exists(msk_store *st, const char *id)
+{
+    char path[DIR_MAX + 64];
+
+    if (seed_path(st, id, ".seed", path, sizeof path, NULL) != 0) {
+        return 0;
+    }
+    return access(path, F_OK) == 0;
+}
+
+/* Overwrite a file's bytes with zeros, fsync, unlink. Best effort on
+ * journaling/CoW file systems (see docs/wire-fedsvd.md). */
+static int destroy_file(const char *path, struct fs_err *err)
+{
+    static const uint8_t ZERO[256];
+    struct stat sb;
+    int fd = open(path, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+
+    if (fd < 0) {
+        if (errno == ENOENT) {
+            return 0;
+        }
+        return fs_err_set(err, FS_EIO, "open %s: %s", path, strerror(errno));
+    }
+    if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode)) {
+        off_t left = sb.st_size;
+        while (left > 0) {
+            size_t k = left > (off_t)sizeof ZERO ? sizeof ZERO : (size_t)left;
+            if (write_all(fd, ZERO, k) != 0) {
+                break;
+            }
+            left -= (off_t)k;
+        }
+        (void)fsync(fd);
+    }
+    close(fd);
+    if (unlink(path) != 0 && errno != ENOENT) {
+        return fs_err_set(err, FS_EIO, "unlink %s: %s", path, strerror(errno));
+    }
+    return 0;
+}
+
+int msk_store_seed_destroy(msk_store *st, const char *id, struct fs_err *err)
+{
+    char path[DIR_MAX + 64];
+    int rc = seed_path(st, id, ".seed", path, sizeof path, err);
+
+    if (rc == 0) {
+        rc = destroy_file(path, err);
+    }
+    if (rc == 0) {
+        fsync_dir(st->seeds);
+    }
+    return rc;
+}
+
+static int is_active(msk_store *st, const char *id)
+{
+    sqlite3_stmt *s = NULL;
+    int found = 0;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db, "SELECT 1 FROM masksets WHERE id = ? AND state = 'active';", -1,
+                           &s, NULL) == SQLITE_OK) {
+        sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+        found = sqlite3_step(s) == SQLITE_ROW;
+    } else {
+        found = 1; /* cannot tell: keep the seed */
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return found;
+}
+
+int msk_store_sweep_seeds(msk_store *st, size_t *n, struct fs_err *err)
+{
+    DIR *d = opendir(st->seeds);
+    struct dirent *e;
+    size_t count = 0;
+    int rc = 0;
+
+    if (n != NULL) {
+        *n = 0;
+    }
+    if (d == NULL) {
+        return fs_err_set(err, FS_EIO, "opendir %s: %s", st->seeds, strerror(errno));
+    }
+    while (rc == 0 && (e = readdir(d)) != NULL) {
+        char id[MSK_ID_LEN + 1];
+        char path[DIR_MAX + 300];
+        size_t len = strlen(e->d_name);
+        int orphan;
+
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        if (len > 9 && strcmp(e->d_name + len - 9, ".seed.tmp") == 0) {
+            orphan = 1;
+        } else if (len == MSK_ID_LEN + 5 && strcmp(e->d_name + MSK_ID_LEN, ".seed") == 0) {
+            memcpy(id, e->d_name, MSK_ID_LEN);
+            id[MSK_ID_LEN] = '\0';
+            orphan = !msk_id_valid(id) || !is_active(st, id);
+        } else {
+            continue; /* not ours: leave it */
+        }
+        if (!orphan) {
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", st->seeds, e->d_name);
+        rc = destroy_file(path, err);
+        count++;
+    }
+    closedir(d);
+    fsync_dir(st->seeds);
+    if (n != NULL) {
+        *n = count;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ mask sets */
+
+static int exec_locked(msk_store *st, const char *sql, struct fs_err *err)
+{
+    char *msg = NULL;
+
+    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+        int rc = fs_err_set(err, FS_EIO, "masking.db: %s", msg != NULL ? msg : "exec failed");
+        sqlite3_free(msg);
+        return rc;
+    }
+    return 0;
+}
+
+int msk_store_insert(msk_store *st, const char *id, const char *job_id, const char *spec_json,
+                     const char *created_at, double created_unix, const uint8_t (*digests)[32],
+                     uint32_t n, struct fs_err *err)
+{
+    sqlite3_stmt *s1 = NULL;
+    sqlite3_stmt *s2 = NULL;
+    int rc;
+
+    pthread_mutex_lock(&st->mu);
+    rc = exec_locked(st, "BEGIN IMMEDIATE;", err);
+    if (rc != 0) {
+        goto out;
+    }
+    if (sqlite3_prepare_v2(st->db,
+                           "INSERT INTO masksets (id, job_id, spec, state, created_at, "
+                           "created_unix) VALUES (?, ?, ?, 'active', ?, ?);",
+                           -1, &s1, NULL) != SQLITE_OK ||
+        sqlite3_prepare_v2(st->db,
+                           "INSERT INTO mask_parties (maskset_id, party, digest) VALUES (?, ?, ?);",
+                           -1, &s2, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto rollback;
+    }
+    sqlite3_bind_text(s1, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s1, 2, job_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s1, 3, spec_json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s1, 4, created_at, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s1, 5, created_unix);
+    if (sqlite3_step(s1) != SQLITE_DONE) {
+        if (sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_UNIQUE) {
+            rc = fs_err_set(err, FS_ECONFLICT,
+                            "job %s already has an active mask set (delete it first)", job_id);
+        } else {
+            rc = db_err(st, err, "insert mask set");
+        }
+        goto rollback;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        sqlite3_reset(s2);
+        sqlite3_bind_text(s2, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(s2, 2, (sqlite3_int64)i + 1);
+        sqlite3_bind_blob(s2, 3, digests[i], 32, SQLITE_STATIC);
+        if (sqlite3_step(s2) != SQLITE_DONE) {
+            rc = db_err(st, err, "insert party");
+            goto rollback;
+        }
+    }
+    rc = exec_locked(st, "COMMIT;", err);
+    if (rc == 0) {
+        goto out;
+    }
+rollback:
+    (void)sqlite3_exec(st->db, "ROLLBACK;", NULL, NULL, NULL);
+out:
+    sqlite3_finalize(s1);
+    sqlite3_finalize(s2);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+static const char *col_text(sqlite3_stmt *s, int i)
+{
+    return (const char *)sqlite3_column_text(s, i);
+}
+
+static int rows_run(msk_store *st, sqlite3_stmt *s, msk_row_fn cb, void *ctx, size_t *count,
+                    struct fs_err *err)
+{
+    int step;
+    int rc = 0;
+
+    *count = 0;
+    while (rc == 0 && (step = sqlite3_step(s)) == SQLITE_ROW) {
+        struct msk_row r;
+        r.id = col_text(s, 0);
+        r.job_id = col_text(s, 1);
+        r.spec = col_text(s, 2);
+        r.state = col_text(s, 3);
+        r.created_at = col_text(s, 4);
+        r.deleted_at = col_text(s, 5);
+        rc = cb(ctx, &r, err);
+        (*count)++;
+    }
+    if (rc == 0 && step != SQLITE_DONE) {
+        rc = db_err(st, err, "select");
+    }
+    return rc;
+}
+
+#define ROW_COLS "id, job_id, spec, state, created_at, deleted_at"
+
+int msk_store_get(msk_store *st, const char *id, msk_row_fn cb, void *ctx, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    size_t count = 0;
+    int rc;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db, "SELECT " ROW_COLS " FROM masksets WHERE id = ?;", -1, &s,
+                           NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    rc = rows_run(st, s, cb, ctx, &count, err);
+    if (rc == 0 && count == 0) {
+        rc = fs_err_set(err, FS_ENOTFOUND, "no mask set %s", msk_id_valid(id) ? id : "(malformed)");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int msk_store_list(msk_store *st, const char *job_id, const char *state, msk_row_fn cb, void *ctx,
+                   struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    size_t count = 0;
+    int rc;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT " ROW_COLS " FROM masksets WHERE (?1 IS NULL OR job_id = ?1) "
+                           "AND (?2 IS NULL OR state = ?2) ORDER BY created_unix DESC, id;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    if (job_id != NULL) {
+        sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+    }
+    if (state != NULL) {
+        sqlite3_bind_text(s, 2, state, -1, SQLITE_STATIC);
+    }
+    rc = rows_run(st, s, cb, ctx, &count, err);
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int msk_store_parties(msk_store *st, const char *id, msk_party_fn cb, void *ctx, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int step = SQLITE_DONE;
+    int rc = 0;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT party, downloads, first_download_at, last_download_at FROM "
+                           "mask_parties WHERE maskset_id = ? ORDER BY party;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    while (rc == 0 && (step = sqlite3_step(s)) == SQLITE_ROW) {
+        struct msk_party_row r;
+        r.party = (uint32_t)sqlite3_column_int64(s, 0);
+        r.downloads = (uint64_t)sqlite3_column_int64(s, 1);
+        r.first_at = col_text(s, 2);
+        r.last_at = col_text(s, 3);
+        rc = cb(ctx, &r, err);
+    }
+    if (rc == 0 && step != SQLITE_DONE) {
+        rc = db_err(st, err, "select parties");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int msk_store_match_token(msk_store *st, const char *id, const char *token, size_t len,
+                          uint32_t *party, char state[16], struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    uint8_t d[FS_AUTH_DIGEST_LEN];
+    uint32_t match = 0;
+    int step = SQLITE_DONE;
+    int rc;
+
+    *party = 0;
+    state[0] = '\0';
+    rc = fs_auth_digest(token, len, d, err);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db, "SELECT state FROM masksets WHERE id = ?;", -1, &s, NULL) !=
+        SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_ROW) {
+        rc = fs_err_set(err, FS_ENOTFOUND, "no mask set");
+        goto out;
+    }
+    snprintf(state, 16, "%s", col_text(s, 0) != NULL ? col_text(s, 0) : "");
+    sqlite3_finalize(s);
+    s = NULL;
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT party, digest FROM mask_parties WHERE maskset_id = ? ORDER BY "
+                           "party;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
+    /* Compare with every party (no early exit): the time depends only on K. */
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        const void *blob = sqlite3_column_blob(s, 1);
+        uint32_t p = (uint32_t)sqlite3_column_int64(s, 0);
+        int eq;
+        if (blob == NULL || sqlite3_column_bytes(s, 1) != FS_AUTH_DIGEST_LEN) {
+            continue;
+        }
+        eq = CRYPTO_memcmp(blob, d, FS_AUTH_DIGEST_LEN) == 0;
+        match = eq ? p : match;
+    }
+    if (step != SQLITE_DONE) {
+        rc = db_err(st, err, "select parties");
+        goto out;
+    }
+    *party = match;
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    OPENSSL_cleanse(d, sizeof d);
+    return rc;
+}
+
+int msk_store_mark_deleted(msk_store *st, const char *id, const char *deleted_at, int *changed,
+                           struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+
+    *changed = 0;
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "UPDATE masksets SET state = 'deleted', deleted_at = ? WHERE id = ? AND "
+                           "state = 'active';",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, deleted_at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, err, "update");
+        goto out;
+    }
+    *changed = sqlite3_changes(st->db) > 0;
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int msk_store_record_download(msk_store *st, const char *id, uint32_t party, const char *at,
+                              struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "UPDATE mask_parties SET downloads = downloads + 1, "
+                           "first_download_at = COALESCE(first_download_at, ?1), "
+                           "last_download_at = ?1 WHERE maskset_id = ?2 AND party = ?3;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, at, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(s, 3, party);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, err, "update download");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int msk_store_counts(msk_store *st, uint64_t *active, uint64_t *deleted, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int step;
+    int rc = 0;
+
+    *active = 0;
+    *deleted = 0;
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db, "SELECT state, COUNT(*) FROM masksets GROUP BY state;", -1, &s,
+                           NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *state = col_text(s, 0);
+        uint64_t c = (uint64_t)sqlite3_column_int64(s, 1);
+        if (state != NULL && strcmp(state, "active") == 0) {
+            *active = c;
+        } else if (state != NULL && strcmp(state, "deleted") == 0) {
+            *deleted = c;
+        }
+    }
+    if (step != SQLITE_DONE) {
+        rc = db_err(st, err, "count");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}

@@ -1,0 +1,136 @@
+/* Durable state of the masking server under --data-dir (created 0700):
+ *
+ *   masking.db   SQLite (WAL), file mode 0600:
+ *     masksets     one row per mask set: id, job_id, canonical spec (JSON),
+ *                  state (active | deleted), created_at, deleted_at; at most
+ *                  one active mask set per job_id (a partial unique index)
+ *     mask_parties per mask set and party: the SHA-256 digest of the party's
+ *                  mask token and its download counters
+ *   seeds/<id>.seed   the 32-byte master seed of an active mask set, mode
+ *                  0600, written to a temp file, fsynced and renamed; the
+ *                  only secret the server keeps. Destroyed (overwritten with
+ *                  zeros, fsynced, unlinked) when the mask set is deleted.
+ *
+ * Create order: seed file, then the database row; delete order: row, then
+ * seed file. msk_store_sweep_seeds (at start-up) destroys seed files that
+ * have no active row, so a crash between the two steps leaves no secret.
+ * One SQLite connection serialised by a mutex: safe from any thread. */
+#ifndef MSK_STORE_H
+#define MSK_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/err.h"
+
+#define MSK_SEED_LEN 32
+
+typedef struct msk_store msk_store;
+
+/**
+ * Open (create) <dir>/masking.db and <dir>/seeds/. fsync_full: SQLite
+ * synchronous=FULL, else NORMAL (seed files are always fsynced).
+ * @param out free with msk_store_close.
+ */
+FS_WUR int msk_store_open(const char *dir, int fsync_full, msk_store **out, struct fs_err *err);
+
+/** Close. Accepts NULL. */
+void msk_store_close(msk_store *st);
+
+/** 1 when the database answers a trivial query. */
+int msk_store_ping(msk_store *st);
+
+/* ---- seeds ---- */
+
+/** Write the seed of mask set id (0600, durable). @return 0, FS_EIO, FS_ECONFLICT (exists). */
+FS_WUR int msk_store_seed_write(msk_store *st, const char *id, const uint8_t seed[MSK_SEED_LEN],
+                                struct fs_err *err);
+
+/**
+ * Read the seed of mask set id into seed (the caller wipes it after use).
+ * @return 0, FS_ENOTFOUND (no seed file), FS_EIO (unreadable, wrong size).
+ */
+FS_WUR int msk_store_seed_read(msk_store *st, const char *id, uint8_t seed[MSK_SEED_LEN],
+                               struct fs_err *err);
+
+/** 1 when the seed file of id exists. */
+int msk_store_seed_exists(msk_store *st, const char *id);
+
+/** Overwrite with zeros, fsync and unlink the seed file of id (absent: 0). */
+FS_WUR int msk_store_seed_destroy(msk_store *st, const char *id, struct fs_err *err);
+
+/**
+ * Destroy every seed file (and temp file) under seeds/ that has no active
+ * mask set. @param n if not NULL, receives how many were destroyed.
+ */
+FS_WUR int msk_store_sweep_seeds(msk_store *st, size_t *n, struct fs_err *err);
+
+/* ---- mask sets ---- */
+
+/**
+ * Insert an active mask set and its n token digests (party 1..n) in one
+ * transaction. @return 0, FS_ECONFLICT (an active mask set for job_id
+ * exists), FS_EIO.
+ */
+FS_WUR int msk_store_insert(msk_store *st, const char *id, const char *job_id,
+                            const char *spec_json, const char *created_at, double created_unix,
+                            const uint8_t (*digests)[32], uint32_t n, struct fs_err *err);
+
+struct msk_row {
+    const char *id;
+    const char *job_id;
+    const char *spec; /* canonical spec JSON */
+    const char *state;
+    const char *created_at;
+    const char *deleted_at; /* NULL while active */
+};
+
+struct msk_party_row {
+    uint32_t party;
+    uint64_t downloads;
+    const char *first_at; /* NULL before the first download */
+    const char *last_at;
+};
+
+typedef int (*msk_row_fn)(void *ctx, const struct msk_row *row, struct fs_err *err);
+typedef int (*msk_party_fn)(void *ctx, const struct msk_party_row *row, struct fs_err *err);
+
+/** The mask set id (cb called once). @return 0, FS_ENOTFOUND, FS_EIO, or cb's error. */
+FS_WUR int msk_store_get(msk_store *st, const char *id, msk_row_fn cb, void *ctx,
+                         struct fs_err *err);
+
+/**
+ * Every mask set, newest first, optionally only those of job_id and/or in
+ * state (NULL = any). Rows are borrowed for the call.
+ */
+FS_WUR int msk_store_list(msk_store *st, const char *job_id, const char *state, msk_row_fn cb,
+                          void *ctx, struct fs_err *err);
+
+/** The party rows of mask set id, by party. */
+FS_WUR int msk_store_parties(msk_store *st, const char *id, msk_party_fn cb, void *ctx,
+                             struct fs_err *err);
+
+/**
+ * Which party of mask set id the token belongs to: compares its SHA-256
+ * with every party's digest in constant time. *party = 0 when none matches.
+ * state (16 bytes) receives the mask set's state.
+ * @return 0, FS_ENOTFOUND (no such mask set), FS_EIO, FS_ECRYPTO.
+ */
+FS_WUR int msk_store_match_token(msk_store *st, const char *id, const char *token, size_t len,
+                                 uint32_t *party, char state[16], struct fs_err *err);
+
+/**
+ * Mark id deleted (at deleted_at). *changed = 1 when it was active.
+ * @return 0, FS_ENOTFOUND, FS_EIO.
+ */
+FS_WUR int msk_store_mark_deleted(msk_store *st, const char *id, const char *deleted_at,
+                                  int *changed, struct fs_err *err);
+
+/** Count one served download of party's keys at time `at`. */
+FS_WUR int msk_store_record_download(msk_store *st, const char *id, uint32_t party, const char *at,
+                                     struct fs_err *err);
+
+/** Mask sets by state (for /metrics). */
+FS_WUR int msk_store_counts(msk_store *st, uint64_t *active, uint64_t *deleted, struct fs_err *err);
+
+#endif

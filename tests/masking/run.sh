@@ -1,0 +1,350 @@
+#!/usr/bin/env bash
+# masking-server against the real binary on 127.0.0.1 with curl
+# (docs/wire-fedsvd.md): configuration (flags, FEDSVD_* variables, --help),
+# health/metrics/openapi, creating a mask set, each party downloading its own
+# keys, every error reply (401/403/404/400/409/410/413/415/422), logs free of
+# tokens, SIGTERM exit 0, a restart serving identical keys, DELETE destroying
+# the seed, and health answering while a large slab is being generated.
+# The numeric checks (slabs stack to an orthogonal A, B from its seed, a whole
+# FedSVD on the served keys) are in tests/unit/test_masksrv_e2e.c.
+#
+#   tests/masking/run.sh [BIN_DIR]      (default build/bin)
+# Ends with "masking: P passed, F failed"; exits non-zero on a failure.
+set -u
+BIN=${1:-build/bin}
+SRV=$BIN/masking-server
+pass=0
+failn=0
+finish() {
+  echo "masking: $pass passed, $failn failed"
+  [ "$failn" -eq 0 ]
+  exit $?
+}
+check() {
+  local name=$1; shift
+  if "$@"; then pass=$((pass + 1)); echo "ok   $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
+}
+HERE=$(cd "$(dirname "$0")" && pwd)
+JLIB=$HERE/../lib/json.mjs
+if [ ! -x "$SRV" ] || ! command -v curl >/dev/null || ! command -v node >/dev/null; then
+  echo "FAIL need $SRV, curl and node"
+  failn=1
+  finish
+fi
+
+T=$(mktemp -d)
+SPID=
+cleanup() {
+  [ -n "$SPID" ] && kill -TERM "$SPID" 2>/dev/null && wait "$SPID" 2>/dev/null
+  [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
+  rm -rf "$T"
+}
+trap cleanup EXIT
+
+ADMIN=masking-admin-token-0123456789abcdef
+printf '%s\n' "$ADMIN" >"$T/admin.token"
+chmod 600 "$T/admin.token"
+DATA=$T/data
+LOG=$T/server.log
+
+# ---- configuration
+"$SRV" --help >"$T/help.txt" 2>&1
+check "--help exits 0" test $? -eq 0
+check "--help lists every flag and variable" bash -c '
+  for f in --listen --data-dir --admin-token-file --port-file --log-level --max-parties --max-dim \
+           --max-key-bytes --keygen-concurrency --max-connections --shutdown-grace-ms --openapi \
+           --tls-cert --tls-key --fsync FEDSVD_LISTEN FEDSVD_DATA_DIR FEDSVD_ADMIN_TOKEN_FILE \
+           FEDSVD_MAX_PARTIES FEDSVD_MAX_DIM FEDSVD_PORT_FILE 127.0.0.1:8445; do
+    grep -q -- "$f" "$1" || { echo "missing $f"; exit 1; }
+  done' _ "$T/help.txt"
+"$SRV" --no-such-flag 2>/dev/null
+check "unknown flag exits 2" test $? -eq 2
+"$SRV" --data-dir "$T/x" 2>/dev/null
+check "missing --admin-token-file exits 2" test $? -eq 2
+FEDSVD_MAX_DIM=abc "$SRV" --admin-token-file "$T/admin.token" 2>/dev/null
+check "bad FEDSVD_MAX_DIM exits 2" test $? -eq 2
+
+# Started from the environment only (flags are tested by the unit e2e test).
+start() {
+  rm -f "$T/port"
+  FEDSVD_LISTEN=127.0.0.1:0 FEDSVD_PORT_FILE="$T/port" FEDSVD_DATA_DIR="$DATA" \
+  FEDSVD_ADMIN_TOKEN_FILE="$T/admin.token" FEDSVD_MAX_PARTIES=4 FEDSVD_MAX_DIM=100000 \
+  FEDSVD_MAX_KEY_BYTES=400000000 FEDSVD_LOG_LEVEL=debug \
+    "$SRV" 2>>"$LOG" &
+  SPID=$!
+  for _ in $(seq 400); do [ -s "$T/port" ] && break; sleep 0.025; done
+  U=http://127.0.0.1:$(cat "$T/port" 2>/dev/null)
+  for _ in $(seq 200); do curl -sf "$U/readyz" >/dev/null 2>&1 && return 0; sleep 0.025; done
+  return 1
+}
+stop() { # -> exit status of the server
+  kill -TERM "$SPID"
+  wait "$SPID"
+  local st=$?
+  SPID=
+  return $st
+}
+check "starts from FEDSVD_* variables, writes the port file" start
+
+# req METHOD PATH TOKEN [curl args...]: sets CODE, body in $T/body, headers in $T/hdr
+req() {
+  local m=$1 p=$2 tok=$3; shift 3
+  local auth=()
+  [ -n "$tok" ] && auth=(-H "Authorization: Bearer $tok")
+  CODE=$(curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -X "$m" "${auth[@]}" "$@" "$U$p")
+}
+post_spec() { # TOKEN JSON
+  req POST /v1/masksets "$1" -H 'Content-Type: application/json' --data-binary "$2"
+}
+# jget PATH: a field of the JSON in $T/body (tests/lib/json.mjs get: .a.b[0], [*], .length)
+jget() { node "$JLIB" get "$T/body" "$1"; }
+is_problem() { # STATUS CODE
+  [ "$CODE" = "$1" ] && grep -qi '^content-type: application/problem+json' "$T/hdr" &&
+    [ "$(jget ".code")" = "$2" ] && [ "$(jget ".status")" = "$1" ]
+}
+expect() { # NAME STATUS CODE -- after a req
+  local name=$1 st=$2 code=$3
+  if is_problem "$st" "$code"; then check "$name" true; else
+    echo "     got $CODE: $(head -c 300 "$T/body")"; check "$name" false; fi
+}
+
+# schema NAME FILE WHAT: the JSON in FILE matches openapi.yaml's
+# components/schemas/NAME ("list:NAME": {"masksets": [NAME]}), JSON Schema
+# 2020-12 with ajv (tests/lib/json.mjs schema). js-yaml and ajv are pinned in
+# tests/contract/package.json; without them (make contract-deps) the check fails.
+OPENAPI=$HERE/../../openapi.yaml
+schema() {
+  local out rc
+  out=$(node "$JLIB" schema "$OPENAPI" "$1" "$2" 2>&1)
+  rc=$?
+  [ -n "$out" ] && echo "$out"
+  check "matches the OpenAPI schema $1 ($3)" test $rc -eq 0
+}
+
+# ---- health, metrics, openapi
+req GET /healthz ""
+check "healthz 200" test "$CODE" = 200
+req GET /readyz ""
+check "readyz 200" test "$CODE" = 200
+req GET /metrics ""
+check "metrics (Prometheus text)" bash -c '[ "$1" = 200 ] && grep -q "^fedsvd_masksets{state=\"active\"} 0" "$2" &&
+  grep -q "^# TYPE fedsvd_mask_keygen_seconds summary" "$2"' _ "$CODE" "$T/body"
+req GET /openapi.yaml ""
+check "openapi.yaml served and describes /v1/masksets" bash -c '[ "$1" = 200 ] && grep -q "/v1/masksets/{maskset}/parties/{party}/keys:" "$2"' _ "$CODE" "$T/body"
+
+# ---- create
+SPEC='{"job_id":"j-00112233445566778899aabbccddeeff","partition":"samples","parties":[{"party":1,"rows":30},{"party":2,"rows":45},{"party":3,"rows":25}],"cols":16}'
+post_spec "$ADMIN" "$SPEC"
+check "create 201" test "$CODE" = 201
+cp "$T/body" "$T/created.json"
+schema MaskSetCreated "$T/created.json" "create response"
+printf '%s' "$SPEC" >"$T/spec.json"
+schema MaskSetSpec "$T/spec.json" "the request"
+ID=$(jget ".maskset.id")
+TOK1=$(jget ".parties[0].mask_token")
+TOK2=$(jget ".parties[1].mask_token")
+TOK3=$(jget ".parties[2].mask_token")
+KB1=$(jget ".maskset.parties[0].key_bytes")
+check "create: Location header" grep -qi "^location: /v1/masksets/$ID" "$T/hdr"
+check "create: id and 43-char tokens" bash -c '[[ "$1" =~ ^m-[0-9a-f]{32}$ ]] && [ ${#2} -eq 43 ] && [ ${#3} -eq 43 ] && [ "$2" != "$3" ]' _ "$ID" "$TOK1" "$TOK2"
+check "create: keys_url and status fields" node - "$T/created.json" "$U" <<'JS'
+const assert = require('node:assert');
+const d = JSON.parse(require('node:fs').readFileSync(process.argv[2], 'utf8'));
+const base = process.argv[3];
+const m = d.maskset;
+assert.deepStrictEqual([m.state, m.partition, m.shape], ['active', 'samples', [100, 16]]);
+assert.deepStrictEqual(m.block_size, { partitioned: 100, shared: 16 });
+assert.deepStrictEqual(m.parties.map((p) => p.offset), [0, 30, 75]);
+assert.deepStrictEqual(m.parties.map((p) => p.rows), [30, 45, 25]);
+assert(m.parties.every((p) => p.downloads === 0 && p.first_download_at === null), JSON.stringify(m.parties));
+d.parties.forEach((p, i) =>
+  assert.strictEqual(p.keys_url, `${base}/v1/masksets/${m.id}/parties/${i + 1}/keys`));
+JS
+SEED=$DATA/seeds/$ID.seed
+check "seed file 0600, 32 bytes, data dir 0700" bash -c '[ "$(stat -c %a "$1")" = 600 ] && [ "$(stat -c %s "$1")" = 32 ] && [ "$(stat -c %a "$2")" = 700 ] && [ "$(stat -c %a "$2/masking.db")" = 600 ]' _ "$SEED" "$DATA"
+
+# ---- keys: each party its own
+req GET "/v1/masksets/$ID/parties/1/keys" "$TOK1"
+cp "$T/body" "$T/keys1.bin"
+check "party 1 gets its keys (200, octet-stream)" bash -c '[ "$1" = 200 ] && grep -qi "^content-type: application/octet-stream" "$2"' _ "$CODE" "$T/hdr"
+check "keys: FSVDKEY1 blob of key_bytes bytes" bash -c '[ "$(head -c 8 "$1")" = FSVDKEY1 ] && [ "$(stat -c %s "$1")" = "$2" ]' _ "$T/keys1.bin" "$KB1"
+check "keys: X-Fedsvd-Job-Id and Cache-Control: no-store" bash -c 'grep -qi "^x-fedsvd-job-id: j-00112233445566778899aabbccddeeff" "$1" && grep -qi "^cache-control: no-store" "$1"' _ "$T/hdr"
+check "keys: party, offset and size in the header" node - "$T/keys1.bin" <<'JS'
+const b = require('node:fs').readFileSync(process.argv[2]);
+const u32 = [0, 1, 2].map((i) => b.readUInt32LE(8 + 4 * i)); // party, parties, partition (+1 reserved)
+const u64 = [0, 1, 2, 3, 4].map((i) => b.readBigUInt64LE(24 + 8 * i)); // rows, cols, offset, size, block
+const got = [...u32, ...u64.slice(0, 4).map(Number)];
+require('node:assert').deepStrictEqual(got, [1, 3, 0, 100, 16, 0, 30]);
+JS
+req GET "/v1/masksets/$ID/parties/2/keys" "$TOK2"
+cp "$T/body" "$T/keys2.bin"
+check "party 2 gets its keys" test "$CODE" = 200
+check "the parties share B's seed and the group key, not the slab" node - "$T/keys1.bin" "$T/keys2.bin" <<'JS'
+const fs = require('node:fs');
+const [a, b] = [fs.readFileSync(process.argv[2]), fs.readFileSync(process.argv[3])];
+process.exit(a.subarray(64, 128).equals(b.subarray(64, 128)) && !a.subarray(136).equals(b.subarray(136)) ? 0 : 1);
+JS
+
+# ---- keys: who may not
+req GET "/v1/masksets/$ID/parties/1/keys" "$TOK2"
+expect "another party's token: 403" 403 forbidden
+schema Problem "$T/body" "a 403"
+req GET "/v1/masksets/$ID/parties/3/keys" "$TOK1"
+expect "party 1's token on party 3's keys: 403" 403 forbidden
+req GET "/v1/masksets/$ID/parties/1/keys" "$ADMIN"
+expect "the admin token cannot download keys: 403" 403 forbidden
+req GET "/v1/masksets/$ID/parties/1/keys" "made-up-token-0123456789abcdef"
+expect "unknown token: 401" 401 unauthorized
+req GET "/v1/masksets/$ID/parties/1/keys" ""
+expect "no token: 401" 401 unauthorized
+check "401 carries WWW-Authenticate: Bearer" grep -qi '^www-authenticate: bearer' "$T/hdr"
+req GET "/v1/masksets/$ID/parties/1/keys" "" -H "Authorization: Basic dXNlcjpwYXNz"
+expect "other auth scheme: 401" 401 unauthorized
+req GET "/v1/masksets/m-00000000000000000000000000000000/parties/1/keys" "$TOK1"
+expect "unknown mask set with a party token: 401" 401 unauthorized
+req GET "/v1/masksets/not-an-id/parties/1/keys" "$TOK1"
+expect "malformed mask set id with a party token: 401" 401 unauthorized
+req GET "/v1/masksets/$ID/parties/0/keys" "$TOK1"
+expect "party 0: 403" 403 forbidden
+req GET "/v1/masksets/$ID/parties/abc/keys" "$TOK1"
+expect "party abc: 403" 403 forbidden
+req POST "/v1/masksets/$ID/parties/1/keys" "$TOK1"
+check "POST on keys: 405" test "$CODE" = 405
+
+# a second mask set: its tokens do not open the first
+post_spec "$ADMIN" '{"job_id":"j-other","partition":"features","parties":[{"party":1,"cols":3},{"party":2,"cols":4}],"rows":9}'
+check "features mask set 201" test "$CODE" = 201
+schema MaskSetCreated "$T/body" "features create response"
+ID2=$(jget ".maskset.id")
+OTOK1=$(jget ".parties[0].mask_token")
+check "features status: shape [9, 7], cols per party" bash -c '[ "$(node "$2" get "$1" ".maskset.shape") $(node "$2" get "$1" ".maskset.parties[*].cols")" = "[9,7] [3,4]" ]' _ "$T/body" "$JLIB"
+req GET "/v1/masksets/$ID/parties/1/keys" "$OTOK1"
+expect "another mask set's token: 401" 401 unauthorized
+req GET "/v1/masksets/$ID2/parties/1/keys" "$OTOK1"
+check "features party 1 gets its keys" test "$CODE" = 200
+
+# ---- admin routes
+req GET /v1/masksets ""
+expect "list without a token: 401" 401 unauthorized
+req GET /v1/masksets "$TOK1"
+expect "list with a mask token: 401" 401 unauthorized
+req GET "/v1/masksets/$ID" "$TOK1"
+expect "status with a mask token: 401" 401 unauthorized
+req GET /v1/masksets "$ADMIN"
+schema list:MaskSet "$T/body" "list"
+check "list: both, newest first" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".masksets[*].id")" = "[\"$5\",\"$4\"]" ]' _ "$CODE" "$T/body" "$JLIB" "$ID" "$ID2"
+req GET "/v1/masksets?job_id=j-other" "$ADMIN"
+check "list ?job_id filters" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".masksets.length")" = 1 ]' _ "$CODE" "$T/body" "$JLIB"
+req GET "/v1/masksets?state=bogus" "$ADMIN"
+expect "list ?state=bogus: 422" 422 invalid
+req GET "/v1/masksets/$ID" "$ADMIN"
+schema MaskSet "$T/body" "status after downloads"
+check "status: party 1 and 2 downloaded, 3 not" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".parties[*].downloads")" = "[1,1,0]" ]' _ "$CODE" "$T/body" "$JLIB"
+check "status holds no secret" bash -c '! grep -q -e "$2" -e "$3" -e seed "$1"' _ "$T/body" "$TOK1" "$TOK2"
+req GET /v1/masksets/m-00000000000000000000000000000000 "$ADMIN"
+expect "unknown id (admin): 404" 404 not_found
+req GET /v1/masksets/whatever "$ADMIN"
+expect "malformed id (admin): 404" 404 not_found
+req DELETE /v1/masksets/m-00000000000000000000000000000000 "$ADMIN"
+expect "delete unknown id: 404" 404 not_found
+
+# ---- bad specs
+bad() { # NAME STATUS CODE JSON
+  post_spec "$ADMIN" "$4"
+  expect "$1" "$2" "$3"
+}
+P2='"parties":[{"party":1,"rows":3},{"party":2,"rows":4}]'
+bad "malformed JSON: 400" 400 bad_request '{"job_id":'
+bad "not an object: 400" 400 bad_request '[1,2]'
+bad "missing job_id: 400" 400 bad_request "{\"partition\":\"samples\",$P2,\"cols\":5}"
+bad "missing cols: 400" 400 bad_request "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2}"
+bad "rows as a string: 400" 400 bad_request '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":"3"}],"cols":5}'
+bad "rows 2.5: 400" 400 bad_request '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":2.5}],"cols":5}'
+bad "block_size a string: 400" 400 bad_request "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"block_size\":\"big\"}"
+bad "unknown field: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"seed\":\"x\"}"
+bad "unknown party field: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":3,"name":"x"}],"cols":5}'
+bad "unknown block_size field: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"block_size\":{\"a\":2}}"
+bad "partition bogus: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"diagonal\",$P2,\"cols\":5}"
+bad "rows at top level of a samples job: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"rows\":7}"
+bad "cols per party in a samples job: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"cols":3}],"cols":5}'
+bad "parties out of order: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":2,"rows":3},{"party":1,"rows":4}],"cols":5}'
+bad "party id gap: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":3},{"party":3,"rows":4}],"cols":5}'
+bad "rows 0: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":0}],"cols":5}'
+bad "cols -1: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":-1}"
+bad "no parties: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[],"cols":5}'
+bad "too many parties (5 > --max-parties 4): 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":1},{"party":2,"rows":1},{"party":3,"rows":1},{"party":4,"rows":1},{"party":5,"rows":1}],"cols":5}'
+bad "cols over --max-dim: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":100001}"
+bad "rows add up over --max-dim: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":60000},{"party":2,"rows":60000}],"cols":5}'
+bad "key blob over --max-key-bytes: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":90000}],"cols":5}'
+bad "block_size 0: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"block_size\":0}"
+bad "job_id with a slash: 422" 422 invalid "{\"job_id\":\"j/../b\",\"partition\":\"samples\",$P2,\"cols\":5}"
+bad "job_id too long: 422" 422 invalid "{\"job_id\":\"$(printf 'j%.0s' $(seq 65))\",\"partition\":\"samples\",$P2,\"cols\":5}"
+bad "server_url not http: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"server_url\":\"ftp://x\"}"
+bad "a second active mask set for a job: 409" 409 conflict "{\"job_id\":\"j-other\",\"partition\":\"samples\",$P2,\"cols\":5}"
+req POST /v1/masksets "$ADMIN" -H 'Content-Type: text/plain' --data-binary "$SPEC"
+expect "wrong Content-Type: 415" 415 unsupported_media_type
+{ printf '{"job_id": "j-big", "partition": "samples", "parties": [{"party": 1, "rows": 3}], "cols": 5, "pad": "'
+  head -c 300000 /dev/zero | tr '\0' x
+  printf '"}\n'; } >"$T/big.json"
+req POST /v1/masksets "$ADMIN" -H 'Content-Type: application/json' --data-binary "@$T/big.json"
+expect "body over 256 KiB: 413 (the HTTP framework's code)" 413 body_too_large
+post_spec "$TOK1" "$SPEC"
+expect "create with a mask token: 401" 401 unauthorized
+post_spec "" "$SPEC"
+expect "create without a token: 401" 401 unauthorized
+post_spec "$ADMIN" "{\"job_id\":\"j-url\",\"partition\":\"samples\",$P2,\"cols\":5,\"server_url\":\"https://mask.example:9000\"}"
+check "server_url goes into keys_url" bash -c '[ "$1" = 201 ] && grep -q "\"keys_url\":\"https://mask.example:9000/v1/masksets/" "$2"' _ "$CODE" "$T/body"
+req GET /healthz ""
+check "still healthy after the bad requests" test "$CODE" = 200
+
+# ---- health answers while a large slab is generated (one thread per connection)
+post_spec "$ADMIN" '{"job_id":"j-slow","partition":"samples","parties":[{"party":1,"rows":6000}],"cols":8}'
+BIGTOK=$(jget ".parties[0].mask_token")
+BIGID=$(jget ".maskset.id")
+curl -s -o "$T/bigkeys.bin" -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $BIGTOK" \
+  "$U/v1/masksets/$BIGID/parties/1/keys" >"$T/bigkeys.out" &
+DL=$!
+sleep 0.3
+HZ=$(curl -s -o /dev/null -w '%{time_total}' "$U/healthz")
+wait $DL
+echo "     6000-row slab: $(cat "$T/bigkeys.out") (status, seconds); healthz meanwhile: ${HZ}s"
+check "big slab served" bash -c '[ "$(cut -d" " -f1 "$1")" = 200 ]' _ "$T/bigkeys.out"
+check "healthz answered during key generation (< 1 s)" awk -v t="$HZ" 'BEGIN { exit !(t ~ /^[0-9]+(\.[0-9]*)?$/ && t + 0 < 1.0) }'
+req GET /metrics ""
+check "metrics count served keys and generation time" bash -c 'grep -q "^fedsvd_mask_keys_served_total [1-9]" "$1" && grep -q "^fedsvd_mask_keygen_seconds_count [1-9]" "$1" && grep -q "fedsvd_http_requests_total{method=\"GET\",route=\"/v1/masksets/{maskset}/parties/{party}/keys\",status=\"403\"}" "$1"' _ "$T/body"
+
+# ---- SIGTERM, restart, same keys
+stop
+check "SIGTERM exits 0" test $? -eq 0
+check "log says stopped" grep -q '"msg":"stopped"' "$LOG"
+check "start again" start
+req GET "/v1/masksets/$ID/parties/1/keys" "$TOK1"
+check "after a restart: byte-identical keys" cmp -s "$T/body" "$T/keys1.bin"
+req GET "/v1/masksets/$ID" "$ADMIN"
+check "after a restart: status kept (party 1 downloaded twice)" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".parties[0].downloads")" = 2 ]' _ "$CODE" "$T/body" "$JLIB"
+
+# ---- DELETE
+req DELETE "/v1/masksets/$ID" "$TOK1"
+expect "delete with a mask token: 401" 401 unauthorized
+req DELETE "/v1/masksets/$ID" "$ADMIN"
+schema MaskSet "$T/body" "delete response"
+check "delete 200, state deleted" bash -c '[ "$1" = 200 ] && grep -q "\"state\":\"deleted\"" "$2"' _ "$CODE" "$T/body"
+check "delete destroyed the seed file" test ! -e "$SEED"
+req GET "/v1/masksets/$ID/parties/3/keys" "$TOK3"
+expect "keys of a deleted mask set: 410" 410 gone
+schema Problem "$T/body" "a 410"
+req DELETE "/v1/masksets/$ID" "$ADMIN"
+check "delete again: 200" test "$CODE" = 200
+req GET "/v1/masksets?state=deleted" "$ADMIN"
+check "list ?state=deleted" bash -c '[ "$1" = 200 ] && grep -q "$3" "$2"' _ "$CODE" "$T/body" "$ID"
+post_spec "$ADMIN" "$SPEC"
+check "the job can get a new mask set after the delete" test "$CODE" = 201
+
+# ---- logs: JSON lines without secrets
+stop
+check "SIGTERM exits 0 (second run)" test $? -eq 0
+check "every log line is JSON" node "$JLIB" lines "$LOG"
+check "no token or seed in the logs" bash -c '! grep -q -e "$2" -e "$3" -e "$4" -e "$5" -e "$6" "$1"' _ "$LOG" "$ADMIN" "$TOK1" "$TOK2" "$TOK3" "$BIGTOK"
+check "log has the created/served/deleted events" bash -c 'grep -q "mask set created" "$1" && grep -q "keys served" "$1" && grep -q "mask set deleted" "$1"' _ "$LOG"
+
+finish
