@@ -465,7 +465,21 @@ static void do_receive(struct job *j)
     size_t na = 0;
 
     snprintf(path, sizeof path, "%s/aggregations/0", j->path);
-    CHECK(call_json(j->admin, "GET", path, NULL, &agg) == 200);
+    {
+        /* The job shows masked_input a moment before the aggregation document
+         * exists; 409 not_ready means "poll again" (docs/wire-secure-sum.md). */
+        long st = 0;
+        for (int tries = 0; tries < 200; tries++) {
+            json_decref(agg);
+            agg = NULL;
+            st = call_json(j->admin, "GET", path, NULL, &agg);
+            if (st != 409 || strcmp(pcode(agg), "not_ready") != 0) {
+                break;
+            }
+            sleep_ms(50);
+        }
+        CHECK_MSG(st == 200, "GET %s: %ld %s", path, st, pcode(agg));
+    }
     j->fp.bound = json_number_value(json_object_get(agg, "bound"));
     j->fp.frac_bits = (int)json_integer_value(json_object_get(agg, "frac_bits"));
     j->fp.summands = (unsigned)json_integer_value(json_object_get(agg, "summands"));
@@ -556,7 +570,21 @@ static void do_consistency(struct job *j)
     size_t n3 = 0;
 
     snprintf(path, sizeof path, "%s/aggregations/0", j->path);
-    CHECK(call_json(j->admin, "GET", path, NULL, &agg) == 200);
+    {
+        /* The job shows masked_input a moment before the aggregation document
+         * exists; 409 not_ready means "poll again" (docs/wire-secure-sum.md). */
+        long st = 0;
+        for (int tries = 0; tries < 200; tries++) {
+            json_decref(agg);
+            agg = NULL;
+            st = call_json(j->admin, "GET", path, NULL, &agg);
+            if (st != 409 || strcmp(pcode(agg), "not_ready") != 0) {
+                break;
+            }
+            sleep_ms(50);
+        }
+        CHECK_MSG(st == 200, "GET %s: %ld %s", path, st, pcode(agg));
+    }
     CHECK_OK(fs_wire_ids_decode(json_object_get(agg, "survivors"), j->n, &u3, &n3, &err), &err);
     json_decref(agg);
     snprintf(path, sizeof path, "%s/aggregations/0/consistency", j->path);
@@ -599,7 +627,21 @@ static void do_unmask(struct job *j)
     size_t k = 0;
 
     snprintf(path, sizeof path, "%s/aggregations/0", j->path);
-    CHECK(call_json(j->admin, "GET", path, NULL, &agg) == 200);
+    {
+        /* The job shows masked_input a moment before the aggregation document
+         * exists; 409 not_ready means "poll again" (docs/wire-secure-sum.md). */
+        long st = 0;
+        for (int tries = 0; tries < 200; tries++) {
+            json_decref(agg);
+            agg = NULL;
+            st = call_json(j->admin, "GET", path, NULL, &agg);
+            if (st != 409 || strcmp(pcode(agg), "not_ready") != 0) {
+                break;
+            }
+            sleep_ms(50);
+        }
+        CHECK_MSG(st == 200, "GET %s: %ld %s", path, st, pcode(agg));
+    }
     CHECK_OK(fs_wire_sigs_decode(json_object_get(agg, "signatures"), j->n, &ids, &sigs, &k, &err),
              &err);
     json_decref(agg);
