@@ -878,7 +878,7 @@ static int scatter_parse(const char *cmd, int argc, char **argv, struct scatter_
 }
 
 /* splitmix64: a fixed, documented stream so a --seed gives the same subset on
- * every platform (rand() would not, and nothing here is secret). */
+ * every platform (the C library generator would not, and nothing here is secret). */
 static uint64_t splitmix64(uint64_t *s)
 {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);

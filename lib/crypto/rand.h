@@ -1,5 +1,5 @@
 /* Randomness from the operating system's CSPRNG (OpenSSL RAND_bytes, which
- * is seeded from getrandom). Never rand(), random() or GMP's twister. */
+ * is seeded from getrandom). Never the C library generators or GMP's twister. */
 #ifndef FS_CRYPTO_RAND_H
 #define FS_CRYPTO_RAND_H
 
