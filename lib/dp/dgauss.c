@@ -27,6 +27,7 @@
 #include <openssl/crypto.h>
 #include <string.h>
 
+#include "../crypto/prg.h"
 #include "../crypto/rand.h"
 
 __extension__ typedef unsigned __int128 u128;
@@ -40,6 +41,7 @@ __extension__ typedef unsigned __int128 u128;
 #define SCRATCH_BITS 1024
 
 struct rsrc {
+    fs_prg *prg; /* NULL: the OS CSPRNG; else this deterministic stream */
     unsigned char buf[RBUF];
     size_t pos; /* next unread byte; RBUF = empty */
     struct fs_err *err;
@@ -48,6 +50,7 @@ struct rsrc {
 
 static void rs_init(struct rsrc *rs, struct fs_err *err)
 {
+    rs->prg = NULL;
     rs->pos = RBUF;
     rs->err = err;
     rs->rc = 0;
@@ -70,7 +73,8 @@ static u128 rs_take(struct rsrc *rs, size_t n)
             if (rs->rc != 0) {
                 return 0;
             }
-            rs->rc = fs_rand_bytes(rs->buf, RBUF, rs->err);
+            rs->rc = rs->prg != NULL ? fs_prg_bytes(rs->prg, rs->buf, RBUF, rs->err)
+                                     : fs_rand_bytes(rs->buf, RBUF, rs->err);
             if (rs->rc != 0) {
                 return 0;
             }
@@ -458,5 +462,28 @@ int fs_dlaplace_sample(uint64_t t, int64_t *out, size_t n, struct fs_err *err)
         rc = dlaplace(&rs, t, &out[i]);
     }
     rs_wipe(&rs);
+    return rc;
+}
+
+int fs_dgauss_sample_prg(fs_prg *prg, double sigma, int64_t *out, size_t n, struct fs_err *err)
+{
+    struct dg_ctx c;
+    int rc;
+
+    if (prg == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: prg is NULL");
+    }
+    if (!isfinite(sigma) || sigma < DG_SIGMA_MIN || sigma > DG_SIGMA_MAX) {
+        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: sigma %g outside [2^-20, 2^52]",
+                          sigma);
+    }
+    if (n > 0 && out == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: out is NULL");
+    }
+    ctx_init(&c, err);
+    c.rs.prg = prg;
+    sigma2_exact(sigma, c.n, c.d);
+    rc = dgauss_run(&c, out, n);
+    ctx_free(&c);
     return rc;
 }

@@ -11,6 +11,8 @@
 
 #include "../core/err.h"
 
+struct fs_prg;
+
 /**
  * n samples of N_Z(0, sigma^2) with sigma^2 = sigma2_num / sigma2_den (both > 0).
  * @return 0, FS_EINVAL, or FS_ECRYPTO if the CSPRNG fails.
@@ -43,5 +45,15 @@ FS_WUR int fs_dgauss_bernoulli_exp(uint64_t gamma_num, uint64_t gamma_den, int *
  * below e^-2048), or FS_ECRYPTO.
  */
 FS_WUR int fs_dlaplace_sample(uint64_t t, int64_t *out, size_t n, struct fs_err *err);
+
+/**
+ * As fs_dgauss_sample, but every random byte comes from `prg` (borrowed; its
+ * stream advances) instead of the OS CSPRNG: the same seeded stream gives the
+ * same samples, so a party's noise can be regenerated from its seed (the
+ * seed-mode noise exchange, DESIGN.md §5.4). Only for that use: the seed must
+ * itself come from the CSPRNG and stay secret.
+ */
+FS_WUR int fs_dgauss_sample_prg(struct fs_prg *prg, double sigma, int64_t *out, size_t n,
+                                struct fs_err *err);
 
 #endif

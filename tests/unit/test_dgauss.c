@@ -4,6 +4,7 @@
  * discrete Laplace sub-samplers, the rational interface, rejected inputs,
  * and a throughput figure. Thresholds are 5 standard errors or chi-square
  * p = 1e-6, so a correct sampler fails a run about once in 10^5. */
+#include "crypto/prg.h"
 #include "dp/dgauss.h"
 #include "test.h"
 
@@ -338,6 +339,40 @@ static void test_throughput(void)
     free(v);
 }
 
+/* The PRG-driven sampler is deterministic per seed and has the right moments. */
+static void test_prg_stream(void)
+{
+    uint8_t k1[32] = {1}, k2[32] = {2};
+    enum { N = 20000 };
+    int64_t *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b), *c = malloc(N * sizeof *c);
+    struct fs_err err = {0};
+    fs_prg *p1 = NULL, *p2 = NULL, *p3 = NULL;
+    double s = 0, s2 = 0, sigma = 40.0;
+
+    CHECK_OK(fs_prg_new(&p1, k1, NULL, &err), &err);
+    CHECK_OK(fs_prg_new(&p2, k1, NULL, &err), &err);
+    CHECK_OK(fs_prg_new(&p3, k2, NULL, &err), &err);
+    CHECK_OK(fs_dgauss_sample_prg(p1, sigma, a, N, &err), &err);
+    CHECK_OK(fs_dgauss_sample_prg(p2, sigma, b, N, &err), &err);
+    CHECK_OK(fs_dgauss_sample_prg(p3, sigma, c, N, &err), &err);
+    CHECK(memcmp(a, b, N * sizeof *a) == 0);
+    CHECK(memcmp(a, c, N * sizeof *a) != 0);
+    for (size_t i = 0; i < N; i++) {
+        s += (double)a[i];
+        s2 += (double)a[i] * (double)a[i];
+    }
+    /* mean: sd sigma/sqrt(N) = 0.28; variance: sd ~ sigma^2 sqrt(2/N) = 16 */
+    CHECK_NEAR(s / N, 0.0, 5 * sigma / sqrt((double)N));
+    CHECK_NEAR(s2 / N, sigma * sigma, 5 * sigma * sigma * sqrt(2.0 / N));
+    CHECK(fs_dgauss_sample_prg(NULL, sigma, a, 1, &err) == FS_EINVAL);
+    fs_prg_free(p1);
+    fs_prg_free(p2);
+    fs_prg_free(p3);
+    free(a);
+    free(b);
+    free(c);
+}
+
 int main(void)
 {
     RUN(test_variance_is_sigma2);
@@ -349,5 +384,6 @@ int main(void)
     RUN(test_invalid);
     RUN(test_fresh_randomness);
     RUN(test_throughput);
+    RUN(test_prg_stream);
     return TEST_END("test_dgauss");
 }
