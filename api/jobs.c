@@ -1,10 +1,12 @@
 /* Job spec, invitation and job-id codecs: see jobs.h. */
 #include "jobs.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../lib/crypto/ct.h"
+#include "../lib/crypto/paillier.h"
 #include "../lib/crypto/rand.h"
 #include "../lib/crypto/sha256.h"
 #include "../lib/proto/secagg.h"
@@ -28,6 +30,12 @@ int fs_job_is_fedsvd(const char *algorithm)
     return strcmp(algorithm, "fedsvd") == 0 || strcmp(algorithm, "fedpca") == 0;
 }
 
+int fs_job_is_fedpower(const char *algorithm)
+{
+    return strcmp(algorithm, "fedpower") == 0 || strcmp(algorithm, "fedpower-utility") == 0 ||
+           strcmp(algorithm, "fedpower-private") == 0 || strcmp(algorithm, "dp-ppm") == 0;
+}
+
 const char *fs_job_partition_name(int partition)
 {
     return partition == FS_JOB_FEATURES ? "features" : "samples";
@@ -35,6 +43,10 @@ const char *fs_job_partition_name(int partition)
 
 uint32_t fs_job_aggregations(const struct fs_job_spec *s)
 {
+    if (fs_job_is_fedpower(s->algorithm) && s->power.sync_every > 0) {
+        return (s->power.iterations + s->power.sync_every - 1) / s->power.sync_every +
+               (s->power.eigenvalues ? 1u : 0u);
+    }
     if (strcmp(s->algorithm, "fedpca") == 0 && s->fed.partition == FS_JOB_SAMPLES) {
         return s->fed.standardize ? 3 : 2;
     }
@@ -45,6 +57,10 @@ void fs_job_party_shape(const struct fs_job_spec *s, uint32_t party, uint64_t *r
 {
     *rows = s->rows;
     *cols = s->cols;
+    if (fs_job_is_fedpower(s->algorithm) && party >= 1 && party <= s->parties) {
+        *rows = s->power.party_rows[party - 1];
+        return;
+    }
     if (!fs_job_is_fedsvd(s->algorithm) || party < 1 || party > s->parties) {
         return;
     }
@@ -278,15 +294,503 @@ static int fed_encode(json_t *obj, uint32_t parties, const struct fs_job_fedsvd 
     return bad ? -1 : 0;
 }
 
+/* ---------------------------------------------------------- power method */
+
+/* Optional number (integer or real) field; *present = 0 when absent/null. */
+static int num_field(const json_t *obj, const char *key, double *out, int *present,
+                     struct fs_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+
+    *present = 0;
+    if (v == NULL || json_is_null(v)) {
+        return 0;
+    }
+    if (!json_is_number(v)) {
+        return fs_err_set(err, FS_EFORMAT, "%s: expected a number", key);
+    }
+    *out = json_number_value(v);
+    if (!isfinite(*out)) {
+        return fs_err_set(err, FS_EINVAL, "%s: not finite", key);
+    }
+    *present = 1;
+    return 0;
+}
+
+/* A field that only some algorithms take: FS_EINVAL when present (non-null) otherwise. */
+static int only_for(const json_t *obj, const char *key, int ok, const char *what,
+                    struct fs_err *err)
+{
+    json_t *v = json_object_get(obj, key);
+
+    if (!ok && v != NULL && !json_is_null(v)) {
+        return fs_err_set(err, FS_EINVAL, "%s: only for %s jobs", key, what);
+    }
+    return 0;
+}
+
+static int hex_nibble(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+static int seed_field(const json_t *obj, int need, struct fs_job_fedpower *out, struct fs_err *err)
+{
+    char buf[80];
+    int rc = opt_string(obj, "z0_seed", buf, sizeof buf, err);
+
+    if (rc != 0) {
+        return rc == FS_EINVAL ? fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits") : rc;
+    }
+    if (buf[0] == '\0') {
+        return need ? fs_err_set(err, FS_EFORMAT, "z0_seed: missing") : 0;
+    }
+    if (strlen(buf) != 64) {
+        return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
+    }
+    for (int i = 0; i < 32; i++) {
+        int hi = hex_nibble(buf[2 * i]);
+        int lo = hex_nibble(buf[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
+        }
+        out->z0_seed[i] = (uint8_t)(hi << 4 | lo);
+    }
+    out->has_z0_seed = 1;
+    return 0;
+}
+
+/* The lib/proto configuration of the parameters (z0_seed zero when absent). */
+static int power_config(const char *algorithm, uint32_t parties, uint32_t threshold, uint64_t cols,
+                        const struct fs_job_fedpower *p, struct fs_fedpower_config *cfg,
+                        uint64_t *rows, struct fs_err *err)
+{
+    enum fs_fedpower_alg alg;
+    int rc = fs_fedpower_alg_parse(algorithm, &alg, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (parties < 1 || parties > FS_JOB_MAX_PARTIES || cols < 1 || cols > FS_FEDPOWER_MAX_DIM) {
+        return fs_err_set(err, FS_EINVAL, "fedpower job: parties or cols out of range");
+    }
+    fs_fedpower_config_default(cfg, alg);
+    cfg->parties = parties;
+    cfg->threshold = threshold;
+    cfg->d = (uint32_t)cols;
+    cfg->r = p->rank;
+    cfg->k = p->k;
+    cfg->iterations = p->iterations;
+    cfg->sync_every = p->sync_every;
+    cfg->align = (enum fs_fedpower_align)p->align;
+    memcpy(cfg->z0_seed, p->z0_seed, sizeof cfg->z0_seed);
+    cfg->eigenvalues = p->eigenvalues;
+    cfg->calib = p->has_epsilon ? FS_FEDPOWER_SIGMA_FROM_EPS : FS_FEDPOWER_SIGMA_GIVEN;
+    cfg->eps = p->has_epsilon ? p->epsilon : 0.0;
+    cfg->delta = p->delta;
+    cfg->sigma = p->has_sigma ? p->sigma : 0.0;
+    cfg->sigma_server = p->has_sigma_server ? p->sigma_server : 0.0;
+    cfg->m_hat = p->bound_m;
+    cfg->z_hat = p->clip_z;
+    cfg->m_hat_mode = (enum fs_fedpower_bound_mode)p->bound_mode;
+    cfg->value_bound = p->value_bound;
+    cfg->noise_exchange = (enum fs_noisex_mode)p->noise_exchange;
+    cfg->paillier_bits = p->paillier_bits;
+    cfg->allow_weak_privacy = p->allow_weak_privacy;
+    if (rows != NULL) {
+        memset(rows, 0, FS_JOB_MAX_PARTIES * sizeof *rows);
+        memcpy(rows, p->party_rows, parties * sizeof *rows);
+    }
+    return fs_fedpower_config_check(cfg, err);
+}
+
+int fs_job_fedpower_decode(const json_t *j, const char *algorithm, uint32_t parties,
+                           uint32_t threshold, uint64_t cols, int need_seed,
+                           struct fs_job_fedpower *out, struct fs_err *err)
+{
+    struct fs_fedpower_config cfg;
+    enum fs_fedpower_alg alg;
+    json_t *pr = json_object_get(j, "party_rows");
+    char buf[32];
+    long long x = 0;
+    int present = 0;
+    int plain, util, priv, dp;
+    int rc;
+
+    memset(out, 0, sizeof *out);
+    rc = fs_fedpower_alg_parse(algorithm, &alg, err);
+    if (rc != 0) {
+        return rc;
+    }
+    plain = alg == FS_FEDPOWER_PLAIN;
+    util = alg == FS_FEDPOWER_UTILITY;
+    priv = alg == FS_FEDPOWER_PRIVATE;
+    dp = priv || alg == FS_FEDPOWER_DPPPM;
+    if (cols < 1 || cols > FS_FEDPOWER_MAX_DIM) {
+        return fs_err_set(err, FS_EINVAL, "cols: %llu outside 1..%u", (unsigned long long)cols,
+                          FS_FEDPOWER_MAX_DIM);
+    }
+    if (pr == NULL || json_is_null(pr)) {
+        return fs_err_set(err, FS_EFORMAT, "party_rows: missing");
+    }
+    if (!json_is_array(pr)) {
+        return fs_err_set(err, FS_EFORMAT, "party_rows: expected an array of integers");
+    }
+    if (json_array_size(pr) != parties) {
+        return fs_err_set(err, FS_EINVAL, "party_rows: %zu entries for %u parties",
+                          json_array_size(pr), parties);
+    }
+    for (uint32_t i = 0; i < parties; i++) {
+        json_t *v = json_array_get(pr, i);
+        if (!json_is_integer(v)) {
+            return fs_err_set(err, FS_EFORMAT, "party_rows[%u]: expected an integer", i);
+        }
+        if (json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)1 << 53) {
+            return fs_err_set(err, FS_EINVAL, "party_rows[%u]: outside 1..2^53", i);
+        }
+        out->party_rows[i] = (uint64_t)json_integer_value(v);
+    }
+    rc = int_field(j, "k", 1, (long long)cols, &x, NULL, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->k = (uint32_t)x;
+    rc = int_field(j, "rank", out->k,
+                   (long long)(cols < FS_FEDPOWER_MAX_RANK ? cols : FS_FEDPOWER_MAX_RANK), &x,
+                   &present, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->rank = present ? (uint32_t)x : out->k;
+    rc = int_field(j, "iterations", 1, FS_FEDPOWER_MAX_ITERATIONS, &x, &present, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->iterations = present ? (uint32_t)x : 92;
+    rc = int_field(j, "sync_every", 1, FS_FEDPOWER_MAX_ITERATIONS, &x, &present, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->sync_every = present ? (uint32_t)x : (alg == FS_FEDPOWER_DPPPM ? 1 : 4);
+    if (alg == FS_FEDPOWER_DPPPM && out->sync_every != 1) {
+        return fs_err_set(err, FS_EINVAL, "sync_every: dp-ppm aggregates every iteration (1)");
+    }
+    if (out->sync_every > out->iterations) {
+        return fs_err_set(err, FS_EINVAL, "sync_every: %u is more than iterations (%u)",
+                          out->sync_every, out->iterations);
+    }
+    rc = opt_string(j, "align", buf, sizeof buf, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->align = FS_FEDPOWER_ALIGN_GLOBAL;
+    if (buf[0] != '\0') {
+        enum fs_fedpower_align a;
+        rc = fs_fedpower_align_parse(buf, &a, err);
+        if (rc != 0) {
+            return rc;
+        }
+        out->align = (int)a;
+    }
+    rc = num_field(j, "sigma", &out->sigma, &out->has_sigma, err);
+    if (rc == 0) {
+        rc = only_for(j, "sigma_server", plain, "fedpower", err);
+    }
+    if (rc == 0) {
+        rc = num_field(j, "sigma_server", &out->sigma_server, &out->has_sigma_server, err);
+    }
+    if (rc == 0) {
+        rc = num_field(j, "epsilon", &out->epsilon, &out->has_epsilon, err);
+    }
+    if (rc == 0) {
+        rc = num_field(j, "delta", &out->delta, &present, err);
+        if (!present) {
+            out->delta = 1e-5;
+        }
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if ((out->has_sigma && out->sigma < 0.0) ||
+        (out->has_sigma_server && out->sigma_server < 0.0)) {
+        return fs_err_set(err, FS_EINVAL, "sigma: must be >= 0");
+    }
+    if (out->has_epsilon && !(out->epsilon > 0.0)) {
+        return fs_err_set(err, FS_EINVAL, "epsilon: must be > 0");
+    }
+    if (!(out->delta > 0.0 && out->delta < 1.0)) {
+        return fs_err_set(err, FS_EINVAL, "delta: must be in (0, 1)");
+    }
+    if (out->has_epsilon && (out->has_sigma || out->has_sigma_server)) {
+        return fs_err_set(err, FS_EINVAL,
+                          "epsilon: give either sigma (and sigma_server) or epsilon, not both");
+    }
+    if (dp && !out->has_sigma && !out->has_epsilon) {
+        return fs_err_set(err, FS_EINVAL, "sigma: %s needs sigma or epsilon", algorithm);
+    }
+    rc = only_for(j, "clip_z", priv, "fedpower-private", err);
+    if (rc == 0) {
+        rc = only_for(j, "bound_m", priv, "fedpower-private", err);
+    }
+    if (rc == 0) {
+        rc = only_for(j, "bound_mode", priv, "fedpower-private", err);
+    }
+    if (rc == 0) {
+        rc = num_field(j, "clip_z", &out->clip_z, &present, err);
+    }
+    if (rc == 0 && priv && !present) {
+        rc = fs_err_set(err, FS_EFORMAT, "clip_z: missing (fedpower-private needs it)");
+    }
+    if (rc == 0) {
+        rc = num_field(j, "bound_m", &out->bound_m, &present, err);
+    }
+    if (rc == 0 && priv && !present) {
+        rc = fs_err_set(err, FS_EFORMAT, "bound_m: missing (fedpower-private needs it)");
+    }
+    if (rc == 0 && priv && !(out->clip_z > 0.0 && out->bound_m > 0.0)) {
+        rc = fs_err_set(err, FS_EINVAL, "clip_z, bound_m: must be > 0");
+    }
+    if (rc == 0) {
+        rc = opt_string(j, "bound_mode", buf, sizeof buf, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    if (buf[0] == '\0' || strcmp(buf, "clip") == 0) {
+        out->bound_mode = FS_FEDPOWER_MHAT_CLIP;
+    } else if (strcmp(buf, "reject") == 0) {
+        out->bound_mode = FS_FEDPOWER_MHAT_REJECT;
+    } else {
+        return fs_err_set(err, FS_EINVAL, "bound_mode: expected clip or reject");
+    }
+    rc = num_field(j, "value_bound", &out->value_bound, &present, err);
+    if (rc == 0 && present && !(out->value_bound > 0.0)) {
+        rc = fs_err_set(err, FS_EINVAL, "value_bound: must be > 0");
+    }
+    if (rc == 0) {
+        rc = only_for(j, "noise_exchange", util, "fedpower-utility", err);
+    }
+    if (rc == 0) {
+        rc = only_for(j, "paillier_bits", util, "fedpower-utility", err);
+    }
+    if (rc == 0) {
+        rc = opt_string(j, "noise_exchange", buf, sizeof buf, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    out->noise_exchange = FS_NOISEX_SEED;
+    if (buf[0] != '\0') {
+        enum fs_noisex_mode m;
+        rc = fs_noisex_mode_parse(buf, &m, err);
+        if (rc != 0) {
+            return fs_err_set(err, FS_EINVAL, "noise_exchange: expected seed or elementwise");
+        }
+        out->noise_exchange = (int)m;
+    }
+    rc = int_field(j, "paillier_bits", 1024, FS_PAILLIER_MAX_BITS, &x, &present, err);
+    if (rc != 0) {
+        return rc;
+    }
+    out->paillier_bits = util ? (present ? (uint32_t)x : FS_PAILLIER_DEFAULT_BITS) : 0;
+    if (out->paillier_bits % 2 != 0) {
+        return fs_err_set(err, FS_EINVAL, "paillier_bits: must be even");
+    }
+    out->eigenvalues = 1;
+    if (json_object_get(j, "eigenvalues") != NULL &&
+        !json_is_null(json_object_get(j, "eigenvalues"))) {
+        rc = bool_field(j, "eigenvalues", &out->eigenvalues, err);
+    }
+    if (rc == 0) {
+        rc = bool_field(j, "allow_weak_privacy", &out->allow_weak_privacy, err);
+    }
+    if (rc == 0) {
+        rc = bool_field(j, "allow_dropouts", &out->allow_dropouts, err);
+    }
+    if (rc == 0) {
+        rc = seed_field(j, need_seed, out, err);
+    }
+    if (rc == 0) {
+        /* FS_EINVAL "fedpower config: ..." from lib/proto: a bad combination */
+        rc = power_config(algorithm, parties, threshold, cols, out, &cfg, NULL, err);
+    }
+    return rc;
+}
+
+static json_t *num_or_null(int has, double v)
+{
+    return has ? json_real(v) : json_null();
+}
+
+int fs_job_fedpower_encode(json_t *obj, const char *algorithm, uint32_t parties,
+                           const struct fs_job_fedpower *p)
+{
+    int plain = strcmp(algorithm, "fedpower") == 0;
+    int util = strcmp(algorithm, "fedpower-utility") == 0;
+    int priv = strcmp(algorithm, "fedpower-private") == 0;
+    json_t *pr = json_array();
+    int bad = pr == NULL;
+
+    for (uint32_t i = 0; !bad && i < parties; i++) {
+        bad |= json_array_append_new(pr, json_integer((json_int_t)p->party_rows[i])) != 0;
+    }
+    bad |= json_object_set_new(obj, "party_rows", pr);
+    bad |= json_object_set_new(obj, "k", json_integer(p->k));
+    bad |= json_object_set_new(obj, "rank", json_integer(p->rank));
+    bad |= json_object_set_new(obj, "iterations", json_integer(p->iterations));
+    bad |= json_object_set_new(obj, "sync_every", json_integer(p->sync_every));
+    bad |= json_object_set_new(
+        obj, "align", json_string(fs_fedpower_align_name((enum fs_fedpower_align)p->align)));
+    bad |= json_object_set_new(obj, "sigma", num_or_null(p->has_sigma, p->sigma));
+    if (plain) {
+        bad |= json_object_set_new(obj, "sigma_server",
+                                   num_or_null(p->has_sigma_server, p->sigma_server));
+    }
+    bad |= json_object_set_new(obj, "epsilon", num_or_null(p->has_epsilon, p->epsilon));
+    bad |= json_object_set_new(obj, "delta", json_real(p->delta));
+    if (priv) {
+        bad |= json_object_set_new(obj, "clip_z", json_real(p->clip_z));
+        bad |= json_object_set_new(obj, "bound_m", json_real(p->bound_m));
+        bad |= json_object_set_new(
+            obj, "bound_mode",
+            json_string(p->bound_mode == FS_FEDPOWER_MHAT_REJECT ? "reject" : "clip"));
+    }
+    bad |=
+        json_object_set_new(obj, "value_bound", num_or_null(p->value_bound > 0.0, p->value_bound));
+    if (util) {
+        bad |= json_object_set_new(
+            obj, "noise_exchange",
+            json_string(fs_noisex_mode_name((enum fs_noisex_mode)p->noise_exchange)));
+        bad |= json_object_set_new(obj, "paillier_bits", json_integer(p->paillier_bits));
+    }
+    bad |= json_object_set_new(obj, "eigenvalues", json_boolean(p->eigenvalues));
+    bad |= json_object_set_new(obj, "allow_weak_privacy", json_boolean(p->allow_weak_privacy));
+    bad |= json_object_set_new(obj, "allow_dropouts", json_boolean(p->allow_dropouts));
+    if (p->has_z0_seed) {
+        static const char HEX[] = "0123456789abcdef";
+        char hex[65];
+        for (int i = 0; i < 32; i++) {
+            hex[2 * i] = HEX[p->z0_seed[i] >> 4];
+            hex[2 * i + 1] = HEX[p->z0_seed[i] & 15];
+        }
+        hex[64] = '\0';
+        bad |= json_object_set_new(obj, "z0_seed", json_string(hex));
+    }
+    return bad ? -1 : 0;
+}
+
+int fs_job_fedpower_config(const struct fs_job_spec *spec, struct fs_fedpower_config *cfg,
+                           uint64_t *rows, struct fs_err *err)
+{
+    if (!fs_job_is_fedpower(spec->algorithm)) {
+        return fs_err_set(err, FS_EINVAL, "fedpower config: %s is not a power-method job",
+                          spec->algorithm);
+    }
+    return power_config(spec->algorithm, spec->parties, spec->threshold, spec->cols, &spec->power,
+                        cfg, rows, err);
+}
+
+int fs_invitation_fedpower_config(const struct fs_invitation *inv, struct fs_fedpower_config *cfg,
+                                  uint64_t *rows, struct fs_err *err)
+{
+    if (!inv->is_fedpower) {
+        return fs_err_set(err, FS_EINVAL, "fedpower config: %s is not a power-method job",
+                          inv->algorithm);
+    }
+    return power_config(inv->algorithm, inv->parties, inv->threshold, inv->cols, &inv->power, cfg,
+                        rows, err);
+}
+
+/* d of a power-method spec: "cols", or the second entry of "shape" (both: equal). */
+static int power_shape(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
+                       struct fs_err *err)
+{
+    long long x = 0;
+    int present = 0;
+    int rc = int_field(j, "cols", 1, FS_FEDPOWER_MAX_DIM, &x, &present, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (json_object_get(j, "shape") != NULL) {
+        rc = shape_field(j, max_elements, &out->rows, &out->cols, err);
+        if (rc != 0) {
+            return rc;
+        }
+        if (present && (uint64_t)x != out->cols) {
+            return fs_err_set(err, FS_EINVAL, "cols: %lld, but shape has %llu columns", x,
+                              (unsigned long long)out->cols);
+        }
+        if (out->cols > FS_FEDPOWER_MAX_DIM) {
+            return fs_err_set(err, FS_EINVAL, "cols: outside 1..%u", FS_FEDPOWER_MAX_DIM);
+        }
+        return 0;
+    }
+    if (!present) {
+        return fs_err_set(err, FS_EFORMAT, "cols: missing");
+    }
+    out->cols = (uint64_t)x;
+    return 0;
+}
+
 int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
                        struct fs_err *err)
 {
-    static const char *const keys[] = {
-        "algorithm",      "name",           "parties",   "threshold",   "shape", "round_timeout_s",
-        "join_timeout_s", "server_url",     "partition", "party_sizes", "k",     "method",
-        "standardize",    "allow_dropouts", NULL};
+    static const char *const keys[] = {"algorithm",
+                                       "name",
+                                       "parties",
+                                       "threshold",
+                                       "shape",
+                                       "round_timeout_s",
+                                       "join_timeout_s",
+                                       "server_url",
+                                       "partition",
+                                       "party_sizes",
+                                       "k",
+                                       "method",
+                                       "standardize",
+                                       "allow_dropouts",
+                                       "cols",
+                                       "party_rows",
+                                       "rank",
+                                       "iterations",
+                                       "sync_every",
+                                       "align",
+                                       "sigma",
+                                       "sigma_server",
+                                       "epsilon",
+                                       "delta",
+                                       "clip_z",
+                                       "bound_m",
+                                       "bound_mode",
+                                       "value_bound",
+                                       "noise_exchange",
+                                       "paillier_bits",
+                                       "eigenvalues",
+                                       "allow_weak_privacy",
+                                       "z0_seed",
+                                       NULL};
     static const char *const fed_keys[] = {"partition",   "party_sizes",    "k", "method",
                                            "standardize", "allow_dropouts", NULL};
+    static const char *const power_keys[] = {"cols",           "party_rows",
+                                             "rank",           "iterations",
+                                             "sync_every",     "align",
+                                             "sigma",          "sigma_server",
+                                             "epsilon",        "delta",
+                                             "clip_z",         "bound_m",
+                                             "bound_mode",     "value_bound",
+                                             "noise_exchange", "paillier_bits",
+                                             "eigenvalues",    "allow_weak_privacy",
+                                             "z0_seed",        NULL};
     const char *key;
     json_t *val;
     long long x = 0;
@@ -328,7 +832,11 @@ int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
         return rc;
     }
     out->threshold = present ? (uint32_t)x : out->parties / 2 + 1;
-    rc = shape_field(j, max_elements, &out->rows, &out->cols, err);
+    if (fs_job_is_fedpower(out->algorithm)) {
+        rc = power_shape(j, max_elements, out, err);
+    } else {
+        rc = shape_field(j, max_elements, &out->rows, &out->cols, err);
+    }
     if (rc == 0) {
         rc = int_field(j, "round_timeout_s", 1, FS_JOB_MAX_TIMEOUT, &x, &present, err);
     }
@@ -357,8 +865,44 @@ int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
         }
     }
     if (fs_job_is_fedsvd(out->algorithm)) {
+        for (size_t i = 0; power_keys[i] != NULL; i++) {
+            if (json_object_get(j, power_keys[i]) != NULL) {
+                return fs_err_set(err, FS_EINVAL, "%s: only for power-method jobs", power_keys[i]);
+            }
+        }
         return fs_job_fedsvd_decode(j, out->algorithm, out->parties, out->rows, out->cols,
                                     &out->fed, err);
+    }
+    if (fs_job_is_fedpower(out->algorithm)) {
+        for (size_t i = 0; fed_keys[i] != NULL; i++) {
+            if (strcmp(fed_keys[i], "k") != 0 && strcmp(fed_keys[i], "allow_dropouts") != 0 &&
+                json_object_get(j, fed_keys[i]) != NULL) {
+                return fs_err_set(err, FS_EINVAL, "%s: only for fedsvd and fedpca jobs",
+                                  fed_keys[i]);
+            }
+        }
+        rc = fs_job_fedpower_decode(j, out->algorithm, out->parties, out->threshold, out->cols, 0,
+                                    &out->power, err);
+        if (rc != 0) {
+            return rc;
+        }
+        out->rows = 0;
+        for (uint32_t i = 0; i < out->parties; i++) {
+            out->rows += out->power.party_rows[i];
+        }
+        if ((uint64_t)out->power.rank > max_elements / out->cols) {
+            return fs_err_set(err, FS_EINVAL,
+                              "rank: a %llu x %u upload is over the server's limit of %llu "
+                              "elements",
+                              (unsigned long long)out->cols, out->power.rank,
+                              (unsigned long long)max_elements);
+        }
+        return 0;
+    }
+    for (size_t i = 0; power_keys[i] != NULL; i++) {
+        if (json_object_get(j, power_keys[i]) != NULL) {
+            return fs_err_set(err, FS_EINVAL, "%s: only for power-method jobs", power_keys[i]);
+        }
     }
     for (size_t i = 0; fed_keys[i] != NULL; i++) {
         if (json_object_get(j, fed_keys[i]) != NULL) {
@@ -386,7 +930,10 @@ json_t *fs_job_spec_encode(const struct fs_job_spec *s)
     if ((s->name[0] != '\0' && json_object_set_new(o, "name", json_string(s->name)) != 0) ||
         (s->server_url[0] != '\0' &&
          json_object_set_new(o, "server_url", json_string(s->server_url)) != 0) ||
-        (fs_job_is_fedsvd(s->algorithm) && fed_encode(o, s->parties, &s->fed) != 0)) {
+        (fs_job_is_fedsvd(s->algorithm) && fed_encode(o, s->parties, &s->fed) != 0) ||
+        (fs_job_is_fedpower(s->algorithm) &&
+         (json_object_set_new(o, "cols", json_integer((json_int_t)s->cols)) != 0 ||
+          fs_job_fedpower_encode(o, s->algorithm, s->parties, &s->power) != 0))) {
         json_decref(o);
         return NULL;
     }
@@ -402,6 +949,14 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv)
                   "threshold", (int)inv->threshold, "shape", shape_json(inv->rows, inv->cols));
     int bad = 0;
 
+    if (o != NULL && inv->is_fedpower) {
+        if (json_object_set_new(o, "cols", json_integer((json_int_t)inv->cols)) != 0 ||
+            fs_job_fedpower_encode(o, inv->algorithm, inv->parties, &inv->power) != 0) {
+            json_decref(o);
+            return NULL;
+        }
+        return o;
+    }
     if (o == NULL || !inv->is_fedsvd) {
         return o;
     }
@@ -537,6 +1092,17 @@ int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_e
     }
     if (rc == 0 && fs_job_is_fedsvd(out->algorithm)) {
         rc = invitation_fed(j, out, err);
+    }
+    if (rc == 0 && fs_job_is_fedpower(out->algorithm)) {
+        out->is_fedpower = 1;
+        rc = fs_job_fedpower_decode(j, out->algorithm, out->parties, out->threshold, out->cols, 1,
+                                    &out->power, err);
+        if (rc == 0 && out->rows != out->power.party_rows[out->party - 1]) {
+            rc = fs_err_set(err, FS_EINVAL,
+                            "shape: %llu rows, but party %u of this job holds %llu (party_rows)",
+                            (unsigned long long)out->rows, out->party,
+                            (unsigned long long)out->power.party_rows[out->party - 1]);
+        }
     }
     if (rc == 0) {
         char base[FS_JOB_URL_MAX + 1];

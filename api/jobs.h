@@ -12,6 +12,7 @@
 
 #include "../lib/core/err.h"
 #include "../lib/net/auth.h"
+#include "../lib/proto/fedpower.h"
 
 #define FS_JOB_ID_MAX           64  /* job id string, without NUL */
 #define FS_JOB_NAME_MAX         128 /* bytes */
@@ -39,6 +40,39 @@ struct fs_job_fedsvd {
     int allow_dropouts;                       /* 1: survivors' exact result; 0: fail */
 };
 
+/* The parameters of a power-method job ("fedpower", "fedpower-utility",
+ * "fedpower-private", "dp-ppm"; docs/wire-fedpower.md), in the job spec, in
+ * invitations and in the Job status. Zero for other algorithms. The number
+ * of features d is the spec's `cols`. Optional fields hold their default
+ * after decoding; has_* tell the nullable ones apart. */
+struct fs_job_fedpower {
+    uint64_t party_rows[FS_JOB_MAX_PARTIES]; /* s_i of party i+1, `parties` entries, each >= 1 */
+    uint32_t k;                              /* target rank, 1..d (required) */
+    uint32_t rank;                           /* r, k..min(d, FS_FEDPOWER_MAX_RANK); default k */
+    uint32_t iterations;                     /* T, default 92 */
+    uint32_t sync_every;                     /* p, default 4 (dp-ppm: 1, nothing else) */
+    int align;                               /* enum fs_fedpower_align, default global */
+    int has_sigma;                           /* "sigma" given (a number) */
+    double sigma;                            /* party noise std (0 = none: fedpower/utility) */
+    int has_sigma_server;                    /* "sigma_server" given (fedpower only) */
+    double sigma_server;
+    int has_epsilon; /* "epsilon" given: sigma calibrated from (epsilon, delta) */
+    double epsilon;
+    double delta;           /* default 1e-5 */
+    double clip_z;          /* fedpower-private: z_hat (required for it, else 0) */
+    double bound_m;         /* fedpower-private: m_hat (required for it, else 0) */
+    int bound_mode;         /* enum fs_fedpower_bound_mode, default clip (private) */
+    double value_bound;     /* public bound on ||M'_i||_2; 0 = absent */
+    int noise_exchange;     /* enum fs_noisex_mode, default seed (utility) */
+    uint32_t paillier_bits; /* utility: default 3072 */
+    int eigenvalues;        /* default 1 */
+    int allow_weak_privacy; /* default 0 */
+    int allow_dropouts;     /* default 0: a party missing from a round fails the job */
+    int has_z0_seed;        /* spec: optional (the server draws it); status and
+                               invitation: always */
+    uint8_t z0_seed[32];    /* public seed of Z_0 ("z0_seed": 64 lower-case hex) */
+};
+
 struct fs_job_spec {
     char algorithm[FS_JOB_ALGO_MAX + 1]; /* "secure-sum", ... */
     char name[FS_JOB_NAME_MAX + 1];      /* "" when absent */
@@ -50,7 +84,41 @@ struct fs_job_spec {
     uint32_t join_timeout_s;             /* R0; default round_timeout_s */
     char server_url[FS_JOB_URL_MAX + 1]; /* "" = take it from the request; no trailing '/' */
     struct fs_job_fedsvd fed;            /* fedsvd / fedpca only */
+    struct fs_job_fedpower power;        /* power-method jobs only: there rows = sum of
+                                            party_rows, cols = d */
 };
+
+/** 1 for "fedpower", "fedpower-utility", "fedpower-private" and "dp-ppm". */
+int fs_job_is_fedpower(const char *algorithm);
+
+/**
+ * Decode the power-method parameters of a JSON object (a job spec, an
+ * invitation, a Job status): every field of struct fs_job_fedpower, with d =
+ * cols and `parties` party_rows entries; need_seed: "z0_seed" required.
+ * Combinations are checked with fs_fedpower_config_check. Other members are
+ * not looked at. @return 0, FS_EFORMAT (missing or wrong JSON type),
+ * FS_EINVAL (out of range, bad combination).
+ */
+FS_WUR int fs_job_fedpower_decode(const json_t *j, const char *algorithm, uint32_t parties,
+                                  uint32_t threshold, uint64_t cols, int need_seed,
+                                  struct fs_job_fedpower *out, struct fs_err *err);
+
+/**
+ * Add the power-method parameters to obj ("cols" not included; z0_seed
+ * when has_z0_seed; sigma / sigma_server / epsilon null when absent).
+ * @return 0 or -1 (out of memory).
+ */
+int fs_job_fedpower_encode(json_t *obj, const char *algorithm, uint32_t parties,
+                           const struct fs_job_fedpower *p);
+
+/**
+ * The lib/proto configuration of a power-method job and its public row
+ * vector rows[0..parties) (rows must have FS_JOB_MAX_PARTIES entries).
+ * The spec must carry its z0_seed (the server sets it before calling).
+ * @return 0, FS_EINVAL.
+ */
+FS_WUR int fs_job_fedpower_config(const struct fs_job_spec *spec, struct fs_fedpower_config *cfg,
+                                  uint64_t *rows, struct fs_err *err);
 
 /**
  * Decode the fedsvd/fedpca parameters of a JSON object (a job spec, an
@@ -71,14 +139,16 @@ const char *fs_job_partition_name(int partition);
 
 /**
  * Secure aggregations a job runs: 1, except fedpca on the samples partition
- * (2, or 3 with standardize: the mean and variance rounds, then the SVD).
+ * (2, or 3 with standardize: the mean and variance rounds, then the SVD) and
+ * the power-method jobs (rounds: ceil(T/p) syncs, plus 1 with eigenvalues;
+ * plain fedpower's rounds are plain uploads, not secure sums).
  */
 uint32_t fs_job_aggregations(const struct fs_job_spec *s);
 
 /**
  * The matrix party `party` (1..parties) holds: secure-sum rows x cols;
  * fedsvd/fedpca samples party_sizes[party-1] x d, features N x
- * party_sizes[party-1].
+ * party_sizes[party-1]; power-method jobs party_rows[party-1] x d.
  */
 void fs_job_party_shape(const struct fs_job_spec *s, uint32_t party, uint64_t *rows,
                         uint64_t *cols);
@@ -109,6 +179,9 @@ struct fs_invitation {
     int is_fedsvd;
     uint64_t global_rows, global_cols; /* the pooled matrix, N x d */
     struct fs_job_fedsvd fed;
+    /* power-method jobs only (is_fedpower set): cols = d, rows = party_rows[party-1] */
+    int is_fedpower;
+    struct fs_job_fedpower power;
     /* added by whoever created the mask set (fedsvd job create / local), not
      * by the aggregation server: "" when absent */
     char masking_url[FS_JOB_URL_MAX + 1];
@@ -127,6 +200,11 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv);
  * @return 0, FS_EFORMAT, FS_EINVAL.
  */
 FS_WUR int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_err *err);
+
+/** As fs_job_fedpower_config, from an invitation (identical configuration). */
+FS_WUR int fs_invitation_fedpower_config(const struct fs_invitation *inv,
+                                         struct fs_fedpower_config *cfg, uint64_t *rows,
+                                         struct fs_err *err);
 
 /** Wipe an invitation (it holds a token). */
 void fs_invitation_wipe(struct fs_invitation *inv);

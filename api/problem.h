@@ -16,4 +16,7 @@
 #define FS_PROBLEM_INTERNAL      "internal"               /* 500 */
 #define FS_PROBLEM_UNAVAILABLE   "unavailable"            /* 503: shutting down */
 
+/* 403: a client agent refuses a job over its privacy budget (docs/privacy-ledger.md) */
+#define FS_PROBLEM_DP_BUDGET "privacy_budget_exceeded"
+
 #endif

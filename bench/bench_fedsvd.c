@@ -22,9 +22,10 @@
  *
  * Usage: bench_fedsvd [KxN[xd[xb]] ...]   (default 2x10000 10x5000 10x10000)
  * b overrides the block size of the sample mask A (default
- * fs_mask_choose_block: one dense block up to 4096 samples, else >= 4096 and
- * >= d): the masking server's cost grows as b^2 N, the reference code used
- * b = 1000.
+ * fs_mask_choose_block: one dense block up to 4096 samples, else balanced
+ * blocks of >= max(d, 1024)): the masking server's cost grows as b^2 N, the
+ * reference code used b = 1000. The same pipeline with the real services,
+ * bytes and memory per process: bench/bench_fedsvd_services.sh.
  * Prints figures; asserts nothing. Exit status non-zero only on failure. */
 #include <errno.h>
 #include <math.h>

@@ -112,6 +112,20 @@ FS_WUR int cli_write_mtx_dense(const char *path, const fs_mat *m, struct fs_err 
 /** Write by extension: .csv, .mtx/.mm, else .npy. */
 FS_WUR int cli_write_dense_any(const char *path, const fs_mat *m, struct fs_err *err);
 
+/* ---- figures (cmd_plot.c) ---- */
+
+/** A line plot of the columns of a matrix, as `fedsvd plot line` draws it. */
+struct cli_line_plot {
+    const char *out;                     /* the SVG file (written atomically) */
+    const char *what;                    /* names the values in messages (like --input) */
+    const char *title, *xlabel, *ylabel; /* may be NULL */
+    const char *names;                   /* comma-separated series names, or NULL */
+    int log_y;
+};
+
+/** Write y (rows x series, at most 20 series) as opt->out. CLI_OK or CLI_ERUNTIME. */
+int cli_plot_line(const char *cmd, const fs_mat *y, const struct cli_line_plot *opt);
+
 /* ---- commands ---- */
 
 int cmd_svd(int argc, char **argv);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "crypto/prg.h"
@@ -29,7 +30,8 @@ enum {
     STREAM_NOISE = 3,
     STREAM_INT = 4,
     STREAM_RATINGS = 5,
-    STREAM_PERM = 6
+    STREAM_PERM = 6,
+    STREAM_ITEMS = 7
 };
 
 enum gen_kind { KIND_POWERLAW, KIND_UNIFORM_INT, KIND_PLANTED, KIND_RATINGS };
@@ -106,10 +108,12 @@ static void gen_help(void)
            "               decaying by Q (default 0.95) after that; scaled so that\n"
            "               ||U diag(s) V^T||_F^2 = N*D (entries of RMS 1). Writes the true top-K\n"
            "               V and, when SIGMA = 0 (default), the exact singular values.\n"
-           "  ratings      --users N --items D --nnz M [--alpha A]\n"
+           "  ratings      --users N --items D --ratings M [--alpha A]   (--nnz M: the same)\n"
            "               sparse ratings 1..5 of M distinct (user, item) pairs, users uniform,\n"
-           "               item popularity proportional to rank^(-A) (items randomly\n"
-           "               permuted); written as MatrixMarket (.mtx) unless told otherwise\n"
+           "               each user's items drawn without replacement with popularity\n"
+           "               proportional to rank^(-A) (items randomly permuted); streamed to\n"
+           "               MatrixMarket (.mtx) unless told otherwise (Netflix-sized: --users\n"
+           "               324468 --items 17711 --ratings 96000000 --parties 100)\n"
            "\n"
            "Output:\n"
            "  --out FILE          the whole matrix; format by extension: .npy (default),\n"
@@ -161,16 +165,6 @@ static int wordbuf_next(struct wordbuf *b, uint64_t *out, struct fs_err *err)
         b->pos = 0;
     }
     return 0;
-}
-
-/* Uniform in [0, 1) with 53 bits. */
-static int wordbuf_uniform(struct wordbuf *b, double *out, struct fs_err *err)
-{
-    uint64_t w = 0;
-    int rc = wordbuf_next(b, &w, err);
-
-    *out = (double)(w >> 11) * 0x1.0p-53;
-    return rc;
 }
 
 /* Uniform integer in [0, range) without bias (rejection); range >= 1. */
@@ -320,40 +314,7 @@ static int gen_uniform_int(const struct gen_args *a, fs_mat **x, struct fs_err *
     return 0;
 }
 
-/* ---- ratings ---- */
-
-/* Open-addressing set of nonzero 64-bit keys. */
-struct keyset {
-    uint64_t *slot;
-    size_t mask;
-};
-
-static int keyset_init(struct keyset *s, size_t n, struct fs_err *err)
-{
-    size_t cap = 16;
-
-    while (cap < 2 * n) {
-        cap *= 2;
-    }
-    s->slot = calloc(cap, sizeof *s->slot);
-    s->mask = cap - 1;
-    return s->slot == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory for %zu ratings", n) : 0;
-}
-
-/* 1 if inserted, 0 if already present. */
-static int keyset_insert(struct keyset *s, uint64_t key)
-{
-    size_t h = (size_t)((key * 0x9e3779b97f4a7c15ULL) >> 17) & s->mask;
-
-    while (s->slot[h] != 0) {
-        if (s->slot[h] == key) {
-            return 0;
-        }
-        h = (h + 1) & s->mask;
-    }
-    s->slot[h] = key;
-    return 1;
-}
+/* ---- ratings helpers ---- */
 
 static int random_perm(const uint8_t key[32], size_t n, size_t **out, struct fs_err *err)
 {
@@ -385,120 +346,6 @@ static int random_perm(const uint8_t key[32], size_t n, size_t **out, struct fs_
     }
     *out = p;
     return 0;
-}
-
-/* First index with cum[idx] > u (cum ascending, cum[n-1] > u). */
-static size_t upper_search(const double *cum, size_t n, double u)
-{
-    size_t lo = 0;
-    size_t hi = n - 1;
-
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (cum[mid] > u) {
-            hi = mid;
-        } else {
-            lo = mid + 1;
-        }
-    }
-    return lo;
-}
-
-static int gen_ratings(const struct gen_args *a, fs_csr **out, struct fs_err *err)
-{
-    struct wordbuf b;
-    struct keyset set = {NULL, 0};
-    size_t *perm = NULL;
-    double *cum = NULL;
-    size_t *ri = NULL;
-    size_t *ci = NULL;
-    double *v = NULL;
-    size_t placed = 0;
-    size_t attempts = 0;
-    size_t max_attempts = 50 * a->nnz + 100000;
-    int rc;
-
-    *out = NULL;
-    memset(&b, 0, sizeof b);
-    cum = malloc(a->cols * sizeof *cum);
-    ri = malloc(a->nnz * sizeof *ri);
-    ci = malloc(a->nnz * sizeof *ci);
-    v = malloc(a->nnz * sizeof *v);
-    if (cum == NULL || ri == NULL || ci == NULL || v == NULL) {
-        rc = fs_err_set(err, FS_ENOMEM, "out of memory for %zu ratings", a->nnz);
-        goto out;
-    }
-    for (size_t j = 0; j < a->cols; j++) {
-        cum[j] = (j > 0 ? cum[j - 1] : 0.0) + pow((double)(j + 1), -a->alpha);
-    }
-    if ((rc = keyset_init(&set, a->nnz, err)) != 0 ||
-        (rc = random_perm(a->seed, a->cols, &perm, err)) != 0 ||
-        (rc = stream_prg(a->seed, STREAM_RATINGS, &b.prg, err)) != 0) {
-        goto out;
-    }
-    while (placed < a->nnz) {
-        uint64_t user = 0;
-        uint64_t stars = 0;
-        double u = 0;
-        size_t item;
-
-        if (++attempts > max_attempts) {
-            rc = fs_err_set(err, FS_ERANGE,
-                            "placed only %zu of %zu distinct ratings after %zu draws; "
-                            "lower --nnz or --alpha",
-                            placed, a->nnz, max_attempts);
-            goto out;
-        }
-        if ((rc = wordbuf_below(&b, a->rows, &user, err)) != 0 ||
-            (rc = wordbuf_uniform(&b, &u, err)) != 0 ||
-            (rc = wordbuf_below(&b, 5, &stars, err)) != 0) {
-            goto out;
-        }
-        item = perm[upper_search(cum, a->cols, u * cum[a->cols - 1])];
-        if (!keyset_insert(&set, (uint64_t)user * a->cols + item + 1)) {
-            continue;
-        }
-        ri[placed] = (size_t)user;
-        ci[placed] = item;
-        v[placed] = (double)(stars + 1);
-        placed++;
-    }
-    rc = fs_csr_from_coo(a->rows, a->cols, a->nnz, ri, ci, v, out, err);
-out:
-    fs_prg_free(b.prg);
-    free(set.slot);
-    free(v);
-    free(ci);
-    free(ri);
-    free(cum);
-    free(perm);
-    return rc;
-}
-
-/* New CSR of rows [r0, r0 + n) of a. */
-static int csr_rows(const fs_csr *a, size_t r0, size_t n, fs_csr **out, struct fs_err *err)
-{
-    size_t base = a->rowptr[r0];
-    size_t nnz = a->rowptr[r0 + n] - base;
-    size_t *ri = malloc((nnz > 0 ? nnz : 1) * sizeof *ri);
-    size_t *ci = malloc((nnz > 0 ? nnz : 1) * sizeof *ci);
-    int rc;
-
-    if (ri == NULL || ci == NULL) {
-        free(ri);
-        free(ci);
-        return fs_err_set(err, FS_ENOMEM, "out of memory");
-    }
-    for (size_t i = 0; i < n; i++) {
-        for (size_t t = a->rowptr[r0 + i]; t < a->rowptr[r0 + i + 1]; t++) {
-            ri[t - base] = i;
-            ci[t - base] = a->colidx[t];
-        }
-    }
-    rc = fs_csr_from_coo(n, a->cols, nnz, ri, ci, a->vals + base, out, err);
-    free(ri);
-    free(ci);
-    return rc;
 }
 
 /* ---- output ---- */
@@ -656,37 +503,435 @@ static int write_parties_dense(const char *cmd, const struct gen_args *a, const 
     return CLI_OK;
 }
 
-static int write_parties_sparse(const char *cmd, const struct gen_args *a, const fs_csr *x,
-                                struct gen_report *r)
+/* ---- ratings (streamed) ----
+ *
+ * Users are uniform: a first pass over a PRG stream deals the M ratings out
+ * to users one by one (a multinomial), capped at the number of items (the
+ * excess dealt again to users with room). Then user by user, in row order:
+ * the user's items are drawn by weighted sampling WITHOUT replacement from
+ * the item popularity w_j ∝ rank^(-alpha) (integer weights in a Fenwick tree,
+ * so removing and restoring a weight is exact), each with a rating 1..5, and
+ * the user's entries are written at once, sorted by item. Only the per-user
+ * counts (4 bytes a user) and one user's entries are held: a MatrixMarket
+ * file is streamed to disk; other formats (densified) gather their part
+ * first. */
+
+struct fenwick {
+    uint64_t *t; /* 1-based */
+    size_t n;
+    size_t top; /* the highest power of two <= n */
+};
+
+static void fen_add(struct fenwick *f, size_t i, uint64_t delta) /* mod 2^64: also subtracts */
 {
-    char name[64];
-    char path[PATH_CAP];
-    size_t r0 = 0;
+    for (size_t x = i + 1; x <= f->n; x += x & (~x + 1)) {
+        f->t[x] += delta;
+    }
+}
+
+/* The index j (0-based) with prefix(j) <= u < prefix(j + 1), for u < the total. */
+static size_t fen_find(const struct fenwick *f, uint64_t u)
+{
+    size_t pos = 0;
+
+    for (size_t step = f->top; step > 0; step >>= 1) {
+        if (pos + step <= f->n && f->t[pos + step] <= u) {
+            pos += step;
+            u -= f->t[pos];
+        }
+    }
+    return pos;
+}
+
+static int fen_init(struct fenwick *f, const uint64_t *w, size_t n, struct fs_err *err)
+{
+    f->t = calloc(n + 1, sizeof *f->t);
+    if (f->t == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    f->n = n;
+    for (size_t i = 1; i <= n; i++) {
+        size_t up = i + (i & (~i + 1));
+        f->t[i] += w[i - 1];
+        if (up <= n) {
+            f->t[up] += f->t[i];
+        }
+    }
+    for (f->top = 1; f->top * 2 <= n; f->top *= 2) {
+    }
+    return 0;
+}
+
+/* Ratings per user: M draws of a uniform user, each capped at the items. */
+static int ratings_degrees(const struct gen_args *a, uint32_t **out, struct fs_err *err)
+{
+    struct wordbuf b;
+    uint32_t *deg = calloc(a->rows, sizeof *deg);
+    size_t excess = 0;
     int rc;
 
-    if ((rc = cli_mkdir_p(cmd, a->out_dir)) != 0) {
+    *out = NULL;
+    memset(&b, 0, sizeof b);
+    if (deg == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory for %zu users", a->rows);
+    }
+    rc = stream_prg(a->seed, STREAM_RATINGS, &b.prg, err);
+    for (size_t t = 0; rc == 0 && t < a->nnz; t++) {
+        uint64_t u = 0;
+        if ((rc = wordbuf_below(&b, a->rows, &u, err)) == 0) {
+            if (deg[u] < a->cols) {
+                deg[u]++;
+            } else {
+                excess++;
+            }
+        }
+    }
+    /* nnz <= rows * cols / 2, so a user with room is found in < 2 draws on average */
+    while (rc == 0 && excess > 0) {
+        uint64_t u = 0;
+        if ((rc = wordbuf_below(&b, a->rows, &u, err)) == 0 && deg[u] < a->cols) {
+            deg[u]++;
+            excess--;
+        }
+    }
+    fs_prg_free(b.prg);
+    if (rc != 0) {
+        free(deg);
         return rc;
     }
-    for (size_t p = 0; p < a->nparties; p++) {
-        fs_csr *c = NULL;
-        struct fs_err err;
+    *out = deg;
+    return 0;
+}
 
-        fs_err_clear(&err);
-        if (csr_rows(x, r0, a->split[p], &c, &err) != 0) {
-            return cli_fs_error(cmd, &err);
+/* One output of the ratings: MatrixMarket streamed to a temporary file then
+ * renamed, or (npy/csv) the triplets gathered and densified at the end. */
+struct rsink {
+    const char *path;
+    const char *role;
+    char tmp[PATH_CAP];
+    FILE *f;
+    char *buf;
+    size_t len;
+    size_t rows, nnz; /* declared */
+    size_t put;       /* written so far */
+    size_t *ri, *ci;
+    double *v;
+};
+
+#define RSINK_BUF (1u << 20)
+
+static int rsink_open(const char *cmd, struct rsink *s, const char *path, const char *role,
+                      size_t rows, size_t cols, size_t nnz)
+{
+    memset(s, 0, sizeof *s);
+    s->path = path;
+    s->role = role;
+    s->rows = rows;
+    s->nnz = nnz;
+    if (!has_suffix(path, ".mtx") && !has_suffix(path, ".mm")) {
+        size_t n = nnz > 0 ? nnz : 1;
+        s->ri = malloc(n * sizeof *s->ri);
+        s->ci = malloc(n * sizeof *s->ci);
+        s->v = malloc(n * sizeof *s->v);
+        if (s->ri == NULL || s->ci == NULL || s->v == NULL) {
+            return cli_runtime_error(cmd, "out of memory for %zu ratings", nnz);
         }
-        snprintf(name, sizeof name, "party-%zu.%s", p + 1, a->out_format);
-        rc = cli_path_join(cmd, path, sizeof path, a->out_dir, name);
-        if (rc == 0) {
-            rc = write_sparse(cmd, path, c, "party", r);
+        return CLI_OK;
+    }
+    if ((size_t)snprintf(s->tmp, sizeof s->tmp, "%s.tmp-XXXXXX", path) >= sizeof s->tmp) {
+        return cli_runtime_error(cmd, "%s: path too long", path);
+    }
+    {
+        int fd = mkstemp(s->tmp);
+        if (fd < 0) {
+            s->tmp[0] = '\0';
+            return cli_runtime_error(cmd, "%s: cannot create a file next to it", path);
         }
-        fs_csr_free(c);
-        if (rc != 0) {
+        s->f = fdopen(fd, "wb");
+        if (s->f == NULL) {
+            close(fd);
+            return cli_runtime_error(cmd, "%s: cannot open", path);
+        }
+    }
+    s->buf = malloc(RSINK_BUF);
+    if (s->buf == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
+    }
+    s->len = (size_t)snprintf(s->buf, RSINK_BUF,
+                              "%%%%MatrixMarket matrix coordinate integer general\n"
+                              "%% fedsvd gen ratings: users x items, ratings 1..5\n"
+                              "%zu %zu %zu\n",
+                              rows, cols, nnz);
+    return CLI_OK;
+}
+
+static int rsink_flush(const char *cmd, struct rsink *s)
+{
+    if (s->len > 0 && fwrite(s->buf, 1, s->len, s->f) != s->len) {
+        return cli_runtime_error(cmd, "%s: write failed", s->path);
+    }
+    s->len = 0;
+    return CLI_OK;
+}
+
+static char *put_dec(char *p, uint64_t v)
+{
+    char t[24];
+    int n = 0;
+
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    while (n > 0) {
+        *p++ = t[--n];
+    }
+    return p;
+}
+
+/* Entry (row, col) = stars, 0-based row and column. */
+static int rsink_put(const char *cmd, struct rsink *s, size_t row, size_t col, unsigned stars)
+{
+    if (s->f == NULL) {
+        s->ri[s->put] = row;
+        s->ci[s->put] = col;
+        s->v[s->put] = (double)stars;
+        s->put++;
+        return CLI_OK;
+    }
+    if (s->len + 64 > RSINK_BUF) {
+        int rc = rsink_flush(cmd, s);
+        if (rc != CLI_OK) {
             return rc;
         }
-        r0 += a->split[p];
     }
+    {
+        char *p = s->buf + s->len;
+        p = put_dec(p, (uint64_t)row + 1);
+        *p++ = ' ';
+        p = put_dec(p, (uint64_t)col + 1);
+        *p++ = ' ';
+        *p++ = (char)('0' + stars);
+        *p++ = '\n';
+        s->len = (size_t)(p - s->buf);
+    }
+    s->put++;
     return CLI_OK;
+}
+
+static void rsink_discard(struct rsink *s)
+{
+    if (s->f != NULL) {
+        fclose(s->f);
+        s->f = NULL;
+    }
+    if (s->tmp[0] != '\0') {
+        unlink(s->tmp);
+        s->tmp[0] = '\0';
+    }
+    free(s->buf);
+    free(s->ri);
+    free(s->ci);
+    free(s->v);
+    s->buf = NULL;
+    s->ri = s->ci = NULL;
+    s->v = NULL;
+}
+
+static int rsink_close(const char *cmd, struct rsink *s, size_t cols, struct gen_report *r)
+{
+    int rc = CLI_OK;
+
+    if (s->put != s->nnz) { /* cannot happen: the counts are dealt first */
+        rc = cli_runtime_error(cmd, "%s: wrote %zu of %zu ratings", s->path, s->put, s->nnz);
+    } else if (s->f != NULL) {
+        rc = rsink_flush(cmd, s);
+        if (rc == CLI_OK && fflush(s->f) != 0) {
+            rc = cli_runtime_error(cmd, "%s: write failed", s->path);
+        }
+        if (fclose(s->f) != 0 && rc == CLI_OK) {
+            rc = cli_runtime_error(cmd, "%s: write failed", s->path);
+        }
+        s->f = NULL;
+        if (rc == CLI_OK && rename(s->tmp, s->path) != 0) {
+            rc = cli_runtime_error(cmd, "%s: cannot rename the finished file into place", s->path);
+        }
+        if (rc == CLI_OK) {
+            s->tmp[0] = '\0';
+            if (report_file(r, s->path, s->role, s->rows, cols) != 0) {
+                rc = cli_runtime_error(cmd, "out of memory");
+            }
+        }
+    } else {
+        fs_csr *c = NULL;
+        struct fs_err err;
+        fs_err_clear(&err);
+        if (fs_csr_from_coo(s->rows, cols, s->nnz, s->ri, s->ci, s->v, &c, &err) != 0) {
+            rc = cli_fs_error(cmd, &err);
+        } else {
+            rc = write_sparse(cmd, s->path, c, s->role, r);
+        }
+        fs_csr_free(c);
+    }
+    if (rc == CLI_OK) {
+        json_t *last = json_array_get(r->files, json_array_size(r->files) - 1);
+        if (last == NULL || json_object_set_new(last, "nnz", json_integer((json_int_t)s->nnz))) {
+            rc = cli_runtime_error(cmd, "out of memory");
+        }
+    }
+    rsink_discard(s);
+    return rc;
+}
+
+static int cmp_u64(const void *x, const void *y)
+{
+    uint64_t a = *(const uint64_t *)x;
+    uint64_t b = *(const uint64_t *)y;
+
+    return a < b ? -1 : a > b;
+}
+
+struct ratings_state {
+    uint32_t *deg;
+    size_t *perm; /* popularity rank -> item */
+    uint64_t *w;  /* integer weight of each rank */
+    uint64_t wtotal;
+    size_t *rank;  /* one user's ranks drawn */
+    uint64_t *ent; /* one user's entries: item << 3 | stars */
+    struct fenwick fen;
+    struct wordbuf b;
+    struct rsink whole;
+    struct rsink part;
+};
+
+static int ratings_setup(const struct gen_args *a, struct ratings_state *st, struct fs_err *err)
+{
+    int rc;
+
+    st->w = malloc(a->cols * sizeof *st->w);
+    st->ent = malloc(a->cols * sizeof *st->ent);
+    st->rank = malloc(a->cols * sizeof *st->rank);
+    if (st->w == NULL || st->ent == NULL || st->rank == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    for (size_t j = 0; j < a->cols; j++) {
+        double x = ldexp(pow((double)(j + 1), -a->alpha), 40);
+        st->w[j] = x < 1.0 ? 1 : (uint64_t)llround(x);
+        st->wtotal += st->w[j];
+    }
+    if ((rc = fen_init(&st->fen, st->w, a->cols, err)) != 0 ||
+        (rc = random_perm(a->seed, a->cols, &st->perm, err)) != 0 ||
+        (rc = ratings_degrees(a, &st->deg, err)) != 0) {
+        return rc;
+    }
+    return stream_prg(a->seed, STREAM_ITEMS, &st->b.prg, err);
+}
+
+/* Draw user u's entries into st->ent, sorted by item. */
+static int ratings_user(struct ratings_state *st, size_t u, struct fs_err *err)
+{
+    uint64_t total = st->wtotal;
+    size_t d = st->deg[u];
+    size_t done = 0;
+    int rc = 0;
+
+    for (; done < d; done++) {
+        uint64_t x = 0;
+        uint64_t stars = 0;
+        size_t j;
+        if ((rc = wordbuf_below(&st->b, total, &x, err)) != 0 ||
+            (rc = wordbuf_below(&st->b, 5, &stars, err)) != 0) {
+            break;
+        }
+        j = fen_find(&st->fen, x);
+        fen_add(&st->fen, j, (uint64_t)0 - st->w[j]); /* without replacement */
+        total -= st->w[j];
+        st->rank[done] = j;
+        st->ent[done] = ((uint64_t)st->perm[j] << 3) | (stars + 1);
+    }
+    for (size_t t = 0; t < done; t++) {
+        fen_add(&st->fen, st->rank[t], st->w[st->rank[t]]);
+    }
+    if (rc == 0) {
+        qsort(st->ent, d, sizeof *st->ent, cmp_u64);
+    }
+    return rc;
+}
+
+static void ratings_clear(struct ratings_state *st)
+{
+    rsink_discard(&st->whole);
+    rsink_discard(&st->part);
+    fs_prg_free(st->b.prg);
+    free(st->fen.t);
+    free(st->deg);
+    free(st->perm);
+    free(st->w);
+    free(st->rank);
+    free(st->ent);
+}
+
+static int generate_ratings(const char *cmd, const struct gen_args *a, struct gen_report *r)
+{
+    struct ratings_state st;
+    struct fs_err err;
+    size_t u = 0;
+    size_t nparts = a->out_dir != NULL ? a->nparties : 1;
+    int rc = CLI_OK;
+
+    memset(&st, 0, sizeof st);
+    fs_err_clear(&err);
+    if (ratings_setup(a, &st, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    if (a->out != NULL &&
+        (rc = rsink_open(cmd, &st.whole, a->out, "matrix", a->rows, a->cols, a->nnz)) != 0) {
+        goto out;
+    }
+    if (a->out_dir != NULL && (rc = cli_mkdir_p(cmd, a->out_dir)) != 0) {
+        goto out;
+    }
+    for (size_t p = 0; p < nparts; p++) {
+        size_t n = a->out_dir != NULL ? a->split[p] : a->rows;
+        char name[64];
+        char path[PATH_CAP];
+
+        if (a->out_dir != NULL) {
+            size_t pnnz = 0;
+            for (size_t i = u; i < u + n; i++) {
+                pnnz += st.deg[i];
+            }
+            snprintf(name, sizeof name, "party-%zu.%s", p + 1, a->out_format);
+            if ((rc = cli_path_join(cmd, path, sizeof path, a->out_dir, name)) != 0 ||
+                (rc = rsink_open(cmd, &st.part, path, "party", n, a->cols, pnnz)) != 0) {
+                goto out;
+            }
+        }
+        for (size_t i = 0; i < n; i++, u++) {
+            if (ratings_user(&st, u, &err) != 0) {
+                rc = cli_fs_error(cmd, &err);
+                goto out;
+            }
+            for (size_t t = 0; t < st.deg[u]; t++) {
+                size_t item = (size_t)(st.ent[t] >> 3);
+                unsigned stars = (unsigned)(st.ent[t] & 7);
+                if ((a->out != NULL && (rc = rsink_put(cmd, &st.whole, u, item, stars)) != 0) ||
+                    (a->out_dir != NULL && (rc = rsink_put(cmd, &st.part, i, item, stars)) != 0)) {
+                    goto out;
+                }
+            }
+        }
+        if (a->out_dir != NULL && (rc = rsink_close(cmd, &st.part, a->cols, r)) != 0) {
+            goto out;
+        }
+    }
+    if (a->out != NULL) {
+        rc = rsink_close(cmd, &st.whole, a->cols, r);
+    }
+out:
+    ratings_clear(&st);
+    return rc;
 }
 
 /* ---- argument parsing ---- */
@@ -747,7 +992,7 @@ static int parse_split(const char *cmd, struct gen_args *a, const char *s_partie
 
 struct gen_strs {
     const char *rows, *cols, *alpha, *low, *high, *rank, *gap, *noise, *decay, *users, *items, *nnz,
-        *seed, *out, *out_dir, *parties, *split, *out_format, *format;
+        *ratings, *seed, *out, *out_dir, *parties, *split, *out_format, *format;
 };
 
 static int check_allowed(const char *cmd, const struct gen_strs *s, unsigned allowed)
@@ -757,10 +1002,11 @@ static int check_allowed(const char *cmd, const struct gen_strs *s, unsigned all
         unsigned bit;
         const char *name;
     } t[] = {
-        {s->rows, O_ROWS, "rows"},    {s->cols, O_COLS, "cols"},    {s->alpha, O_ALPHA, "alpha"},
-        {s->low, O_LOW, "low"},       {s->high, O_HIGH, "high"},    {s->rank, O_RANK, "rank"},
-        {s->gap, O_GAP, "gap"},       {s->noise, O_NOISE, "noise"}, {s->decay, O_DECAY, "decay"},
-        {s->users, O_USERS, "users"}, {s->items, O_ITEMS, "items"}, {s->nnz, O_NNZ, "nnz"},
+        {s->rows, O_ROWS, "rows"},      {s->cols, O_COLS, "cols"},    {s->alpha, O_ALPHA, "alpha"},
+        {s->low, O_LOW, "low"},         {s->high, O_HIGH, "high"},    {s->rank, O_RANK, "rank"},
+        {s->gap, O_GAP, "gap"},         {s->noise, O_NOISE, "noise"}, {s->decay, O_DECAY, "decay"},
+        {s->users, O_USERS, "users"},   {s->items, O_ITEMS, "items"}, {s->nnz, O_NNZ, "nnz"},
+        {s->ratings, O_NNZ, "ratings"},
     };
 
     for (size_t i = 0; i < NOPTS(t); i++) {
@@ -777,12 +1023,17 @@ static int parse_kind_args(const char *cmd, const struct gen_strs *s, struct gen
     int rc;
 
     if (k == KIND_RATINGS) {
-        if (s->users == NULL || s->items == NULL || s->nnz == NULL) {
-            return cli_usage_error(cmd, "--users, --items and --nnz are required");
+        const char *m = s->nnz != NULL ? s->nnz : s->ratings;
+        if (s->nnz != NULL && s->ratings != NULL) {
+            return cli_usage_error(cmd, "--ratings is another name for --nnz: give one of them");
+        }
+        if (s->users == NULL || s->items == NULL || m == NULL) {
+            return cli_usage_error(cmd, "--users, --items and --ratings (--nnz) are required");
         }
         if ((rc = cli_parse_size(cmd, "--users", s->users, 1, MAX_DIM, &a->rows)) != 0 ||
             (rc = cli_parse_size(cmd, "--items", s->items, 1, (size_t)UINT32_MAX, &a->cols)) != 0 ||
-            (rc = cli_parse_size(cmd, "--nnz", s->nnz, 1, MAX_ELEMS, &a->nnz)) != 0) {
+            (rc = cli_parse_size(cmd, s->nnz != NULL ? "--nnz" : "--ratings", m, 1, MAX_ELEMS,
+                                 &a->nnz)) != 0) {
             return rc;
         }
         if ((double)a->nnz > 0.5 * (double)a->rows * (double)a->cols) {
@@ -844,6 +1095,28 @@ static int parse_kind_args(const char *cmd, const struct gen_strs *s, struct gen
     return CLI_OK;
 }
 
+/* Ratings written as .npy/.csv are densified: the dense size must be capped. */
+static int check_dense_ratings(const char *cmd, const struct gen_args *a)
+{
+    size_t most = 0;
+
+    if (a->out != NULL && !has_suffix(a->out, ".mtx") && !has_suffix(a->out, ".mm")) {
+        most = a->rows;
+    }
+    if (a->out_dir != NULL && strcmp(a->out_format, "mtx") != 0) {
+        for (size_t p = 0; p < a->nparties; p++) {
+            most = a->split[p] > most ? a->split[p] : most;
+        }
+    }
+    if ((double)most * (double)a->cols > (double)MAX_ELEMS) {
+        return cli_usage_error(cmd,
+                               "dense output of %zu x %zu ratings is over the cap of %zu entries; "
+                               "write MatrixMarket (.mtx)",
+                               most, a->cols, MAX_ELEMS);
+    }
+    return CLI_OK;
+}
+
 static int parse_args(int argc, char **argv, struct gen_args *a, int *help)
 {
     const char *cmd = "gen";
@@ -861,6 +1134,7 @@ static int parse_args(int argc, char **argv, struct gen_args *a, int *help)
         {"users", CLI_OPT_VALUE, &s.users, NULL},
         {"items", CLI_OPT_VALUE, &s.items, NULL},
         {"nnz", CLI_OPT_VALUE, &s.nnz, NULL},
+        {"ratings", CLI_OPT_VALUE, &s.ratings, NULL},
         {"seed", CLI_OPT_VALUE, &s.seed, NULL},
         {"out", CLI_OPT_VALUE, &s.out, NULL},
         {"out-dir", CLI_OPT_VALUE, &s.out_dir, NULL},
@@ -918,6 +1192,9 @@ static int parse_args(int argc, char **argv, struct gen_args *a, int *help)
         a->out_format = s.out_format;
     }
     if (a->out_dir != NULL && (rc = parse_split(cmd, a, s.parties, s.split)) != 0) {
+        return rc;
+    }
+    if (a->kind->kind == KIND_RATINGS && (rc = check_dense_ratings(cmd, a)) != 0) {
         return rc;
     }
     return cli_parse_seed(cmd, s.seed, a->seed, a->seed_hex);
@@ -1024,26 +1301,6 @@ out:
     return rc;
 }
 
-static int generate_sparse(const char *cmd, const struct gen_args *a, struct gen_report *r)
-{
-    struct fs_err err;
-    fs_csr *x = NULL;
-    int rc = CLI_OK;
-
-    fs_err_clear(&err);
-    if (gen_ratings(a, &x, &err) != 0) {
-        return cli_fs_error(cmd, &err);
-    }
-    if (a->out != NULL) {
-        rc = write_sparse(cmd, a->out, x, "matrix", r);
-    }
-    if (rc == CLI_OK && a->out_dir != NULL) {
-        rc = write_parties_sparse(cmd, a, x, r);
-    }
-    fs_csr_free(x);
-    return rc;
-}
-
 int cmd_gen(int argc, char **argv)
 {
     const char *cmd = "gen";
@@ -1068,7 +1325,7 @@ int cmd_gen(int argc, char **argv)
         goto out;
     }
     t0 = cli_now();
-    rc = a.kind->kind == KIND_RATINGS ? generate_sparse(cmd, &a, &rep)
+    rc = a.kind->kind == KIND_RATINGS ? generate_ratings(cmd, &a, &rep)
                                       : generate_dense(cmd, &a, &rep);
     if (rc != CLI_OK) {
         goto out;

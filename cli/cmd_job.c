@@ -53,6 +53,10 @@ static void create_help(void)
            "                         --masking-server URL --masking-token-file F [--k K]\n"
            "                         [--method exact|randomized] [--standardize]\n"
            "                         [--allow-dropouts] [--block-size C] [...as above]\n"
+           "       fedsvd job create --server URL --admin-token-file F --algorithm fedpower|\n"
+           "                         fedpower-utility|fedpower-private|dp-ppm --cols D\n"
+           "                         --party-sizes S1,S2,... --k K [--allow-dropouts]\n"
+           "                         [...the power-method options below, ...as above]\n"
            "\n"
            "Create a job (POST /v1/jobs) and print its invitations: a JSON array with one\n"
            "invitation per party, each holding that party's secret token. Hand invitation i\n"
@@ -64,14 +68,18 @@ static void create_help(void)
            "Options:\n");
     conn_help("admin-token-file F", "admin");
     printf(
-        "  --algorithm A          secure-sum, fedsvd or fedpca\n"
+        "  --algorithm A          secure-sum, fedsvd, fedpca, fedpower, fedpower-utility,\n"
+        "                         fedpower-private or dp-ppm\n"
         "  --parties K            number of parties, 1..1000 (fedsvd/fedpca: optional, the\n"
         "                         length of --party-sizes)\n"
         "  --shape R,C            secure-sum: every party's matrix shape (rows,cols);\n"
         "                         fedsvd/fedpca: the pooled matrix N,D\n"
         "  --partition P          samples (default: party i holds rows) or features (columns)\n"
         "  --party-sizes LIST     rows (samples) or columns (features) of each party, in party\n"
-        "                         order; they add up to N (samples) or D (features)\n"
+        "                         order; they add up to N (samples) or D (features); power\n"
+        "                         methods: each party's rows s_i (public, the weights)\n"
+        "  --cols D               power methods: the features every party holds (or --shape\n"
+        "                         N,D with N the sum of --party-sizes)\n"
         "  --k K                  top-k singular triplets / components (default: all)\n"
         "  --method M             exact (default) or randomized (with --k)\n"
         "  --standardize          fedpca: scale every feature to unit variance\n"
@@ -94,7 +102,9 @@ static void create_help(void)
         "  --format F             text (default: the invitations array, indented, and the\n"
         "                         job id on stderr) or json (one line: {\"job\", \"invitations\"}\n"
         "                         where invitations are objects, or file names with --out-dir)\n"
-        "  -h, --help             show this text\n");
+        "  -h, --help             show this text\n"
+        "\n");
+    orch_power_help();
 }
 
 static void status_help(void)
@@ -480,6 +490,194 @@ out:
     return rc;
 }
 
+/* The created job's invitations: DIR/invitation-<i>.json (0600) with
+ * --out-dir, else printed; --format json prints {"job", "invitations"}. */
+static int emit_invitations(const char *cmd, const json_t *job, const json_t *invs,
+                            const char *outdir, int json, size_t parties)
+{
+    json_t *files = NULL;
+    int rc = CLI_OK;
+
+    if (outdir != NULL) {
+        size_t i;
+        json_t *inv;
+
+        files = json_array();
+        json_array_foreach(invs, i, inv)
+        {
+            char name[64], path[4096];
+
+            snprintf(name, sizeof name, "invitation-%zu.json", i + 1);
+            if ((rc = cli_path_join(cmd, path, sizeof path, outdir, name)) != CLI_OK ||
+                (rc = write_secret_json(cmd, path, inv)) != CLI_OK) {
+                json_decref(files);
+                return rc;
+            }
+            json_array_append_new(files, json_string(path));
+        }
+    }
+    if (json) {
+        rc = cli_print_json(
+            cmd, json_pack("{s:O, s:O}", "job", job, "invitations", files != NULL ? files : invs));
+    } else if (files != NULL) {
+        printf("job %s created: %zu parties, threshold %lld; wrote %s/invitation-1..%zu.json\n",
+               str_or(job, "id", "?"), parties,
+               (long long)json_integer_value(json_object_get(job, "threshold")), outdir, parties);
+    } else {
+        char *s = json_dumps(invs, JSON_INDENT(2));
+
+        if (s == NULL) {
+            json_decref(files);
+            return cli_runtime_error(cmd, "out of memory");
+        }
+        puts(s);
+        free(s);
+        fprintf(stderr, "fedsvd %s: job %s created: %zu parties, threshold %lld\n", cmd,
+                str_or(job, "id", "?"), parties,
+                (long long)json_integer_value(json_object_get(job, "threshold")));
+    }
+    json_decref(files);
+    return rc;
+}
+
+/* POST spec to the server; the reply's job and invitations (K of them). */
+static int post_job(const char *cmd, const char *server, const char *tok,
+                    const struct orch_tls *tls, const json_t *spec, size_t parties, json_t **resp)
+{
+    struct fs_err err;
+    fs_httpc *c = NULL;
+    int rc;
+
+    fs_err_clear(&err);
+    *resp = NULL;
+    if ((rc = connect_server(cmd, server, tok, tls, &c)) != CLI_OK) {
+        return rc;
+    }
+    if (fs_httpc_json(c, "POST", "/v1/jobs", (json_t *)spec, resp, NULL, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+    } else if (!json_is_object(json_object_get(*resp, "job")) ||
+               !json_is_array(json_object_get(*resp, "invitations")) ||
+               json_array_size(json_object_get(*resp, "invitations")) != parties) {
+        rc = cli_runtime_error(cmd, "POST /v1/jobs: the response lacks the job or %zu invitations",
+                               parties);
+    }
+    fs_httpc_free(c);
+    return rc;
+}
+
+/* job create for the power methods (docs/wire-fedpower.md). */
+static int power_create(const char *cmd, const char *server, const char *tok, const char *alg,
+                        const char *s_parties, const char *s_shape, const char *s_cols,
+                        const char *s_sizes, const char *s_k, const char *s_thr, const char *s_rt,
+                        const char *name, const char *pub, const char *outdir, const char *format,
+                        const struct orch_tls *tls, struct orch_power_opts *po, int allow_dropouts,
+                        int fed_only)
+{
+    size_t *sizes = NULL, nsizes = 0, parties = 0, thr = 0, rt = 0, cols = 0;
+    json_int_t shape[2] = {0, 0};
+    json_t *spec = NULL, *rows = NULL, *resp = NULL;
+    int json = 0, vb_missing = 0, rc;
+    uint64_t total = 0;
+
+    po->k = s_k;
+    if (fed_only) {
+        return cli_usage_error(cmd, "--partition, --method, --standardize, --masking-* and "
+                                    "--block-size are for fedsvd and fedpca");
+    }
+    if (tok == NULL || s_sizes == NULL || (s_cols == NULL && s_shape == NULL)) {
+        return cli_usage_error(cmd, "%s needs --admin-token-file, --party-sizes and --cols", alg);
+    }
+    if ((rc = orch_power_spec(cmd, alg, po, 0, NULL, &vb_missing)) != CLI_OK) {
+        return rc;
+    }
+    if (vb_missing) {
+        return cli_usage_error(cmd,
+                               "%s needs --value-bound (a public bound on every party's "
+                               "||M_i^T M_i / s_i||_2)",
+                               alg);
+    }
+    if ((rc = cli_parse_size_list(cmd, "--party-sizes", s_sizes, JOB_MAX_PARTIES, &sizes,
+                                  &nsizes)) != CLI_OK) {
+        return rc;
+    }
+    for (size_t i = 0; i < nsizes; i++) {
+        total += sizes[i];
+    }
+    if ((s_parties != NULL &&
+         ((rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) !=
+              CLI_OK ||
+          (parties != nsizes && (rc = cli_usage_error(cmd,
+                                                      "--parties %zu but --party-sizes lists "
+                                                      "%zu",
+                                                      parties, nsizes)) != CLI_OK))) ||
+        (s_cols != NULL &&
+         (rc = cli_parse_size(cmd, "--cols", s_cols, 1, (size_t)1 << 20, &cols)) != CLI_OK) ||
+        (s_shape != NULL && (rc = parse_shape(cmd, s_shape, shape)) != CLI_OK) ||
+        (s_thr != NULL &&
+         (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, nsizes, &thr)) != CLI_OK) ||
+        (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
+        (rc = cli_parse_format(cmd, format, &json)) != CLI_OK) {
+        free(sizes);
+        return rc;
+    }
+    if (s_shape != NULL && (shape[1] < 1 || (uint64_t)shape[0] != total ||
+                            (s_cols != NULL && (size_t)shape[1] != cols))) {
+        free(sizes);
+        return cli_usage_error(cmd,
+                               "--shape N,D: N must be the sum of --party-sizes (%llu) and D "
+                               "agree with --cols",
+                               (unsigned long long)total);
+    }
+    if (s_cols == NULL) {
+        cols = (size_t)shape[1];
+    }
+    if (pub != NULL && !orch_url_ok(pub)) {
+        free(sizes);
+        return cli_usage_error(cmd, "--public-url: expected an http:// or https:// URL, got '%s'",
+                               pub);
+    }
+    spec = json_pack("{s:s, s:I, s:I, s:b}", "algorithm", alg, "parties", (json_int_t)nsizes,
+                     "cols", (json_int_t)cols, "allow_dropouts", allow_dropouts);
+    rows = json_array();
+    if (spec == NULL || rows == NULL) {
+        json_decref(rows);
+        rc = cli_runtime_error(cmd, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < nsizes; i++) {
+        json_array_append_new(rows, json_integer((json_int_t)sizes[i]));
+    }
+    json_object_set_new(spec, "party_rows", rows);
+    if ((rc = orch_power_spec(cmd, alg, po, cols, spec, NULL)) != CLI_OK) {
+        goto out;
+    }
+    if (s_thr != NULL) {
+        json_object_set_new(spec, "threshold", json_integer((json_int_t)thr));
+    }
+    if (s_rt != NULL) {
+        json_object_set_new(spec, "round_timeout_s", json_integer((json_int_t)rt));
+    }
+    if (name != NULL) {
+        json_object_set_new(spec, "name", json_string(name));
+    }
+    if (pub != NULL) {
+        json_object_set_new(spec, "server_url", json_string(pub));
+    }
+    if (outdir != NULL && (rc = cli_mkdir_p(cmd, outdir)) != CLI_OK) {
+        goto out;
+    }
+    if ((rc = post_job(cmd, server, tok, tls, spec, nsizes, &resp)) != CLI_OK) {
+        goto out;
+    }
+    rc = emit_invitations(cmd, json_object_get(resp, "job"), json_object_get(resp, "invitations"),
+                          outdir, json, nsizes);
+out:
+    json_decref(resp);
+    json_decref(spec);
+    free(sizes);
+    return rc;
+}
+
 static int job_create(int argc, char **argv)
 {
     const char *cmd = "job create";
@@ -487,8 +685,9 @@ static int job_create(int argc, char **argv)
     const char *s_shape = NULL, *s_thr = NULL, *s_rt = NULL, *s_name = NULL, *s_pub = NULL;
     const char *s_outdir = NULL, *s_format = NULL, *s_ca = NULL;
     const char *s_part = NULL, *s_sizes = NULL, *s_k = NULL, *s_method = NULL, *s_msrv = NULL;
-    const char *s_mtok = NULL, *s_mpub = NULL, *s_block = NULL;
-    int standardize = 0, allow_dropouts = 0, fed = 0;
+    const char *s_mtok = NULL, *s_mpub = NULL, *s_block = NULL, *s_cols = NULL;
+    int standardize = 0, allow_dropouts = 0, fed = 0, power = 0;
+    struct orch_power_opts po;
     size_t *sizes = NULL, nsizes = 0, kk = 0, block = 0;
     char job_id[ORCH_ID_MAX] = "";
     struct orch_tls tls = {0, NULL};
@@ -516,6 +715,8 @@ static int job_create(int argc, char **argv)
         {"masking-token-file", CLI_OPT_VALUE, &s_mtok, NULL},
         {"masking-public-url", CLI_OPT_VALUE, &s_mpub, NULL},
         {"block-size", CLI_OPT_VALUE, &s_block, NULL},
+        {"cols", CLI_OPT_VALUE, &s_cols, NULL},
+        ORCH_POWER_OPTS(po),
     };
     const char *pos[1];
     size_t npos = 0, parties = 0, thr = 0, rt = 0;
@@ -523,10 +724,11 @@ static int job_create(int argc, char **argv)
     int help = 0, json = 0, rc;
     struct fs_err err;
     fs_httpc *c = NULL;
-    json_t *spec = NULL, *resp = NULL, *files = NULL;
+    json_t *spec = NULL, *resp = NULL;
     const json_t *invs, *job;
 
     fs_err_clear(&err);
+    memset(&po, 0, sizeof po);
     rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
     if (rc != CLI_OK) {
         return rc;
@@ -538,6 +740,18 @@ static int job_create(int argc, char **argv)
     tls.ca_file = s_ca;
     if ((rc = check_server(cmd, s_server)) != CLI_OK) {
         return rc;
+    }
+    power = orch_power_algorithm(s_alg);
+    if (!power && (orch_power_given(&po) || s_cols != NULL)) {
+        return cli_usage_error(cmd, "--cols and the power-method options are for fedpower, "
+                                    "fedpower-utility, fedpower-private and dp-ppm");
+    }
+    if (power) {
+        return power_create(cmd, s_server, s_tok, s_alg, s_parties, s_shape, s_cols, s_sizes, s_k,
+                            s_thr, s_rt, s_name, s_pub, s_outdir, s_format, &tls, &po,
+                            allow_dropouts,
+                            s_part != NULL || s_method != NULL || standardize || s_msrv != NULL ||
+                                s_mtok != NULL || s_mpub != NULL || s_block != NULL);
     }
     if (s_alg != NULL && (strcmp(s_alg, "fedsvd") == 0 || strcmp(s_alg, "fedpca") == 0)) {
         fed = 1;
@@ -562,7 +776,9 @@ static int job_create(int argc, char **argv)
             cmd, "--admin-token-file, --algorithm, --parties and --shape are required");
     }
     if (!fed && strcmp(s_alg, "secure-sum") != 0) {
-        return cli_usage_error(cmd, "--algorithm: expected secure-sum, fedsvd or fedpca, got '%s'",
+        return cli_usage_error(cmd,
+                               "--algorithm: expected secure-sum, fedsvd, fedpca, fedpower, "
+                               "fedpower-utility, fedpower-private or dp-ppm, got '%s'",
                                s_alg);
     }
     if (fed && strcmp(s_parties, "0") != 0 &&
@@ -663,45 +879,8 @@ static int job_create(int argc, char **argv)
             goto out;
         }
     }
-    if (s_outdir != NULL) {
-        size_t i;
-        json_t *inv;
-
-        files = json_array();
-        json_array_foreach(invs, i, inv)
-        {
-            char name[64], path[4096];
-
-            snprintf(name, sizeof name, "invitation-%zu.json", i + 1);
-            if ((rc = cli_path_join(cmd, path, sizeof path, s_outdir, name)) != CLI_OK ||
-                (rc = write_secret_json(cmd, path, inv)) != CLI_OK) {
-                goto out;
-            }
-            json_array_append_new(files, json_string(path));
-        }
-    }
-    if (json) {
-        rc = cli_print_json(
-            cmd, json_pack("{s:O, s:O}", "job", job, "invitations", files != NULL ? files : invs));
-    } else if (files != NULL) {
-        printf("job %s created: %zu parties, threshold %lld; wrote %s/invitation-1..%zu.json\n",
-               str_or(job, "id", "?"), parties,
-               (long long)json_integer_value(json_object_get(job, "threshold")), s_outdir, parties);
-    } else {
-        char *s = json_dumps(invs, JSON_INDENT(2));
-
-        if (s == NULL) {
-            rc = cli_runtime_error(cmd, "out of memory");
-            goto out;
-        }
-        puts(s);
-        free(s);
-        fprintf(stderr, "fedsvd %s: job %s created: %zu parties, threshold %lld\n", cmd,
-                str_or(job, "id", "?"), parties,
-                (long long)json_integer_value(json_object_get(job, "threshold")));
-    }
+    rc = emit_invitations(cmd, job, invs, s_outdir, json, parties);
 out:
-    json_decref(files);
     json_decref(resp);
     json_decref(spec);
     fs_httpc_free(c);

@@ -31,19 +31,19 @@
 
 #include "cli.h"
 #include "io/matio.h"
+#include "local.h"
 #include "local_verify.h"
 #include "net/auth.h"
 #include "orch.h"
 
-#define NOPTS(a)          (sizeof(a) / sizeof((a)[0]))
-#define LOCAL_MAX_PARTIES 100
-#define LOCAL_PATH        4096
-#define SPAWN_ATTEMPTS    5
-#define READY_TIMEOUT_S   30.0
-#define POLL_MS           200
+#define NOPTS(a)        (sizeof(a) / sizeof((a)[0]))
+#define SPAWN_ATTEMPTS  5
+#define READY_TIMEOUT_S 30.0
+#define POLL_MS         200
 
-static const char *const k_phases[] = {"advertise_keys", "share_keys", "masked_input",
-                                       "consistency", "unmasking"};
+static const char *const k_phases[LOCAL_FAIL_POWER] = {
+    "advertise_keys", "share_keys",     "masked_input", "consistency",
+    "unmasking",      "noise_exchange", "plain_upload"};
 
 static volatile sig_atomic_t g_stop = 0;
 
@@ -52,7 +52,44 @@ static void on_signal(int sig)
     g_stop = sig;
 }
 
-static void local_help(void)
+void local_signals_install(struct local_signals *s)
+{
+    struct sigaction sa;
+
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &s->old_int);
+    sigaction(SIGTERM, &sa, &s->old_term);
+    sigaction(SIGHUP, &sa, &s->old_hup);
+    s->on = 1;
+}
+
+void local_signals_restore(struct local_signals *s)
+{
+    if (s->on) {
+        sigaction(SIGINT, &s->old_int, NULL);
+        sigaction(SIGTERM, &s->old_term, NULL);
+        sigaction(SIGHUP, &s->old_hup, NULL);
+        s->on = 0;
+    }
+}
+
+json_t *local_fail_json(const struct local *L, size_t i)
+{
+    char buf[48];
+
+    if (L->fail_at == NULL || L->fail_at[i] < 0) {
+        return json_null();
+    }
+    if (L->fail_round != NULL && L->fail_round[i] >= 0) {
+        snprintf(buf, sizeof buf, "%s:%d", k_phases[L->fail_at[i]], L->fail_round[i]);
+        return json_string(buf);
+    }
+    return json_string(k_phases[L->fail_at[i]]);
+}
+
+void local_help(void)
 {
     printf("Usage: fedsvd local --algorithm secure-sum --party FILE --party FILE [...] --out DIR\n"
            "                    [--threshold T] [--round-timeout S] [--fail-party I:PHASE]...\n"
@@ -61,6 +98,9 @@ static void local_help(void)
            "                    --parties K) --out DIR [--k K] [--partition samples|features]\n"
            "                    [--block-size C] [--standardize] [--method exact|randomized]\n"
            "                    [--allow-dropouts] [--verify] [...the options above]\n"
+           "       fedsvd local --algorithm fedpower|fedpower-utility|fedpower-private|dp-ppm\n"
+           "                    --party FILE... --out DIR --k K [--reference V.npy]\n"
+           "                    [...the power-method options below]\n"
            "\n"
            "Run a whole federated job on this machine with the real services: start one\n"
            "aggregation-server (and for fedsvd/fedpca a masking-server) and one client-agent\n"
@@ -85,7 +125,7 @@ static void local_help(void)
            "and per server, the peak memory of every process and the numerical rank.\n"
            "\n");
     printf("Options:\n"
-           "  --algorithm A        secure-sum, fedsvd or fedpca\n"
+           "  --algorithm A        secure-sum, fedsvd, fedpca, or a power method (below)\n"
            "  --party FILE         one party's matrix (.npy, CSV, MatrixMarket, IDX); repeat\n"
            "                       once per party, 1 to %d parties; secure-sum: all of one\n"
            "                       shape; fedsvd/fedpca samples: the same columns\n"
@@ -101,7 +141,8 @@ static void local_help(void)
            "  --fail-party I:PHASE testing aid: party I (1-based, in --party order) stops just\n"
            "                       before sending its message of PHASE, as if it had crashed;\n"
            "                       PHASE is advertise_keys, share_keys, masked_input,\n"
-           "                       consistency or unmasking; may be repeated\n"
+           "                       consistency or unmasking (power methods also\n"
+           "                       noise_exchange, plain_upload); may be repeated\n"
            "  --k K                fedsvd/fedpca: the top K (default: all min(N, d))\n"
            "  --partition P        samples (default: parties hold rows) or features (columns)\n"
            "  --block-size C       largest diagonal block of the masks (default: the masking\n"
@@ -119,79 +160,22 @@ static void local_help(void)
            "                       fedsvd binary)\n"
            "  --format F           text (default) or json (summary.json on one line)\n"
            "  -h, --help           show this text\n"
-           "\n"
+           "\n",
+           LOCAL_MAX_PARTIES);
+    local_power_help();
+    printf("\n"
            "Examples:\n"
            "  fedsvd gen powerlaw --rows 300 --cols 20 --out-dir parts --parties 3\n"
            "  fedsvd local --algorithm secure-sum --party parts/party-1.npy \\\n"
            "      --party parts/party-2.npy --party parts/party-3.npy --out result\n"
            "  fedsvd local --algorithm fedpca --k 5 --verify --party parts/party-1.npy \\\n"
-           "      --party parts/party-2.npy --party parts/party-3.npy --out pca\n",
-           LOCAL_MAX_PARTIES);
+           "      --party parts/party-2.npy --party parts/party-3.npy --out pca\n"
+           "  fedsvd local --algorithm fedpower-private --k 5 --epsilon 1 --clip-z 1 \\\n"
+           "      --bound-m 25 --reference ref/V.npy --party parts/party-1.npy \\\n"
+           "      --party parts/party-2.npy --party parts/party-3.npy --out power\n");
 }
 
 /* ---- child processes ---- */
-
-struct proc {
-    char name[32];
-    char bin[LOCAL_PATH];
-    char dir[LOCAL_PATH]; /* --data-dir */
-    char log[LOCAL_PATH]; /* stdout+stderr */
-    char url[64];
-    uint16_t port;
-    pid_t pid;  /* > 0 while it may be running */
-    int reaped; /* 1 once waited for; status holds the wait status */
-    int status;
-    int killed;       /* 1 when it needed SIGKILL */
-    int attempts;     /* spawns so far */
-    fs_httpc *http;   /* client with the admin / operator token */
-    long long hwm_kb; /* peak resident memory (VmHWM) read before stopping; -1 unknown */
-};
-
-/* Everything one run holds; freed by local_free. */
-struct local {
-    const char *cmd;
-    size_t k;
-    char **files;       /* absolute paths, k of them */
-    const char **shown; /* as given on the command line */
-    int *fail_at;       /* index into k_phases, or -1 */
-    size_t thr;
-    double round_timeout, timeout;
-    int keep, json;
-    const char *out;
-    char bin_dir[LOCAL_PATH];
-    char root[LOCAL_PATH]; /* temporary directory, "" when none */
-    char admin_tok[FS_AUTH_TOKEN_GEN_LEN + 1];
-    char op_tok[FS_AUTH_TOKEN_GEN_LEN + 1];
-    char admin_file[LOCAL_PATH];
-    char op_file[LOCAL_PATH];
-    size_t rows, cols;
-    struct proc server;
-    struct proc *agents;
-    char job_id[ORCH_ID_MAX];
-    char **part_ids; /* participation id per agent */
-    json_t *job;     /* last Job seen */
-    json_t *parts;   /* array: last Participation per agent (or null) */
-    json_t *manifest;
-    char sum_sha[65];
-    double t_start, t_ready, t_created, t_finished;
-    struct orch_progress prog;
-    /* fedsvd / fedpca */
-    int fed, pca; /* algorithm fedsvd / fedpca */
-    int features; /* partition features (else samples) */
-    int standardize, allow_dropouts;
-    size_t ksvd;           /* --k, 0 = thin */
-    size_t block;          /* --block-size, 0 = default */
-    int randomized;        /* --method randomized */
-    size_t *sizes;         /* rows (samples) or cols (features) of each party */
-    size_t n_rows, n_cols; /* the pooled matrix */
-    struct proc masker;
-    char maskset[ORCH_ID_MAX];
-    json_t *party_manifests; /* array: each done party's result manifest (or null) */
-    double masker_bytes_in, masker_bytes_out; /* from its /metrics; -1 unknown */
-    json_t *shared_check;                     /* {"file": max |difference| between parties} */
-    double t_mask;                            /* seconds to create the mask set */
-    json_t *verify;                           /* --verify: the comparison with a centralised SVD */
-};
 
 static int free_ports(size_t n, uint16_t *ports)
 {
@@ -363,7 +347,7 @@ static int make_dir(const char *cmd, const char *path)
 }
 
 /* rm -rf of our own temporary tree (no symlinks followed; bounded depth). */
-static void rm_rf(const char *path, int depth)
+void local_rm_rf(const char *path, int depth)
 {
     struct stat st;
     DIR *d;
@@ -385,7 +369,7 @@ static void rm_rf(const char *path, int depth)
                 continue;
             }
             if ((size_t)snprintf(sub, sizeof sub, "%s/%s", path, e->d_name) < sizeof sub) {
-                rm_rf(sub, depth + 1);
+                local_rm_rf(sub, depth + 1);
             }
         }
         closedir(d);
@@ -426,7 +410,7 @@ static int copy_file(const char *from, const char *to)
 
 /* ---- setup ---- */
 
-static int find_bin_dir(struct local *L, const char *given)
+int local_find_bin_dir(struct local *L, const char *given)
 {
     char exe[LOCAL_PATH];
     ssize_t n;
@@ -453,9 +437,10 @@ static int find_bin_dir(struct local *L, const char *given)
     return CLI_OK;
 }
 
-static int init_proc(struct local *L, struct proc *p, const char *name, const char *bin)
+int local_init_proc(struct local *L, struct proc *p, const char *name, const char *bin)
 {
     p->hwm_kb = -1;
+    p->cpu_s = -1;
     snprintf(p->name, sizeof p->name, "%s", name);
     if ((size_t)snprintf(p->bin, sizeof p->bin, "%s/%s", L->bin_dir, bin) >= sizeof p->bin ||
         (size_t)snprintf(p->dir, sizeof p->dir, "%s/%s", L->root, name) >= sizeof p->dir ||
@@ -497,7 +482,23 @@ static int start_proc(struct local *L, struct proc *p, uint16_t port, int is_ser
     p->reaped = 0;
     p->attempts++;
     snprintf(p->url, sizeof p->url, "http://127.0.0.1:%u", (unsigned)port);
+    /* One BLAS thread for the K agents (they share this machine's cores and
+     * compute at the same time) and for the masking server (its products
+     * with 64-column chunks of each Haar block parallelise poorly): on a
+     * busy 2-core machine, 10 x 10000 x 1000 fedsvd used half the CPU
+     * seconds and no more wall time than with OpenBLAS's default of one
+     * thread per core. The aggregation server keeps the default for its
+     * factorization, which runs while everyone else waits. A setting of the
+     * caller's wins. */
+    int one_blas =
+        ((!is_server && L->k > 1) || p == &L->masker) && getenv("OPENBLAS_NUM_THREADS") == NULL;
+    if (one_blas) {
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    }
     p->pid = spawn(argv, p->log, why, sizeof why);
+    if (one_blas) {
+        unsetenv("OPENBLAS_NUM_THREADS");
+    }
     if (p->pid < 0) {
         p->pid = 0;
         return cli_runtime_error(L->cmd, "cannot start %s: %s", p->name, why);
@@ -600,7 +601,7 @@ out:
     return rc;
 }
 
-static int start_services(struct local *L)
+int local_start_services(struct local *L)
 {
     struct proc **ps = NULL;
     uint16_t *ports = NULL;
@@ -809,7 +810,7 @@ static const json_t *invitation_for(const json_t *invs, size_t party)
     return NULL;
 }
 
-static int join_agents(struct local *L, const json_t *invs)
+int local_join_agents(struct local *L, const json_t *invs)
 {
     struct fs_err err;
 
@@ -824,8 +825,7 @@ static int join_agents(struct local *L, const json_t *invs)
             return cli_runtime_error(L->cmd, "POST /v1/jobs: no invitation for party %zu", i + 1);
         }
         body = json_pack("{s:O, s:{s:s, s:s}, s:o}", "invitation", inv, "dataset", "path",
-                         L->files[i], "format", "auto", "fail_at",
-                         L->fail_at[i] >= 0 ? json_string(k_phases[L->fail_at[i]]) : json_null());
+                         L->files[i], "format", "auto", "fail_at", local_fail_json(L, i));
         if (body == NULL) {
             return cli_runtime_error(L->cmd, "out of memory");
         }
@@ -882,7 +882,7 @@ static int check_children(struct local *L)
     return CLI_OK;
 }
 
-static int follow_job(struct local *L)
+int local_follow_job(struct local *L)
 {
     struct fs_err err;
     double t0 = cli_now();
@@ -931,7 +931,7 @@ static int part_terminal(const json_t *p)
 
 /* Poll every participation until it is done or failed (or `wait_s` passes):
  * the agents fetch the result after the server has it. */
-static int settle_agents(struct local *L, double wait_s)
+int local_settle_agents(struct local *L, double wait_s)
 {
     double t0 = cli_now();
     struct fs_err err;
@@ -963,7 +963,7 @@ static int settle_agents(struct local *L, double wait_s)
 }
 
 /* The sha256 of name in a manifest, or NULL. */
-static const char *manifest_sha(const json_t *m, const char *name)
+const char *local_manifest_sha(const json_t *m, const char *name)
 {
     size_t i;
     json_t *f;
@@ -991,7 +991,7 @@ static int fetch_result(struct local *L)
     if (fs_httpc_json(L->server.http, "GET", path, NULL, &L->manifest, NULL, &err) != 0) {
         return cli_fs_error(L->cmd, &err);
     }
-    sha = manifest_sha(L->manifest, "sum.npy");
+    sha = local_manifest_sha(L->manifest, "sum.npy");
     if (sha == NULL || strlen(sha) != 64) {
         return cli_runtime_error(L->cmd, "GET %s: the manifest has no sum.npy with a sha256", path);
     }
@@ -1027,7 +1027,7 @@ static int check_agent_results(struct local *L, json_t *agent_sha)
         if (fs_httpc_json(L->agents[i].http, "GET", path, NULL, &m, NULL, &err) != 0) {
             return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
         }
-        sha = manifest_sha(m, "sum.npy");
+        sha = local_manifest_sha(m, "sum.npy");
         json_array_append_new(agent_sha, sha != NULL ? json_string(sha) : json_null());
         if (sha == NULL || strcmp(sha, L->sum_sha) != 0) {
             json_decref(m);
@@ -1097,7 +1097,7 @@ static int fed_collect(struct local *L)
     if (fs_httpc_json(L->server.http, "GET", path, NULL, &L->manifest, NULL, &err) != 0) {
         return cli_fs_error(L->cmd, &err);
     }
-    if ((rc = settle_agents(L, 120.0)) != CLI_OK) {
+    if ((rc = local_settle_agents(L, 120.0)) != CLI_OK) {
         return rc;
     }
     L->party_manifests = json_array();
@@ -1183,7 +1183,7 @@ static int fed_collect(struct local *L)
 }
 
 /* Peak resident memory of a running child (VmHWM, kB), or -1. */
-static long long read_hwm_kb(pid_t pid)
+long long local_read_hwm_kb(pid_t pid)
 {
     char path[64], line[256];
     long long kb = -1;
@@ -1206,6 +1206,33 @@ static long long read_hwm_kb(pid_t pid)
     }
     fclose(f);
     return kb;
+}
+
+/* CPU seconds (user + system, all threads) a running child used so far, from
+ * /proc/PID/stat fields 14 and 15, or -1. */
+static double read_cpu_s(pid_t pid)
+{
+    char path[64], buf[1024];
+    unsigned long long ut = 0, st = 0;
+    const char *p;
+    size_t n;
+    FILE *f;
+    long hz = sysconf(_SC_CLK_TCK);
+
+    snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+    f = fopen(path, "r");
+    if (f == NULL) {
+        return -1;
+    }
+    n = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    p = strrchr(buf, ')'); /* the command name may hold spaces */
+    if (p == NULL || hz <= 0 ||
+        sscanf(p + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu", &ut, &st) != 2) {
+        return -1;
+    }
+    return (double)(ut + st) / (double)hz;
 }
 
 /* A counter of a service's /metrics, or -1. */
@@ -1244,7 +1271,7 @@ static double scrape_metric(struct proc *p, const char *name)
 
 /* ---- summary ---- */
 
-static json_t *proc_json(const struct proc *p)
+json_t *local_proc_json(const struct proc *p)
 {
     json_t *o = json_pack("{s:s, s:I, s:b}", "name", p->name, "port", (json_int_t)p->port,
                           "sigkilled", p->killed);
@@ -1260,10 +1287,11 @@ static json_t *proc_json(const struct proc *p)
         json_object_set_new(o, "exit_code", json_null());
     }
     json_object_set_new(o, "starts", json_integer(p->attempts));
+    json_object_set_new(o, "cpu_seconds", p->cpu_s >= 0 ? json_real(p->cpu_s) : json_null());
     return o;
 }
 
-static int id_in(const json_t *arr, size_t id)
+int local_id_in(const json_t *arr, size_t id)
 {
     size_t i;
     json_t *v;
@@ -1278,29 +1306,29 @@ static int id_in(const json_t *arr, size_t id)
 }
 
 /* A copy of obj[key] when it has the type test accepts, else null. New reference. */
-static json_t *copy_if(const json_t *obj, const char *key, int (*test)(const json_t *))
+json_t *local_copy_if(const json_t *obj, const char *key, int (*test)(const json_t *))
 {
     const json_t *v = json_object_get(obj, key);
 
     return v != NULL && test(v) ? json_deep_copy(v) : json_null();
 }
 
-static int is_num(const json_t *v)
+int local_is_num(const json_t *v)
 {
     return json_is_number(v);
 }
 
-static int is_str(const json_t *v)
+int local_is_str(const json_t *v)
 {
     return json_is_string(v);
 }
 
-static int is_arr(const json_t *v)
+int local_is_arr(const json_t *v)
 {
     return json_is_array(v);
 }
 
-static int is_obj(const json_t *v)
+int local_is_obj(const json_t *v)
 {
     return json_is_object(v);
 }
@@ -1313,14 +1341,15 @@ static json_t *party_json(const struct local *L, size_t i, const json_t *agent_s
     o = json_pack("{s:I, s:s, s:o, s:o, s:b, s:o, s:o, s:o, s:o}", "party", (json_int_t)(i + 1),
                   "file", L->shown[i], "participation",
                   L->part_ids[i] != NULL ? json_string(L->part_ids[i]) : json_null(), "state",
-                  copy_if(p, "state", is_str), "dropped",
-                  id_in(json_object_get(L->job, "dropped"), i + 1), "fail_at",
-                  L->fail_at[i] >= 0 ? json_string(k_phases[L->fail_at[i]]) : json_null(),
-                  "bytes_sent", copy_if(p, "bytes_sent", is_num), "bytes_received",
-                  copy_if(p, "bytes_received", is_num), "error", copy_if(p, "error", is_str));
+                  local_copy_if(p, "state", local_is_str), "dropped",
+                  local_id_in(json_object_get(L->job, "dropped"), i + 1), "fail_at",
+                  local_fail_json(L, i), "bytes_sent", local_copy_if(p, "bytes_sent", local_is_num),
+                  "bytes_received", local_copy_if(p, "bytes_received", local_is_num), "error",
+                  local_copy_if(p, "error", local_is_str));
     if (o != NULL && L->manifest != NULL) {
-        json_object_set_new(o, "in_sum",
-                            json_boolean(id_in(json_object_get(L->manifest, "survivors"), i + 1)));
+        json_object_set_new(
+            o, "in_sum",
+            json_boolean(local_id_in(json_object_get(L->manifest, "survivors"), i + 1)));
     }
     if (o != NULL && agent_sha != NULL && i < json_array_size(agent_sha)) {
         json_object_set(o, "sum_sha256", json_array_get(agent_sha, i));
@@ -1335,8 +1364,8 @@ static json_t *build_summary(struct local *L, const json_t *agent_sha, const cha
     json_t *parties = json_array();
     json_t *procs = json_array();
     json_t *survivors = json_array();
-    json_t *dropped = copy_if(job, "dropped", is_arr);
-    json_t *phases = copy_if(job, "timings", is_obj);
+    json_t *dropped = local_copy_if(job, "dropped", local_is_arr);
+    json_t *phases = local_copy_if(job, "timings", local_is_obj);
     json_t *s;
 
     /* Survivors: the parties whose input is in the sum, as the server's result
@@ -1344,17 +1373,18 @@ static json_t *build_summary(struct local *L, const json_t *agent_sha, const cha
      * still summed), else the job's parties not dropped. */
     for (size_t i = 0; i < L->k; i++) {
         const json_t *ms = json_object_get(L->manifest, "survivors");
-        int in_sum = json_is_array(ms) ? id_in(ms, i + 1)
-                                       : done && !id_in(json_object_get(job, "dropped"), i + 1);
+        int in_sum = json_is_array(ms)
+                         ? local_id_in(ms, i + 1)
+                         : done && !local_id_in(json_object_get(job, "dropped"), i + 1);
 
         json_array_append_new(parties, party_json(L, i, agent_sha));
         if (in_sum) {
             json_array_append_new(survivors, json_integer((json_int_t)(i + 1)));
         }
     }
-    json_array_append_new(procs, proc_json(&L->server));
+    json_array_append_new(procs, local_proc_json(&L->server));
     for (size_t i = 0; i < L->k; i++) {
-        json_array_append_new(procs, proc_json(&L->agents[i]));
+        json_array_append_new(procs, local_proc_json(&L->agents[i]));
     }
     if (json_is_null(dropped)) {
         json_decref(dropped);
@@ -1364,34 +1394,35 @@ static json_t *build_summary(struct local *L, const json_t *agent_sha, const cha
         json_decref(phases);
         phases = json_object();
     }
-    s = json_pack(
-        "{s:s, s:o, s:s, s:o, s:[I,I], s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:{s:o, s:o}, "
-        "s:{s:f, s:f, s:f}, s:o, s:o, s:s}",
-        "algorithm", "secure-sum", "job_id",
-        L->job_id[0] != '\0' ? json_string(L->job_id) : json_null(), "state",
-        job != NULL ? orch_job_state(job) : "failed", "error",
-        error != NULL ? json_string(error) : json_null(), "shape", (json_int_t)L->rows,
-        (json_int_t)L->cols, "party_count", (json_int_t)L->k, "threshold", (json_int_t)L->thr,
-        "round_timeout_s", (json_int_t)L->round_timeout, "parties", parties, "dropped", dropped,
-        "survivors", survivors, "phases", phases, "server", "bytes_in",
-        copy_if(job, "bytes_in", is_num), "bytes_out", copy_if(job, "bytes_out", is_num), "seconds",
-        "total", cli_now() - L->t_start, "startup", L->t_ready > 0 ? L->t_ready - L->t_start : 0.0,
-        "job", L->t_finished > 0 && L->t_created > 0 ? L->t_finished - L->t_created : 0.0, "files",
-        L->sum_sha[0] != '\0'
-            ? json_pack("[{s:s, s:[I,I], s:s}]", "name", "sum.npy", "shape", (json_int_t)L->rows,
-                        (json_int_t)L->cols, "sha256", L->sum_sha)
-            : json_array(),
-        "processes", procs, "out", L->out);
+    s = json_pack("{s:s, s:o, s:s, s:o, s:[I,I], s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:{s:o, s:o}, "
+                  "s:{s:f, s:f, s:f}, s:o, s:o, s:s}",
+                  "algorithm", "secure-sum", "job_id",
+                  L->job_id[0] != '\0' ? json_string(L->job_id) : json_null(), "state",
+                  job != NULL ? orch_job_state(job) : "failed", "error",
+                  error != NULL ? json_string(error) : json_null(), "shape", (json_int_t)L->rows,
+                  (json_int_t)L->cols, "party_count", (json_int_t)L->k, "threshold",
+                  (json_int_t)L->thr, "round_timeout_s", (json_int_t)L->round_timeout, "parties",
+                  parties, "dropped", dropped, "survivors", survivors, "phases", phases, "server",
+                  "bytes_in", local_copy_if(job, "bytes_in", local_is_num), "bytes_out",
+                  local_copy_if(job, "bytes_out", local_is_num), "seconds", "total",
+                  cli_now() - L->t_start, "startup", L->t_ready > 0 ? L->t_ready - L->t_start : 0.0,
+                  "job", L->t_finished > 0 && L->t_created > 0 ? L->t_finished - L->t_created : 0.0,
+                  "files",
+                  L->sum_sha[0] != '\0'
+                      ? json_pack("[{s:s, s:[I,I], s:s}]", "name", "sum.npy", "shape",
+                                  (json_int_t)L->rows, (json_int_t)L->cols, "sha256", L->sum_sha)
+                      : json_array(),
+                  "processes", procs, "out", L->out);
     return s;
 }
 
-static json_t *hwm_json(const struct proc *p)
+json_t *local_hwm_json(const struct proc *p)
 {
     return p->hwm_kb >= 0 ? json_integer((json_int_t)(p->hwm_kb * 1024)) : json_null();
 }
 
 /* Party-side phase seconds: the slowest party's, per phase. */
-static json_t *party_phase_max(const struct local *L)
+json_t *local_party_phase_max(const struct local *L)
 {
     json_t *o = json_object();
     size_t i;
@@ -1418,7 +1449,7 @@ static json_t *build_fed_summary(struct local *L, const char *error)
     const json_t *job = L->job;
     const json_t *res = L->manifest;
     json_t *parties = json_array(), *procs = json_array(), *files = json_object();
-    json_t *phases = copy_if(job, "timings", is_obj);
+    json_t *phases = local_copy_if(job, "timings", local_is_obj);
     json_t *mem = json_object();
     json_t *first = NULL;
     json_t *s;
@@ -1431,7 +1462,7 @@ static json_t *build_fed_summary(struct local *L, const char *error)
         json_object_set_new(phases, "mask_set", json_real(L->t_mask));
     }
     {
-        json_t *pm = party_phase_max(L);
+        json_t *pm = local_party_phase_max(L);
         const char *key;
         json_t *v;
         json_object_foreach(pm, key, v)
@@ -1451,12 +1482,13 @@ static json_t *build_fed_summary(struct local *L, const char *error)
             (json_int_t)(L->features ? L->n_rows : L->sizes[i]),
             (json_int_t)(L->features ? L->sizes[i] : L->n_cols), "participation",
             L->part_ids[i] != NULL ? json_string(L->part_ids[i]) : json_null(), "state",
-            copy_if(p, "state", is_str), "dropped", id_in(json_object_get(job, "dropped"), i + 1),
-            "fail_at", L->fail_at[i] >= 0 ? json_string(k_phases[L->fail_at[i]]) : json_null(),
-            "bytes_sent", copy_if(p, "bytes_sent", is_num), "bytes_received",
-            copy_if(p, "bytes_received", is_num), "timings", copy_if(m, "party_timings", is_obj),
-            "rank", copy_if(m, "rank", is_num), "peak_memory_bytes", hwm_json(&L->agents[i]),
-            "error", copy_if(p, "error", is_str));
+            local_copy_if(p, "state", local_is_str), "dropped",
+            local_id_in(json_object_get(job, "dropped"), i + 1), "fail_at", local_fail_json(L, i),
+            "bytes_sent", local_copy_if(p, "bytes_sent", local_is_num), "bytes_received",
+            local_copy_if(p, "bytes_received", local_is_num), "timings",
+            local_copy_if(m, "party_timings", local_is_obj), "rank",
+            local_copy_if(m, "rank", local_is_num), "peak_memory_bytes",
+            local_hwm_json(&L->agents[i]), "error", local_copy_if(p, "error", local_is_str));
         json_t *names = json_array();
         size_t q;
         json_t *f;
@@ -1477,8 +1509,9 @@ static json_t *build_fed_summary(struct local *L, const char *error)
         }
         if (o != NULL) {
             json_object_set_new(o, "files", names);
-            json_object_set_new(o, "in_result",
-                                json_boolean(id_in(json_object_get(res, "survivors"), i + 1)));
+            json_object_set_new(
+                o, "in_result",
+                json_boolean(local_id_in(json_object_get(res, "survivors"), i + 1)));
         } else {
             json_decref(names);
         }
@@ -1486,14 +1519,14 @@ static json_t *build_fed_summary(struct local *L, const char *error)
             first = (json_t *)m;
         }
         json_array_append_new(parties, o);
-        json_object_set_new(mem, L->agents[i].name, hwm_json(&L->agents[i]));
+        json_object_set_new(mem, L->agents[i].name, local_hwm_json(&L->agents[i]));
     }
-    json_object_set_new(mem, L->server.name, hwm_json(&L->server));
-    json_object_set_new(mem, L->masker.name, hwm_json(&L->masker));
-    json_array_append_new(procs, proc_json(&L->server));
-    json_array_append_new(procs, proc_json(&L->masker));
+    json_object_set_new(mem, L->server.name, local_hwm_json(&L->server));
+    json_object_set_new(mem, L->masker.name, local_hwm_json(&L->masker));
+    json_array_append_new(procs, local_proc_json(&L->server));
+    json_array_append_new(procs, local_proc_json(&L->masker));
     for (size_t i = 0; i < L->k; i++) {
-        json_array_append_new(procs, proc_json(&L->agents[i]));
+        json_array_append_new(procs, local_proc_json(&L->agents[i]));
     }
     s = json_pack("{s:s, s:s, s:o, s:o, s:s, s:o, s:[I,I], s:I, s:I, s:I, s:o, s:b, s:b, s:o, "
                   "s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
@@ -1507,11 +1540,12 @@ static json_t *build_fed_summary(struct local *L, const char *error)
                   (json_int_t)L->thr, "round_timeout_s", (json_int_t)L->round_timeout, "k",
                   L->ksvd > 0 ? json_integer((json_int_t)L->ksvd) : json_null(), "standardize",
                   L->standardize, "allow_dropouts", L->allow_dropouts, "rank",
-                  copy_if(first != NULL ? first : res, "rank", is_num), "r",
-                  copy_if(res, "r", is_num), "singular_values",
-                  copy_if(res, "singular_values", is_arr), "survivors",
-                  copy_if(res, "survivors", is_arr), "dropped", copy_if(job, "dropped", is_arr),
-                  "phases", phases, "parties", parties, "peak_memory_bytes", mem);
+                  local_copy_if(first != NULL ? first : res, "rank", local_is_num), "r",
+                  local_copy_if(res, "r", local_is_num), "singular_values",
+                  local_copy_if(res, "singular_values", local_is_arr), "survivors",
+                  local_copy_if(res, "survivors", local_is_arr), "dropped",
+                  local_copy_if(job, "dropped", local_is_arr), "phases", phases, "parties", parties,
+                  "peak_memory_bytes", mem);
     if (s == NULL) {
         json_decref(procs);
         json_decref(files);
@@ -1521,12 +1555,13 @@ static json_t *build_fed_summary(struct local *L, const char *error)
         s, "servers",
         json_pack(
             "{s:{s:o, s:o, s:o}, s:{s:o, s:o, s:o}}", "aggregation", "bytes_in",
-            copy_if(job, "bytes_in", is_num), "bytes_out", copy_if(job, "bytes_out", is_num),
-            "peak_memory_bytes", hwm_json(&L->server), "masking", "bytes_in",
+            local_copy_if(job, "bytes_in", local_is_num), "bytes_out",
+            local_copy_if(job, "bytes_out", local_is_num), "peak_memory_bytes",
+            local_hwm_json(&L->server), "masking", "bytes_in",
             L->masker_bytes_in >= 0 ? json_integer((json_int_t)L->masker_bytes_in) : json_null(),
             "bytes_out",
             L->masker_bytes_out >= 0 ? json_integer((json_int_t)L->masker_bytes_out) : json_null(),
-            "peak_memory_bytes", hwm_json(&L->masker)));
+            "peak_memory_bytes", local_hwm_json(&L->masker)));
     {
         json_t *shared = json_array();
         const char *key;
@@ -1577,7 +1612,7 @@ static void print_fed_text(const struct local *L, const json_t *summary)
 }
 
 /* A stale result from an earlier run must not pass for this one's. */
-static void remove_stale(struct local *L)
+void local_remove_stale(struct local *L)
 {
     static const char *const names[] = {"sum.npy",
                                         "S.npy",
@@ -1590,6 +1625,8 @@ static void remove_stale(struct local *L)
                                         "mean.npy",
                                         "scale.npy",
                                         "scores.npy",
+                                        "eigenvalues.npy",
+                                        "convergence.svg",
                                         "summary.json",
                                         NULL};
     char path[LOCAL_PATH], dir[LOCAL_PATH];
@@ -1717,7 +1754,7 @@ static int run_verify(struct local *L)
         return cli_runtime_error(L->cmd, "out of memory");
     }
     for (size_t i = 0; i < L->k; i++) {
-        inc[i] = id_in(json_object_get(L->manifest, "survivors"), i + 1);
+        inc[i] = local_id_in(json_object_get(L->manifest, "survivors"), i + 1);
     }
     memset(&in, 0, sizeof in);
     in.pca = L->pca;
@@ -1739,9 +1776,9 @@ static int run_verify(struct local *L)
 
 /* Take every --party/--fail-party (repeatable) out of argv; the rest goes to
  * cli_parse. rest[] has room for argc entries. */
-static int split_repeated(const char *cmd, int argc, char **argv, const char **party,
-                          size_t *nparty, const char **fail, size_t *nfail, const char **input,
-                          size_t *ninput, char **rest, int *nrest)
+int local_split_repeated(const char *cmd, int argc, char **argv, const char **party, size_t *nparty,
+                         const char **fail, size_t *nfail, const char **input, size_t *ninput,
+                         char **rest, int *nrest)
 {
     *nparty = 0;
     *nfail = 0;
@@ -1793,11 +1830,13 @@ static int split_repeated(const char *cmd, int argc, char **argv, const char **p
     return CLI_OK;
 }
 
-static int parse_fail(const char *cmd, const char *s, size_t k, int *fail_at)
+int local_parse_fail(const char *cmd, const char *s, size_t k, size_t nphases, int *fail_at,
+                     int *fail_round)
 {
     const char *colon = strchr(s, ':');
-    char num[16];
-    size_t idx = 0, len;
+    const char *second = colon != NULL ? strchr(colon + 1, ':') : NULL;
+    char num[16], phase[32];
+    size_t idx = 0, len, round = 0;
     int rc;
 
     if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof num) {
@@ -1809,19 +1848,106 @@ static int parse_fail(const char *cmd, const char *s, size_t k, int *fail_at)
     if ((rc = cli_parse_size(cmd, "--fail-party", num, 1, k, &idx)) != CLI_OK) {
         return rc;
     }
-    for (int p = 0; p < (int)NOPTS(k_phases); p++) {
-        if (strcmp(colon + 1, k_phases[p]) == 0) {
+    /* I:PHASE:R (the power methods): stop at the message of PHASE in aggregation R */
+    len = second != NULL ? (size_t)(second - colon - 1) : strlen(colon + 1);
+    if (len >= sizeof phase || (second != NULL && fail_round == NULL)) {
+        return cli_usage_error(cmd, "--fail-party: expected I:PHASE%s, got '%s'",
+                               fail_round != NULL ? "[:R]" : "", s);
+    }
+    memcpy(phase, colon + 1, len);
+    phase[len] = '\0';
+    if (second != NULL &&
+        (rc = cli_parse_size(cmd, "--fail-party round", second + 1, 0, 99999, &round)) != CLI_OK) {
+        return rc;
+    }
+    for (int p = 0; p < (int)nphases && p < (int)NOPTS(k_phases); p++) {
+        if (strcmp(phase, k_phases[p]) == 0) {
             if (fail_at[idx - 1] >= 0) {
                 return cli_usage_error(cmd, "--fail-party: party %zu given twice", idx);
             }
+            if (second != NULL && p < 2) {
+                return cli_usage_error(cmd, "--fail-party: %s happens once per job: no :R", phase);
+            }
             fail_at[idx - 1] = p;
+            if (fail_round != NULL) {
+                fail_round[idx - 1] = second != NULL ? (int)round : -1;
+            }
             return CLI_OK;
         }
     }
     return cli_usage_error(cmd,
                            "--fail-party: PHASE must be advertise_keys, share_keys, masked_input, "
-                           "consistency or unmasking, got '%s'",
-                           colon + 1);
+                           "consistency%s unmasking%s, got '%s'",
+                           nphases > LOCAL_FAIL_SECAGG ? "," : " or",
+                           nphases > LOCAL_FAIL_SECAGG ? ", noise_exchange or plain_upload" : "",
+                           phase);
+}
+
+int local_parse_args(const char *cmd, int argc, char **argv, const struct cli_opt *opts,
+                     size_t nopts, const char **party, size_t *nparty, const char **fail,
+                     size_t *nfail, const char **input, size_t *ninput, char **rest, int *help)
+{
+    const char *pos[1];
+    size_t npos = 0;
+    int nrest = 0;
+    int rc;
+
+    rc = local_split_repeated(cmd, argc, argv, party, nparty, fail, nfail, input, ninput, rest,
+                              &nrest);
+    if (rc == CLI_OK) {
+        rc = cli_parse(cmd, nrest, rest, opts, nopts, pos, 0, &npos, help);
+    }
+    if (rc != CLI_OK && !*help) {
+        /* --help anywhere wins, even after a bad --party. */
+        for (int i = 1; i < argc; i++) {
+            if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+                *help = 1;
+            }
+        }
+    }
+    return *help ? CLI_OK : rc;
+}
+
+int local_alloc(struct local *L, const char **fail, size_t nfail, size_t nphases)
+{
+    L->files = calloc(L->k, sizeof *L->files);
+    L->part_ids = calloc(L->k, sizeof *L->part_ids);
+    L->agents = calloc(L->k, sizeof *L->agents);
+    L->fail_at = calloc(L->k, sizeof *L->fail_at);
+    L->fail_round = calloc(L->k, sizeof *L->fail_round);
+    L->sizes = calloc(L->k, sizeof *L->sizes);
+    L->parts = json_array();
+    L->masker_bytes_in = L->masker_bytes_out = -1;
+    if (L->files == NULL || L->part_ids == NULL || L->agents == NULL || L->fail_at == NULL ||
+        L->fail_round == NULL || L->sizes == NULL || L->parts == NULL) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    for (size_t i = 0; i < L->k; i++) {
+        L->fail_at[i] = -1;
+        L->fail_round[i] = -1;
+        json_array_append_new(L->parts, json_null());
+    }
+    for (size_t i = 0; i < nfail; i++) {
+        int rc = local_parse_fail(L->cmd, fail[i], L->k, nphases, L->fail_at,
+                                  nphases > LOCAL_FAIL_SECAGG ? L->fail_round : NULL);
+        if (rc != CLI_OK) {
+            return rc;
+        }
+    }
+    return CLI_OK;
+}
+
+int local_write_summary(struct local *L, json_t *summary, int rc)
+{
+    char path[LOCAL_PATH];
+
+    if (summary != NULL &&
+        cli_path_join(L->cmd, path, sizeof path, L->out, "summary.json") == CLI_OK) {
+        int wrc = cli_write_json_file(L->cmd, path, json_incref(summary));
+
+        rc = rc != CLI_OK ? rc : wrc;
+    }
+    return rc;
 }
 
 /* Resolve every party file and check that all have one shape. */
@@ -1885,7 +2011,7 @@ static int check_parties(struct local *L)
     return CLI_OK;
 }
 
-static int setup_root(struct local *L)
+int local_setup_root(struct local *L)
 {
     const char *tmp = getenv("TMPDIR");
     struct fs_err err;
@@ -1923,7 +2049,7 @@ static int setup_root(struct local *L)
     return CLI_OK;
 }
 
-static void copy_logs(struct local *L)
+void local_copy_logs(struct local *L)
 {
     char dir[LOCAL_PATH], to[LOCAL_PATH];
 
@@ -1946,7 +2072,7 @@ static void copy_logs(struct local *L)
     }
 }
 
-static void local_free(struct local *L)
+void local_free(struct local *L)
 {
     if (L->files != NULL) {
         for (size_t i = 0; i < L->k; i++) {
@@ -1968,6 +2094,7 @@ static void local_free(struct local *L)
     free(L->part_ids);
     free(L->agents);
     free(L->fail_at);
+    free(L->fail_round);
     free(L->sizes);
     if (L->masker.http != NULL) {
         fs_httpc_free(L->masker.http);
@@ -1983,9 +2110,48 @@ static void local_free(struct local *L)
     memset(L->op_tok, 0, sizeof L->op_tok);
 }
 
+void local_stop(struct local *L)
+{
+    struct proc *ps[LOCAL_MAX_PARTIES + 2];
+    size_t n = 0;
+
+    if (L->agents == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < L->k; i++) {
+        ps[n++] = &L->agents[i];
+    }
+    ps[n++] = &L->server;
+    if (L->fed) {
+        ps[n++] = &L->masker;
+        L->masker_bytes_in = scrape_metric(&L->masker, "fedsvd_bytes_received_total");
+        L->masker_bytes_out = scrape_metric(&L->masker, "fedsvd_bytes_sent_total");
+    }
+    /* peak memory of every process, while it still runs */
+    for (size_t i = 0; i < n; i++) {
+        if (proc_running(ps[i])) {
+            ps[i]->hwm_kb = local_read_hwm_kb(ps[i]->pid);
+            ps[i]->cpu_s = read_cpu_s(ps[i]->pid);
+        }
+    }
+    stop_all(ps, n, 5.0);
+}
+
+void local_drop_root(struct local *L)
+{
+    if (L->root[0] == '\0') {
+        return;
+    }
+    if (L->keep) {
+        fprintf(stderr, "fedsvd %s: kept %s (data dirs, tokens, logs)\n", L->cmd, L->root);
+    } else {
+        local_rm_rf(L->root, 0);
+    }
+}
+
 /* The job's final figures: the server keeps counting bytes after "done"
  * (the result downloads). Best effort: the last status seen stays otherwise. */
-static void refresh_job(struct local *L)
+void local_refresh_job(struct local *L)
 {
     json_t *job = NULL;
     struct fs_err err;
@@ -1998,6 +2164,44 @@ static void refresh_job(struct local *L)
     }
 }
 
+int local_start(struct local *L, char *error, size_t error_cap)
+{
+    int rc = local_start_services(L);
+
+    if (rc != CLI_OK) {
+        snprintf(error, error_cap, "services did not start");
+        return rc;
+    }
+    L->t_ready = cli_now();
+    orch_progress_text(&L->prog, "services ready");
+    return CLI_OK;
+}
+
+int local_drive(struct local *L, const json_t *invs, char *error, size_t error_cap)
+{
+    int rc;
+
+    if ((rc = local_join_agents(L, invs)) != CLI_OK) {
+        snprintf(error, error_cap, "job setup failed");
+        return rc;
+    }
+    L->t_created = cli_now();
+    if ((rc = local_follow_job(L)) != CLI_OK) {
+        snprintf(error, error_cap, "run interrupted");
+        return rc;
+    }
+    L->t_finished = cli_now();
+    if (strcmp(orch_job_state(L->job), "done") != 0) {
+        const char *why = json_string_value(json_object_get(L->job, "error"));
+
+        snprintf(error, error_cap, "%s", why != NULL ? why : "the job failed (no reason given)");
+        (void)local_settle_agents(L, 5.0);
+        local_refresh_job(L);
+        return cli_runtime_error(L->cmd, "job %s failed: %s", L->job_id, error);
+    }
+    return CLI_OK;
+}
+
 /* The run itself, once arguments are checked: returns the exit status and
  * leaves the error text (if any) in *error for the summary. */
 static int run(struct local *L, char *error, size_t error_cap)
@@ -2006,31 +2210,15 @@ static int run(struct local *L, char *error, size_t error_cap)
     int rc;
 
     error[0] = '\0';
-    if ((rc = start_services(L)) != CLI_OK) {
-        snprintf(error, error_cap, "services did not start");
+    if ((rc = local_start(L, error, error_cap)) != CLI_OK) {
         goto out;
     }
-    L->t_ready = cli_now();
-    orch_progress_text(&L->prog, "services ready");
     if ((rc = create_job(L, &invs)) != CLI_OK ||
-        (L->fed && (rc = create_maskset(L, invs)) != CLI_OK) ||
-        (rc = join_agents(L, invs)) != CLI_OK) {
+        (L->fed && (rc = create_maskset(L, invs)) != CLI_OK)) {
         snprintf(error, error_cap, "job setup failed");
         goto out;
     }
-    L->t_created = cli_now();
-    if ((rc = follow_job(L)) != CLI_OK) {
-        snprintf(error, error_cap, "run interrupted");
-        goto out;
-    }
-    L->t_finished = cli_now();
-    if (strcmp(orch_job_state(L->job), "done") != 0) {
-        const char *why = json_string_value(json_object_get(L->job, "error"));
-
-        snprintf(error, error_cap, "%s", why != NULL ? why : "the job failed (no reason given)");
-        (void)settle_agents(L, 5.0);
-        refresh_job(L);
-        rc = cli_runtime_error(L->cmd, "job %s failed: %s", L->job_id, error);
+    if ((rc = local_drive(L, invs, error, error_cap)) != CLI_OK) {
         goto out;
     }
     if (L->fed) {
@@ -2038,7 +2226,7 @@ static int run(struct local *L, char *error, size_t error_cap)
             snprintf(error, error_cap, "could not collect the parties' results");
             goto out;
         }
-    } else if ((rc = fetch_result(L)) != CLI_OK || (rc = settle_agents(L, 60.0)) != CLI_OK) {
+    } else if ((rc = fetch_result(L)) != CLI_OK || (rc = local_settle_agents(L, 60.0)) != CLI_OK) {
         snprintf(error, error_cap, "could not fetch the result");
         goto out;
     }
@@ -2075,17 +2263,27 @@ int cmd_local(int argc, char **argv)
     const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
     char *split_names[LOCAL_MAX_PARTIES];
     size_t ninput = 0, nsplit = 0;
-    const char *pos[1];
     char **rest = NULL;
-    size_t nparty = 0, nfail = 0, npos = 0, rt = 5;
-    int nrest = 0, help = 0, rc;
+    size_t nparty = 0, nfail = 0, rt = 5;
+    int help = 0, rc;
     struct local L;
-    struct sigaction sa, old_int, old_term, old_hup;
-    int handlers = 0;
+    struct local_signals sigs;
     char error[FS_ERR_MSG_MAX];
     json_t *agent_sha = NULL, *summary = NULL;
 
+    for (int i = 1; i + 1 < argc; i++) {
+        /* the power methods have options of their own: cmd_local_power.c */
+        if (strcmp(argv[i], "--algorithm") == 0 && orch_power_algorithm(argv[i + 1])) {
+            return cmd_local_power(argc, argv);
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--algorithm=", 12) == 0 && orch_power_algorithm(argv[i] + 12)) {
+            return cmd_local_power(argc, argv);
+        }
+    }
     memset(&L, 0, sizeof L);
+    memset(&sigs, 0, sizeof sigs);
     L.cmd = cmd;
     L.round_timeout = 5;
     L.timeout = 600;
@@ -2094,21 +2292,10 @@ int cmd_local(int argc, char **argv)
     if (rest == NULL) {
         return cli_runtime_error(cmd, "out of memory");
     }
-    rc =
-        split_repeated(cmd, argc, argv, party, &nparty, fail, &nfail, input, &ninput, rest, &nrest);
-    if (rc == CLI_OK) {
-        rc = cli_parse(cmd, nrest, rest, opts, NOPTS(opts), pos, 0, &npos, &help);
-    }
-    if (rc != CLI_OK && !help) {
-        /* --help anywhere wins, even after a bad --party. */
-        for (int i = 1; i < argc; i++) {
-            if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
-                help = 1;
-            }
-        }
-        if (!help) {
-            goto out;
-        }
+    rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), party, &nparty, fail, &nfail, input,
+                          &ninput, rest, &help);
+    if (rc != CLI_OK) {
+        goto out;
     }
     if (help) {
         local_help();
@@ -2184,26 +2371,8 @@ int cmd_local(int argc, char **argv)
     L.out = s_out;
     L.keep = keep;
     L.thr = L.k / 2 + 1;
-    L.files = calloc(L.k, sizeof *L.files);
-    L.part_ids = calloc(L.k, sizeof *L.part_ids);
-    L.agents = calloc(L.k, sizeof *L.agents);
-    L.fail_at = calloc(L.k, sizeof *L.fail_at);
-    L.sizes = calloc(L.k, sizeof *L.sizes);
-    L.parts = json_array();
-    L.masker_bytes_in = L.masker_bytes_out = -1;
-    if (L.files == NULL || L.part_ids == NULL || L.agents == NULL || L.fail_at == NULL ||
-        L.sizes == NULL || L.parts == NULL) {
-        rc = cli_runtime_error(cmd, "out of memory");
+    if ((rc = local_alloc(&L, fail, nfail, LOCAL_FAIL_SECAGG)) != CLI_OK) {
         goto out;
-    }
-    for (size_t i = 0; i < L.k; i++) {
-        L.fail_at[i] = -1;
-        json_array_append_new(L.parts, json_null());
-    }
-    for (size_t i = 0; i < nfail; i++) {
-        if ((rc = parse_fail(cmd, fail[i], L.k, L.fail_at)) != CLI_OK) {
-            goto out;
-        }
     }
     if ((s_thr != NULL && (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, L.k, &L.thr)) != 0) ||
         (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
@@ -2220,29 +2389,26 @@ int cmd_local(int argc, char **argv)
         goto out;
     }
     if ((nsplit == 0 && (rc = check_parties(&L)) != CLI_OK) ||
-        (rc = find_bin_dir(&L, s_bin)) != CLI_OK || (rc = cli_mkdir_p(cmd, s_out)) != CLI_OK) {
+        (rc = local_find_bin_dir(&L, s_bin)) != CLI_OK ||
+        (rc = cli_mkdir_p(cmd, s_out)) != CLI_OK) {
         goto out;
     }
-    remove_stale(&L);
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_signal;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    sigaction(SIGHUP, &sa, &old_hup);
-    handlers = 1;
-    if ((rc = setup_root(&L)) != CLI_OK ||
+    local_remove_stale(&L);
+    local_signals_install(&sigs);
+    if ((rc = local_setup_root(&L)) != CLI_OK ||
         (nsplit > 0 && ((rc = split_inputs(&L, input, ninput, split_names)) != CLI_OK ||
                         (rc = check_parties(&L)) != CLI_OK)) ||
-        (rc = init_proc(&L, &L.server, "aggregation-server", "aggregation-server")) != CLI_OK ||
-        (L.fed && (rc = init_proc(&L, &L.masker, "masking-server", "masking-server")) != CLI_OK)) {
+        (rc = local_init_proc(&L, &L.server, "aggregation-server", "aggregation-server")) !=
+            CLI_OK ||
+        (L.fed &&
+         (rc = local_init_proc(&L, &L.masker, "masking-server", "masking-server")) != CLI_OK)) {
         goto out;
     }
     for (size_t i = 0; i < L.k; i++) {
         char name[32];
 
         snprintf(name, sizeof name, "agent-%zu", i + 1);
-        if ((rc = init_proc(&L, &L.agents[i], name, "client-agent")) != CLI_OK) {
+        if ((rc = local_init_proc(&L, &L.agents[i], name, "client-agent")) != CLI_OK) {
             goto out;
         }
     }
@@ -2259,50 +2425,19 @@ int cmd_local(int argc, char **argv)
         if (rc != CLI_OK) {
             snprintf(error, sizeof error, "agents disagree with the server");
         }
-        refresh_job(&L);
+        local_refresh_job(&L);
     }
 out:
     orch_progress_done(&L.prog);
-    if (L.agents != NULL) {
-        struct proc *ps[LOCAL_MAX_PARTIES + 2];
-        size_t n = 0;
-
-        for (size_t i = 0; i < L.k; i++) {
-            ps[n++] = &L.agents[i];
-        }
-        ps[n++] = &L.server;
-        if (L.fed) {
-            ps[n++] = &L.masker;
-            L.masker_bytes_in = scrape_metric(&L.masker, "fedsvd_bytes_received_total");
-            L.masker_bytes_out = scrape_metric(&L.masker, "fedsvd_bytes_sent_total");
-        }
-        /* peak memory of every process, while it still runs */
-        for (size_t i = 0; i < n; i++) {
-            if (proc_running(ps[i])) {
-                ps[i]->hwm_kb = read_hwm_kb(ps[i]->pid);
-            }
-        }
-        stop_all(ps, n, 5.0);
-    }
+    local_stop(&L);
     if (L.root[0] != '\0') {
-        copy_logs(&L);
+        local_copy_logs(&L);
         if (L.t_start > 0) {
-            char path[LOCAL_PATH];
-
             summary = L.fed ? build_fed_summary(&L, error[0] != '\0' ? error : NULL)
                             : build_summary(&L, agent_sha, error[0] != '\0' ? error : NULL);
-            if (summary != NULL &&
-                cli_path_join(cmd, path, sizeof path, s_out, "summary.json") == CLI_OK) {
-                int wrc = cli_write_json_file(cmd, path, json_incref(summary));
-
-                rc = rc != CLI_OK ? rc : wrc;
-            }
+            rc = local_write_summary(&L, summary, rc);
         }
-        if (L.keep) {
-            fprintf(stderr, "fedsvd %s: kept %s (data dirs, tokens, logs)\n", cmd, L.root);
-        } else {
-            rm_rf(L.root, 0);
-        }
+        local_drop_root(&L);
     }
     if (rc == CLI_OK && summary != NULL) {
         if (L.json) {
@@ -2320,11 +2455,7 @@ out:
             }
         }
     }
-    if (handlers) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
-        sigaction(SIGHUP, &old_hup, NULL);
-    }
+    local_signals_restore(&sigs);
     json_decref(summary);
     json_decref(agent_sha);
     local_free(&L);

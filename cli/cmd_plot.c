@@ -1568,21 +1568,63 @@ static void line_draw(struct plot *p, const struct line_args *a, const fs_mat *y
     draw_legend(p, NULL, leg, nleg, lw);
 }
 
+/* Check y against the arguments and write the SVG a->c.out. */
+static int line_write(const char *cmd, const struct line_args *a, const fs_mat *y, long *bytes)
+{
+    struct names nm;
+    struct plot p;
+    double lo = 0.0, hi = 0.0;
+    char tmp[4096];
+    int rc;
+
+    memset(&nm, 0, sizeof nm);
+    memset(&p, 0, sizeof p);
+    rc = names_parse(cmd, "--names", a->names, &nm);
+    if (rc == CLI_OK) {
+        rc = line_check(cmd, a, y, &nm, &lo, &hi);
+    }
+    if (rc == CLI_OK) {
+        rc = svg_open(cmd, a->c.out, tmp, sizeof tmp, &p.f);
+    }
+    if (rc == CLI_OK) {
+        p.w = a->c.w;
+        p.h = a->c.h;
+        line_draw(&p, a, y, &nm, lo, hi);
+        rc = svg_close(cmd, p.f, tmp, a->c.out, bytes);
+    }
+    names_free(&nm);
+    return rc;
+}
+
+int cli_plot_line(const char *cmd, const fs_mat *y, const struct cli_line_plot *opt)
+{
+    struct line_args a;
+    long bytes = 0;
+
+    memset(&a, 0, sizeof a);
+    a.c.in = opt->what != NULL ? opt->what : "values";
+    a.c.out = opt->out;
+    a.c.title = opt->title;
+    a.c.xlabel = opt->xlabel;
+    a.c.ylabel = opt->ylabel;
+    a.c.w = 900.0;
+    a.c.h = 600.0;
+    a.names = opt->names;
+    a.log_y = opt->log_y;
+    a.max_points = 5000;
+    return line_write(cmd, &a, y, &bytes);
+}
+
 static int plot_line(int argc, char **argv)
 {
     const char *cmd = "plot line";
     struct line_args a;
-    struct names nm;
-    struct plot p;
     fs_mat *y = NULL;
-    double lo = 0.0, hi = 0.0;
-    char tmp[4096], text[4352];
+    char text[4352];
     long bytes = 0;
     int help = 0, rc;
 
     memset(&a, 0, sizeof a);
-    memset(&nm, 0, sizeof nm);
-    memset(&p, 0, sizeof p);
     rc = line_parse(cmd, argc, argv, &a, &help);
     if (rc != CLI_OK || help) {
         if (help) {
@@ -1590,23 +1632,10 @@ static int plot_line(int argc, char **argv)
         }
         return rc;
     }
-    rc = names_parse(cmd, "--names", a.names, &nm);
+    rc = load(cmd, a.c.in, a.c.fmt, &y);
     if (rc == CLI_OK) {
-        rc = load(cmd, a.c.in, a.c.fmt, &y);
+        rc = line_write(cmd, &a, y, &bytes);
     }
-    if (rc == CLI_OK) {
-        rc = line_check(cmd, &a, y, &nm, &lo, &hi);
-    }
-    if (rc == CLI_OK) {
-        rc = svg_open(cmd, a.c.out, tmp, sizeof tmp, &p.f);
-    }
-    if (rc != CLI_OK) {
-        goto out;
-    }
-    p.w = a.c.w;
-    p.h = a.c.h;
-    line_draw(&p, &a, y, &nm, lo, hi);
-    rc = svg_close(cmd, p.f, tmp, a.c.out, &bytes);
     if (rc != CLI_OK) {
         goto out;
     }
@@ -1619,7 +1648,6 @@ static int plot_line(int argc, char **argv)
                 text);
 out:
     fs_mat_free(y);
-    names_free(&nm);
     return rc;
 }
 

@@ -91,4 +91,58 @@ void orch_progress_done(struct orch_progress *p);
 /** Sleep ms milliseconds (returns early on a signal). */
 void orch_sleep_ms(long ms);
 
+/* ---- power-method job parameters (implemented in cmd_local_power.c) ---- */
+
+/* The options of `fedsvd local` and `fedsvd job create` that set the
+ * parameters of a fedpower, fedpower-utility, fedpower-private or dp-ppm job
+ * (docs/cli.md; the fields of the job spec). Strings borrowed from argv;
+ * NULL = not given. */
+struct orch_power_opts {
+    const char *k, *rank, *iterations, *sync_every, *align, *sigma, *sigma_server, *epsilon, *delta,
+        *clip_z, *bound_m, *bound_mode, *value_bound, *noise_exchange, *paillier_bits;
+    int allow_weak_privacy, no_eigenvalues;
+};
+
+/* Option-table entries of every power option but --k (commands that have a
+ * --k of their own point its value at .k). */
+/* clang-format off */
+#define ORCH_POWER_OPTS(o)                                           \
+    {"rank", CLI_OPT_VALUE, &(o).rank, NULL},                        \
+    {"iterations", CLI_OPT_VALUE, &(o).iterations, NULL},            \
+    {"sync-every", CLI_OPT_VALUE, &(o).sync_every, NULL},            \
+    {"align", CLI_OPT_VALUE, &(o).align, NULL},                      \
+    {"sigma", CLI_OPT_VALUE, &(o).sigma, NULL},                      \
+    {"sigma-server", CLI_OPT_VALUE, &(o).sigma_server, NULL},        \
+    {"epsilon", CLI_OPT_VALUE, &(o).epsilon, NULL},                  \
+    {"delta", CLI_OPT_VALUE, &(o).delta, NULL},                      \
+    {"clip-z", CLI_OPT_VALUE, &(o).clip_z, NULL},                    \
+    {"bound-m", CLI_OPT_VALUE, &(o).bound_m, NULL},                  \
+    {"bound-mode", CLI_OPT_VALUE, &(o).bound_mode, NULL},            \
+    {"value-bound", CLI_OPT_VALUE, &(o).value_bound, NULL},          \
+    {"noise-exchange", CLI_OPT_VALUE, &(o).noise_exchange, NULL},    \
+    {"paillier-bits", CLI_OPT_VALUE, &(o).paillier_bits, NULL},      \
+    {"allow-weak-privacy", CLI_OPT_FLAG, NULL, &(o).allow_weak_privacy}, \
+    {"no-eigenvalues", CLI_OPT_FLAG, NULL, &(o).no_eigenvalues}
+/* clang-format on */
+
+/** 1 when alg is fedpower, fedpower-utility, fedpower-private or dp-ppm. */
+int orch_power_algorithm(const char *alg);
+
+/** 1 when any power option other than --k is given. */
+int orch_power_given(const struct orch_power_opts *o);
+
+/** The help lines of the power options (--k included). */
+void orch_power_help(void);
+
+/**
+ * Check the power options for algorithm alg (one of the four) and add the
+ * job-spec fields (k, rank, iterations, sync_every, align, sigma, ...) to
+ * spec. d = the features (0: not known yet, --k and --rank are then only
+ * checked for form). *value_bound_missing (may be NULL) is set to 1 when the
+ * algorithm needs a value_bound that was not given (fedpower-utility,
+ * dp-ppm). @return CLI_OK, or CLI_EUSAGE after printing the one-line reason.
+ */
+int orch_power_spec(const char *cmd, const char *alg, const struct orch_power_opts *o, size_t d,
+                    json_t *spec, int *value_bound_missing);
+
 #endif

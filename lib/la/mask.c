@@ -57,6 +57,8 @@ static int mask_stream(const fs_mask *m, uint64_t s, fs_prg **prg, struct fs_err
 
 size_t fs_mask_choose_block(size_t n, size_t other_dim, size_t max_block)
 {
+    size_t t;
+    size_t nb;
     size_t b;
 
     if (max_block == 0) {
@@ -65,11 +67,19 @@ size_t fs_mask_choose_block(size_t n, size_t other_dim, size_t max_block)
     if (n <= FS_MASK_DENSE_MAX) {
         return n;
     }
-    b = other_dim > FS_MASK_DENSE_MAX ? other_dim : FS_MASK_DENSE_MAX;
-    if (b > max_block) {
-        b = max_block;
+    /* target: at least the other dimension and FS_MASK_MIN_BLOCK */
+    t = other_dim > FS_MASK_MIN_BLOCK ? other_dim : FS_MASK_MIN_BLOCK;
+    if (t > max_block) {
+        t = max_block;
     }
-    return b < n ? b : n;
+    if (t >= n) {
+        return n;
+    }
+    /* at most floor(n / t) balanced blocks (fs_mask_new makes ceil(n / b)),
+     * so every block, not just the largest, has at least t rows */
+    nb = n / t;
+    b = n / nb + (n % nb != 0);
+    return b < max_block ? b : max_block;
 }
 
 size_t fs_mask_dim(const fs_mask *m)

@@ -65,12 +65,20 @@ typedef struct fs_mask_slab {
     fs_mask_piece *pieces; /* owned */
 } fs_mask_slab;
 
+/** Smallest default block of a mask bigger than FS_MASK_DENSE_MAX (see fs_mask_choose_block). */
+#define FS_MASK_MIN_BLOCK 1024
+
 /**
  * Suggested block size for a mask of dimension n acting next to a data
- * dimension other_dim (DESIGN §5.2): n when n <= FS_MASK_DENSE_MAX; otherwise
- * at least FS_MASK_DENSE_MAX and at least other_dim (so a block's rows do not
- * span a detectable low-dimensional subspace), capped at max_block
- * (0 = 4 * FS_MASK_DENSE_MAX) and at n.
+ * dimension other_dim (DESIGN §5.2): n when n <= FS_MASK_DENSE_MAX (one dense
+ * block); otherwise t = max(other_dim, FS_MASK_MIN_BLOCK) (so a block's rows
+ * do not span a detectable low-dimensional subspace), capped at max_block
+ * (0 = 4 * FS_MASK_DENSE_MAX), returned as the bound ceil(n / floor(n / t))
+ * that gives at most floor(n / t) balanced blocks of at least t rows each (n if
+ * t >= n; max_block if that bound exceeds it). The masking cost grows as
+ * n b^2 (the FedSVD server's SVD as n d^2), a party's as b n_i d, so blocks
+ * near the other dimension keep masking no dearer than the factorization;
+ * docs/wire-fedsvd.md (block_size) discusses what larger blocks add.
  */
 size_t fs_mask_choose_block(size_t n, size_t other_dim, size_t max_block);
 

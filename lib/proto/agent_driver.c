@@ -14,30 +14,29 @@ static const char *const g_jphase_names[] = {[FS_AGENT_J_UNKNOWN] = "unknown",
                                              [FS_AGENT_J_DONE] = "done",
                                              [FS_AGENT_J_FAILED] = "failed",
                                              [FS_AGENT_J_EXPONENTS] = "exponents",
-                                             [FS_AGENT_J_FACTORIZING] = "factorizing"};
+                                             [FS_AGENT_J_FACTORIZING] = "factorizing",
+                                             [FS_AGENT_J_NOISE_EXCHANGE] = "noise_exchange",
+                                             [FS_AGENT_J_PLAIN_UPLOAD] = "plain_upload"};
 
-static const char *const g_step_names[] = {[FS_AGENT_S_ADVERTISE] = "advertise",
-                                           [FS_AGENT_S_ROSTER] = "roster",
-                                           [FS_AGENT_S_SHARE] = "share",
-                                           [FS_AGENT_S_RECEIVE] = "receive",
-                                           [FS_AGENT_S_BEGIN] = "begin",
-                                           [FS_AGENT_S_UPLOAD] = "upload",
-                                           [FS_AGENT_S_SURVIVORS] = "survivors",
-                                           [FS_AGENT_S_CONSISTENCY] = "consistency",
-                                           [FS_AGENT_S_SIGNATURES] = "signatures",
-                                           [FS_AGENT_S_UNMASK] = "unmask",
-                                           [FS_AGENT_S_RESULT] = "result",
-                                           [FS_AGENT_S_FINISHED] = "finished",
-                                           [FS_AGENT_S_EXPONENT] = "exponent",
-                                           [FS_AGENT_S_EXPONENTS] = "exponents",
-                                           [FS_AGENT_S_STATS] = "stats"};
+static const char *const g_step_names[] = {
+    [FS_AGENT_S_ADVERTISE] = "advertise",   [FS_AGENT_S_ROSTER] = "roster",
+    [FS_AGENT_S_SHARE] = "share",           [FS_AGENT_S_RECEIVE] = "receive",
+    [FS_AGENT_S_BEGIN] = "begin",           [FS_AGENT_S_UPLOAD] = "upload",
+    [FS_AGENT_S_SURVIVORS] = "survivors",   [FS_AGENT_S_CONSISTENCY] = "consistency",
+    [FS_AGENT_S_SIGNATURES] = "signatures", [FS_AGENT_S_UNMASK] = "unmask",
+    [FS_AGENT_S_RESULT] = "result",         [FS_AGENT_S_FINISHED] = "finished",
+    [FS_AGENT_S_EXPONENT] = "exponent",     [FS_AGENT_S_EXPONENTS] = "exponents",
+    [FS_AGENT_S_STATS] = "stats",           [FS_AGENT_S_PLAIN_UPLOAD] = "plain_upload",
+    [FS_AGENT_S_EXCHANGE] = "exchange"};
 
 static const char *const g_fail_at_names[] = {[FS_AGENT_FAIL_NONE] = NULL,
                                               [FS_AGENT_FAIL_ADVERTISE_KEYS] = "advertise_keys",
                                               [FS_AGENT_FAIL_SHARE_KEYS] = "share_keys",
                                               [FS_AGENT_FAIL_MASKED_INPUT] = "masked_input",
                                               [FS_AGENT_FAIL_CONSISTENCY] = "consistency",
-                                              [FS_AGENT_FAIL_UNMASKING] = "unmasking"};
+                                              [FS_AGENT_FAIL_UNMASKING] = "unmasking",
+                                              [FS_AGENT_FAIL_PLAIN_UPLOAD] = "plain_upload",
+                                              [FS_AGENT_FAIL_NOISE_EXCHANGE] = "noise_exchange"};
 
 enum fs_agent_jphase fs_agent_jphase_parse(const char *s)
 {
@@ -77,8 +76,49 @@ int fs_agent_fail_at_parse(const char *s, enum fs_agent_fail_at *out, struct fs_
         }
     }
     return fs_err_set(err, FS_EINVAL,
-                      "fail_at: expected advertise_keys, share_keys, masked_input, consistency "
-                      "or unmasking");
+                      "fail_at: expected advertise_keys, share_keys, masked_input, consistency, "
+                      "unmasking, plain_upload or noise_exchange (the last five optionally "
+                      "followed by :R, an aggregation index)");
+}
+
+int fs_agent_fail_at_parse_round(const char *s, enum fs_agent_fail_at *out, uint32_t *round,
+                                 struct fs_err *err)
+{
+    char name[32];
+    const char *colon = s != NULL ? strchr(s, ':') : NULL;
+    unsigned long v = 0;
+    size_t n;
+    int rc;
+
+    *round = 0;
+    if (colon == NULL) {
+        return fs_agent_fail_at_parse(s, out, err);
+    }
+    n = (size_t)(colon - s);
+    if (n >= sizeof name) {
+        return fs_agent_fail_at_parse(NULL, out, err);
+    }
+    memcpy(name, s, n);
+    name[n] = '\0';
+    rc = fs_agent_fail_at_parse(name, out, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (*out == FS_AGENT_FAIL_ADVERTISE_KEYS || *out == FS_AGENT_FAIL_SHARE_KEYS) {
+        return fs_err_set(err, FS_EINVAL, "fail_at: %s happens once per job: no :R", name);
+    }
+    colon++;
+    if (colon[0] == '\0' || strlen(colon) > 5) {
+        return fs_err_set(err, FS_EINVAL, "fail_at: expected NAME:R with R in 0..99999");
+    }
+    for (const char *p = colon; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9') {
+            return fs_err_set(err, FS_EINVAL, "fail_at: expected NAME:R with R in 0..99999");
+        }
+        v = v * 10 + (unsigned long)(*p - '0');
+    }
+    *round = (uint32_t)v;
+    return 0;
 }
 
 const char *fs_agent_fail_at_name(enum fs_agent_fail_at f)
@@ -96,7 +136,7 @@ int fs_agent_driver_init(struct fs_agent_driver *d, uint32_t aggregations,
         return fs_err_set(err, FS_EINVAL, "agent: aggregations must be 1..%d, got %u",
                           FS_SECAGG_MAX_AGGREGATIONS, aggregations);
     }
-    if ((unsigned)fail_at > FS_AGENT_FAIL_UNMASKING) {
+    if ((unsigned)fail_at > FS_AGENT_FAIL_NOISE_EXCHANGE) {
         return fs_err_set(err, FS_EINVAL, "agent: bad fail_at value");
     }
     memset(d, 0, sizeof *d);
@@ -123,10 +163,38 @@ int fs_agent_driver_init_fed(struct fs_agent_driver *d, uint32_t aggregations, u
     return 0;
 }
 
+int fs_agent_driver_init_power(struct fs_agent_driver *d, enum fs_agent_power kind,
+                               uint32_t aggregations, uint32_t exchanges,
+                               enum fs_agent_fail_at fail_at, uint32_t fail_round,
+                               struct fs_err *err)
+{
+    int rc = fs_agent_driver_init(d, aggregations, fail_at, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (kind != FS_AGENT_POWER_PLAIN && kind != FS_AGENT_POWER_SECAGG &&
+        kind != FS_AGENT_POWER_UTILITY) {
+        return fs_err_set(err, FS_EINVAL, "agent: bad power-method job kind");
+    }
+    if (exchanges > aggregations || (exchanges > 0 && kind != FS_AGENT_POWER_UTILITY)) {
+        return fs_err_set(err, FS_EINVAL,
+                          "agent: %u noise exchanges in a job of %u aggregations (utility only)",
+                          exchanges, aggregations);
+    }
+    d->power = (int)kind;
+    d->exchanges = exchanges;
+    d->fail_round = fail_round;
+    return 0;
+}
+
 /* Positions on one line: the job's (phase, aggregation) and the place each
- * step needs. Key setup comes first, then four rounds per aggregation
- * (exponents only in fedsvd/fedpca jobs), then factorizing. */
+ * step needs. Key setup comes first, then five rounds per aggregation
+ * (exponents only in fedsvd/fedpca jobs, plain_upload in their place in
+ * fedpower jobs, noise_exchange only in fedpower-utility jobs), then
+ * factorizing. */
 #define POS_DONE UINT64_MAX
+#define POS_PER  5
 
 static uint64_t pos_of(const struct fs_agent_driver *d, enum fs_agent_jphase p, uint32_t r)
 {
@@ -136,15 +204,18 @@ static uint64_t pos_of(const struct fs_agent_driver *d, enum fs_agent_jphase p, 
     case FS_AGENT_J_SHARE_KEYS:
         return 2;
     case FS_AGENT_J_EXPONENTS:
-        return 10 + 4 * (uint64_t)r;
+    case FS_AGENT_J_PLAIN_UPLOAD:
+        return 10 + POS_PER * (uint64_t)r;
     case FS_AGENT_J_MASKED:
-        return 11 + 4 * (uint64_t)r;
+        return 11 + POS_PER * (uint64_t)r;
     case FS_AGENT_J_CONSISTENCY:
-        return 12 + 4 * (uint64_t)r;
+        return 12 + POS_PER * (uint64_t)r;
     case FS_AGENT_J_UNMASKING:
-        return 13 + 4 * (uint64_t)r;
+        return 13 + POS_PER * (uint64_t)r;
+    case FS_AGENT_J_NOISE_EXCHANGE:
+        return 14 + POS_PER * (uint64_t)r;
     case FS_AGENT_J_FACTORIZING:
-        return 10 + 4 * (uint64_t)d->aggregations;
+        return 10 + POS_PER * (uint64_t)d->aggregations;
     case FS_AGENT_J_DONE:
         return POS_DONE;
     default:
@@ -161,26 +232,40 @@ static int crashes_here(const struct fs_agent_driver *d)
     case FS_AGENT_FAIL_SHARE_KEYS:
         return d->step == FS_AGENT_S_SHARE;
     case FS_AGENT_FAIL_MASKED_INPUT:
-        return d->step == FS_AGENT_S_UPLOAD;
+        return d->step == FS_AGENT_S_UPLOAD && d->r == d->fail_round;
     case FS_AGENT_FAIL_CONSISTENCY:
-        return d->step == FS_AGENT_S_CONSISTENCY;
+        return d->step == FS_AGENT_S_CONSISTENCY && d->r == d->fail_round;
     case FS_AGENT_FAIL_UNMASKING:
-        return d->step == FS_AGENT_S_UNMASK;
+        return d->step == FS_AGENT_S_UNMASK && d->r == d->fail_round;
+    case FS_AGENT_FAIL_PLAIN_UPLOAD:
+        return d->step == FS_AGENT_S_PLAIN_UPLOAD && d->r == d->fail_round;
+    case FS_AGENT_FAIL_NOISE_EXCHANGE:
+        return d->step == FS_AGENT_S_EXCHANGE && d->r == d->fail_round;
     default:
         return 0;
     }
 }
 
-/* After aggregation r's last round (done or skipped). */
-static void after_aggregation(struct fs_agent_driver *d)
+/* On to the next aggregation, or the result after the last. */
+static void next_aggregation(struct fs_agent_driver *d)
 {
-    if (d->fed && d->r < d->stats) {
-        d->step = FS_AGENT_S_STATS;
-    } else if (d->r + 1 < d->aggregations) {
+    if (d->r + 1 < d->aggregations) {
         d->r++;
         d->step = FS_AGENT_S_BEGIN;
     } else {
         d->step = FS_AGENT_S_RESULT;
+    }
+}
+
+/* After aggregation r's secure sum (done or skipped). */
+static void after_aggregation(struct fs_agent_driver *d)
+{
+    if (d->fed && d->r < d->stats) {
+        d->step = FS_AGENT_S_STATS;
+    } else if (d->power == FS_AGENT_POWER_UTILITY && d->r < d->exchanges) {
+        d->step = FS_AGENT_S_EXCHANGE;
+    } else {
+        next_aggregation(d);
     }
 }
 
@@ -191,7 +276,13 @@ void fs_agent_driver_done(struct fs_agent_driver *d)
         after_aggregation(d);
         break;
     case FS_AGENT_S_BEGIN:
-        d->step = d->fed ? FS_AGENT_S_EXPONENT : FS_AGENT_S_UPLOAD;
+        d->step = d->fed                             ? FS_AGENT_S_EXPONENT
+                  : d->power == FS_AGENT_POWER_PLAIN ? FS_AGENT_S_PLAIN_UPLOAD
+                                                     : FS_AGENT_S_UPLOAD;
+        break;
+    case FS_AGENT_S_PLAIN_UPLOAD:
+    case FS_AGENT_S_EXCHANGE:
+        next_aggregation(d);
         break;
     case FS_AGENT_S_EXPONENT:
         d->step = FS_AGENT_S_EXPONENTS;
@@ -276,7 +367,17 @@ void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_v
             exact = 0;
             break;
         case FS_AGENT_S_BEGIN:
-            need = pos_of(d, d->fed ? FS_AGENT_J_EXPONENTS : FS_AGENT_J_MASKED, d->r);
+            need = pos_of(d,
+                          d->fed                             ? FS_AGENT_J_EXPONENTS
+                          : d->power == FS_AGENT_POWER_PLAIN ? FS_AGENT_J_PLAIN_UPLOAD
+                                                             : FS_AGENT_J_MASKED,
+                          d->r);
+            break;
+        case FS_AGENT_S_PLAIN_UPLOAD:
+            need = pos_of(d, FS_AGENT_J_PLAIN_UPLOAD, d->r);
+            break;
+        case FS_AGENT_S_EXCHANGE:
+            need = pos_of(d, FS_AGENT_J_NOISE_EXCHANGE, d->r);
             break;
         case FS_AGENT_S_EXPONENT:
             need = pos_of(d, FS_AGENT_J_EXPONENTS, d->r);
@@ -336,6 +437,12 @@ void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_v
                 after_aggregation(d);
                 continue;
             }
+            if (d->step == FS_AGENT_S_EXCHANGE) {
+                /* the exchange closed without our response: our noise stays
+                 * in the aggregate, our input too */
+                next_aggregation(d);
+                continue;
+            }
             late(d, job, out);
             return;
         }
@@ -366,7 +473,13 @@ const char *fs_agent_driver_phase(const struct fs_agent_driver *d)
     case FS_AGENT_S_STATS:
         return "statistics";
     case FS_AGENT_S_BEGIN:
-        return d->fed ? "exponents" : "masked_input";
+        return d->fed                             ? "exponents"
+               : d->power == FS_AGENT_POWER_PLAIN ? "plain_upload"
+                                                  : "masked_input";
+    case FS_AGENT_S_PLAIN_UPLOAD:
+        return "plain_upload";
+    case FS_AGENT_S_EXCHANGE:
+        return "noise_exchange";
     case FS_AGENT_S_UPLOAD:
         return "masked_input";
     case FS_AGENT_S_SURVIVORS:
@@ -410,7 +523,11 @@ double fs_agent_driver_progress(const struct fs_agent_driver *d, uint64_t chunks
         within = 0.02;
         break;
     case FS_AGENT_S_STATS:
+    case FS_AGENT_S_EXCHANGE:
         within = 0.99;
+        break;
+    case FS_AGENT_S_PLAIN_UPLOAD:
+        within = 0.5;
         break;
     case FS_AGENT_S_UPLOAD:
         within = chunks_total > 0 && chunks_done <= chunks_total

@@ -29,13 +29,29 @@
  *                unmasking of r)
  * and the job passes through "factorizing" before done.
  *
+ * Power-method jobs (fedpower, fedpower-utility, fedpower-private, dp-ppm;
+ * docs/wire-fedpower.md; fs_agent_driver_init_power) keep the key setup and,
+ * per aggregation r (a sync, or the final Rayleigh upload):
+ *   BEGIN r      GET aggregations/r and its z.npy, receive Z (the local
+ *                iterations up to the next sync: the party's heavy compute)
+ *                (needs masked_input of r, or plain_upload of r for fedpower)
+ *   fedpower:    PLAIN_UPLOAD r  PUT plain.npy (needs plain_upload of r)
+ *   secure-aggregation algorithms: UPLOAD .. UNMASK as above, and for
+ *   fedpower-utility at the first `exchanges` aggregations (the syncs):
+ *   EXCHANGE r   GET the selector, POST the noise response (needs
+ *                noise_exchange of r; skipped once the job moved past it:
+ *                the server keeps the party's noise in)
+ * Final phases the agent does not know (the server's own post-processing)
+ * are waited out like any unknown phase.
+ *
  * A job that moved past the round a message belongs to has dropped this
  * party: before its masked input is in, that ends the participation; after
  * it (the party's data is in the sum), a late consistency or unmask message
  * is skipped and the party still fetches the result.
  *
  * fail_at (a testing aid): the driver answers CRASH instead of DO right
- * before the first message of that round would be sent. */
+ * before the first message of that round would be sent (for the
+ * per-aggregation rounds: of aggregation fail_round, 0 by default). */
 #ifndef FS_PROTO_AGENT_DRIVER_H
 #define FS_PROTO_AGENT_DRIVER_H
 
@@ -46,16 +62,18 @@
 
 /* The job's phase as the aggregation server reports it. */
 enum fs_agent_jphase {
-    FS_AGENT_J_UNKNOWN = 0, /* a phase this agent does not know: keep waiting */
-    FS_AGENT_J_WAITING,     /* "waiting_for_parties" (R0 open) */
-    FS_AGENT_J_SHARE_KEYS,  /* "share_keys" */
-    FS_AGENT_J_MASKED,      /* "masked_input" */
-    FS_AGENT_J_CONSISTENCY, /* "consistency" */
-    FS_AGENT_J_UNMASKING,   /* "unmasking" */
-    FS_AGENT_J_DONE,        /* "done" */
-    FS_AGENT_J_FAILED,      /* "failed" */
-    FS_AGENT_J_EXPONENTS,   /* "exponents" (fedsvd/fedpca) */
-    FS_AGENT_J_FACTORIZING  /* "factorizing" (fedsvd/fedpca) */
+    FS_AGENT_J_UNKNOWN = 0,    /* a phase this agent does not know: keep waiting */
+    FS_AGENT_J_WAITING,        /* "waiting_for_parties" (R0 open) */
+    FS_AGENT_J_SHARE_KEYS,     /* "share_keys" */
+    FS_AGENT_J_MASKED,         /* "masked_input" */
+    FS_AGENT_J_CONSISTENCY,    /* "consistency" */
+    FS_AGENT_J_UNMASKING,      /* "unmasking" */
+    FS_AGENT_J_DONE,           /* "done" */
+    FS_AGENT_J_FAILED,         /* "failed" */
+    FS_AGENT_J_EXPONENTS,      /* "exponents" (fedsvd/fedpca) */
+    FS_AGENT_J_FACTORIZING,    /* "factorizing" (fedsvd/fedpca) */
+    FS_AGENT_J_NOISE_EXCHANGE, /* "noise_exchange" (fedpower-utility) */
+    FS_AGENT_J_PLAIN_UPLOAD    /* "plain_upload" (fedpower) */
 };
 
 /** Phase from its wire name; unknown names give FS_AGENT_J_UNKNOWN. */
@@ -85,9 +103,11 @@ enum fs_agent_step {
     FS_AGENT_S_UNMASK,
     FS_AGENT_S_RESULT,
     FS_AGENT_S_FINISHED,
-    FS_AGENT_S_EXPONENT,  /* fedsvd/fedpca */
-    FS_AGENT_S_EXPONENTS, /* fedsvd/fedpca */
-    FS_AGENT_S_STATS      /* fedpca statistics rounds */
+    FS_AGENT_S_EXPONENT,     /* fedsvd/fedpca */
+    FS_AGENT_S_EXPONENTS,    /* fedsvd/fedpca */
+    FS_AGENT_S_STATS,        /* fedpca statistics rounds */
+    FS_AGENT_S_PLAIN_UPLOAD, /* fedpower */
+    FS_AGENT_S_EXCHANGE      /* fedpower-utility noise exchange */
 };
 
 /** Short name of a step ("advertise", "upload", ...), for logs. */
@@ -100,14 +120,27 @@ enum fs_agent_fail_at {
     FS_AGENT_FAIL_SHARE_KEYS,
     FS_AGENT_FAIL_MASKED_INPUT,
     FS_AGENT_FAIL_CONSISTENCY,
-    FS_AGENT_FAIL_UNMASKING
+    FS_AGENT_FAIL_UNMASKING,
+    FS_AGENT_FAIL_PLAIN_UPLOAD,  /* fedpower */
+    FS_AGENT_FAIL_NOISE_EXCHANGE /* fedpower-utility */
 };
 
 /**
  * Parse a fail_at name: "advertise_keys", "share_keys", "masked_input",
- * "consistency", "unmasking". @return 0 or FS_EINVAL.
+ * "consistency", "unmasking", "plain_upload", "noise_exchange". @return 0 or
+ * FS_EINVAL.
  */
 FS_WUR int fs_agent_fail_at_parse(const char *s, enum fs_agent_fail_at *out, struct fs_err *err);
+
+/**
+ * Parse "NAME" or "NAME:R" (R a decimal aggregation index, 0..99999): the
+ * per-aggregation rounds (masked_input, consistency, unmasking, plain_upload,
+ * noise_exchange) then crash at aggregation R instead of the first one
+ * (*round = 0 without ":R"). The key-setup rounds take no ":R".
+ * @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_agent_fail_at_parse_round(const char *s, enum fs_agent_fail_at *out, uint32_t *round,
+                                        struct fs_err *err);
 
 /** Wire name of a fail_at value (NULL for FS_AGENT_FAIL_NONE). */
 const char *fs_agent_fail_at_name(enum fs_agent_fail_at f);
@@ -117,8 +150,19 @@ struct fs_agent_driver {
     uint32_t r;              /* current aggregation */
     uint32_t aggregations;   /* how many the job runs (>= 1) */
     enum fs_agent_fail_at fail_at;
-    int fed;        /* fedsvd/fedpca: exponent rounds, "factorizing" */
-    uint32_t stats; /* the first `stats` aggregations publish their sum (fedpca) */
+    int fed;             /* fedsvd/fedpca: exponent rounds, "factorizing" */
+    uint32_t stats;      /* the first `stats` aggregations publish their sum (fedpca) */
+    int power;           /* enum fs_agent_power: a power-method job */
+    uint32_t exchanges;  /* fedpower-utility: the first `exchanges` aggregations exchange noise */
+    uint32_t fail_round; /* the aggregation a per-aggregation fail_at stops at */
+};
+
+/* Kinds of power-method job (fs_agent_driver_init_power). */
+enum fs_agent_power {
+    FS_AGENT_POWER_NONE = 0,
+    FS_AGENT_POWER_PLAIN = 1,  /* fedpower: plain uploads */
+    FS_AGENT_POWER_SECAGG = 2, /* fedpower-private, dp-ppm: secure aggregation */
+    FS_AGENT_POWER_UTILITY = 3 /* fedpower-utility: secure aggregation + noise exchange */
 };
 
 enum fs_agent_act {
@@ -153,6 +197,17 @@ FS_WUR int fs_agent_driver_init_fed(struct fs_agent_driver *d, uint32_t aggregat
                                     struct fs_err *err);
 
 /**
+ * Start a driver for a power-method job of `aggregations` rounds (syncs, plus
+ * the Rayleigh upload), the first `exchanges` (utility only, <= aggregations)
+ * followed by a noise exchange. fail_round: see fs_agent_fail_at_parse_round.
+ * @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_agent_driver_init_power(struct fs_agent_driver *d, enum fs_agent_power kind,
+                                      uint32_t aggregations, uint32_t exchanges,
+                                      enum fs_agent_fail_at fail_at, uint32_t fail_round,
+                                      struct fs_err *err);
+
+/**
  * Decide what to do given the latest job status. May advance the driver
  * past rounds the job has left without needing this party (late
  * consistency/unmask messages). Never fails: the outcome is in *out.
@@ -166,7 +221,8 @@ void fs_agent_driver_done(struct fs_agent_driver *d);
 /**
  * The participation phase to report for the driver's position:
  * "advertise_keys", "share_keys", "exponents", "masked_input", "consistency",
- * "unmasking", "statistics", "result" or "done".
+ * "unmasking", "statistics", "plain_upload", "noise_exchange", "result" or
+ * "done".
  */
 const char *fs_agent_driver_phase(const struct fs_agent_driver *d);
 

@@ -159,10 +159,12 @@ static int parse_invitation(const json_t *j, uint64_t max_elements, struct fs_ag
     if (rc != 0) {
         return rc;
     }
-    if (strcmp(out->inv.algorithm, "secure-sum") != 0 && !fs_job_is_fedsvd(out->inv.algorithm)) {
+    if (strcmp(out->inv.algorithm, "secure-sum") != 0 && !fs_job_is_fedsvd(out->inv.algorithm) &&
+        !fs_job_is_fedpower(out->inv.algorithm)) {
         rc = fs_err_set(err, FS_EINVAL,
                         "invitation: algorithm \"%.32s\" is not supported by this agent "
-                        "(it runs secure-sum, fedsvd and fedpca)",
+                        "(it runs secure-sum, fedsvd, fedpca, fedpower, fedpower-utility, "
+                        "fedpower-private and dp-ppm)",
                         out->inv.algorithm);
     } else if (out->inv.is_fedsvd && (out->inv.global_cols > max_elements ||
                                       out->inv.global_rows > max_elements / out->inv.global_cols)) {
@@ -258,7 +260,8 @@ int fs_agent_request_parse(const json_t *j, uint64_t max_elements, struct fs_age
         if (!json_is_string(fa)) {
             return fs_err_set(err, FS_EFORMAT, "fail_at: expected a string or null");
         }
-        rc = fs_agent_fail_at_parse(json_string_value(fa), &out->fail_at, err);
+        rc = fs_agent_fail_at_parse_round(json_string_value(fa), &out->fail_at, &out->fail_round,
+                                          err);
         if (rc != 0) {
             return rc;
         }
@@ -292,8 +295,15 @@ int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err 
     if (rc == 0) {
         rc = get_u32(j, "threshold", 1, out->parties, &out->threshold, what, err);
     }
-    if (rc == 0) {
+    v = json_object_get(j, "algorithm");
+    if (json_is_string(v)) {
+        snprintf(out->algorithm, sizeof out->algorithm, "%s", json_string_value(v));
+    }
+    if (rc == 0 && (json_object_get(j, "shape") != NULL || !fs_job_is_fedpower(out->algorithm))) {
         rc = get_shape(j, what, &out->rows, &out->cols, err);
+    } else if (rc == 0 && json_object_get(j, "cols") != NULL) {
+        /* power-method jobs: d, and no pooled shape needed */
+        rc = get_u64(j, "cols", 1, FS_FEDPOWER_MAX_DIM, &out->cols, what, err);
     }
     if (rc != 0) {
         return rc;
@@ -307,10 +317,6 @@ int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err 
         out->state = 2;
     } else {
         return fs_err_set(err, FS_EFORMAT, "job.state: expected running, done or failed");
-    }
-    v = json_object_get(j, "algorithm");
-    if (json_is_string(v)) {
-        snprintf(out->algorithm, sizeof out->algorithm, "%s", json_string_value(v));
     }
     if (fs_job_is_fedsvd(out->algorithm)) {
         out->is_fed = 1;
@@ -471,6 +477,38 @@ static int parse_fed_agg(const json_t *j, uint32_t n, struct fs_agent_agg *out, 
     return 0;
 }
 
+/* The power-method members of an aggregation: kind, iteration, z. */
+static int parse_power_agg(const json_t *j, const char *kind, struct fs_agent_agg *out,
+                           struct fs_err *err)
+{
+    json_t *z = json_object_get(j, "z");
+    json_t *shape = json_object_get(z, "shape");
+    int rc;
+
+    out->power = 1;
+    out->is_rayleigh = strcmp(kind, "rayleigh") == 0;
+    rc =
+        get_u32(j, "iteration", 0, FS_FEDPOWER_MAX_ITERATIONS, &out->iteration, "aggregation", err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!json_is_object(z) || !json_is_array(shape) || json_array_size(shape) != 2 ||
+        !json_is_integer(json_array_get(shape, 0)) || !json_is_integer(json_array_get(shape, 1)) ||
+        hex32(json_string_value(json_object_get(z, "sha256")), out->z_sha256) != 0) {
+        return fs_err_set(err, FS_EFORMAT,
+                          "aggregation.z: expected {\"shape\": [d, r], \"sha256\": hex}");
+    }
+    if (json_integer_value(json_array_get(shape, 0)) < 1 ||
+        json_integer_value(json_array_get(shape, 0)) > FS_FEDPOWER_MAX_DIM ||
+        json_integer_value(json_array_get(shape, 1)) < 1 ||
+        json_integer_value(json_array_get(shape, 1)) > FS_FEDPOWER_MAX_RANK) {
+        return fs_err_set(err, FS_EINVAL, "aggregation.z.shape: out of range");
+    }
+    out->z_rows = (uint64_t)json_integer_value(json_array_get(shape, 0));
+    out->z_cols = (uint64_t)json_integer_value(json_array_get(shape, 1));
+    return 0;
+}
+
 int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_len,
                        struct fs_agent_agg *out, struct fs_err *err)
 {
@@ -478,21 +516,28 @@ int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_
     char phase[32];
     json_t *v;
     json_int_t fb;
+    int power;
     int rc;
 
     memset(out, 0, sizeof *out);
     if (!json_is_object(j)) {
         return fs_err_set(err, FS_EFORMAT, "aggregation: expected a JSON object");
     }
+    v = json_object_get(j, "kind");
+    power = json_is_string(v) && (strcmp(json_string_value(v), "sync") == 0 ||
+                                  strcmp(json_string_value(v), "rayleigh") == 0);
     rc = get_u32(j, "index", r, r, &out->index, what, err);
     if (rc == 0) {
         rc = get_u64(j, "length", expect_len, expect_len, &out->length, what, err);
     }
     if (rc == 0) {
-        rc = get_u64(j, "chunk_words", 1, FS_AGENT_MAX_CHUNK_WORDS, &out->chunk_words, what, err);
+        /* plain fedpower rounds have no chunks: both 0 */
+        rc = get_u64(j, "chunk_words", power ? 0 : 1, FS_AGENT_MAX_CHUNK_WORDS, &out->chunk_words,
+                     what, err);
     }
     if (rc == 0) {
-        uint64_t want = (out->length + out->chunk_words - 1) / out->chunk_words;
+        uint64_t want =
+            out->chunk_words == 0 ? 0 : (out->length + out->chunk_words - 1) / out->chunk_words;
         rc = get_u64(j, "chunks", want, want, &out->chunks, what, err);
     }
     if (rc == 0) {
@@ -502,7 +547,15 @@ int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_
         goto out;
     }
     out->phase = fs_agent_jphase_parse(phase);
-    if (json_object_get(j, "kind") != NULL) {
+    v = json_object_get(j, "kind");
+    if (power) {
+        rc = parse_power_agg(j, json_string_value(v), out, err);
+        if (rc != 0) {
+            goto out;
+        }
+        goto sets;
+    }
+    if (v != NULL) {
         rc = parse_fed_agg(j, n, out, err);
         if (rc != 0) {
             goto out;

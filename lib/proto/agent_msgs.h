@@ -36,13 +36,14 @@ struct fs_agent_request {
     char format[8]; /* "auto", "npy", "csv", "mtx", "idx" */
     enum fs_io_format fmt;
     enum fs_agent_fail_at fail_at;
+    uint32_t fail_round; /* "fail_at": "NAME:R" (fs_agent_fail_at_parse_round) */
 };
 
 /**
  * Decode {"invitation": {...}, "dataset": {"path": "...", "format": "auto"},
  * "fail_at": null}: no unknown top-level or dataset field; the invitation
- * as fs_invitation_decode (api/jobs.h) plus: algorithm secure-sum, fedsvd or
- * fedpca, rows * cols <= max_elements (also for the pooled matrix of a
+ * as fs_invitation_decode (api/jobs.h) plus: algorithm secure-sum, fedsvd,
+ * fedpca or a power-method one, rows * cols <= max_elements (also for the pooled matrix of a
  * fedsvd/fedpca job), a job URL without user info, query, fragment or white
  * space; fedsvd/fedpca also need masking_url (same rules), mask_token and
  * maskset. format defaults to "auto"; fail_at may be absent or null.
@@ -106,6 +107,12 @@ struct fs_agent_agg {
     int has_sum; /* a statistics aggregation's published sum */
     uint64_t sum_words;
     uint8_t sum_sha256[32];
+    /* power-method jobs (docs/wire-fedpower.md): kind "sync" | "rayleigh" */
+    int power;
+    int is_rayleigh;
+    uint32_t iteration; /* the iteration the broadcast Z follows */
+    uint64_t z_rows, z_cols;
+    uint8_t z_sha256[32];
 };
 
 /**
@@ -117,7 +124,9 @@ struct fs_agent_agg {
  * summands * bound * 2^frac_bits <= 2^63). A fedsvd/fedpca aggregation
  * ("kind": "stats" | "svd") has no fixed point (parties choose it) but
  * "exponents" (null or the relayed sealed exponents) and "sum" (null or
- * {"words": length, "sha256": hex}).
+ * {"words": length, "sha256": hex}). A power-method aggregation ("kind":
+ * "sync" | "rayleigh") has no fixed point either (lib/proto encodes) but
+ * "iteration" and "z": {"shape": [d, r], "sha256": hex}.
  * @return 0, FS_EFORMAT (shape of the document), FS_EINVAL (values).
  */
 FS_WUR int fs_agent_agg_parse(const json_t *j, uint32_t r, uint32_t n, uint64_t expect_len,

@@ -10,7 +10,8 @@
  *                      shared d x d mask B, the column slab A[:, R_i] of the
  *                      secret N x N mask A, and the parties' group key
  *                      (sealed exponents, fedpca offsets).
- *                      Ship with fs_fedsvd_keys_encode/_decode.
+ *                      Ship as .npy pieces (fs_fedsvd_keyfile_write,
+ *                      fs_fedsvd_keys_asm_*) or one blob (_encode/_decode).
  *   party i         fs_fedsvd_party_new(keys_i, X_i)
  *                   fs_fedsvd_party_prepare -> exponent e_i; advertise it, or
  *                   seal it for the other parties (fs_fedsvd_exponent_seal)
@@ -188,8 +189,10 @@ FS_WUR int fs_fedsvd_fixedpt(int exponent, uint32_t parties, struct fs_fixedpt *
 /* ------------------------------------------------------- masking side */
 
 /* What one party receives from the masking server. The struct is public so a
- * service can ship its parts (e.g. each slab piece's row indices and block as
- * .npy); fs_fedsvd_keys_encode/_decode give one validated binary blob. */
+ * service can ship its parts: the masking server sends a JSON manifest and
+ * two .npy files per slab piece (fs_fedsvd_keyfile_write below), the agent
+ * puts them back together with fs_fedsvd_keys_asm_*. fs_fedsvd_keys_encode/
+ * _decode give one validated binary blob (in-process shipping: bench, tests). */
 struct fs_fedsvd_keys {
     uint32_t party;   /* 1..parties */
     uint32_t parties; /* K */
@@ -249,6 +252,106 @@ FS_WUR int fs_fedsvd_keys_decode(const uint8_t *buf, size_t len, struct fs_fedsv
 /** Free keys, wiping seeds and slab. Accepts NULL. */
 void fs_fedsvd_keys_free(struct fs_fedsvd_keys *k);
 
+/* ---- keys as .npy files (the masking server's wire, docs/wire-fedsvd.md)
+ *
+ * Piece p of the slab (fs_mask_piece: block t, first column col0, r rows of
+ * A_c, c columns) is two files:
+ *   rows.npy   <u8, shape (r,): the row indices of A_c the block covers;
+ *   block.npy  <f8, shape (r, c), fortran_order True (column-major data):
+ *              A_c[rows[a], col0 + j] = block[a, j], every other entry of
+ *              those columns is zero.
+ * Both are .npy v1.0 with the header padded to 64 bytes, little-endian. The
+ * manifest lists per piece (block, col0, r, c) and each file's SHA-256; the
+ * keys id (fs_fedsvd_keys_id) is a SHA-256 over the geometry, both seeds and
+ * every piece's description and file digests, so it binds all the files of
+ * one download. The agent checks every file against the manifest as it
+ * arrives (fs_fedsvd_keys_asm_add) and the whole at the end
+ * (fs_fedsvd_keys_check). */
+
+/* Largest number of pieces of one party's slab (the manifest's cap; the
+ * masking server rejects mask sets whose block size gives more). */
+#define FS_FEDSVD_KEYS_MAX_PIECES 1024
+
+enum fs_fedsvd_keyfile {
+    FS_FEDSVD_KEYFILE_ROWS = 0, /* rows.npy */
+    FS_FEDSVD_KEYFILE_BLOCK = 1 /* block.npy */
+};
+
+/* One piece as a manifest describes it. */
+struct fs_fedsvd_piece_desc {
+    size_t block;          /* diagonal block index t of A_c */
+    size_t col0;           /* first column of A_c covered (global) */
+    size_t r;              /* rows of the block (entries of rows.npy) */
+    size_t c;              /* columns covered */
+    uint8_t sha256[2][32]; /* of the files, by enum fs_fedsvd_keyfile */
+};
+
+/** Exact length in bytes of a piece's file (header + data); 0 on overflow or r, c = 0. */
+uint64_t fs_fedsvd_keyfile_len(size_t r, size_t c, enum fs_fedsvd_keyfile which);
+
+/** Receives a file's bytes in order (at most 1 MiB per call). @return 0 or an FS_E* code. */
+typedef int (*fs_fedsvd_sink_fn)(void *ctx, const uint8_t *buf, size_t n, struct fs_err *err);
+
+/**
+ * Produce file `which` of piece p of k (checked keys) through sink, and fill
+ * the piece's description (desc->sha256[which] and the geometry) if desc is
+ * not NULL. The bytes are secret: the internal buffer is wiped.
+ * @return 0, FS_EINVAL (bad p / keys), the sink's error, FS_ECRYPTO, FS_ENOMEM.
+ */
+FS_WUR int fs_fedsvd_keyfile_write(const struct fs_fedsvd_keys *k, size_t p,
+                                   enum fs_fedsvd_keyfile which, fs_fedsvd_sink_fn sink, void *ctx,
+                                   struct fs_fedsvd_piece_desc *desc, struct fs_err *err);
+
+/**
+ * The keys id: SHA-256 over a version label, the fields of k except a_slab
+ * (party, parties, partition, rows, cols, offset, size, block_b, b_seed,
+ * group_key) and the n piece descriptions (block, col0, r, c, both digests).
+ */
+FS_WUR int fs_fedsvd_keys_id(const struct fs_fedsvd_keys *k, const struct fs_fedsvd_piece_desc *d,
+                             size_t n, uint8_t out[32], struct fs_err *err);
+
+typedef struct fs_fedsvd_keys_asm fs_fedsvd_keys_asm;
+
+/**
+ * Start assembling keys from a manifest: hdr's fields except a_slab (copied,
+ * hdr->a_slab ignored), the n piece descriptions (copied) and the manifest's
+ * keys id. Checks, before any file is fetched: the header (party, range,
+ * block), 1 <= n <= FS_FEDSVD_KEYS_MAX_PIECES, the pieces cover exactly the
+ * party's range in ascending order (col0 consecutive, 1 <= c <= r <= m,
+ * increasing block), the files' total at most max_bytes (0 = no cap), and
+ * that keys_id is fs_fedsvd_keys_id of all this.
+ * @param out free with fs_fedsvd_keys_asm_free.
+ * @return 0, FS_EFORMAT (inconsistent manifest), FS_ERANGE (over max_bytes), FS_ENOMEM.
+ */
+FS_WUR int fs_fedsvd_keys_asm_new(const struct fs_fedsvd_keys *hdr,
+                                  const struct fs_fedsvd_piece_desc *d, size_t n,
+                                  const uint8_t keys_id[32], uint64_t max_bytes,
+                                  fs_fedsvd_keys_asm **out, struct fs_err *err);
+
+/** Length the manifest promises for file `which` of piece p (0 if p is out of range). */
+uint64_t fs_fedsvd_keys_asm_file_len(const fs_fedsvd_keys_asm *a, size_t p,
+                                     enum fs_fedsvd_keyfile which);
+
+/**
+ * Add file `which` of piece p (borrowed; the caller wipes it): its length
+ * and SHA-256 must be the manifest's, its .npy header the expected dtype,
+ * order and shape, row indices < m. Allocates only what the (verified) file
+ * holds. @return 0, FS_EFORMAT (any mismatch), FS_ESTATE (already added), FS_ENOMEM.
+ */
+FS_WUR int fs_fedsvd_keys_asm_add(fs_fedsvd_keys_asm *a, size_t p, enum fs_fedsvd_keyfile which,
+                                  const uint8_t *file, size_t len, struct fs_err *err);
+
+/**
+ * Every file added: validate the whole (fs_fedsvd_keys_check, as FS_EFORMAT)
+ * and hand out the keys. @param out free with fs_fedsvd_keys_free.
+ * @return 0, FS_ESTATE (files missing), FS_EFORMAT.
+ */
+FS_WUR int fs_fedsvd_keys_asm_finish(fs_fedsvd_keys_asm *a, struct fs_fedsvd_keys **out,
+                                     struct fs_err *err);
+
+/** Free, wiping whatever was assembled. Accepts NULL. */
+void fs_fedsvd_keys_asm_free(fs_fedsvd_keys_asm *a);
+
 /** Wipe len bytes of buf then free it. Accepts NULL. */
 void fs_fedsvd_wipe_free(void *buf, size_t len);
 
@@ -286,8 +389,9 @@ FS_WUR int fs_fedsvd_server_decode(const struct fs_fedsvd_job *job, int public_e
                                    struct fs_err *err);
 
 /**
- * Factorize the canonical masked matrix. k = 0: thin SVD (LAPACK dgesdd in
- * place, r = min(m, n)); 1 <= k <= min(m, n): top-k by `method`, where
+ * Factorize the canonical masked matrix. k = 0: thin SVD in place, r =
+ * min(m, n) (m >= n: dgeqrf, then dgesdd of the n x n R; m < n: dgesdd);
+ * 1 <= k <= min(m, n): top-k by `method`, where
  * FS_TOPK_AUTO means exact (dgesvdx for k < min/2, else thin + truncate) and
  * FS_TOPK_RANDOMIZED is used only when asked. U' is never formed.
  * @param yc m x n, DESTROYED (overwritten by LAPACK); the caller still frees it.

@@ -13,15 +13,18 @@
 
 #include "../../api/jobs.h"
 #include "../../api/problem.h"
+#include "../../api/wire.h"
 #include "io/matio.h"
 #include "net/log.h"
+#include "powerjob.h"
 #include "proto/secagg.h"
 
-#define SMALL_BODY      (16 * 1024) /* adverts, signatures */
-#define SPEC_BODY       (64 * 1024) /* job specs */
-#define NPY_HEADER_MAX  128         /* what fs_npy_format_header writes for a 1-D <u8 */
-#define MAX_CHUNK_WORDS (1u << 22)
-#define METRIC_SLOTS    512
+#define SMALL_BODY       (16 * 1024) /* adverts, signatures */
+#define SPEC_BODY        (64 * 1024) /* job specs */
+#define NPY_HEADER_MAX   128         /* what fs_npy_format_header writes for a 1-D <u8 */
+#define MAX_CHUNK_WORDS  (1u << 22)
+#define METRIC_SLOTS     512
+#define PLAIN_HEADER_MAX 1024 /* .npy header of a plain fedpower upload */
 
 enum auth_kind { A_NONE = 0, A_ADMIN, A_PARTY, A_ANY };
 
@@ -50,6 +53,11 @@ struct rq {
     size_t header_len;
     uint64_t expected;
     uint64_t received;
+    /* sized bodies (noise-response, plain.npy): buffered up to an exact cap */
+    uint8_t *buf;
+    size_t buf_n;
+    size_t buf_cap;
+    size_t prows, pcols; /* plain.npy: the expected shape */
 };
 
 struct metric_slot {
@@ -86,6 +94,7 @@ static void rq_free(void *p)
     if (q->job != NULL) {
         agg_job_count_bytes(q->job, q->in_bytes, q->out_bytes);
     }
+    free(q->buf);
     free(q);
 }
 
@@ -942,12 +951,270 @@ out:
     return rc;
 }
 
+/* ------------------------------------------------------------ power-method jobs */
+
+/* docs/wire-fedpower.md: broadcast iterates, noise exchange, plain uploads. */
+
+static int parse_r(fs_http_req *req, uint64_t *r)
+{
+    return parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, r);
+}
+
+static int h_agg_z(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    char path[4600];
+    struct stat st;
+    uint64_t r = 0;
+    (void)ctx;
+    if (parse_r(req, &r) != 0) {
+        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+    }
+    if (agg_job_z_path(q->job, (uint32_t)r, path, sizeof path, &err) != 0) {
+        return problem(resp, &err);
+    }
+    if (stat(path, &st) == 0) {
+        q->out_bytes += (uint64_t)st.st_size;
+    }
+    if (fs_http_resp_file(resp, 200, "application/x-npy", path, &err) != 0) {
+        fs_err_set(&err, FS_EINTERNAL, "z file missing");
+        return problem(resp, &err);
+    }
+    return 0;
+}
+
+static int h_exchange_key(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    json_t *out = NULL;
+    (void)ctx;
+    if (agg_job_exchange_key(q->job, &out, &err) != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, q, 200, out);
+}
+
+static int h_selector(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = rq_of(req);
+    struct fs_err err = {0};
+    json_t *out = NULL;
+    uint64_t r = 0;
+    (void)ctx;
+    if (parse_r(req, &r) != 0) {
+        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+    }
+    if (agg_job_get_selector(q->job, q->party, (uint32_t)r, &out, &err) != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, q, 200, out);
+}
+
+/* on_begin of the sized-body routes: auth, content type, the turn, the exact cap. */
+static int sized_begin(fs_http_req *req, fs_http_resp *resp, void *ctx, int plain)
+{
+    struct rq *q;
+    struct fs_err err = {0};
+    uint64_t r = 0;
+    uint64_t cl = 0;
+    uint64_t cap;
+    int rc = auth_begin(req, resp, ctx);
+
+    if (rc != 0 || fs_http_resp_is_set(resp)) {
+        return rc != 0 ? rc : 1;
+    }
+    q = fs_http_req_user(req);
+    if (!fs_http_req_content_type_is(req, plain ? "application/x-npy" : "application/json")) {
+        return fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
+                               plain ? "Content-Type must be application/x-npy"
+                                     : "Content-Type must be application/json") ||
+               1;
+    }
+    if (parse_r(req, &r) != 0) {
+        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer") || 1;
+    }
+    q->r = (uint32_t)r;
+    if (plain) {
+        rc = agg_job_plain_check(q->job, q->party, q->r, &q->prows, &q->pcols, &err);
+        cap = PLAIN_HEADER_MAX + 8 * (uint64_t)q->prows * q->pcols;
+    } else {
+        size_t n = 0;
+        rc = agg_job_noise_check(q->job, q->party, q->r, &n, &err);
+        cap = 4 * (((uint64_t)n + 2) / 3) + 256;
+    }
+    if (rc != 0) {
+        return problem(resp, &err) || 1;
+    }
+    if (fs_http_req_content_length(req, &cl) && cl > cap) {
+        return fs_http_problem(resp, 413, FS_PROBLEM_TOO_LARGE, NULL,
+                               "body of %llu bytes exceeds %llu", (unsigned long long)cl,
+                               (unsigned long long)cap) ||
+               1;
+    }
+    q->buf_cap = (size_t)cap;
+    return 0;
+}
+
+static int noise_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    return sized_begin(req, resp, ctx, 0);
+}
+
+static int plain_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    return sized_begin(req, resp, ctx, 1);
+}
+
+static int sized_piece(fs_http_req *req, const void *data, size_t len, fs_http_resp *resp,
+                       void *ctx)
+{
+    struct rq *q = fs_http_req_user(req);
+
+    (void)ctx;
+    if (len > q->buf_cap - q->buf_n) {
+        return fs_http_problem(resp, 413, FS_PROBLEM_TOO_LARGE, NULL, "body exceeds %zu bytes",
+                               q->buf_cap) ||
+               1;
+    }
+    if (q->buf == NULL) {
+        q->buf = malloc(q->buf_cap > 0 ? q->buf_cap : 1);
+        if (q->buf == NULL) {
+            return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory") || 1;
+        }
+    }
+    memcpy(q->buf + q->buf_n, data, len);
+    q->buf_n += len;
+    q->in_bytes = q->buf_n;
+    return 0;
+}
+
+static int h_noise_response(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = fs_http_req_user(req);
+    struct fs_err err = {0};
+    json_error_t je;
+    json_t *body;
+    json_t *v;
+    uint8_t *bytes = NULL;
+    size_t n = 0;
+    int rc;
+
+    (void)ctx;
+    q->in_bytes = q->buf_n;
+    body = json_loadb(q->buf != NULL ? (const char *)q->buf : "", q->buf_n, JSON_REJECT_DUPLICATES,
+                      &je);
+    if (!json_is_object(body)) {
+        json_decref(body);
+        return fail(resp, FS_EFORMAT, "%s", "body: expected a JSON object {\"response\": \"…\"}");
+    }
+    v = json_object_get(body, "response");
+    if (!json_is_string(v)) {
+        json_decref(body);
+        return fail(resp, FS_EFORMAT, "%s", "response: expected a base64url string");
+    }
+    rc = fs_b64url_decode_alloc(json_string_value(v), q->buf_cap, &bytes, &n, &err);
+    json_decref(body);
+    if (rc == 0) {
+        rc = agg_job_post_noise_response(q->job, q->party, q->r, bytes, n, &err);
+    } else {
+        fs_err_prefix(&err, "response: ");
+    }
+    free(bytes);
+    if (rc != 0) {
+        return problem(resp, &err);
+    }
+    return fs_http_resp_empty(resp, 204);
+}
+
+/* zmax: a finite decimal number >= 0 (FS_EFORMAT unparsable, FS_EINVAL out of range). */
+static int parse_zmax(const char *s, double *out, struct fs_err *err)
+{
+    char *end = NULL;
+
+    if (s == NULL || s[0] == '\0') {
+        return fs_err_set(err, FS_EFORMAT, "zmax: missing (…/plain.npy?zmax=<number>)");
+    }
+    if (strlen(s) > 64 || strspn(s, "0123456789+-.eE") != strlen(s)) {
+        return fs_err_set(err, FS_EFORMAT, "zmax: not a decimal number");
+    }
+    errno = 0;
+    *out = strtod(s, &end);
+    if (end == s || *end != '\0') {
+        return fs_err_set(err, FS_EFORMAT, "zmax: not a decimal number");
+    }
+    if (errno == ERANGE || !(*out >= 0.0) || *out > 1e300) {
+        return fs_err_set(err, FS_EINVAL, "zmax: must be finite and >= 0");
+    }
+    return 0;
+}
+
+static int h_plain(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct rq *q = fs_http_req_user(req);
+    struct fs_io_caps caps = fs_io_caps_default();
+    struct fs_npy_header h;
+    struct fs_err err = {0};
+    size_t want = q->prows * q->pcols;
+    uint64_t *w = NULL;
+    fs_mat *y = NULL;
+    double zmax = 0.0;
+    int rc;
+
+    (void)ctx;
+    q->in_bytes = q->buf_n;
+    rc = parse_zmax(fs_http_req_query(req, "zmax"), &zmax, &err);
+    if (rc != 0) {
+        return problem(resp, &err);
+    }
+    caps.max_elems = want;
+    rc = fs_npy_parse_header(q->buf != NULL ? q->buf : (const uint8_t *)"", q->buf_n, &caps, &h,
+                             &err);
+    if (rc != 0) {
+        return fs_http_problem(resp, rc == FS_EFORMAT ? 400 : 422,
+                               rc == FS_EFORMAT ? FS_PROBLEM_BAD_REQUEST : FS_PROBLEM_INVALID, NULL,
+                               "plain.npy: %s", err.msg);
+    }
+    if (h.dtype != FS_NPY_F8 || h.shape[0] != q->prows || h.shape[1] != q->pcols ||
+        (h.ndim == 1 && q->pcols != 1) || h.header_len > PLAIN_HEADER_MAX ||
+        q->buf_n != h.header_len + 8 * want) {
+        return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL,
+                               "plain.npy: expected a <f8 array of shape (%zu, %zu), %zu data "
+                               "bytes after the header",
+                               q->prows, q->pcols, 8 * want);
+    }
+    w = malloc((want > 0 ? want : 1) * sizeof *w);
+    y = fs_mat_new_uninit(q->prows, q->pcols);
+    if (w == NULL || y == NULL) {
+        free(w);
+        fs_mat_free(y);
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory");
+    }
+    agg_le64_decode(w, q->buf + h.header_len, want);
+    for (size_t i = 0; i < q->prows; i++) {
+        for (size_t c = 0; c < q->pcols; c++) {
+            size_t at = h.fortran_order ? i + c * q->prows : i * q->pcols + c;
+            double x;
+            memcpy(&x, &w[at], sizeof x);
+            FS_MAT_AT(y, i, c) = x;
+        }
+    }
+    free(w);
+    rc = agg_job_put_plain(q->job, q->party, q->r, y, zmax, &err);
+    fs_mat_free(y);
+    if (rc != 0) {
+        return problem(resp, &err);
+    }
+    return fs_http_resp_empty(resp, 204);
+}
+
 /* ------------------------------------------------------------ registration */
 
 struct route_def {
     const char *method;
     const char *pattern;
-    int body; /* 0 none, 1 small, 2 spec, 3 max_body, 4 chunk */
+    int body; /* 0 none, 1 small, 2 spec, 3 max_body, 4 chunk, 5 noise-response, 6 plain.npy */
     enum auth_kind auth;
     fs_http_handler_fn handler;
 };
@@ -973,6 +1240,11 @@ static const struct route_def ROUTES[] = {
     {"POST", "/v1/jobs/{job}/aggregations/{r}/exponent", 1, A_PARTY, h_exponent},
     {"POST", "/v1/jobs/{job}/aggregations/{r}/public-exponent", 1, A_PARTY, h_pubexp},
     {"GET", "/v1/jobs/{job}/aggregations/{r}/sum.npy", 0, A_ANY, h_agg_sum},
+    {"GET", "/v1/jobs/{job}/aggregations/{r}/z.npy", 0, A_ANY, h_agg_z},
+    {"GET", "/v1/jobs/{job}/exchange-key", 0, A_ANY, h_exchange_key},
+    {"GET", "/v1/jobs/{job}/aggregations/{r}/selector", 0, A_PARTY, h_selector},
+    {"POST", "/v1/jobs/{job}/aggregations/{r}/noise-response", 5, A_PARTY, h_noise_response},
+    {"PUT", "/v1/jobs/{job}/aggregations/{r}/plain.npy", 6, A_PARTY, h_plain},
     {"GET", "/v1/jobs/{job}/result", 0, A_ANY, h_result},
     {"GET", "/v1/jobs/{job}/result/{name}.npy", 0, A_ANY, h_result_file},
 };
@@ -1009,12 +1281,20 @@ int agg_http_routes(struct agg_app *app, struct fs_err *err)
             r.max_body = NPY_HEADER_MAX + 8 * (uint64_t)MAX_CHUNK_WORDS;
             r.on_chunk = chunk_piece;
             break;
+        case 5: /* the exact cap is set per request (sized_begin) */
+        case 6:
+            r.max_body = PLAIN_HEADER_MAX + 8 * app->cfg->max_elements;
+            r.on_chunk = sized_piece;
+            break;
         default:
             r.max_body = 0;
             break;
         }
         if (d->auth != A_NONE) {
-            r.on_begin = d->body == 4 ? chunk_begin : auth_begin;
+            r.on_begin = d->body == 4   ? chunk_begin
+                         : d->body == 5 ? noise_begin
+                         : d->body == 6 ? plain_begin
+                                        : auth_begin;
         }
         rc = fs_http_server_route(app->srv, &r, err);
         if (rc != 0) {

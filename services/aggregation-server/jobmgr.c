@@ -20,125 +20,46 @@
 #include "crypto/ct.h"
 #include "crypto/sha256.h"
 #include "io/matio.h"
+#include "jobmgr_internal.h"
 #include "la/fixedpt.h"
 #include "la/mat.h"
 #include "net/auth.h"
 #include "net/log.h"
+#include "powerjob.h"
 #include "proto/fedpca.h"
 #include "proto/fedsvd.h"
 #include "proto/secagg.h"
 
 #define MAX_JOBS_STORED 100000 /* registry cap, all states */
 
-/* Phases in protocol order. JP_EXP (sealed exponents) and JP_FACTOR only
- * occur in fedsvd/fedpca jobs; JP_EXP..JP_R4 repeat per aggregation. */
-enum jphase { JP_R0 = 0, JP_R1, JP_EXP, JP_R2, JP_R3, JP_R4, JP_FACTOR, JP_DONE, JP_FAILED };
+static const char *const PHASE_NAME[] = {
+    "waiting_for_parties", "share_keys", "exponents",   "masked_input",
+    "consistency",         "unmasking",  "factorizing", "noise_exchange",
+    "plain_upload",        "done",       "failed"};
+static const char *const TIMING_NAME[] = {"advertise_keys", "share_keys",     "exponents",
+                                          "masked_input",   "consistency",    "unmasking",
+                                          "factorizing",    "noise_exchange", "plain_upload"};
 
-#define NTIMINGS 7 /* JP_R0 .. JP_FACTOR */
+const char *agg_phase_name(enum jphase ph)
+{
+    return PHASE_NAME[ph];
+}
 
-static const char *const PHASE_NAME[] = {"waiting_for_parties", "share_keys",  "exponents",
-                                         "masked_input",        "consistency", "unmasking",
-                                         "factorizing",         "done",        "failed"};
-static const char *const TIMING_NAME[] = {"advertise_keys", "share_keys",  "exponents",
-                                          "masked_input",   "consistency", "unmasking",
-                                          "factorizing"};
-
-struct chunk_ctx {
-    agg_job *job;
-    const char *staged; /* streamed body to rename into place on the next put */
-    uint32_t staged_party;
-    uint64_t staged_idx;
-    int consumed;
-};
-
-struct agg_job {
-    agg_mgr *mgr;
-    pthread_mutex_t mu;
-    pthread_mutex_t sm_mu;
-
-    /* immutable after creation */
-    char id[FS_JOB_ID_MAX + 1];
-    struct fs_job_spec spec;
-    char server_url[FS_JOB_URL_MAX + 1];
-    uint32_t n;
-    uint32_t chunk_words;
-    uint64_t len;
-    uint64_t nchunks;
-    char created_at[32];
-    double created_unix;
-    char dir[4200]; /* <data>/jobs/<id> */
-    char tmp_dir[4300];
-    fs_auth *auth; /* party tokens, labels "party:N" */
-    struct fs_secagg_config cfg;
-    int fed;                 /* fedsvd / fedpca */
-    uint32_t naggs;          /* secure aggregations of the job */
-    size_t *sizes;           /* fed: party_sizes as size_t, for lib/proto */
-    struct fs_fedsvd_job fj; /* fed: the job as lib/proto sees it (sizes borrowed) */
-
-    /* sm_mu */
-    fs_secagg_server *sm;
-    struct chunk_ctx cs;
-    uint64_t next_seq;
-    int replaying;
-    uint32_t *first_u3; /* fedpca: U3 of aggregation 0 (every later one must equal it) */
-    size_t nfirst;
-
-    /* mu */
-    enum jphase phase;
-    int finishing; /* R4 closed; unmasking on the worker */
-    int worker_running;
-    int worker_exited;
-    pthread_t worker;
-    double deadline_mono;
-    double phase_opened; /* wall clock */
-    uint32_t r;          /* the aggregation in progress (or the last one) */
-    double timings[NTIMINGS];
-    int has_timing[NTIMINGS];
-    uint8_t *joined;   /* advertised keys (U1) */
-    uint8_t *shared;   /* shared keys (U2) */
-    uint8_t *dropped;  /* counted as dropped at a round close */
-    uint8_t *in_round; /* still expected in the current round */
-    uint8_t *sent;     /* sent this round's message */
-    uint8_t *has_exp;
-    int *exp;
-    uint8_t (*sealed)[FS_FEDSVD_SEALED_EXP_LEN]; /* fed: this aggregation's sealed exponents */
-    uint8_t *has_sealed;
-    int *pubexp; /* fed: the public exponent each party reported (SVD aggregation) */
-    uint8_t *has_pubexp;
-    uint64_t bytes_in;
-    uint64_t bytes_out;
-    struct fs_fixedpt fp;
-    json_t *roster; /* {"roster": [...]} once R0 closed */
-    json_t *aggs;   /* array: Aggregation document r (null until begun) */
-    json_t *result; /* Result once done */
-    char error[512];
-};
-
-struct agg_mgr {
-    struct agg_mgr_config cfg;
-    char data_dir[4096];
-    agg_store *st;
-    pthread_rwlock_t lock; /* the registry */
-    agg_job **jobs;
-    size_t njobs;
-    size_t cap;
-    pthread_mutex_t wake_mu;
-    pthread_cond_t wake_cv;
-    int woken;
-    pthread_mutex_t count_mu;
-    struct agg_counts counts; /* rounds/dropped/chunks; states are counted on demand */
-};
+const char *agg_timing_name(int t)
+{
+    return TIMING_NAME[t];
+}
 
 /* ------------------------------------------------------------ small helpers */
 
-static double now_mono(void)
+double now_mono(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-static double now_wall(void)
+double now_wall(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -153,7 +74,7 @@ static void iso_time(double t, char out[32])
     strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-static int mkdir_p(const char *path, struct fs_err *err)
+int mkdir_p(const char *path, struct fs_err *err)
 {
     char buf[4400];
     size_t n = strlen(path);
@@ -176,7 +97,7 @@ static int mkdir_p(const char *path, struct fs_err *err)
 }
 
 /* Remove a directory tree (our own layout: a few levels, no symlinks followed). */
-static void rm_tree(const char *path)
+void rm_tree(const char *path)
 {
     DIR *d = opendir(path);
     struct dirent *e;
@@ -204,14 +125,14 @@ static void rm_tree(const char *path)
     (void)rmdir(path);
 }
 
-static void count_add(agg_mgr *m, uint64_t *field, uint64_t k)
+void count_add(agg_mgr *m, uint64_t *field, uint64_t k)
 {
     pthread_mutex_lock(&m->count_mu);
     *field += k;
     pthread_mutex_unlock(&m->count_mu);
 }
 
-static void wake(agg_mgr *m)
+void wake(agg_mgr *m)
 {
     pthread_mutex_lock(&m->wake_mu);
     m->woken = 1;
@@ -220,13 +141,13 @@ static void wake(agg_mgr *m)
 }
 
 /* Internal failures (not a bad message): the job cannot go on safely. */
-static int is_internal(int code)
+int is_internal(int code)
 {
     return code == FS_ENOMEM || code == FS_EIO || code == FS_ECRYPTO || code == FS_EINTERNAL ||
            code == FS_ENUMERIC;
 }
 
-static json_t *ids_where(const uint8_t *flags, const uint8_t *unless, uint32_t n)
+json_t *ids_where(const uint8_t *flags, const uint8_t *unless, uint32_t n)
 {
     json_t *a = json_array();
     for (uint32_t v = 1; a != NULL && v <= n; v++) {
@@ -263,6 +184,9 @@ static void rm_chunks(const agg_job *j)
  * 3d+1 (mean), 3d (variance), then N*d (lib/proto/fedpca.h). */
 static uint64_t agg_len(const agg_job *j, uint32_t r)
 {
+    if (j->power) {
+        return pj_round_len(&j->spec, r);
+    }
     if (j->fed && r + 1 < j->naggs) {
         return r == 0 ? 3 * j->spec.cols + 1 : 3 * j->spec.cols;
     }
@@ -387,6 +311,7 @@ static void job_free(agg_job *j)
         return;
     }
     fs_secagg_server_free(j->sm);
+    pj_free(j->pw);
     fs_auth_free(j->auth);
     free(j->joined);
     free(j->shared);
@@ -430,6 +355,7 @@ static int job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
     j->n = n;
     j->chunk_words = chunk_words;
     j->fed = fs_job_is_fedsvd(spec->algorithm);
+    j->power = fs_job_is_fedpower(spec->algorithm);
     j->naggs = fs_job_aggregations(spec);
     j->len = agg_len(j, 0);
     j->nchunks = (j->len + chunk_words - 1) / chunk_words;
@@ -482,7 +408,7 @@ static int job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
     }
     j->cfg.n = n;
     j->cfg.t = spec->threshold;
-    j->cfg.aggregations = j->naggs;
+    j->cfg.aggregations = j->power ? pj_secagg_aggregations(spec) : j->naggs;
     j->cfg.chunk_words = chunk_words;
     rc = fs_wire_secagg_job_id(id, j->cfg.job_id, err);
     if (rc != 0) {
@@ -554,7 +480,7 @@ static json_t *timings_json(const agg_job *j)
     return o;
 }
 
-static int job_running(const agg_job *j)
+int job_running(const agg_job *j)
 {
     return j->phase != JP_DONE && j->phase != JP_FAILED;
 }
@@ -615,6 +541,9 @@ static json_t *status_locked(const agg_job *j)
     if (j->fed) {
         fed_status(j, o);
     }
+    if (j->power) {
+        pj_status_locked(j, o);
+    }
     json_object_set_new(o, "round", job_running(j) && sr >= 0 ? json_integer(sr) : json_null());
     json_object_set_new(o, "present", ids_where(j->joined, j->dropped, j->n));
     json_object_set_new(o, "dropped", ids_where(j->dropped, NULL, j->n));
@@ -660,7 +589,7 @@ static char *snapshot_locked(const agg_job *j)
     return s;
 }
 
-static void persist_state(agg_job *j, const char *result_json)
+void persist_state(agg_job *j, const char *result_json)
 {
     struct fs_err err = {0};
     const char *state;
@@ -683,7 +612,7 @@ static void persist_state(agg_job *j, const char *result_json)
 /* ------------------------------------------------------------ failing */
 
 /* The job fails for good: sm_mu held. Frees the state machine and chunks. */
-static void fail_job(agg_job *j, const char *reason)
+void fail_job(agg_job *j, const char *reason)
 {
     pthread_mutex_lock(&j->mu);
     if (j->phase == JP_FAILED || j->phase == JP_DONE) {
@@ -705,7 +634,7 @@ static void fail_job(agg_job *j, const char *reason)
 
 /* sm_mu held. After an operation on the state machine failed: an internal
  * error or an abort ends the job; a rejected message changes nothing. */
-static void after_sm_error(agg_job *j, int rc, const struct fs_err *err)
+void after_sm_error(agg_job *j, int rc, const struct fs_err *err)
 {
     if (j->sm != NULL && fs_secagg_server_phase(j->sm) == FS_SECAGG_ABORTED) {
         fail_job(j, fs_secagg_server_abort_reason(j->sm));
@@ -718,8 +647,8 @@ static void after_sm_error(agg_job *j, int rc, const struct fs_err *err)
 
 /* ------------------------------------------------------------ event log */
 
-static int log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx, const void *body,
-                     size_t len, double at, struct fs_err *err)
+int log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx, const void *body,
+              size_t len, double at, struct fs_err *err)
 {
     int rc;
 
@@ -741,8 +670,8 @@ static int log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx,
     return rc;
 }
 
-static int log_json(agg_job *j, const char *kind, uint32_t party, const json_t *body, double at,
-                    struct fs_err *err)
+int log_json(agg_job *j, const char *kind, uint32_t party, const json_t *body, double at,
+             struct fs_err *err)
 {
     char *s = json_dumps(body, JSON_COMPACT);
     int rc;
@@ -996,7 +925,7 @@ static int apply_pubexp(agg_job *j, uint32_t party, int e, double at, struct fs_
 
 /* mu held: parties expected this round that did not send count as dropped;
  * *first receives the lowest such id (0 when none). */
-static uint32_t mark_dropped_locked(agg_job *j, uint32_t *first)
+uint32_t mark_dropped_locked(agg_job *j, uint32_t *first)
 {
     uint32_t k = 0;
 
@@ -1015,8 +944,8 @@ static uint32_t mark_dropped_locked(agg_job *j, uint32_t *first)
 
 /* mu held: the next round expects exactly the ids in set. Time spent in a
  * phase adds up over the aggregations. */
-static void next_round_locked(agg_job *j, enum jphase ph, const uint32_t *set, size_t k, double at,
-                              int record)
+void next_round_locked(agg_job *j, enum jphase ph, const uint32_t *set, size_t k, double at,
+                       int record)
 {
     if (record && j->phase < NTIMINGS) {
         j->timings[j->phase] += at - j->phase_opened;
@@ -1032,7 +961,7 @@ static void next_round_locked(agg_job *j, enum jphase ph, const uint32_t *set, s
     j->deadline_mono = now_mono() + (double)j->spec.round_timeout_s;
 }
 
-static uint32_t *flag_ids(const uint8_t *flags, uint32_t n, size_t *k)
+uint32_t *flag_ids(const uint8_t *flags, uint32_t n, size_t *k)
 {
     uint32_t *ids = calloc((size_t)n + 1, sizeof *ids);
     *k = 0;
@@ -1045,7 +974,7 @@ static uint32_t *flag_ids(const uint8_t *flags, uint32_t n, size_t *k)
 }
 
 /* The Aggregation document of the aggregation in progress (borrowed; mu held). */
-static json_t *cur_agg(const agg_job *j)
+json_t *cur_agg(const agg_job *j)
 {
     json_t *d = json_array_get(j->aggs, j->r);
     return json_is_object(d) ? d : NULL;
@@ -1182,7 +1111,7 @@ static int do_begin_fed(agg_job *j, uint32_t r, double at, struct fs_err *err)
 
 static void *finish_worker(void *arg);
 
-static int start_worker(agg_job *j)
+int start_worker(agg_job *j)
 {
     int old;
     int rc;
@@ -1206,14 +1135,14 @@ static int start_worker(agg_job *j)
 
 /* fedsvd/fedpca without allow_dropouts: a party missing at a round that
  * comes before its data is in the sum fails the job at once. */
-static void fail_no_dropouts(agg_job *j, enum jphase ph, uint32_t who, uint32_t drops)
+void fail_no_dropouts(agg_job *j, enum jphase ph, uint32_t who, uint32_t drops)
 {
     char reason[400];
 
     snprintf(reason, sizeof reason,
              "party %u%s did not send its %s message of aggregation %u before the round "
              "deadline; the job does not allow dropouts (allow_dropouts is false), so its "
-             "result could not be the SVD of every party's data",
+             "result could not include every party's data",
              who, drops > 1 ? " (and others)" : "", PHASE_NAME[ph], j->r);
     fail_job(j, reason);
 }
@@ -1234,6 +1163,9 @@ static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *er
     pthread_mutex_lock(&j->mu);
     ph = j->phase;
     pthread_mutex_unlock(&j->mu);
+    if (j->power && (ph == JP_PLAIN || ph == JP_NOISEX) && j->sm != NULL) {
+        return pj_close_round(j, at, by_deadline, err);
+    }
     if (ph > JP_R4 || j->sm == NULL) {
         return 0;
     }
@@ -1277,6 +1209,10 @@ static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *er
         fail_no_dropouts(j, ph, first_drop, drops);
         return 0;
     }
+    if (j->power && !j->spec.power.allow_dropouts && drops > 0) {
+        fail_no_dropouts(j, ph, first_drop, drops);
+        return 0;
+    }
     switch (ph) {
     case JP_R0: {
         const struct fs_secagg_adv *r = fs_secagg_server_roster(j->sm, &k);
@@ -1297,6 +1233,9 @@ static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *er
     case JP_R1:
         pthread_mutex_lock(&j->mu);
         ids = flag_ids(j->shared, j->n, &k);
+        if (j->pw != NULL && ids != NULL) {
+            pj_set_active_locked(j, ids, k);
+        }
         if (ids != NULL) {
             next_round_locked(j, JP_R2, ids, k, at, 1); /* until begin, moments later */
         }
@@ -1304,7 +1243,9 @@ static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *er
         if (ids == NULL) {
             rc = fs_err_set(err, FS_ENOMEM, "out of memory");
         } else if (!j->replaying) {
-            rc = j->fed ? do_begin_fed(j, 0, at, err) : do_begin(j, NULL, at, err);
+            rc = j->fed     ? do_begin_fed(j, 0, at, err)
+                 : j->power ? pj_begin(j, 0, at, err)
+                            : do_begin(j, NULL, at, err);
         }
         break;
     case JP_EXP: {
@@ -1385,7 +1326,7 @@ static int close_round(agg_job *j, double at, int by_deadline, struct fs_err *er
 
 /* ------------------------------------------------------------ unmasking and the result */
 
-static int file_sha256_hex(const char *path, char hex[65], struct fs_err *err)
+int file_sha256_hex(const char *path, char hex[65], struct fs_err *err)
 {
     fs_sha256_ctx *h = NULL;
     uint8_t buf[65536];
@@ -1484,7 +1425,7 @@ out:
 }
 
 /* The survivors U3 of the aggregation just unmasked and every other party. */
-static json_t *dropped_of(const agg_job *j, const uint32_t *u3, size_t n3)
+json_t *dropped_of(const agg_job *j, const uint32_t *u3, size_t n3)
 {
     uint8_t *surv = calloc((size_t)j->n + 1, 1);
     uint8_t *all = malloc((size_t)j->n + 1);
@@ -1765,6 +1706,10 @@ static void *finish_worker(void *arg)
     if (j->sm == NULL) {
         goto out;
     }
+    if (j->power) {
+        pj_worker(j);
+        goto out;
+    }
     if (j->fed && agg_is_stats(j, j->r)) {
         /* a fedpca statistics round: publish its sum, go on to the next */
         at = now_wall();
@@ -1839,9 +1784,13 @@ static uint64_t pos_of(const agg_job *j, enum jphase ph, uint32_t r)
     case JP_R2:
     case JP_R3:
     case JP_R4:
-        return 10 + 4 * (uint64_t)r + (uint64_t)(ph - JP_EXP);
+        return 10 + 5 * (uint64_t)r + (uint64_t)(ph - JP_EXP);
+    case JP_PLAIN: /* plain fedpower: in place of masked input */
+        return 10 + 5 * (uint64_t)r + 1;
+    case JP_NOISEX: /* fedpower-utility: after unmasking */
+        return 10 + 5 * (uint64_t)r + 4;
     case JP_FACTOR:
-        return 10 + 4 * (uint64_t)j->naggs;
+        return 10 + 5 * (uint64_t)j->naggs;
     default:
         return UINT64_MAX;
     }
@@ -1852,8 +1801,8 @@ static uint64_t pos_of(const agg_job *j, enum jphase ph, uint32_t r)
  * then take sm_mu and check again (the driver may have closed the round
  * meanwhile). On success sm_mu is held. party 0 skips the membership check.
  */
-static int check_phase_locked(const agg_job *j, enum jphase want, uint32_t r, uint32_t party,
-                              struct fs_err *err)
+int check_phase_locked(const agg_job *j, enum jphase want, uint32_t r, uint32_t party,
+                       struct fs_err *err)
 {
     uint64_t now = pos_of(j, j->phase, j->r);
     uint64_t need = pos_of(j, want, r);
@@ -1877,7 +1826,7 @@ static int check_phase_locked(const agg_job *j, enum jphase want, uint32_t r, ui
     return 0;
 }
 
-static int enter(agg_job *j, enum jphase want, uint32_t r, uint32_t party, struct fs_err *err)
+int enter(agg_job *j, enum jphase want, uint32_t r, uint32_t party, struct fs_err *err)
 {
     int rc;
 
@@ -1900,7 +1849,7 @@ static int enter(agg_job *j, enum jphase want, uint32_t r, uint32_t party, struc
     return rc;
 }
 
-static void leave(agg_job *j)
+void leave(agg_job *j)
 {
     pthread_mutex_unlock(&j->sm_mu);
     wake(j->mgr);
@@ -2043,7 +1992,7 @@ int agg_job_get_shares(agg_job *j, uint32_t party, json_t **out, struct fs_err *
     return rc;
 }
 
-static int agg_exists(const agg_job *j, uint32_t r, struct fs_err *err)
+int agg_exists(const agg_job *j, uint32_t r, struct fs_err *err)
 {
     if (r >= j->naggs) {
         return fs_err_set(err, FS_ENOTFOUND, "aggregation %u does not exist (this job has %u)", r,
@@ -2072,7 +2021,8 @@ int agg_job_get_agg(agg_job *j, uint32_t r, json_t **out, struct fs_err *err)
         *out = json_deep_copy(doc);
         if (*out == NULL) {
             rc = fs_err_set(err, FS_ENOMEM, "out of memory");
-        } else if (r == j->r && j->phase <= JP_R4 && j->phase >= (j->fed ? JP_EXP : JP_R0)) {
+        } else if (r == j->r && ((j->phase <= JP_R4 && j->phase >= (j->fed ? JP_EXP : JP_R0)) ||
+                                 j->phase == JP_NOISEX || j->phase == JP_PLAIN)) {
             json_object_set_new(*out, "phase", json_string(PHASE_NAME[j->phase]));
         }
     }
@@ -2289,7 +2239,8 @@ int agg_job_result_path(agg_job *j, const char *name, char *path, size_t cap, st
     if (rc != 0) {
         return rc;
     }
-    if (j->fed
+    if (j->power ? !pj_result_name(j, name)
+        : j->fed
             ? strcmp(name, "s") != 0 &&
                   strcmp(name, j->spec.fed.partition == FS_JOB_FEATURES ? "uprime" : "vprime") != 0
             : strcmp(name, "sum") != 0) {
@@ -2326,7 +2277,7 @@ int agg_job_cancel(agg_job *j, struct fs_err *err)
         ph = JP_DONE;
     }
     pthread_mutex_unlock(&j->mu);
-    if (ph <= JP_FACTOR) {
+    if (ph < JP_DONE) {
         fail_job(j, "cancelled by the operator");
     }
     pthread_mutex_unlock(&j->sm_mu);
@@ -2372,6 +2323,10 @@ static json_t *invitation_json(const agg_job *j, uint32_t party, const char *tok
         inv.global_cols = j->spec.cols;
         inv.fed = j->spec.fed;
     }
+    if (j->power) {
+        inv.is_fedpower = 1;
+        inv.power = j->spec.power;
+    }
     o = fs_invitation_encode(&inv);
     fs_invitation_wipe(&inv);
     return o;
@@ -2393,13 +2348,17 @@ int agg_job_create(agg_mgr *m, const struct fs_job_spec *spec_in, const char *se
     int rc;
 
     *out = NULL;
-    if (strcmp(spec.algorithm, "secure-sum") != 0 && !fs_job_is_fedsvd(spec.algorithm)) {
-        return fs_err_set(err, FS_EINVAL,
-                          "algorithm \"%s\" is not supported by this server yet "
-                          "(secure-sum, fedsvd and fedpca are)",
+    if (strcmp(spec.algorithm, "secure-sum") != 0 && !fs_job_is_fedsvd(spec.algorithm) &&
+        !fs_job_is_fedpower(spec.algorithm)) {
+        return fs_err_set(err, FS_EINVAL, "algorithm \"%s\" is not supported by this server yet",
                           spec.algorithm);
     }
-    if (spec.rows * spec.cols > m->cfg.max_elements) {
+    if (fs_job_is_fedpower(spec.algorithm)) {
+        rc = pj_prepare_spec(&spec, err); /* z0_seed, refuse weak privacy */
+        if (rc != 0) {
+            return rc;
+        }
+    } else if (spec.rows * spec.cols > m->cfg.max_elements) {
         return fs_err_set(err, FS_EINVAL, "shape: over the server's limit of %llu elements",
                           (unsigned long long)m->cfg.max_elements);
     }
@@ -2440,6 +2399,9 @@ int agg_job_create(agg_mgr *m, const struct fs_job_spec *spec_in, const char *se
     }
     if (rc == 0) {
         rc = job_new_sm(j, err);
+    }
+    if (rc == 0 && j->power) {
+        rc = pj_attach(j, 1, err); /* fedpower-utility: Paillier key generation */
     }
     if (rc != 0) {
         goto out;
@@ -2968,6 +2930,16 @@ static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err
             j->phase = JP_FAILED;
             snprintf(j->error, sizeof j->error, "result manifest lost");
         }
+        if (j->power) {
+            pj_load(j, 0);
+        }
+        return mgr_register(m, j, err) == 0 ? 0 : (job_free(j), FS_ENOMEM);
+    }
+    if (j->power) {
+        /* not resumable (docs/wire-fedpower.md): failed with a clear reason */
+        apply_snapshot(j, row->status, NULL);
+        j->phase = JP_R0;
+        pj_load(j, 1);
         return mgr_register(m, j, err) == 0 ? 0 : (job_free(j), FS_ENOMEM);
     }
     /* running: rebuild by replay */

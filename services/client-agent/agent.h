@@ -8,11 +8,13 @@
  *   worker.c  one thread per participation, driving lib/proto/agent_driver
  *             and lib/proto/secagg over lib/net/http_client
  *   fed.c     the party side of fedsvd/fedpca (lib/proto/fedsvd, fedpca)
+ *   power.c   the party side of the power-method jobs (lib/proto/fedpower)
  *   store.c   agent.db (SQLite, WAL): participations
+ *   ledger.c  the privacy ledger (agent.db table privacy_ledger), GET /v1/privacy-ledger
  *   files.c   the data directory: identity key, per-participation files
  *
  * On-disk layout under --data-dir (directories 0700, files 0600):
- *   agent.db                          participations
+ *   agent.db                          participations, privacy ledger
  *   identity.key                      Ed25519 private seed, 32 raw bytes
  *   participations/<id>/token         the party token while it runs
  *   participations/<id>/manifest.json the result manifest, once done
@@ -25,6 +27,8 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "dp/ledger.h"
+#include "la/csr.h"
 #include "la/mat.h"
 #include "net/auth.h"
 #include "net/http_server.h"
@@ -54,6 +58,7 @@ struct agent_config {
     unsigned stall_s;      /* fail a participation whose job shows no change for this long */
     unsigned patience_s;   /* how long unreachable servers / 5xx are tolerated */
     enum fs_log_level log_level;
+    struct fs_ledger_budget budget; /* privacy budget per dataset (budget.set = 0: none) */
 };
 
 /* One participation record (a row of agent.db). */
@@ -87,6 +92,7 @@ struct part {
     struct part_rec rec;         /* the worker's copy; persisted with store_progress */
     struct fs_agent_request req; /* holds the party token: wiped when the worker ends */
     fs_mat *data;                /* the validated dataset; wiped when the worker ends */
+    fs_csr *sparse;              /* power-method jobs: a sparse (.mtx) dataset instead of data */
     char dir[AGENT_PATH_MAX];    /* data-dir/participations/<id> */
     atomic_int stop;             /* 0 run, 1 agent stopping, 2 cancelled by the operator */
     struct part *next;
@@ -138,6 +144,9 @@ int store_exists_live(agent_store *s, const char *job_id, uint32_t party, struct
 /** Counts by state, for /metrics. */
 FS_WUR int store_counts(agent_store *s, uint64_t *running, uint64_t *done, uint64_t *failed,
                         struct fs_err *err);
+/** The shared connection, locked (ledger.c runs its own statements); pair with store_unlock. */
+struct sqlite3 *store_lock(agent_store *s);
+void store_unlock(agent_store *s);
 
 /* ---- files.c ---- */
 
@@ -169,14 +178,23 @@ void part_free(struct part *p);
 /* ---- fed.c: fedsvd / fedpca party state (docs/wire-fedsvd.md) ---- */
 
 struct fed_party;
+struct fs_fedsvd_keys;
+struct fs_maskkeys;
 
 /**
- * New party state from the masking server's key blob (borrowed; decoded,
- * checked against the invitation: party, parties, partition, pooled shape,
- * own range) and the party's data x (borrowed; must outlive the state).
+ * The masking server's keys manifest (decoded) must be this party's keys of
+ * this job: job id, mask set, party, parties, partition, pooled shape, own
+ * range (checked before any key file is fetched).
  */
-FS_WUR int fed_new(const struct fs_invitation *inv, const fs_mat *x, const uint8_t *blob,
-                   size_t len, struct fed_party **out, struct fs_err *err);
+FS_WUR int fed_check_manifest(const struct fs_invitation *inv, const struct fs_maskkeys *m,
+                              struct fs_err *err);
+/**
+ * New party state from the assembled keys (ownership taken, also on failure;
+ * checked against the invitation again) and the party's data x (borrowed;
+ * must outlive the state).
+ */
+FS_WUR int fed_new(const struct fs_invitation *inv, const fs_mat *x, struct fs_fedsvd_keys *keys,
+                   struct fed_party **out, struct fs_err *err);
 void fed_free(struct fed_party *f);
 uint32_t fed_aggregations(const struct fed_party *f);
 /** 1 when aggregation r is a fedpca statistics round. */
@@ -207,6 +225,105 @@ FS_WUR int fed_stats_result(struct fed_party *f, const uint64_t *sum, size_t len
 FS_WUR int fed_finish(struct fed_party *f, const double *s, size_t r, fs_mat *vc, double total_sq,
                       const uint32_t *u3, size_t n3, const char *dir, json_t *files, json_t *info,
                       struct fs_err *err);
+
+/* ---- ledger.c: the privacy ledger (DESIGN.md §5.5, docs/privacy-ledger.md) ---- */
+
+#define LEDGER_DATASET_ID_MAX 128   /* an operator-given dataset.id, bytes */
+#define LEDGER_LIST_MAX       10000 /* entries listed by GET /v1/privacy-ledger */
+
+/* What a participation is charged, decided at POST /v1/participations. */
+struct ledger_charge {
+    int charged;                             /* 0: not a power-method job (not ledgered) */
+    char dataset[LEDGER_DATASET_ID_MAX + 8]; /* operator's id, or "sha256:<hex>" */
+    char sha256[65];                         /* hex of the file, "" with an operator's id */
+    double rho;                              /* +INFINITY: no formal guarantee */
+    double delta;                            /* the job's delta */
+    double eps;                              /* rho converted at the job's delta */
+};
+
+/** Create the table (existing agent.db files gain it) and settle stale reservations. */
+FS_WUR int ledger_init(agent_store *s, struct fs_err *err);
+/**
+ * Take dataset.id out of a participation request body (the request decoder
+ * knows no such field) into id ("" when absent). @return 0, FS_EFORMAT
+ * (not a string), FS_EINVAL (empty, too long, characters outside
+ * [A-Za-z0-9._:@/+-]).
+ */
+FS_WUR int ledger_take_dataset_id(json_t *body, char id[LEDGER_DATASET_ID_MAX + 1],
+                                  struct fs_err *err);
+/**
+ * The charge of a participation: for a power-method invitation its rho
+ * (fs_fedpower_party_rho) and the dataset identity (id, else SHA-256 of the
+ * file at path, streamed: one read of the file). Other algorithms:
+ * charged = 0. @return 0, FS_EINVAL (bad job parameters), FS_EIO.
+ */
+FS_WUR int ledger_charge_for(const struct fs_invitation *inv, const char *id, const char *path,
+                             struct ledger_charge *c, struct fs_err *err);
+/**
+ * Atomically (one SQLite transaction under the store lock) decide whether
+ * the charge fits the dataset's budget and, if so, record it as reserved
+ * for participation r. A refusal is not an error: d->allowed = 0, nothing
+ * stored. @return 0 or FS_EIO.
+ */
+FS_WUR int ledger_reserve(struct agent *ag, const struct part_rec *r, const struct ledger_charge *c,
+                          struct fs_ledger_decision *d, struct fs_err *err);
+/** Remove the entry of a participation that was never created (no-op when none). */
+void ledger_cancel(struct agent *ag, const char *part_id);
+/**
+ * Worker hook: this party is about to send its first noisy upload:
+ * reserved -> spent (no-op when already spent or not ledgered).
+ */
+FS_WUR int ledger_spend(struct agent *ag, const char *part_id, struct fs_err *err);
+/**
+ * Worker hook: the participation ends and this party sent NO noisy upload:
+ * reserved -> released. Call before writing the terminal state (a
+ * reservation whose participation has ended is otherwise settled as spent).
+ */
+FS_WUR int ledger_release(struct agent *ag, const char *part_id, struct fs_err *err);
+/** GET /v1/privacy-ledger (operator). */
+int ledger_h_get(fs_http_req *req, fs_http_resp *resp, void *ctx);
+/** Reply 403 privacy_budget_exceeded with the decision's numbers. */
+int ledger_reply_refused(fs_http_resp *resp, const char *algorithm, const struct ledger_charge *c,
+                         const struct fs_ledger_decision *d);
+
+/* ---- power.c: power-method party state (docs/wire-fedpower.md) ---- */
+
+struct power_party;
+
+/**
+ * POST /v1/participations: the invitation's power-method parameters make a
+ * valid configuration and the dataset (rows x cols) is this party's: cols =
+ * d, rows = party_rows[party-1]. @return 0 or FS_EINVAL (422).
+ */
+FS_WUR int power_check(const struct fs_invitation *inv, uint64_t rows, uint64_t cols,
+                       struct fs_err *err);
+/** New party state over dense or csr (exactly one; borrowed, must outlive it). */
+FS_WUR int power_new(const struct fs_invitation *inv, const fs_mat *dense, const fs_csr *csr,
+                     struct power_party **out, struct fs_err *err);
+void power_free(struct power_party *p);
+enum fs_agent_power power_kind(const struct power_party *p);
+/** Rounds of the job: syncs, plus the Rayleigh upload with eigenvalues. */
+uint32_t power_aggregations(const struct power_party *p);
+/** fedpower-utility: aggregations followed by a noise exchange (the syncs); else 0. */
+uint32_t power_exchanges(const struct power_party *p);
+int power_is_rayleigh(const struct power_party *p, uint32_t r);
+/** Words (entries) of aggregation r's upload: d r at a sync, r r at the Rayleigh round. */
+uint64_t power_agg_len(const struct power_party *p, uint32_t r);
+uint32_t power_d(const struct power_party *p);
+uint32_t power_r(const struct power_party *p);
+/** Z of aggregation r (d x r) following iteration iter: the local iterations. Idempotent per r. */
+FS_WUR int power_receive(struct power_party *p, uint32_t r, const fs_mat *z, uint32_t iter,
+                         struct fs_err *err);
+/** Masked chunk [off, off + m) of the pending ring upload. */
+FS_WUR int power_chunk(struct power_party *p, fs_secagg_client *c, uint64_t off, uint64_t *y,
+                       size_t m, struct fs_err *err);
+/** fedpower: the pending plain upload (borrowed) and its zmax; NULL if none. */
+const fs_mat *power_plain(const struct power_party *p, double *zmax);
+/** fedpower-utility: the server's Paillier key; response size; this sync's response. */
+FS_WUR int power_set_key(struct power_party *p, const uint8_t *pk, size_t len, struct fs_err *err);
+size_t power_response_size(const struct power_party *p);
+FS_WUR int power_exchange(struct power_party *p, const uint8_t *sel, size_t sel_len, uint8_t *out,
+                          size_t out_len, struct fs_err *err);
 
 /* ---- api.c ---- */
 

@@ -170,6 +170,75 @@ fail:
     return rc;
 }
 
+/* A power-method job's dataset: dense (.npy, CSV, ...) or, for a MatrixMarket
+ * coordinate file, kept sparse (CSR, never densified); it must be this
+ * party's s_i x d (power_check). 422 material. */
+static int load_power_dataset(const struct agent *ag, struct fs_agent_request *rq, fs_mat **dense,
+                              fs_csr **sparse, struct fs_err *err)
+{
+    struct fs_io_caps caps = fs_io_caps_default();
+    char resolved[PATH_MAX];
+    size_t bi = 0;
+    size_t bj = 0;
+    int rc;
+
+    *dense = NULL;
+    *sparse = NULL;
+    if (realpath(rq->path, resolved) == NULL) {
+        return fs_err_set(err, FS_EINVAL, "%s: cannot open: %s", rq->path, strerror(errno));
+    }
+    if (strlen(resolved) >= sizeof rq->path) {
+        return fs_err_set(err, FS_EINVAL, "%s: path too long", rq->path);
+    }
+    memcpy(rq->path, resolved, strlen(resolved) + 1);
+    caps.max_rows = (size_t)rq->inv.rows;
+    caps.max_cols = (size_t)rq->inv.cols;
+    caps.max_elems = ag->cfg.max_elements;
+    caps.max_nnz = ag->cfg.max_elements;
+    if (rq->fmt == FS_FMT_MTX || (rq->fmt == FS_FMT_AUTO && fs_io_is_sparse_file(rq->path))) {
+        rc = fs_io_load_sparse(rq->path, rq->fmt, &caps, sparse, err);
+        if (rc == 0) {
+            rc = fs_csr_check(*sparse, err); /* finite values, structure */
+            if (rc != 0) {
+                fs_err_prefix(err, "%s: ", rq->path);
+            }
+        }
+        if (rc == 0) {
+            rc = power_check(&rq->inv, (*sparse)->rows, (*sparse)->cols, err);
+        }
+    } else {
+        rc = fs_io_load_dense(rq->path, rq->fmt, &caps, dense, err);
+        if (rc == 0 && !fs_mat_all_finite(*dense, &bi, &bj)) {
+            rc = fs_err_set(err, FS_EINVAL, "%s: row %zu, column %zu: not a finite number",
+                            rq->path, bi + 1, bj + 1);
+        }
+        if (rc == 0) {
+            rc = power_check(&rq->inv, (*dense)->rows, (*dense)->cols, err);
+        }
+    }
+    if (rc != 0) {
+        if (rc == FS_ERANGE) {
+            size_t n = strlen(err->msg);
+            snprintf(err->msg + n, sizeof err->msg - n, " (party %u of the job holds %llu x %llu)",
+                     rq->inv.party, (unsigned long long)rq->inv.rows,
+                     (unsigned long long)rq->inv.cols);
+        }
+        if (*dense != NULL) {
+            fs_mat_wipe(*dense);
+            fs_mat_free(*dense);
+            *dense = NULL;
+        }
+        if (*sparse != NULL) {
+            fs_wipe((*sparse)->vals, (*sparse)->nnz * sizeof *(*sparse)->vals);
+            fs_csr_free(*sparse);
+            *sparse = NULL;
+        }
+        err->code = rc == FS_ENOMEM ? FS_ENOMEM : FS_EINVAL;
+        return err->code;
+    }
+    return 0;
+}
+
 /* The invitation without its token, as stored. */
 static char *public_invitation(const struct fs_invitation *inv)
 {
@@ -198,8 +267,12 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
     char tokpath[AGENT_PATH_MAX + 8];
     char loc[64];
     struct part_rec snap;
+    struct ledger_charge charge;
+    struct fs_ledger_decision dec;
+    char dsid[LEDGER_DATASET_ID_MAX + 1];
     int rc;
     int locked = 0;
+    int reserved = 0;
 
     tokpath[0] = '\0';
     if (atomic_load(&ag->stopping)) {
@@ -222,10 +295,22 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
         fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
         goto out;
     }
+    rc = ledger_take_dataset_id(body, dsid, &err); /* privacy ledger: dataset.id */
+    if (rc != 0) {
+        reply_err(resp, &err);
+        goto out;
+    }
     rc = fs_agent_request_parse(body, ag->cfg.max_elements, &p->req, &err);
     if (rc == 0) {
-        rc = load_dataset(ag, &p->req, &p->data, &err);
+        rc = p->req.inv.is_fedpower ? load_power_dataset(ag, &p->req, &p->data, &p->sparse, &err)
+                                    : load_dataset(ag, &p->req, &p->data, &err);
     }
+    if (rc != 0) {
+        reply_err(resp, &err);
+        goto out;
+    }
+    /* privacy ledger: the job's rho and the dataset's identity (hashes the file) */
+    rc = ledger_charge_for(&p->req.inv, dsid, p->req.path, &charge, &err);
     if (rc != 0) {
         reply_err(resp, &err);
         goto out;
@@ -252,6 +337,10 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
     p->rec.cols = p->req.inv.cols;
     snprintf(p->rec.fail_at, sizeof p->rec.fail_at, "%s",
              p->req.fail_at != FS_AGENT_FAIL_NONE ? fs_agent_fail_at_name(p->req.fail_at) : "");
+    if (p->req.fail_round > 0) { /* "NAME:R" */
+        size_t n = strlen(p->rec.fail_at);
+        snprintf(p->rec.fail_at + n, sizeof p->rec.fail_at - n, ":%u", p->req.fail_round);
+    }
     snprintf(p->rec.job_url, sizeof p->rec.job_url, "%s", p->req.inv.job_url);
     inv_json = public_invitation(&p->req.inv);
     if (inv_json == NULL) {
@@ -279,6 +368,21 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
                         p->rec.party, p->rec.job_id);
         goto out;
     }
+    if (charge.charged) {
+        /* check and reserve in one transaction, under ag->mu like the checks above */
+        rc = ledger_reserve(ag, &p->rec, &charge, &dec, &err);
+        if (rc != 0) {
+            reply_err(resp, &err);
+            goto out;
+        }
+        if (!dec.allowed) {
+            fs_log_pack(FS_LOG_INFO, "participation refused: privacy budget", "{s:s, s:s, s:s}",
+                        "job", p->rec.job_id, "dataset", charge.dataset, "reason", dec.reason);
+            ledger_reply_refused(resp, p->rec.algorithm, &charge, &dec);
+            goto out;
+        }
+        reserved = 1;
+    }
     rc = files_mkdirs(p->dir, &err);
     if (rc == 0 && snprintf(tokpath, sizeof tokpath, "%s/token", p->dir) >= (int)sizeof tokpath) {
         rc = fs_err_set(&err, FS_EINVAL, "path too long");
@@ -303,6 +407,9 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
     if (rc != 0) {
         if (tokpath[0] != '\0') {
             unlink(tokpath);
+        }
+        if (reserved) {
+            ledger_cancel(ag, p->rec.id); /* the job never started: nothing spent */
         }
         reply_err(resp, &err);
         goto out;
@@ -650,6 +757,10 @@ int api_routes(struct agent *ag, struct fs_err *err)
          .pattern = "/v1/participations/{id}/result/{name}.npy",
          .auth = ag->auth,
          .handler = h_result_file},
+        {.method = "GET",
+         .pattern = "/v1/privacy-ledger",
+         .auth = ag->auth,
+         .handler = ledger_h_get},
     };
 
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {

@@ -1,5 +1,6 @@
 /* The party side of fedsvd / fedpca jobs (docs/wire-fedsvd.md) for the
- * worker: checks the masking server's keys against the invitation, holds
+ * worker: checks the masking server's keys (manifest, then the assembled
+ * keys) against the invitation, holds
  * the lib/proto party state (fs_fedsvd_party or fs_fedpca_party), produces
  * each aggregation's sealed exponent and masked chunks, absorbs the
  * statistics sums, and turns the published S and V' into the party's
@@ -8,6 +9,7 @@
 
 #include "crypto/ct.h"
 #include "io/matio.h"
+#include "maskkeys.h"
 #include "proto/fedpca.h"
 #include "proto/fedsvd.h"
 
@@ -73,15 +75,27 @@ static int check_keys(const struct fs_fedsvd_keys *k, const struct fs_invitation
     return 0;
 }
 
-int fed_new(const struct fs_invitation *inv, const fs_mat *x, const uint8_t *blob, size_t len,
+int fed_check_manifest(const struct fs_invitation *inv, const struct fs_maskkeys *m,
+                       struct fs_err *err)
+{
+    if (strcmp(m->job_id, inv->job_id) != 0 || strcmp(m->maskset, inv->maskset) != 0) {
+        return fs_err_set(err, FS_EINVAL,
+                          "the masking server's keys are for job %.64s, mask set %.64s, not "
+                          "this invitation's: wrong mask set?",
+                          m->job_id, m->maskset);
+    }
+    return check_keys(&m->hdr, inv, err);
+}
+
+int fed_new(const struct fs_invitation *inv, const fs_mat *x, struct fs_fedsvd_keys *keys,
             struct fed_party **out, struct fs_err *err)
 {
     struct fed_party *f = calloc(1, sizeof *f);
-    struct fs_fedsvd_keys *keys = NULL;
     int rc;
 
     *out = NULL;
     if (f == NULL) {
+        fs_fedsvd_keys_free(keys);
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
     f->pca = strcmp(inv->algorithm, "fedpca") == 0;
@@ -90,11 +104,6 @@ int fed_new(const struct fs_invitation *inv, const fs_mat *x, const uint8_t *blo
     f->rows = inv->global_rows;
     f->cols = inv->global_cols;
     f->naggs = f->pca && f->partition == FS_JOB_SAMPLES ? (inv->fed.standardize ? 3 : 2) : 1;
-    rc = fs_fedsvd_keys_decode(blob, len, &keys, err);
-    if (rc != 0) {
-        fs_err_prefix(err, "keys from the masking server: ");
-        goto fail;
-    }
     rc = check_keys(keys, inv, err);
     if (rc != 0) {
         fs_fedsvd_keys_free(keys);

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -55,6 +56,13 @@ static const char USAGE[] =
     "                              tolerated (FEDSVD_SERVER_PATIENCE; default 120)\n"
     "  --port-file FILE            write the bound port there once listening (FEDSVD_PORT_FILE)\n"
     "  --log-level LEVEL           debug, info, warn, error (FEDSVD_LOG_LEVEL; default info)\n"
+    "  --privacy-budget RHO        zCDP rho each dataset may spend in power-method jobs\n"
+    "                              (FEDSVD_PRIVACY_BUDGET; default none: jobs are only\n"
+    "                              recorded); GET /v1/privacy-ledger shows the ledger\n"
+    "  --privacy-budget-epsilon E  the budget as (E, D) instead: the largest rho whose\n"
+    "  --privacy-budget-delta D    optimal conversion is within it\n"
+    "                              (FEDSVD_PRIVACY_BUDGET_EPSILON, FEDSVD_PRIVACY_BUDGET_DELTA;\n"
+    "                              D default 1e-5, also the delta of the ledger's epsilons)\n"
     "  -h, --help                  show this text\n"
     "\n"
     "Logs are JSON lines on stderr. SIGTERM/SIGINT: stop accepting requests, stop running\n"
@@ -79,6 +87,9 @@ struct raw {
     const char *patience;
     const char *port_file;
     const char *log_level;
+    const char *budget_rho;
+    const char *budget_eps;
+    const char *budget_delta;
 };
 
 struct opt {
@@ -112,6 +123,9 @@ static const struct opt OPTS[] = {
     OPT("--server-patience", "FEDSVD_SERVER_PATIENCE", patience, 0),
     OPT("--port-file", "FEDSVD_PORT_FILE", port_file, 0),
     OPT("--log-level", "FEDSVD_LOG_LEVEL", log_level, 0),
+    OPT("--privacy-budget", "FEDSVD_PRIVACY_BUDGET", budget_rho, 0),
+    OPT("--privacy-budget-epsilon", "FEDSVD_PRIVACY_BUDGET_EPSILON", budget_eps, 0),
+    OPT("--privacy-budget-delta", "FEDSVD_PRIVACY_BUDGET_DELTA", budget_delta, 0),
 };
 
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
@@ -211,6 +225,61 @@ static int parse_u64(const char *s, uint64_t lo, uint64_t hi, uint64_t dflt, uin
     return 0;
 }
 
+/* A positive finite number (NULL: absent, *out untouched). */
+static int parse_pos(const char *s, double *out)
+{
+    char *end = NULL;
+    double v;
+
+    if (s == NULL) {
+        return 0;
+    }
+    errno = 0;
+    v = strtod(s, &end);
+    if (errno != 0 || end == s || *end != '\0' || !isfinite(v) || v <= 0.0) {
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+/* --privacy-budget RHO, or --privacy-budget-epsilon E (with -delta D). */
+static int build_budget(const struct raw *r, struct fs_ledger_budget *b)
+{
+    struct fs_err err = {0};
+    double rho = 0.0;
+    double eps = 0.0;
+    double delta = FS_LEDGER_DEFAULT_DELTA;
+    int rc;
+
+    if (parse_pos(r->budget_rho, &rho) != 0) {
+        return usage_error("--privacy-budget: expected a zCDP rho > 0, got %s", r->budget_rho);
+    }
+    if (parse_pos(r->budget_eps, &eps) != 0) {
+        return usage_error("--privacy-budget-epsilon: expected a number > 0, got %s",
+                           r->budget_eps);
+    }
+    if (parse_pos(r->budget_delta, &delta) != 0 || delta >= 1.0) {
+        return usage_error("--privacy-budget-delta: expected a number in (0, 1), got %s",
+                           r->budget_delta);
+    }
+    if (r->budget_rho != NULL && r->budget_eps != NULL) {
+        return usage_error("%s",
+                           "--privacy-budget and --privacy-budget-epsilon exclude each other");
+    }
+    if (r->budget_rho != NULL) {
+        rc = fs_ledger_budget_from_rho(rho, delta, b, &err);
+    } else if (r->budget_eps != NULL) {
+        rc = fs_ledger_budget_from_eps(eps, delta, b, &err);
+    } else {
+        rc = fs_ledger_budget_none(delta, b, &err);
+    }
+    if (rc != 0) {
+        return usage_error("privacy budget: %s", err.msg);
+    }
+    return -1;
+}
+
 static int build_config(const struct raw *r, struct agent_config *c)
 {
     struct fs_err err = {0};
@@ -266,6 +335,9 @@ static int build_config(const struct raw *r, struct agent_config *c)
     if (r->log_level != NULL && fs_log_level_parse(r->log_level, &c->log_level, &err) != 0) {
         return usage_error("--log-level: expected debug, info, warn or error, got %s",
                            r->log_level);
+    }
+    if (build_budget(r, &c->budget) >= 0) {
+        return 2;
     }
     return -1;
 }
@@ -424,6 +496,15 @@ int main(int argc, char **argv)
         goto out;
     }
     remove_stale_tokens(ag->cfg.data_dir);
+    if (ledger_init(ag->db, &err) != 0) {
+        rc = fail("cannot open the privacy ledger", &err);
+        goto out;
+    }
+    if (ag->cfg.budget.set) {
+        fs_log_pack(FS_LOG_INFO, "privacy budget per dataset", "{s:f, s:f, s:f}", "rho",
+                    ag->cfg.budget.rho, "epsilon", ag->cfg.budget.eps, "delta",
+                    ag->cfg.budget.delta);
+    }
     if (marked > 0) {
         fs_log_pack(FS_LOG_WARN, "participations interrupted by a restart marked failed", "{s:i}",
                     "count", (int)marked);

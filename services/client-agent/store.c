@@ -352,3 +352,14 @@ out:
     pthread_mutex_unlock(&s->mu);
     return rc;
 }
+
+sqlite3 *store_lock(agent_store *s)
+{
+    pthread_mutex_lock(&s->mu);
+    return s->db;
+}
+
+void store_unlock(agent_store *s)
+{
+    pthread_mutex_unlock(&s->mu);
+}

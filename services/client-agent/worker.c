@@ -14,6 +14,7 @@
 #include "crypto/ct.h"
 #include "io/matio.h"
 #include "la/fixedpt.h"
+#include "maskkeys.h"
 #include "net/http_client.h"
 #include "proto/agent_driver.h"
 #include "proto/secagg.h"
@@ -63,8 +64,12 @@ struct wk {
     char saved_phase[32];
     /* fedsvd / fedpca */
     struct fed_party *fed;
-    double t_step0;  /* when the current timed step began */
-    json_t *timings; /* seconds per party-side phase */
+    /* power-method jobs (power.c) */
+    struct power_party *pw;
+    int has_xkey;     /* utility: the server's exchange key is set */
+    int ledger_spent; /* the privacy ledger was told a noisy upload may leave */
+    double t_step0;   /* when the current timed step began */
+    json_t *timings;  /* seconds per party-side phase */
 };
 
 static void add_timing(struct wk *w, const char *name, double secs)
@@ -331,60 +336,149 @@ static int in_set(const uint32_t *ids, size_t k, uint32_t id)
     return 0;
 }
 
+/* One GET on the masking server into resp (a 2xx, else an error). */
+static int mask_get(fs_httpc *mc, const char *path, const char *accept, struct fs_httpc_resp *resp,
+                    struct fs_err *err)
+{
+    struct fs_httpc_req rq;
+    int rc;
+
+    memset(&rq, 0, sizeof rq);
+    rq.method = "GET";
+    rq.path = path;
+    rq.accept = accept;
+    rq.timeout_ms = -1; /* the server may generate the slab in this request */
+    rc = fs_httpc_do(mc, &rq, resp, err);
+    if (rc == 0) {
+        rc = fs_httpc_check(resp, "GET", path, err);
+    }
+    return rc;
+}
+
+static void mask_resp_wipe(struct fs_httpc_resp *resp)
+{
+    if (resp->body != NULL) {
+        fs_wipe(resp->body, resp->len);
+    }
+    fs_httpc_resp_clear(resp);
+}
+
+/* One download of the party's keys (docs/wire-fedsvd.md): the manifest,
+ * checked against the invitation, then every piece's rows.npy and block.npy,
+ * each checked against the manifest (length, SHA-256, .npy header) as it
+ * arrives and wiped once copied. FS_ECONFLICT: the server generated the keys
+ * again meanwhile (another keys_id): start over. */
+static int fetch_keys_once(struct wk *w, fs_httpc *mc, uint64_t max_bytes,
+                           struct fs_fedsvd_keys **keys, int *again, struct fs_err *err)
+{
+    const struct fs_invitation *inv = &w->p->req.inv;
+    struct fs_httpc_resp resp;
+    struct fs_maskkeys man;
+    fs_fedsvd_keys_asm *as = NULL;
+    json_error_t je;
+    json_t *j = NULL;
+    char base[FS_MASKSET_ID_MAX + 64];
+    char path[FS_MASKSET_ID_MAX + 256];
+    char keys_id[65];
+    int rc;
+
+    memset(&resp, 0, sizeof resp);
+    memset(&man, 0, sizeof man);
+    snprintf(base, sizeof base, "/v1/masksets/%s/parties/%u/keys", inv->maskset, inv->party);
+    rc = mask_get(mc, base, "application/json", &resp, err);
+    if (rc == 0) {
+        count(w, 0, resp.len);
+        j = json_loadb(resp.body != NULL ? resp.body : "", resp.len, JSON_REJECT_DUPLICATES, &je);
+        rc = j == NULL ? fs_err_set(err, FS_EFORMAT, "keys manifest is not JSON: %s", je.text)
+                       : fs_maskkeys_decode(j, &man, err);
+    }
+    mask_resp_wipe(&resp);
+    json_decref(j); /* holds the seeds' text, freed unwiped by jansson (the body is wiped) */
+    if (rc == 0) {
+        rc = fed_check_manifest(inv, &man, err);
+    }
+    if (rc == 0) {
+        rc = fs_fedsvd_keys_asm_new(&man.hdr, man.pieces, man.npieces, man.keys_id, max_bytes, &as,
+                                    err);
+    }
+    for (size_t i = 0; i < 32; i++) {
+        snprintf(keys_id + 2 * i, 3, "%02x", man.keys_id[i]);
+    }
+    for (size_t p = 0; rc == 0 && p < man.npieces; p++) {
+        for (int f = 0; rc == 0 && f < 2; f++) {
+            enum fs_fedsvd_keyfile which =
+                f == 0 ? FS_FEDSVD_KEYFILE_ROWS : FS_FEDSVD_KEYFILE_BLOCK;
+            char name[48];
+            fs_maskkeys_file_name(p, which, name, sizeof name);
+            snprintf(path, sizeof path, "%s/%s?keys_id=%s", base, name, keys_id);
+            rc = mask_get(mc, path, "application/x-npy", &resp, err);
+            *again = rc == FS_ECONFLICT;
+            if (rc == 0) {
+                count(w, 0, resp.len);
+                rc =
+                    fs_fedsvd_keys_asm_add(as, p, which, (const uint8_t *)resp.body, resp.len, err);
+            }
+            mask_resp_wipe(&resp);
+        }
+    }
+    if (rc == 0) {
+        rc = fs_fedsvd_keys_asm_finish(as, keys, err);
+    }
+    fs_fedsvd_keys_asm_free(as);
+    fs_maskkeys_clear(&man);
+    return rc;
+}
+
 /* GET the party's keys from the masking server (docs/wire-fedsvd.md) and
- * build the fedsvd/fedpca party state. The blob is secret: wiped at once. */
+ * build the fedsvd/fedpca party state. Everything secret is wiped at once. */
 static int fetch_keys(struct wk *w, struct fs_err *err)
 {
     const struct fs_invitation *inv = &w->p->req.inv;
     struct fs_httpc_config hc;
-    struct fs_httpc_req rq;
-    struct fs_httpc_resp resp;
+    struct fs_fedsvd_keys *keys = NULL;
     fs_httpc *mc = NULL;
-    char path[FS_MASKSET_ID_MAX + 64];
     double t0 = mono_s();
+    uint64_t max_bytes;
     int rc;
 
-    memset(&rq, 0, sizeof rq);
-    memset(&resp, 0, sizeof resp);
     fs_httpc_config_default(&hc);
     hc.base_url = inv->masking_url;
     hc.token = inv->mask_token;
     hc.insecure = w->ag->cfg.insecure;
     hc.ca_file = w->ag->cfg.ca_file;
-    /* a party's slab of A: about 8 b n_i bytes (b the block size) */
-    hc.max_body = (size_t)(w->ag->cfg.max_elements * 8 < ((uint64_t)4 << 30)
-                               ? w->ag->cfg.max_elements * 8 + (1u << 20)
-                               : ((uint64_t)4 << 30));
+    /* a party's slab of A: about 8 b n_i bytes (b the block size); the
+     * largest file is one piece's block */
+    max_bytes = w->ag->cfg.max_elements * 8 < ((uint64_t)4 << 30)
+                    ? w->ag->cfg.max_elements * 8 + (1u << 20)
+                    : ((uint64_t)4 << 30);
+    hc.max_body = (size_t)max_bytes;
     hc.max_retries = 3;
     hc.backoff_max_ms = 2000;
     hc.user_agent = "fedsvd-client-agent";
-    /* The masking server sends nothing until the party's slab is generated,
-     * which takes minutes for large blocks (docs/wire-fedsvd.md): don't let
-     * the idle-transfer guard abort and restart that from scratch. */
+    /* The masking server sends nothing until the party's slab is generated
+     * (on the manifest request, or on a file request after its cache dropped
+     * the keys), which takes minutes for large blocks (docs/wire-fedsvd.md):
+     * don't let the idle-transfer guard abort and restart that from scratch. */
     hc.low_speed_time_s = 1800;
-    snprintf(path, sizeof path, "/v1/masksets/%s/parties/%u/keys", inv->maskset, inv->party);
     rc = fs_httpc_new(&mc, &hc, err);
-    if (rc == 0) {
-        rq.method = "GET";
-        rq.path = path;
-        rq.accept = "application/octet-stream";
-        rq.timeout_ms = -1; /* the server generates the slab in the request */
-        rc = fs_httpc_do(mc, &rq, &resp, err);
+    for (int attempt = 0; rc == 0; attempt++) {
+        int again = 0;
+        rc = fetch_keys_once(w, mc, max_bytes, &keys, &again, err);
+        if (!again || attempt >= 2) {
+            break;
+        }
+        fs_log_pack(FS_LOG_WARN,
+                    "the masking server regenerated the keys during the download; "
+                    "starting over",
+                    "{s:s}", "participation", w->p->rec.id);
+        rc = 0;
     }
     if (rc == 0) {
-        rc = fs_httpc_check(&resp, "GET", path, err);
-    }
-    if (rc == 0) {
-        count(w, 0, resp.len);
-        rc = fed_new(inv, w->p->data, (const uint8_t *)resp.body, resp.len, &w->fed, err);
+        rc = fed_new(inv, w->p->data, keys, &w->fed, err); /* takes keys */
     }
     if (rc != 0) {
         fs_err_prefix(err, "masking server %s: ", inv->masking_url);
     }
-    if (resp.body != NULL) {
-        fs_wipe(resp.body, resp.len);
-    }
-    fs_httpc_resp_clear(&resp);
     fs_httpc_free(mc);
     add_timing(w, "keys", mono_s() - t0);
     return rc;
@@ -409,12 +503,63 @@ static int setup_fed(struct wk *w, const struct fs_agent_job *job, struct fs_err
     return fetch_keys(w, err);
 }
 
+/* Power-method job: build the party state (on this worker thread: it may
+ * form M'_i) and check the job against the invitation. */
+static int setup_power(struct wk *w, const struct fs_agent_job *job, struct fs_err *err)
+{
+    const struct fs_invitation *inv = &w->p->req.inv;
+    double t0 = mono_s();
+    int rc;
+
+    if (strcmp(job->algorithm, inv->algorithm) != 0 || job->parties != inv->parties ||
+        job->threshold != inv->threshold) {
+        return fs_err_set(err, FS_EINVAL,
+                          "the job does not match the invitation (algorithm %s/%s, parties %u/%u, "
+                          "threshold %u/%u)",
+                          job->algorithm, inv->algorithm, job->parties, inv->parties,
+                          job->threshold, inv->threshold);
+    }
+    if (w->pw == NULL) {
+        rc = power_new(inv, w->p->data, w->p->sparse, &w->pw, err);
+        add_timing(w, "compute", mono_s() - t0);
+        add_timing(w, "crypto", 0.0); /* fedpower-utility's Paillier work, 0 for the others */
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    if (job->aggregations != power_aggregations(w->pw)) {
+        return fs_err_set(err, FS_EINVAL, "the job runs %u aggregations, expected %u",
+                          job->aggregations, power_aggregations(w->pw));
+    }
+    memset(&w->cfg, 0, sizeof w->cfg);
+    w->cfg.n = job->parties;
+    w->cfg.t = job->threshold;
+    /* plain fedpower never uses SecAgg after the join (docs/wire-fedpower.md) */
+    w->cfg.aggregations = power_kind(w->pw) == FS_AGENT_POWER_PLAIN ? 1 : job->aggregations;
+    rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+    if (rc == 0) {
+        rc = fs_secagg_config_check(&w->cfg, err);
+    }
+    if (rc == 0) {
+        rc = fs_agent_driver_init_power(&w->drv, power_kind(w->pw), job->aggregations,
+                                        power_exchanges(w->pw), w->p->req.fail_at,
+                                        w->p->req.fail_round, err);
+    }
+    if (rc == 0) {
+        w->ready = 1;
+    }
+    return rc;
+}
+
 /* First job status: the job must be the one the invitation describes. */
 static int setup(struct wk *w, const struct fs_agent_job *job, struct fs_err *err)
 {
     const struct fs_invitation *inv = &w->p->req.inv;
     int rc;
 
+    if (inv->is_fedpower) {
+        return setup_power(w, job, err);
+    }
     if (inv->is_fedsvd) {
         if (job->parties != inv->parties || job->threshold != inv->threshold) {
             return fs_err_set(err, FS_EINVAL,
@@ -606,10 +751,13 @@ static int fetch_agg(struct wk *w, uint32_t r, struct fs_agent_agg *agg, struct 
         rc = get_json(w, path, &j, err);
     }
     if (rc == 0) {
-        uint64_t len =
-            w->fed != NULL ? fed_agg_len(w->fed, r) : (uint64_t)w->p->data->rows * w->p->data->cols;
+        uint64_t len = w->fed != NULL  ? fed_agg_len(w->fed, r)
+                       : w->pw != NULL ? power_agg_len(w->pw, r)
+                                       : (uint64_t)w->p->data->rows * w->p->data->cols;
         rc = fs_agent_agg_parse(j, r, w->cfg.n, len, agg, err);
-        if (rc == 0 && (agg->fed != 0) != (w->fed != NULL)) {
+        if (rc == 0 &&
+            ((agg->fed != 0) != (w->fed != NULL) || (agg->power != 0) != (w->pw != NULL) ||
+             (w->pw != NULL && agg->is_rayleigh != power_is_rayleigh(w->pw, r)))) {
             rc = fs_err_set(err, FS_EFORMAT, "aggregation: not of this job's kind");
         }
         if (rc != 0) {
@@ -617,6 +765,240 @@ static int fetch_agg(struct wk *w, uint32_t r, struct fs_agent_agg *agg, struct 
         }
     }
     json_decref(j);
+    return rc;
+}
+
+/* Power-method BEGIN: GET aggregations/r/z.npy (checked against the
+ * aggregation's sha256 and shape) and run the local iterations up to this
+ * round's upload. w->agg holds aggregation r. */
+static int power_begin(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    const struct fs_agent_agg *a = &w->agg;
+    struct fs_io_caps caps = fs_io_caps_default();
+    char path[160];
+    char dest[AGENT_PATH_MAX + 32];
+    uint64_t bytes = 0;
+    uint8_t d[32];
+    fs_mat *z = NULL;
+    double t0;
+    int rc;
+
+    if (a->z_rows != power_d(w->pw) || a->z_cols != power_r(w->pw)) {
+        return fs_err_set(err, FS_EFORMAT, "aggregation %u: z is %llu x %llu, expected %u x %u", r,
+                          (unsigned long long)a->z_rows, (unsigned long long)a->z_cols,
+                          power_d(w->pw), power_r(w->pw));
+    }
+    rc = path_join(w, path, sizeof path, "/aggregations/%u/z.npy", r);
+    if (rc == 0 && snprintf(dest, sizeof dest, "%s/z-%u.npy", w->p->dir, r) >= (int)sizeof dest) {
+        rc = FS_EINVAL;
+    }
+    if (rc != 0) {
+        return fs_err_set(err, rc, "path too long");
+    }
+    rc = fs_httpc_download(w->http, path, dest, &bytes, err);
+    count(w, 0, bytes);
+    if (rc == 0) {
+        rc = files_sha256(dest, d, err);
+    }
+    if (rc == 0 && !fs_ct_eq(d, a->z_sha256, 32)) {
+        rc = fs_err_set(err, FS_EFORMAT, "GET %s: sha256 differs from the aggregation's", path);
+    }
+    if (rc == 0) {
+        caps.max_rows = (size_t)a->z_rows;
+        caps.max_cols = (size_t)a->z_cols;
+        caps.max_elems = a->z_rows * a->z_cols;
+        rc = fs_io_load_dense(dest, FS_FMT_NPY, &caps, &z, err);
+        if (rc != 0) {
+            fs_err_prefix(err, "GET %s: ", path);
+        }
+    }
+    unlink(dest);
+    if (rc != 0) {
+        fs_mat_free(z);
+        return rc;
+    }
+    t0 = mono_s();
+    rc = power_receive(w->pw, r, z, a->iteration, err);
+    add_timing(w, "compute", mono_s() - t0);
+    fs_mat_free(z);
+    w->t_step0 = mono_s();
+    return rc;
+}
+
+/* Power-method jobs: before the first noisy upload leaves (masked chunk,
+ * plain.npy, noise response), mark this participation's privacy-ledger
+ * reservation spent; a participation that fails before that releases it
+ * (worker_main). If the ledger cannot record it, nothing is uploaded. */
+static int ledger_before_upload(struct wk *w, struct fs_err *err)
+{
+    int rc;
+
+    if (w->pw == NULL || w->ledger_spent) {
+        return 0;
+    }
+    rc = ledger_spend(w->ag, w->p->rec.id, err);
+    if (rc == 0) {
+        w->ledger_spent = 1;
+    }
+    return rc;
+}
+
+/* fedpower: PUT aggregations/r/plain.npy?zmax=... with Y'_i (or Q^T M'_i Q). */
+static int power_plain_upload(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    double zmax = 0.0;
+    const fs_mat *y = power_plain(w->pw, &zmax);
+    uint8_t hdr[NPY_HEADER_CAP];
+    struct fs_npy_header h;
+    struct body_src src;
+    char num[40];
+    char q[64];
+    char path[200];
+    size_t hlen = 0;
+    size_t n = 0;
+    int rc;
+
+    if (y == NULL) {
+        return fs_err_set(err, FS_ESTATE, "aggregation %u: no plain upload pending", r);
+    }
+    if (y->ld != y->rows) {
+        return fs_err_set(err, FS_EINTERNAL, "plain upload not contiguous");
+    }
+    /* the number in the query string, '+' percent-encoded */
+    snprintf(num, sizeof num, "%.17g", zmax);
+    for (const char *c = num; *c != '\0' && n + 4 < sizeof q; c++) {
+        if (*c == '+') {
+            memcpy(q + n, "%2B", 3);
+            n += 3;
+        } else {
+            q[n++] = *c;
+        }
+    }
+    q[n] = '\0';
+    memset(&h, 0, sizeof h);
+    h.dtype = FS_NPY_F8;
+    h.fortran_order = 1;
+    h.ndim = 2;
+    h.shape[0] = y->rows;
+    h.shape[1] = y->cols;
+    rc = fs_npy_format_header(&h, hdr, sizeof hdr, &hlen, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (path_join(w, path, sizeof path, "/aggregations/%u/plain.npy?zmax=%s", r, q) != 0) {
+        return fs_err_set(err, FS_EINVAL, "path too long");
+    }
+    src.a = hdr;
+    src.alen = hlen;
+    src.b = (const uint8_t *)y->data;
+    src.blen = y->rows * y->cols * sizeof(double);
+    src.pos = 0;
+    rc = ledger_before_upload(w, err);
+    if (rc == 0) {
+        rc = call(w, "PUT", path, NULL, &src, NULL, err);
+    }
+    if (rc == 0) {
+        add_timing(w, "upload", mono_s() - w->t_step0);
+    }
+    /* 409 conflict: the round closed (or left us out) meanwhile: the next
+     * job poll tells the driver, which reports the drop */
+    return rc == FS_ECONFLICT ? STEP_WAIT : rc;
+}
+
+/* A base64url string member of a response, decoded (at most cap bytes). */
+static int get_b64(const json_t *j, const char *key, size_t cap, uint8_t **out, size_t *n,
+                   const char *what, struct fs_err *err)
+{
+    const char *s = json_string_value(json_object_get(j, key));
+    int rc;
+
+    if (s == NULL) {
+        return fs_err_set(err, FS_EFORMAT, "%s: %s: expected a base64url string", what, key);
+    }
+    rc = fs_b64url_decode_alloc(s, cap, out, n, err);
+    if (rc != 0) {
+        fs_err_prefix(err, "%s: %s: ", what, key);
+    }
+    return rc;
+}
+
+/* fedpower-utility: answer this sync's selector with the noise of our upload. */
+static int power_exchange_step(struct wk *w, uint32_t r, struct fs_err *err)
+{
+    json_t *j = NULL;
+    uint8_t *buf = NULL;
+    uint8_t *resp = NULL;
+    size_t n = 0;
+    size_t rlen = 0;
+    char path[160];
+    char *enc = NULL;
+    double t0;
+    int rc;
+
+    if (!w->has_xkey) {
+        rc = path_join(w, path, sizeof path, "/exchange-key");
+        if (rc == 0) {
+            rc = get_json(w, path, &j, err);
+        }
+        if (rc == 0) {
+            rc = get_b64(j, "public_key", JSON_BODY_MAX, &buf, &n, path, err);
+        }
+        if (rc == 0) {
+            t0 = mono_s();
+            rc = power_set_key(w->pw, buf, n, err);
+            add_timing(w, "crypto", mono_s() - t0);
+        }
+        json_decref(j);
+        j = NULL;
+        free(buf);
+        buf = NULL;
+        if (rc != 0) {
+            return rc;
+        }
+        w->has_xkey = 1;
+    }
+    rc = path_join(w, path, sizeof path, "/aggregations/%u/selector", r);
+    if (rc == 0) {
+        rc = get_json(w, path, &j, err);
+        if (rc == FS_ECONFLICT) {
+            return STEP_WAIT; /* the exchange closed meanwhile: the driver skips it */
+        }
+    }
+    if (rc == 0) {
+        rc = get_b64(j, "selector", JSON_BODY_MAX, &buf, &n, path, err);
+    }
+    json_decref(j);
+    if (rc != 0) {
+        return rc;
+    }
+    rlen = power_response_size(w->pw);
+    resp = rlen > 0 ? malloc(rlen) : NULL;
+    if (resp == NULL) {
+        free(buf);
+        return fs_err_set(err, FS_ENOMEM, "out of memory for a %zu-byte response", rlen);
+    }
+    t0 = mono_s();
+    rc = power_exchange(w->pw, buf, n, resp, rlen, err);
+    add_timing(w, "crypto", mono_s() - t0);
+    free(buf);
+    if (rc == 0) {
+        enc = fs_b64url_encode(resp, rlen);
+        rc = path_join(w, path, sizeof path, "/aggregations/%u/noise-response", r);
+        if (rc != 0) {
+            rc = fs_err_set(err, rc, "path too long");
+        } else if (enc == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        } else {
+            rc = ledger_before_upload(w, err);
+            if (rc == 0) {
+                rc = post_json(w, path, json_pack("{s:s}", "response", enc), err);
+            }
+            rc = rc == FS_ECONFLICT ? STEP_WAIT : rc; /* closed meanwhile */
+        }
+    }
+    fs_wipe(resp, rlen);
+    free(resp);
+    free(enc);
     return rc;
 }
 
@@ -636,7 +1018,12 @@ static int step_begin(struct wk *w, uint32_t r, struct fs_err *err)
         return fs_err_set(err, FS_ESTATE,
                           "dropped by the server: not in the active set of aggregation %u", r);
     }
-    if (w->fed == NULL && w->max_abs > w->agg.fp.bound) {
+    if (w->pw != NULL) {
+        rc = power_begin(w, r, err);
+        if (rc != 0 || power_kind(w->pw) == FS_AGENT_POWER_PLAIN) {
+            return rc;
+        }
+    } else if (w->fed == NULL && w->max_abs > w->agg.fp.bound) {
         return fs_err_set(err, FS_EINVAL,
                           "the dataset's largest |value| is above the job's fixed-point bound "
                           "%g",
@@ -770,7 +1157,8 @@ static int step_stats(struct wk *w, uint32_t r, struct fs_err *err)
 
 static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
 {
-    const double *x = w->p->data->data; /* compact column-major: word i is x[i] */
+    const double *x =
+        w->p->data != NULL ? w->p->data->data : NULL; /* column-major: word i is x[i] */
     uint64_t cw = w->agg.chunk_words;
     uint8_t hdr[NPY_HEADER_CAP];
     int rc = 0;
@@ -791,6 +1179,8 @@ static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
          * byte-identical (the server accepts identical repeats). */
         if (w->fed != NULL) {
             rc = fed_chunk(w->fed, r, w->sc, off, w->words, m, err);
+        } else if (w->pw != NULL) {
+            rc = power_chunk(w->pw, w->sc, off, w->words, m, err);
         } else {
             rc = fs_fixedpt_encode(&w->agg.fp, x + off, w->words, m, err);
             if (rc == 0) {
@@ -822,7 +1212,10 @@ static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
         src.b = (const uint8_t *)w->words;
         src.blen = m * sizeof(uint64_t);
         src.pos = 0;
-        rc = call(w, "PUT", path, NULL, &src, NULL, err);
+        rc = ledger_before_upload(w, err);
+        if (rc == 0) {
+            rc = call(w, "PUT", path, NULL, &src, NULL, err);
+        }
         if (rc != 0) {
             break;
         }
@@ -832,6 +1225,9 @@ static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
     if (rc == 0 && w->fed != NULL) {
         fed_end_upload(w->fed, r);
         add_timing(w, fed_is_stats(w->fed, r) ? "statistics" : "upload", mono_s() - w->t_step0);
+    }
+    if (rc == 0 && w->pw != NULL) {
+        add_timing(w, "upload", mono_s() - w->t_step0);
     }
     return rc;
 }
@@ -990,6 +1386,14 @@ static int step_result(struct wk *w, struct fs_err *err)
             unlink(dest);
             goto out;
         }
+    }
+    if (w->pw != NULL) {
+        /* the party's manifest: the server's document, our verified copies */
+        json_object_set_new(j, "party", json_integer(w->p->req.inv.party));
+        json_object_set(j, "party_timings", w->timings);
+        json_object_set_new(j, "bytes_sent", json_integer((json_int_t)w->p->rec.bytes_sent));
+        json_object_set_new(j, "bytes_received",
+                            json_integer((json_int_t)w->p->rec.bytes_received));
     }
     text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
     if (text == NULL) {
@@ -1167,6 +1571,10 @@ static int do_step(struct wk *w, const struct fs_agent_action *a, struct fs_err 
         return step_exponents(w, a->r, err);
     case FS_AGENT_S_STATS:
         return step_stats(w, a->r, err);
+    case FS_AGENT_S_PLAIN_UPLOAD:
+        return power_plain_upload(w, a->r, err);
+    case FS_AGENT_S_EXCHANGE:
+        return power_exchange_step(w, a->r, err);
     case FS_AGENT_S_RESULT:
         return w->fed != NULL ? step_result_fed(w, err) : step_result(w, err);
     default:
@@ -1285,6 +1693,7 @@ static int run(struct wk *w, struct fs_err *err)
 static void wk_free(struct wk *w)
 {
     fed_free(w->fed);
+    power_free(w->pw);
     json_decref(w->timings);
     fs_httpc_free(w->http);
     fs_secagg_client_free(w->sc);
@@ -1310,6 +1719,10 @@ void part_free(struct part *p)
     if (p->data != NULL) {
         fs_mat_wipe(p->data);
         fs_mat_free(p->data);
+    }
+    if (p->sparse != NULL) {
+        fs_wipe(p->sparse->vals, p->sparse->nnz * sizeof *p->sparse->vals);
+        fs_csr_free(p->sparse);
     }
     free(p);
 }
@@ -1341,9 +1754,14 @@ static void *worker_main(void *arg)
     w->ag = ag;
     w->timings = json_object();
     snprintf(w->jpath, sizeof w->jpath, "/v1/jobs/%s", p->req.inv.job_id);
-    w->max_abs = fs_mat_max_abs(p->data);
-    rc = fs_agent_max_abs_exp(p->data->data, (size_t)(p->data->rows * p->data->cols), &w->max_exp);
-    w->has_exp = rc == 1;
+    if (p->req.inv.is_fedpower) {
+        w->has_exp = 0; /* lib/proto encodes: no fixed-point negotiation */
+    } else {
+        w->max_abs = fs_mat_max_abs(p->data);
+        rc = fs_agent_max_abs_exp(p->data->data, (size_t)(p->data->rows * p->data->cols),
+                                  &w->max_exp);
+        w->has_exp = rc == 1;
+    }
     fs_httpc_config_default(&hc);
     hc.base_url = p->req.base_url;
     hc.token = p->req.inv.token;
@@ -1370,6 +1788,16 @@ end:
         snprintf(p->rec.state, sizeof p->rec.state, "failed");
         snprintf(p->rec.error, sizeof p->rec.error, "%s",
                  err.msg[0] != '\0' ? err.msg : fs_err_name(rc));
+        if (p->req.inv.is_fedpower && (w == NULL || !w->ledger_spent)) {
+            /* no noisy upload left: give the reservation back (a no-op
+             * without one); before the terminal state is stored, so a
+             * settling ledger read never sees it failed and reserved */
+            struct fs_err lerr = {0};
+
+            if (ledger_release(ag, p->rec.id, &lerr) != 0) {
+                fs_log(FS_LOG_WARN, "cannot release a privacy-ledger reservation", NULL);
+            }
+        }
     }
     if (w != NULL) {
         save(w, 1);

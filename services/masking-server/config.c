@@ -41,12 +41,18 @@ static const struct opt OPTS[] = {
      "largest rows and largest cols of a mask set"},
     {"--max-key-bytes", "FEDSVD_MAX_KEY_BYTES", O_U64, OFF(max_key_bytes), 0, "1073741824", 4096,
      (uint64_t)1 << 40,
-     "largest key blob of one party (the slab of A: about 8 x block x the party's rows); "
-     "bounds the memory of a download"},
+     "largest total of one party's .npy key files (the slab of A: about 8 x block x the "
+     "party's rows); bounds the memory of a generation and of the agent's download"},
     {"--keygen-concurrency", "FEDSVD_KEYGEN_CONCURRENCY", O_U32, OFF(keygen_concurrency), 0, "1", 1,
      256,
-     "key generations running at once (each holds about 3 x its key blob in memory, and "
+     "key generations running at once (each holds about 2 x its key files in memory, and "
      "each already uses every core through the multi-threaded BLAS)"},
+    {"--keys-cache-bytes", "FEDSVD_KEYS_CACHE_BYTES", O_U64, OFF(keys_cache_bytes), 0, "4294967296",
+     0, (uint64_t)1 << 44,
+     "memory for generated key files kept until their party has fetched them all (least "
+     "recently used dropped first; the newest entry is always kept)"},
+    {"--keys-cache-ttl-s", "FEDSVD_KEYS_CACHE_TTL_S", O_U32, OFF(keys_cache_ttl_s), 0, "600", 1,
+     86400, "drop a party's generated key files when unused for this long"},
     {"--max-connections", "FEDSVD_MAX_CONNECTIONS", O_U32, OFF(max_connections), 0, "128", 4, 4096,
      "concurrent HTTP connections (one thread each)"},
     {"--idle-timeout-s", "FEDSVD_IDLE_TIMEOUT_S", O_U32, OFF(idle_timeout_s), 0, "30", 1, 3600,

@@ -22,8 +22,10 @@ struct msk_config {
     enum fs_log_level log_level;
     uint32_t max_parties;        /* parties of one mask set */
     uint64_t max_dim;            /* rows and cols of a mask set, each */
-    uint64_t max_key_bytes;      /* the largest party key blob of a mask set */
+    uint64_t max_key_bytes;      /* the largest total of a party's key files */
     uint32_t keygen_concurrency; /* key generations running at once */
+    uint64_t keys_cache_bytes;   /* soft cap of the key cache (keygen.h) */
+    uint32_t keys_cache_ttl_s;   /* cached keys unused this long are dropped */
     uint32_t max_connections;
     uint32_t idle_timeout_s; /* close connections idle this long (slowloris) */
     uint32_t shutdown_grace_ms;

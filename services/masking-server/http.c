@@ -16,10 +16,11 @@
 #include "net/log.h"
 #include "spec.h"
 
-#define SPEC_BODY     (256 * 1024) /* MaskSetSpec: 1000 parties fit many times */
-#define METRIC_SLOTS  256
-#define PROBLEM_GONE  "gone" /* 410: the mask set was deleted */
-#define JOB_ID_HEADER "X-Fedsvd-Job-Id"
+#define SPEC_BODY      (256 * 1024) /* MaskSetSpec: 1000 parties fit many times */
+#define METRIC_SLOTS   256
+#define PROBLEM_GONE   "gone" /* 410: the mask set was deleted */
+#define JOB_ID_HEADER  "X-Fedsvd-Job-Id"
+#define KEYS_ID_HEADER "X-Fedsvd-Keys-Id"
 
 struct metric_slot {
     char method[8];
@@ -35,8 +36,9 @@ struct msk_metrics {
     uint64_t overflow;
     uint64_t bytes_in;
     uint64_t bytes_out;
-    uint64_t keys_served;
-    uint64_t keys_bytes;
+    uint64_t keys_served;  /* manifests */
+    uint64_t files_served; /* .npy files */
+    uint64_t keys_bytes;   /* of the .npy files */
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -519,7 +521,7 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
             "# TYPE fedsvd_mask_keygen_waiting gauge\nfedsvd_mask_keygen_waiting %llu\n",
             (unsigned long long)ks.running, (unsigned long long)ks.waiting);
     bprintf(&b,
-            "# HELP fedsvd_mask_keygen_seconds Time to generate and encode one party's keys.\n"
+            "# HELP fedsvd_mask_keygen_seconds Time to generate one party's key files.\n"
             "# TYPE fedsvd_mask_keygen_seconds summary\n"
             "fedsvd_mask_keygen_seconds_sum %.6f\nfedsvd_mask_keygen_seconds_count %llu\n"
             "# HELP fedsvd_mask_keygen_seconds_max Longest key generation since start.\n"
@@ -530,16 +532,30 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
             ks.seconds_sum, (unsigned long long)ks.done, ks.seconds_max,
             (unsigned long long)ks.failed);
     bprintf(&b,
+            "# HELP fedsvd_mask_keys_cache_entries Parties whose generated keys are cached.\n"
+            "# TYPE fedsvd_mask_keys_cache_entries gauge\nfedsvd_mask_keys_cache_entries %llu\n"
+            "# HELP fedsvd_mask_keys_cache_bytes Bytes of cached key files.\n"
+            "# TYPE fedsvd_mask_keys_cache_bytes gauge\nfedsvd_mask_keys_cache_bytes %llu\n"
+            "# HELP fedsvd_mask_keys_cache_hits_total Key requests served without generating.\n"
+            "# TYPE fedsvd_mask_keys_cache_hits_total counter\n"
+            "fedsvd_mask_keys_cache_hits_total %llu\n",
+            (unsigned long long)ks.cache_entries, (unsigned long long)ks.cache_bytes,
+            (unsigned long long)ks.cache_hits);
+    bprintf(&b,
             "# HELP fedsvd_http_connections Open HTTP connections.\n"
             "# TYPE fedsvd_http_connections gauge\nfedsvd_http_connections %u\n",
             app->srv != NULL ? fs_http_server_connections(app->srv) : 0u);
     pthread_mutex_lock(&m->mu);
     bprintf(&b,
-            "# HELP fedsvd_mask_keys_served_total Party key blobs served.\n"
+            "# HELP fedsvd_mask_keys_served_total Keys manifests served.\n"
             "# TYPE fedsvd_mask_keys_served_total counter\nfedsvd_mask_keys_served_total %llu\n"
-            "# HELP fedsvd_mask_keys_bytes_total Bytes of party key blobs served.\n"
+            "# HELP fedsvd_mask_key_files_served_total Key .npy files served.\n"
+            "# TYPE fedsvd_mask_key_files_served_total counter\n"
+            "fedsvd_mask_key_files_served_total %llu\n"
+            "# HELP fedsvd_mask_keys_bytes_total Bytes of key .npy files served.\n"
             "# TYPE fedsvd_mask_keys_bytes_total counter\nfedsvd_mask_keys_bytes_total %llu\n",
-            (unsigned long long)m->keys_served, (unsigned long long)m->keys_bytes);
+            (unsigned long long)m->keys_served, (unsigned long long)m->files_served,
+            (unsigned long long)m->keys_bytes);
     bprintf(&b,
             "# HELP fedsvd_bytes_received_total Request body bytes received.\n"
             "# TYPE fedsvd_bytes_received_total counter\nfedsvd_bytes_received_total %llu\n"
@@ -800,6 +816,7 @@ static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return problem(resp, &err);
     }
     /* Also when it was deleted already: a crash may have left the seed behind. */
+    msk_keygen_drop(app->kg, id); /* the generated key files too */
     if (msk_store_seed_destroy(app->st, id, &err) != 0) {
         return problem(resp, &err);
     }
@@ -862,28 +879,26 @@ static int keys_auth(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, 
     return 0;
 }
 
-static int send_keys(struct msk_app *app, fs_http_resp *resp, const char *job_id,
-                     struct msk_keys_out *k)
+/* Send blob b (owned by the response from here on) with the keys' headers. */
+static int send_blob(fs_http_resp *resp, const char *content_type, struct msk_blob *b,
+                     const char *job_id, const char *keys_id)
 {
     int rc;
 
-    if (k->fd >= 0) {
-        rc = fs_http_resp_fd(resp, 200, "application/octet-stream", k->fd, k->len);
-        k->fd = -1; /* owned by the response now, also on failure */
+    if (b->fd >= 0) {
+        rc = fs_http_resp_fd(resp, 200, content_type, b->fd, b->len);
+        b->fd = -1; /* owned by the response now, also on failure */
     } else {
-        rc = fs_http_resp_bytes(resp, 200, "application/octet-stream", k->buf, (size_t)k->len);
+        rc = fs_http_resp_bytes(resp, 200, content_type, b->buf, (size_t)b->len);
     }
     if (rc != 0) {
         return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot send the keys");
     }
     if (fs_http_resp_header(resp, "Cache-Control", "no-store") != 0 ||
-        fs_http_resp_header(resp, JOB_ID_HEADER, job_id) != 0) {
+        fs_http_resp_header(resp, JOB_ID_HEADER, job_id) != 0 ||
+        fs_http_resp_header(resp, KEYS_ID_HEADER, keys_id) != 0) {
         fs_log(FS_LOG_WARN, "cannot add a header to the keys response", NULL);
     }
-    pthread_mutex_lock(&app->metrics->mu);
-    app->metrics->keys_served++;
-    app->metrics->keys_bytes += k->len;
-    pthread_mutex_unlock(&app->metrics->mu);
     return 0;
 }
 
@@ -903,71 +918,205 @@ static int still_active(struct msk_app *app, const char *id)
     return active;
 }
 
-static int h_keys(fs_http_req *req, fs_http_resp *resp, void *ctx)
+static int gone(fs_http_resp *resp, const char *id)
 {
-    struct msk_app *app = ctx;
-    const char *id = fs_http_req_param(req, "maskset");
+    return fs_http_problem(resp, 410, PROBLEM_GONE, NULL,
+                           "mask set %s was deleted: its masks are gone for good", id);
+}
+
+/* A piece index: decimal digits without leading zeros. */
+static int parse_piece(const char *s, size_t *out)
+{
+    size_t v = 0;
+
+    if (s == NULL || s[0] == '\0' || strlen(s) > 9 || (s[0] == '0' && s[1] != '\0')) {
+        return -1;
+    }
+    for (size_t i = 0; s[i] != '\0'; i++) {
+        if (s[i] < '0' || s[i] > '9') {
+            return -1;
+        }
+        v = v * 10 + (size_t)(s[i] - '0');
+    }
+    *out = v;
+    return 0;
+}
+
+/* What a keys request works on. */
+struct keys_req {
+    const char *id;
+    uint32_t party;
     struct row_copy row;
     struct msk_spec spec;
-    struct msk_keys_out keys = {-1, NULL, 0, 0.0};
+    msk_keyset *ks;
+    int generated;
+};
+
+static void keys_req_clear(struct msk_app *app, struct keys_req *k)
+{
+    msk_keyset_put(app->kg, k->ks);
+    row_copy_clear(&k->row);
+    msk_spec_clear(&k->spec);
+}
+
+/* Authenticate, then load the spec (and, unless piece is out of range, the
+ * party's keys: cached or generated now). 0 when k->ks is set, else the
+ * problem response is set. piece: SIZE_MAX for the manifest. */
+static int keys_load(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, size_t piece,
+                     struct keys_req *k)
+{
     struct fs_err err = {0};
     uint8_t seed[MSK_SEED_LEN];
-    uint32_t party = 0;
-    char at[32];
     int rc;
 
-    memset(&row, 0, sizeof row);
-    memset(&spec, 0, sizeof spec);
-    if (keys_auth(app, req, resp, id, &party) != 0) {
-        return 0;
+    memset(k, 0, sizeof *k);
+    k->id = fs_http_req_param(req, "maskset");
+    if (keys_auth(app, req, resp, k->id, &k->party) != 0) {
+        return -1;
     }
-    rc = msk_store_get(app->st, id, copy_one, &row, &err);
+    rc = msk_store_get(app->st, k->id, copy_one, &k->row, &err);
     if (rc == 0) {
-        rc = stored_spec(row.spec, &spec, &err);
+        rc = stored_spec(k->row.spec, &k->spec, &err);
+    }
+    if (rc == 0 && piece != SIZE_MAX && piece >= msk_spec_pieces(&k->spec, k->party)) {
+        (void)fail(resp, FS_ENOTFOUND, "no such piece: see the keys manifest for the pieces");
+        return -1;
     }
     if (rc == 0) {
-        rc = msk_store_seed_read(app->st, id, seed, &err);
-        if (rc == FS_ENOTFOUND && !msk_store_seed_exists(app->st, id) &&
-            still_active(app, id) == 0) {
-            rc = fs_http_problem(resp, 410, PROBLEM_GONE, NULL,
-                                 "mask set %s was deleted: its masks are gone for good", id);
-            goto out;
+        rc = msk_store_seed_read(app->st, k->id, seed, &err);
+        if (rc == FS_ENOTFOUND && !msk_store_seed_exists(app->st, k->id) &&
+            still_active(app, k->id) == 0) {
+            (void)gone(resp, k->id);
+            return -1;
         }
         if (rc == FS_ENOTFOUND) {
-            fs_log_pack(FS_LOG_ERROR, "seed file missing", "{s:s}", "maskset", id);
+            fs_log_pack(FS_LOG_ERROR, "seed file missing", "{s:s}", "maskset", k->id);
             rc = fs_err_set(&err, FS_ECONFLICT,
                             "the seed of mask set %s is missing on the server; the operator "
                             "must create a new mask set",
-                            id);
+                            k->id);
         }
     }
     if (rc == 0) {
-        rc = msk_keygen_party(app->kg, &spec, seed, party, &keys, &err);
+        rc = msk_keygen_get(app->kg, k->id, &k->spec, seed, k->party, &k->ks, &k->generated, &err);
         OPENSSL_cleanse(seed, sizeof seed);
     }
-    if (rc == 0 && still_active(app, id) != 1) {
+    if (rc == 0 && still_active(app, k->id) != 1) {
         /* Deleted while we generated: do not hand out what the operator just revoked. */
-        msk_keys_out_release(&keys);
-        rc = fs_http_problem(resp, 410, PROBLEM_GONE, NULL,
-                             "mask set %s was deleted: its masks are gone for good", id);
-        goto out;
+        msk_keygen_drop(app->kg, k->id);
+        (void)gone(resp, k->id);
+        return -1;
     }
+    if (rc != 0) {
+        (void)problem(resp, &err);
+        return -1;
+    }
+    return 0;
+}
+
+static void count_served(struct msk_app *app, int manifest, uint64_t bytes)
+{
+    pthread_mutex_lock(&app->metrics->mu);
+    if (manifest) {
+        app->metrics->keys_served++;
+    } else {
+        app->metrics->files_served++;
+        app->metrics->keys_bytes += bytes;
+    }
+    pthread_mutex_unlock(&app->metrics->mu);
+}
+
+static int h_keys(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct msk_app *app = ctx;
+    struct keys_req k;
+    struct msk_blob b = {-1, NULL, 0};
+    struct fs_err err = {0};
+    char at[32];
+    int rc;
+
+    if (keys_load(app, req, resp, SIZE_MAX, &k) != 0) {
+        keys_req_clear(app, &k);
+        return 0;
+    }
+    rc = msk_keyset_manifest(k.ks, &b, &err);
     if (rc != 0) {
         rc = problem(resp, &err);
         goto out;
     }
     (void)now_iso(at);
-    if (msk_store_record_download(app->st, id, party, at, &err) != 0) {
+    if (msk_store_record_download(app->st, k.id, k.party, at, &err) != 0) {
         fs_log_pack(FS_LOG_WARN, "cannot record a download", "{s:s}", "error", err.msg);
     }
-    fs_log_pack(FS_LOG_INFO, "keys served", "{s:s, s:i, s:I, s:f}", "maskset", id, "party",
-                (int)party, "bytes", (json_int_t)keys.len, "keygen_s", keys.seconds);
-    rc = send_keys(app, resp, row.job_id, &keys);
+    fs_log_pack(FS_LOG_INFO, "keys served", "{s:s, s:i, s:I, s:I, s:b, s:f}", "maskset", k.id,
+                "party", (int)k.party, "pieces", (json_int_t)msk_keyset_npieces(k.ks), "bytes",
+                (json_int_t)msk_keyset_bytes(k.ks), "generated", k.generated, "keygen_s",
+                msk_keyset_seconds(k.ks));
+    rc = send_blob(resp, "application/json", &b, k.row.job_id, msk_keyset_id(k.ks));
+    if (rc == 0) {
+        count_served(app, 1, 0);
+    }
 out:
-    msk_keys_out_release(&keys);
-    row_copy_clear(&row);
-    msk_spec_clear(&spec);
+    msk_blob_release(&b);
+    keys_req_clear(app, &k);
     return rc;
+}
+
+static int keyfile(fs_http_req *req, fs_http_resp *resp, struct msk_app *app,
+                   enum fs_fedsvd_keyfile which)
+{
+    struct keys_req k;
+    struct msk_blob b = {-1, NULL, 0};
+    struct fs_err err = {0};
+    const char *want = fs_http_req_query(req, "keys_id");
+    size_t piece = 0;
+    int rc;
+
+    memset(&k, 0, sizeof k);
+    if (parse_piece(fs_http_req_param(req, "piece"), &piece) != 0) {
+        piece = SIZE_MAX - 1; /* authenticate first, then 404 */
+    }
+    if (keys_load(app, req, resp, piece, &k) != 0) {
+        keys_req_clear(app, &k);
+        return 0;
+    }
+    if (want != NULL && strcmp(want, msk_keyset_id(k.ks)) != 0) {
+        rc = fs_http_problem(resp, 409, FS_PROBLEM_CONFLICT, NULL,
+                             "these keys are not the ones of keys_id %.64s (they were generated "
+                             "again); fetch the manifest again",
+                             want);
+        goto out;
+    }
+    rc = msk_keyset_file(app->kg, k.ks, piece, which, &b, &err);
+    if (rc != 0) {
+        rc = problem(resp, &err);
+        goto out;
+    }
+    fs_log_pack(FS_LOG_DEBUG, "key file served", "{s:s, s:i, s:I, s:s, s:I, s:b}", "maskset", k.id,
+                "party", (int)k.party, "piece", (json_int_t)piece, "file",
+                which == FS_FEDSVD_KEYFILE_ROWS ? "rows.npy" : "block.npy", "bytes",
+                (json_int_t)b.len, "generated", k.generated);
+    {
+        uint64_t len = b.len;
+        rc = send_blob(resp, "application/x-npy", &b, k.row.job_id, msk_keyset_id(k.ks));
+        if (rc == 0) {
+            count_served(app, 0, len);
+        }
+    }
+out:
+    msk_blob_release(&b);
+    keys_req_clear(app, &k);
+    return rc;
+}
+
+static int h_keyfile_rows(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    return keyfile(req, resp, ctx, FS_FEDSVD_KEYFILE_ROWS);
+}
+
+static int h_keyfile_block(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    return keyfile(req, resp, ctx, FS_FEDSVD_KEYFILE_BLOCK);
 }
 
 /* ------------------------------------------------------------ registration */
@@ -990,6 +1139,8 @@ static const struct route_def ROUTES[] = {
     {"GET", "/v1/masksets/{maskset}", 0, 1, h_get},
     {"DELETE", "/v1/masksets/{maskset}", 0, 1, h_delete},
     {"GET", "/v1/masksets/{maskset}/parties/{party}/keys", 0, 0, h_keys},
+    {"GET", "/v1/masksets/{maskset}/parties/{party}/keys/{piece}/rows.npy", 0, 0, h_keyfile_rows},
+    {"GET", "/v1/masksets/{maskset}/parties/{party}/keys/{piece}/block.npy", 0, 0, h_keyfile_block},
 };
 
 #define NROUTES (sizeof ROUTES / sizeof ROUTES[0])

@@ -1,17 +1,19 @@
-/* One party's keys: see keygen.h. */
+/* Key generation and the key cache: see keygen.h. */
 #include "keygen.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/memfd.h>
+#include <openssl/crypto.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "proto/fedsvd.h"
+#include "maskkeys.h"
 
 #ifndef F_ADD_SEALS
 #define F_ADD_SEALS   1033
@@ -21,15 +23,238 @@
 #define F_SEAL_WRITE  0x0008
 #endif
 
+#define SWEEP_EVERY_S 5
+
+enum { KS_GENERATING = 0, KS_READY = 1, KS_FAILED = 2 };
+
+struct msk_keyset {
+    struct msk_keyset *next; /* in kg->list while linked */
+    char id[MSK_ID_LEN + 1];
+    uint32_t party;
+    unsigned refs; /* the list's (while linked) + the callers' */
+    int linked;
+    int state;
+    struct fs_err err; /* KS_FAILED */
+    double last_used;  /* monotonic seconds */
+    double seconds;
+    struct fs_maskkeys man; /* job_id, maskset, header with the seeds, pieces, keys_id */
+    char keys_id[65];
+    struct msk_blob *files; /* 2 npieces: piece p's rows at 2p, block at 2p + 1 */
+    uint8_t *served;        /* 2 npieces flags */
+    size_t nserved;
+    uint64_t bytes;
+};
+
 struct msk_keygen {
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    unsigned slots; /* free slots */
+    unsigned slots; /* free generation slots */
     int closing;
+    int stop_sweeper;
+    pthread_t sweeper;
+    int have_sweeper;
+    uint64_t cap;
+    double ttl;
+    msk_keyset *list;
     struct msk_keygen_stats st;
 };
 
-int msk_keygen_new(unsigned concurrency, msk_keygen **out, struct fs_err *err)
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ------------------------------------------------------------ blobs */
+
+void msk_blob_release(struct msk_blob *b)
+{
+    if (b == NULL) {
+        return;
+    }
+    if (b->fd >= 0) {
+        close(b->fd);
+    }
+    fs_fedsvd_wipe_free(b->buf, (size_t)b->len);
+    b->fd = -1;
+    b->buf = NULL;
+    b->len = 0;
+}
+
+/* An empty blob of len bytes to fill: a memfd, else a heap buffer. */
+static int blob_open(struct msk_blob *b, uint64_t len, struct fs_err *err)
+{
+    b->fd = (int)syscall(SYS_memfd_create, "fedsvd-keys", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    b->buf = NULL;
+    b->len = len;
+    if (b->fd >= 0) {
+        return 0;
+    }
+    b->buf = malloc(len > 0 ? (size_t)len : 1);
+    if (b->buf == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory for %llu bytes", (unsigned long long)len);
+    }
+    return 0;
+}
+
+/* Read-only from now on; sealing is best effort (older kernels, sandboxes). */
+static void blob_seal(struct msk_blob *b)
+{
+    if (b->fd >= 0) {
+        (void)fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
+    }
+}
+
+struct sink {
+    struct msk_blob *b;
+    uint64_t off;
+};
+
+static int sink_write(void *ctx, const uint8_t *buf, size_t n, struct fs_err *err)
+{
+    struct sink *s = ctx;
+    size_t done = 0;
+
+    if (s->off + n > s->b->len) {
+        return fs_err_set(err, FS_EINTERNAL, "key file longer than computed");
+    }
+    if (s->b->fd < 0) {
+        memcpy(s->b->buf + s->off, buf, n);
+        s->off += n;
+        return 0;
+    }
+    while (done < n) {
+        ssize_t w = write(s->b->fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR) {
+            continue;
+        }
+        if (w <= 0) {
+            return fs_err_set(err, FS_EIO, "cannot write a key file to memory: %s",
+                              w < 0 ? strerror(errno) : "short write");
+        }
+        done += (size_t)w;
+    }
+    s->off += n;
+    return 0;
+}
+
+/* A second handle on b for one response. */
+static int blob_share(const struct msk_blob *b, struct msk_blob *out, struct fs_err *err)
+{
+    out->fd = -1;
+    out->buf = NULL;
+    out->len = b->len;
+    if (b->fd >= 0) {
+        /* Responses read with pread/sendfile at explicit offsets: a dup is enough. */
+        out->fd = fcntl(b->fd, F_DUPFD_CLOEXEC, 0);
+        if (out->fd < 0) {
+            return fs_err_set(err, FS_EIO, "cannot duplicate a key file: %s", strerror(errno));
+        }
+        return 0;
+    }
+    out->buf = malloc(b->len > 0 ? (size_t)b->len : 1);
+    if (out->buf == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    memcpy(out->buf, b->buf, (size_t)b->len);
+    return 0;
+}
+
+/* ------------------------------------------------------------ entries */
+
+static void keyset_free(msk_keyset *ks)
+{
+    if (ks == NULL) {
+        return;
+    }
+    for (size_t i = 0; ks->files != NULL && i < 2 * ks->man.npieces; i++) {
+        msk_blob_release(&ks->files[i]);
+    }
+    free(ks->files);
+    free(ks->served);
+    fs_maskkeys_clear(&ks->man);
+    OPENSSL_cleanse(ks, sizeof *ks);
+    free(ks);
+}
+
+/* Unlink ks from the list (kg->mu held); frees it when nobody else holds it. */
+static void unlink_locked(msk_keygen *kg, msk_keyset *ks)
+{
+    msk_keyset **pp = &kg->list;
+
+    if (!ks->linked) {
+        return;
+    }
+    while (*pp != NULL && *pp != ks) {
+        pp = &(*pp)->next;
+    }
+    if (*pp == ks) {
+        *pp = ks->next;
+    }
+    ks->next = NULL;
+    ks->linked = 0;
+    if (ks->state == KS_READY) {
+        kg->st.cache_entries--;
+        kg->st.cache_bytes -= ks->bytes;
+    }
+    if (--ks->refs == 0) {
+        keyset_free(ks);
+    }
+}
+
+/* Drop entries unused for ttl (kg->mu held). */
+static void sweep_locked(msk_keygen *kg, double now)
+{
+    msk_keyset *ks = kg->list;
+
+    while (ks != NULL) {
+        msk_keyset *next = ks->next;
+        if (ks->state == KS_READY && now - ks->last_used > kg->ttl) {
+            unlink_locked(kg, ks);
+        }
+        ks = next;
+    }
+}
+
+/* Evict least recently used ready entries but keep (kg->mu held). */
+static void enforce_cap_locked(msk_keygen *kg, const msk_keyset *keep)
+{
+    while (kg->st.cache_bytes > kg->cap) {
+        msk_keyset *lru = NULL;
+        for (msk_keyset *ks = kg->list; ks != NULL; ks = ks->next) {
+            if (ks != keep && ks->state == KS_READY &&
+                (lru == NULL || ks->last_used < lru->last_used)) {
+                lru = ks;
+            }
+        }
+        if (lru == NULL) {
+            return;
+        }
+        unlink_locked(kg, lru);
+    }
+}
+
+static void *sweeper_main(void *arg)
+{
+    msk_keygen *kg = arg;
+
+    pthread_mutex_lock(&kg->mu);
+    while (!kg->stop_sweeper) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += SWEEP_EVERY_S;
+        (void)pthread_cond_timedwait(&kg->cv, &kg->mu, &ts);
+        sweep_locked(kg, now_s());
+    }
+    pthread_mutex_unlock(&kg->mu);
+    return NULL;
+}
+
+/* ------------------------------------------------------------ generator */
+
+int msk_keygen_new(const struct msk_keygen_opts *o, msk_keygen **out, struct fs_err *err)
 {
     msk_keygen *kg = calloc(1, sizeof *kg);
 
@@ -38,7 +263,14 @@ int msk_keygen_new(unsigned concurrency, msk_keygen **out, struct fs_err *err)
     }
     pthread_mutex_init(&kg->mu, NULL);
     pthread_cond_init(&kg->cv, NULL);
-    kg->slots = concurrency > 0 ? concurrency : 1;
+    kg->slots = o->concurrency > 0 ? o->concurrency : 1;
+    kg->cap = o->cache_bytes;
+    kg->ttl = o->ttl_s > 0 ? (double)o->ttl_s : 1.0;
+    if (pthread_create(&kg->sweeper, NULL, sweeper_main, kg) != 0) {
+        msk_keygen_free(kg);
+        return fs_err_set(err, FS_ENOMEM, "cannot start the key cache sweeper");
+    }
+    kg->have_sweeper = 1;
     *out = kg;
     return 0;
 }
@@ -58,6 +290,16 @@ void msk_keygen_free(msk_keygen *kg)
 {
     if (kg == NULL) {
         return;
+    }
+    pthread_mutex_lock(&kg->mu);
+    kg->stop_sweeper = 1;
+    pthread_cond_broadcast(&kg->cv);
+    pthread_mutex_unlock(&kg->mu);
+    if (kg->have_sweeper) {
+        pthread_join(kg->sweeper, NULL);
+    }
+    while (kg->list != NULL) {
+        unlink_locked(kg, kg->list);
     }
     pthread_cond_destroy(&kg->cv);
     pthread_mutex_destroy(&kg->mu);
@@ -91,111 +333,308 @@ static int slot_acquire(msk_keygen *kg, struct fs_err *err)
     return rc;
 }
 
-static void slot_release(msk_keygen *kg, int ok, double secs)
+/* Give the slot back and publish the entry's outcome (rc). */
+static void finish_generation(msk_keygen *kg, msk_keyset *ks, int rc, const struct fs_err *err)
 {
     pthread_mutex_lock(&kg->mu);
     kg->slots++;
     kg->st.running--;
-    if (ok) {
+    if (rc == 0) {
         kg->st.done++;
-        kg->st.seconds_sum += secs;
-        if (secs > kg->st.seconds_max) {
-            kg->st.seconds_max = secs;
+        kg->st.seconds_sum += ks->seconds;
+        if (ks->seconds > kg->st.seconds_max) {
+            kg->st.seconds_max = ks->seconds;
+        }
+        ks->state = KS_READY;
+        ks->last_used = now_s();
+        if (ks->linked) {
+            kg->st.cache_entries++;
+            kg->st.cache_bytes += ks->bytes;
+            enforce_cap_locked(kg, ks);
         }
     } else {
         kg->st.failed++;
+        ks->err = *err;
+        ks->state = KS_FAILED;
+        unlink_locked(kg, ks); /* the caller still holds a reference */
     }
-    pthread_cond_signal(&kg->cv);
+    pthread_cond_broadcast(&kg->cv);
     pthread_mutex_unlock(&kg->mu);
 }
 
-static double now_s(void)
+/* Write every piece's two files into ks (secret: the slab is wiped by the caller). */
+static int write_files(msk_keyset *ks, const struct fs_fedsvd_keys *keys, struct fs_err *err)
 {
-    struct timespec ts;
+    size_t n = keys->a_slab->npieces;
+    int rc = 0;
 
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+    ks->files = calloc(2 * n, sizeof *ks->files);
+    ks->served = calloc(2 * n, 1);
+    ks->man.pieces = calloc(n, sizeof *ks->man.pieces);
+    if (ks->files == NULL || ks->served == NULL || ks->man.pieces == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    for (size_t i = 0; i < 2 * n; i++) {
+        ks->files[i].fd = -1;
+    }
+    ks->man.npieces = n;
+    for (size_t p = 0; rc == 0 && p < n; p++) {
+        const fs_mat *q = keys->a_slab->pieces[p].q;
+        for (int w = 0; rc == 0 && w < 2; w++) {
+            enum fs_fedsvd_keyfile which =
+                w == 0 ? FS_FEDSVD_KEYFILE_ROWS : FS_FEDSVD_KEYFILE_BLOCK;
+            struct msk_blob *b = &ks->files[2 * p + (size_t)w];
+            struct sink s = {b, 0};
+            rc = blob_open(b, fs_fedsvd_keyfile_len(q->rows, q->cols, which), err);
+            if (rc == 0) {
+                rc = fs_fedsvd_keyfile_write(keys, p, which, sink_write, &s, &ks->man.pieces[p],
+                                             err);
+            }
+            if (rc == 0 && s.off != b->len) {
+                rc = fs_err_set(err, FS_EINTERNAL, "key file shorter than computed");
+            }
+            blob_seal(b);
+            ks->bytes += b->len;
+        }
+    }
+    return rc;
 }
 
-/* The blob in a sealed memfd; -1 when memfd is unavailable. */
-static int to_memfd(const uint8_t *buf, size_t len)
+static void hex32(const uint8_t in[32], char out[65])
 {
-    int fd = (int)syscall(SYS_memfd_create, "fedsvd-keys", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-    size_t off = 0;
+    static const char HEX[] = "0123456789abcdef";
 
-    if (fd < 0) {
-        return -1;
+    for (size_t i = 0; i < 32; i++) {
+        out[2 * i] = HEX[in[i] >> 4];
+        out[2 * i + 1] = HEX[in[i] & 15];
     }
-    while (off < len) {
-        ssize_t w = write(fd, buf + off, len - off);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            close(fd);
-            return -1;
-        }
-        off += (size_t)w;
-    }
-    /* Read-only from now on; sealing is best effort (older kernels, sandboxes). */
-    (void)fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
-    return fd;
+    out[64] = '\0';
 }
 
-int msk_keygen_party(msk_keygen *kg, const struct msk_spec *spec, const uint8_t seed[MSK_SEED_LEN],
-                     uint32_t party, struct msk_keys_out *out, struct fs_err *err)
+/* Generate ks's contents (no lock held). */
+static int generate(msk_keyset *ks, const struct msk_spec *spec, const uint8_t *seed,
+                    struct fs_err *err)
 {
     struct fs_fedsvd_job job;
     fs_fedsvd_maskset *ms = NULL;
     struct fs_fedsvd_keys *keys = NULL;
-    uint8_t *blob = NULL;
-    size_t len = 0;
-    double t0;
+    double t0 = now_s();
     int rc;
 
-    memset(out, 0, sizeof *out);
-    out->fd = -1;
-    rc = slot_acquire(kg, err);
-    if (rc != 0) {
-        return rc;
-    }
-    t0 = now_s();
     msk_spec_job(spec, &job);
     rc = fs_fedsvd_maskset_new(&job, seed, &ms, err);
     if (rc == 0) {
-        rc = fs_fedsvd_maskset_party(ms, party, &keys, err);
+        rc = fs_fedsvd_maskset_party(ms, ks->party, &keys, err);
     }
     fs_fedsvd_maskset_free(ms); /* wipes the derived seeds and the permutation */
     if (rc == 0) {
-        rc = fs_fedsvd_keys_encode(keys, &blob, &len, err);
+        rc = write_files(ks, keys, err);
+    }
+    if (rc == 0) {
+        ks->man.hdr = *keys;
+        ks->man.hdr.a_slab = NULL;
+        snprintf(ks->man.job_id, sizeof ks->man.job_id, "%s", spec->job_id);
+        snprintf(ks->man.maskset, sizeof ks->man.maskset, "%s", ks->id);
+        rc = fs_fedsvd_keys_id(keys, ks->man.pieces, ks->man.npieces, ks->man.keys_id, err);
+    }
+    if (rc == 0) {
+        hex32(ks->man.keys_id, ks->keys_id);
     }
     fs_fedsvd_keys_free(keys); /* wipes the slab */
-    if (rc == 0) {
-        out->fd = to_memfd(blob, len);
-        if (out->fd >= 0) {
-            fs_fedsvd_wipe_free(blob, len);
-        } else {
-            out->buf = blob;
-        }
-        blob = NULL;
-        out->len = len;
-        out->seconds = now_s() - t0;
-    }
-    fs_fedsvd_wipe_free(blob, len);
-    slot_release(kg, rc == 0, out->seconds);
+    ks->seconds = now_s() - t0;
     return rc;
 }
 
-void msk_keys_out_release(struct msk_keys_out *out)
+int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
+                   const uint8_t seed[MSK_SEED_LEN], uint32_t party, msk_keyset **out,
+                   int *generated, struct fs_err *err)
 {
-    if (out == NULL) {
+    msk_keyset *ks;
+    int rc;
+
+    *out = NULL;
+    if (generated != NULL) {
+        *generated = 0;
+    }
+    if (strlen(id) > MSK_ID_LEN) {
+        return fs_err_set(err, FS_EINVAL, "bad mask set id");
+    }
+    pthread_mutex_lock(&kg->mu);
+    for (ks = kg->list; ks != NULL; ks = ks->next) {
+        if (ks->party == party && strcmp(ks->id, id) == 0) {
+            break;
+        }
+    }
+    if (ks != NULL) {
+        ks->refs++;
+        kg->st.cache_hits++;
+        while (ks->state == KS_GENERATING && !kg->closing) {
+            pthread_cond_wait(&kg->cv, &kg->mu);
+        }
+        if (ks->state == KS_READY) {
+            ks->last_used = now_s();
+            pthread_mutex_unlock(&kg->mu);
+            *out = ks;
+            return 0;
+        }
+        rc = ks->state == KS_FAILED ? fs_err_set(err, ks->err.code, "%s", ks->err.msg)
+                                    : fs_err_set(err, FS_ESTATE, "the server is shutting down");
+        if (--ks->refs == 0) {
+            keyset_free(ks);
+        }
+        pthread_mutex_unlock(&kg->mu);
+        return rc;
+    }
+    if (kg->closing) {
+        pthread_mutex_unlock(&kg->mu);
+        return fs_err_set(err, FS_ESTATE, "the server is shutting down");
+    }
+    ks = calloc(1, sizeof *ks);
+    if (ks == NULL) {
+        pthread_mutex_unlock(&kg->mu);
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    snprintf(ks->id, sizeof ks->id, "%s", id);
+    ks->party = party;
+    ks->refs = 2; /* the list's and ours */
+    ks->linked = 1;
+    ks->state = KS_GENERATING;
+    ks->next = kg->list;
+    kg->list = ks;
+    pthread_mutex_unlock(&kg->mu);
+
+    rc = slot_acquire(kg, err);
+    if (rc != 0) {
+        pthread_mutex_lock(&kg->mu);
+        ks->err = *err;
+        ks->state = KS_FAILED;
+        unlink_locked(kg, ks);
+        pthread_cond_broadcast(&kg->cv);
+        pthread_mutex_unlock(&kg->mu);
+        msk_keyset_put(kg, ks);
+        return rc;
+    }
+    rc = generate(ks, spec, seed, err);
+    finish_generation(kg, ks, rc, err);
+    if (rc != 0) {
+        msk_keyset_put(kg, ks);
+        return rc;
+    }
+    if (generated != NULL) {
+        *generated = 1;
+    }
+    *out = ks;
+    return 0;
+}
+
+void msk_keyset_put(msk_keygen *kg, msk_keyset *ks)
+{
+    if (ks == NULL) {
         return;
     }
-    if (out->fd >= 0) {
-        close(out->fd);
+    pthread_mutex_lock(&kg->mu);
+    if (--ks->refs == 0) {
+        keyset_free(ks);
     }
-    fs_fedsvd_wipe_free(out->buf, (size_t)out->len);
+    pthread_mutex_unlock(&kg->mu);
+}
+
+void msk_keygen_drop(msk_keygen *kg, const char *id)
+{
+    pthread_mutex_lock(&kg->mu);
+    for (msk_keyset *ks = kg->list; ks != NULL;) {
+        msk_keyset *next = ks->next;
+        if (strcmp(ks->id, id) == 0) {
+            unlink_locked(kg, ks);
+        }
+        ks = next;
+    }
+    pthread_mutex_unlock(&kg->mu);
+}
+
+/* ------------------------------------------------------------ serving */
+
+int msk_keyset_manifest(const msk_keyset *ks, struct msk_blob *out, struct fs_err *err)
+{
+    json_t *j = fs_maskkeys_encode(&ks->man);
+    char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
+    struct sink s = {out, 0};
+    int rc;
+
+    if (j != NULL) { /* jansson frees its strings unwiped: wipe the seeds' copies first */
+        const char *keys[] = {"b_seed", "group_key"};
+        for (size_t i = 0; i < 2; i++) {
+            json_t *v = json_object_get(j, keys[i]);
+            if (json_is_string(v)) {
+                OPENSSL_cleanse((char *)json_string_value(v), json_string_length(v));
+            }
+        }
+    }
+    json_decref(j);
     out->fd = -1;
     out->buf = NULL;
     out->len = 0;
+    if (text == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = blob_open(out, strlen(text), err);
+    if (rc == 0) {
+        rc = sink_write(&s, (const uint8_t *)text, strlen(text), err);
+    }
+    blob_seal(out);
+    OPENSSL_cleanse(text, strlen(text));
+    free(text);
+    if (rc != 0) {
+        msk_blob_release(out);
+    }
+    return rc;
+}
+
+size_t msk_keyset_npieces(const msk_keyset *ks)
+{
+    return ks->man.npieces;
+}
+
+const char *msk_keyset_id(const msk_keyset *ks)
+{
+    return ks->keys_id;
+}
+
+double msk_keyset_seconds(const msk_keyset *ks)
+{
+    return ks->seconds;
+}
+
+uint64_t msk_keyset_bytes(const msk_keyset *ks)
+{
+    return ks->bytes;
+}
+
+int msk_keyset_file(msk_keygen *kg, msk_keyset *ks, size_t p, enum fs_fedsvd_keyfile which,
+                    struct msk_blob *out, struct fs_err *err)
+{
+    size_t i = 2 * p + (which == FS_FEDSVD_KEYFILE_BLOCK ? 1 : 0);
+    int rc;
+
+    out->fd = -1;
+    out->buf = NULL;
+    out->len = 0;
+    if (p >= ks->man.npieces) {
+        return fs_err_set(err, FS_ENOTFOUND, "no piece %zu (the slab has %zu)", p, ks->man.npieces);
+    }
+    rc = blob_share(&ks->files[i], out, err);
+    if (rc != 0) {
+        return rc;
+    }
+    pthread_mutex_lock(&kg->mu);
+    if (!ks->served[i]) {
+        ks->served[i] = 1;
+        ks->nserved++;
+    }
+    ks->last_used = now_s();
+    if (ks->nserved == 2 * ks->man.npieces) {
+        unlink_locked(kg, ks); /* the party has everything: do not keep it */
+    }
+    pthread_mutex_unlock(&kg->mu);
+    return 0;
 }

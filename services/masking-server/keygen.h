@@ -1,13 +1,28 @@
-/* Key generation for one party: the only place the masking server touches
- * mask material. Reads nothing and writes nothing on disk: the caller passes
- * the mask set's spec and master seed; the keys come back as one
- * fs_fedsvd_keys_encode blob in a sealed anonymous memory file (memfd), so
- * the HTTP layer can send it with sendfile and the kernel discards the pages
- * when the response is done (no unwiped copy in the heap). Every
- * intermediate (the mask set, the slab, the encoding buffer) is wiped.
+/* Key generation and the key cache: the only place the masking server
+ * touches mask material. Reads nothing and writes nothing on disk: the
+ * caller passes the mask set's spec and master seed.
+ *
+ * A party's keys are generated once (fs_fedsvd_maskset_party, seconds to
+ * minutes) into what is served (docs/wire-fedsvd.md): the manifest
+ * (api/maskkeys.h) and two .npy files per slab piece
+ * (fs_fedsvd_keyfile_write), each file in its own sealed anonymous memory
+ * file (memfd; a heap buffer when memfd is unavailable). Every request for
+ * that party's manifest or files is then served from this entry, never by
+ * generating again, until the entry is dropped:
+ *   - every file of it has been handed out once (the party has its keys;
+ *     a later request generates again, bit-identical on this server);
+ *   - the mask set is deleted (msk_keygen_drop);
+ *   - it was not used for ttl_s seconds (a sweeper thread checks);
+ *   - the entries together exceed cache_bytes: least recently used first
+ *     (never the one just generated);
+ *   - the server stops (msk_keygen_free).
+ * Dropping closes the cache's memfds: the kernel frees the pages once the
+ * responses still sending them (each has its own dup) are done; heap copies
+ * are wiped. Nothing of the slab stays in the heap.
  *
  * At most `concurrency` generations run at once (each holds the slab and
- * its encoding, about 2-3x the blob); the others wait for a slot.
+ * one 1 MiB buffer, the memfds about the size of the slab); the others wait
+ * for a slot. Two requests for the same party share one generation.
  * Thread-safe. */
 #ifndef MSK_KEYGEN_H
 #define MSK_KEYGEN_H
@@ -15,42 +30,80 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "proto/fedsvd.h"
 #include "spec.h"
 #include "store.h"
 
 typedef struct msk_keygen msk_keygen;
 
-/** New generator. @param out free with msk_keygen_free. */
-FS_WUR int msk_keygen_new(unsigned concurrency, msk_keygen **out, struct fs_err *err);
+struct msk_keygen_opts {
+    unsigned concurrency; /* generations at once, >= 1 */
+    uint64_t cache_bytes; /* soft cap of the cached files */
+    unsigned ttl_s;       /* drop entries unused this long, >= 1 */
+};
+
+/** New generator (starts the sweeper thread). @param out free with msk_keygen_free. */
+FS_WUR int msk_keygen_new(const struct msk_keygen_opts *o, msk_keygen **out, struct fs_err *err);
 
 /** Wake waiters and make new calls fail with FS_ESTATE (shutdown). Idempotent. */
 void msk_keygen_close(msk_keygen *kg);
 
-/** Free (after every call has returned). Accepts NULL. */
+/** Stop the sweeper and free every entry (after every call has returned). Accepts NULL. */
 void msk_keygen_free(msk_keygen *kg);
 
-/* The result of one generation: a file descriptor (fd >= 0) of len bytes,
- * or, when memfd is unavailable, a malloc'd buffer (buf != NULL) the caller
- * must wipe (fs_fedsvd_wipe_free) or hand to the HTTP layer. */
-struct msk_keys_out {
+/* A party's keys as served; reference-counted, read-only once returned. */
+typedef struct msk_keyset msk_keyset;
+
+/**
+ * Party's keys of mask set id: the cached entry, or generated now from
+ * (spec, seed) (waits for a generation slot, or for another request's
+ * generation of the same party).
+ * @param seed borrowed; the caller wipes it.
+ * @param generated if not NULL, 1 when this call generated the entry.
+ * @param out release with msk_keyset_put.
+ * @return 0, FS_ESTATE (closing), FS_EINVAL, FS_ENOMEM, FS_EIO, ...
+ */
+FS_WUR int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
+                          const uint8_t seed[MSK_SEED_LEN], uint32_t party, msk_keyset **out,
+                          int *generated, struct fs_err *err);
+
+/** Release a reference. Accepts NULL. */
+void msk_keyset_put(msk_keygen *kg, msk_keyset *ks);
+
+/** Drop every cached entry of mask set id (DELETE). */
+void msk_keygen_drop(msk_keygen *kg, const char *id);
+
+/* Something to send: fd >= 0 (owned: hand to fs_http_resp_fd) or buf (owned, wipe). */
+struct msk_blob {
     int fd;
     uint8_t *buf;
     uint64_t len;
-    double seconds; /* generation + encoding time, without the wait for a slot */
 };
 
-/**
- * Generate party's keys of the mask set (spec, seed).
- * @param seed borrowed; the caller wipes it.
- * @param out filled on success (release with msk_keys_out_release).
- * @return 0, FS_ESTATE (closing), FS_EINVAL, FS_ENOMEM, FS_EIO, ...
- */
-FS_WUR int msk_keygen_party(msk_keygen *kg, const struct msk_spec *spec,
-                            const uint8_t seed[MSK_SEED_LEN], uint32_t party,
-                            struct msk_keys_out *out, struct fs_err *err);
+/** Close / wipe and free what b holds. Accepts an empty b. */
+void msk_blob_release(struct msk_blob *b);
 
-/** Close / wipe and free whatever out holds. Accepts an empty out. */
-void msk_keys_out_release(struct msk_keys_out *out);
+/** The manifest JSON (holds the seeds) as a new blob. */
+FS_WUR int msk_keyset_manifest(const msk_keyset *ks, struct msk_blob *out, struct fs_err *err);
+
+/** Number of slab pieces. */
+size_t msk_keyset_npieces(const msk_keyset *ks);
+
+/** keys_id, 64 lower-case hex digits. */
+const char *msk_keyset_id(const msk_keyset *ks);
+
+/** Generation time of the entry (seconds, without the wait for a slot). */
+double msk_keyset_seconds(const msk_keyset *ks);
+
+/** Total bytes of the entry's files. */
+uint64_t msk_keyset_bytes(const msk_keyset *ks);
+
+/**
+ * File `which` of piece p as a new blob, and count it as handed out (the
+ * entry is dropped once all are). @return 0, FS_ENOTFOUND (p out of range), FS_EIO.
+ */
+FS_WUR int msk_keyset_file(msk_keygen *kg, msk_keyset *ks, size_t p, enum fs_fedsvd_keyfile which,
+                           struct msk_blob *out, struct fs_err *err);
 
 struct msk_keygen_stats {
     uint64_t running;
@@ -59,6 +112,9 @@ struct msk_keygen_stats {
     uint64_t failed;    /* generations that failed */
     double seconds_sum; /* over the completed ones */
     double seconds_max;
+    uint64_t cache_entries; /* entries in the cache now */
+    uint64_t cache_bytes;   /* their files' bytes */
+    uint64_t cache_hits;    /* requests served from an existing entry */
 };
 
 /** A snapshot of the counters (for /metrics). */

@@ -2,10 +2,12 @@
  * party only its own keys (DESIGN.md §1, §5.2, §8; docs/wire-fedsvd.md).
  *
  * Threads: one HTTP thread per connection (libmicrohttpd
- * THREAD_PER_CONNECTION), because a key download generates the party's slab
- * in the request and that can take seconds: in a shared pool it would hold
- * up every other connection of its thread. --max-connections bounds the
- * threads, --keygen-concurrency the generations running at once. The main
+ * THREAD_PER_CONNECTION), because the first request for a party's keys
+ * generates its slab in the request and that can take seconds: in a shared
+ * pool it would hold up every other connection of its thread. Later requests
+ * (the party's .npy files) are served from the key cache (keygen.h).
+ * --max-connections bounds the threads, --keygen-concurrency the generations
+ * running at once; one more thread sweeps the key cache. The main
  * thread waits for SIGTERM/SIGINT, then stops accepting, lets requests in
  * flight finish (--shutdown-grace-ms; waiting downloads get 503) and exits 0.
  * Everything is in SQLite and the seed files before a 201 is sent, so a
@@ -130,6 +132,7 @@ int main(int argc, char **argv)
     char host[256];
     uint16_t port = 0;
     sigset_t sigs;
+    struct msk_keygen_opts kopts;
     size_t swept = 0;
     int status = 1;
     int sig = 0;
@@ -158,11 +161,14 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     app.cfg = &cfg;
+    kopts.concurrency = cfg.keygen_concurrency;
+    kopts.cache_bytes = cfg.keys_cache_bytes;
+    kopts.ttl_s = cfg.keys_cache_ttl_s;
     app.tls = cfg.tls_cert[0] != '\0';
     atomic_store(&app.ready, 0);
     if (msk_http_init(&app, &err) != 0 || fs_auth_new(&app.admin, &err) != 0 ||
         fs_auth_add_file(app.admin, cfg.admin_token_file, "admin", &err) != 0 ||
-        msk_keygen_new(cfg.keygen_concurrency, &app.kg, &err) != 0) {
+        msk_keygen_new(&kopts, &app.kg, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
         goto out;
     }

@@ -8,11 +8,6 @@
 #include "crypto/rand.h"
 #include "la/mask.h"
 
-/* fs_fedsvd_keys_encode's layout: a 136-byte header, then per piece 32 bytes,
- * the row indices and the block's covered columns (8 bytes each). */
-#define KEYS_HEADER_BYTES 136u
-#define PIECE_HEADER      32u
-
 static const char *const TOP_KEYS[] = {"job_id", "partition",  "parties",    "cols",
                                        "rows",   "block_size", "server_url", NULL};
 
@@ -302,6 +297,13 @@ int msk_spec_decode(const json_t *j, const struct msk_caps *caps, struct msk_spe
     }
     for (uint32_t p = 1; p <= out->parties; p++) {
         uint64_t b = msk_spec_key_bytes(out, p);
+        size_t np = msk_spec_pieces(out, p);
+        if (np > FS_FEDSVD_KEYS_MAX_PIECES) {
+            return fs_err_set(err, FS_EINVAL,
+                              "party %u's slab would have %zu pieces (one per diagonal block it "
+                              "touches), more than %d: use a larger block_size.partitioned",
+                              p, np, FS_FEDSVD_KEYS_MAX_PIECES);
+        }
         if (b > caps->max_key_bytes) {
             return fs_err_set(err, FS_EINVAL,
                               "party %u's keys would be %llu bytes, more than --max-key-bytes "
@@ -412,15 +414,12 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
     return a > UINT64_MAX - b ? UINT64_MAX : a + b;
 }
 
-static uint64_t sat_mul(uint64_t a, uint64_t b)
-{
-    return (a != 0 && b > UINT64_MAX / a) ? UINT64_MAX : a * b;
-}
-
 /* The slab of A_c[:, off:off+size] has one piece per diagonal block it
  * touches, each with all of that block's rows (lib/la/mask.h: nb =
- * ceil(m / block) balanced blocks, the larger ones first). */
-uint64_t msk_spec_key_bytes(const struct msk_spec *s, uint32_t party)
+ * ceil(m / block) balanced blocks, the larger ones first). Calls fn(r, c)
+ * for each piece (r rows of the block, c columns covered); returns the count. */
+static size_t pieces_of(const struct msk_spec *s, uint32_t party,
+                        void (*fn)(void *ctx, size_t r, size_t c), void *ctx)
 {
     size_t m = total_of(s);
     size_t block;
@@ -430,7 +429,8 @@ uint64_t msk_spec_key_bytes(const struct msk_spec *s, uint32_t party)
     size_t extra;
     size_t off;
     size_t end;
-    uint64_t total = KEYS_HEADER_BYTES;
+    size_t first;
+    size_t count = 0;
 
     if (party < 1 || party > s->parties) {
         return 0;
@@ -441,19 +441,46 @@ uint64_t msk_spec_key_bytes(const struct msk_spec *s, uint32_t party)
     extra = m % nb;
     off = msk_spec_offset(s, party);
     end = off + s->sizes[party - 1];
-    for (size_t t = 0; t < nb; t++) {
+    /* the first block that can reach off: the larger blocks (base + 1) come first */
+    first = off < extra * (base + 1) ? off / (base + 1) : extra + (off - extra * (base + 1)) / base;
+    for (size_t t = first; t < nb; t++) {
         size_t b0 = t * base + (t < extra ? t : extra);
         size_t bn = base + (t < extra ? 1 : 0);
         size_t lo = b0 > off ? b0 : off;
         size_t hi = b0 + bn < end ? b0 + bn : end;
+        if (b0 >= end) {
+            break;
+        }
         if (lo >= hi) {
             continue;
         }
-        total = sat_add(total, PIECE_HEADER);
-        total = sat_add(total, sat_mul(8, bn));
-        total = sat_add(total, sat_mul(8, sat_mul(bn, hi - lo)));
+        count++;
+        if (fn != NULL) {
+            fn(ctx, bn, hi - lo);
+        }
     }
+    return count;
+}
+
+static void add_piece_bytes(void *ctx, size_t r, size_t c)
+{
+    uint64_t *total = ctx;
+
+    *total = sat_add(*total, fs_fedsvd_keyfile_len(r, c, FS_FEDSVD_KEYFILE_ROWS));
+    *total = sat_add(*total, fs_fedsvd_keyfile_len(r, c, FS_FEDSVD_KEYFILE_BLOCK));
+}
+
+uint64_t msk_spec_key_bytes(const struct msk_spec *s, uint32_t party)
+{
+    uint64_t total = 0;
+
+    (void)pieces_of(s, party, add_piece_bytes, &total);
     return total;
+}
+
+size_t msk_spec_pieces(const struct msk_spec *s, uint32_t party)
+{
+    return pieces_of(s, party, NULL, NULL);
 }
 
 int msk_id_valid(const char *s)

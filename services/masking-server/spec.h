@@ -1,7 +1,7 @@
 /* The mask-set resource of docs/wire-fedsvd.md: the MaskSetSpec decoder
  * (POST /v1/masksets), its canonical stored form, mask-set ids, and the
  * public geometry derived from a spec (offsets, effective block sizes, the
- * size of each party's key blob). Pure: no I/O, no secrets.
+ * number and size of each party's key files). Pure: no I/O, no secrets.
  *
  * Decoder error codes as in api/wire.h: FS_EFORMAT malformed (400: not an
  * object, missing field, wrong JSON type), FS_EINVAL well-formed but invalid
@@ -64,8 +64,11 @@ size_t msk_spec_offset(const struct msk_spec *s, uint32_t party);
 /** Effective block sizes (what fs_fedsvd_maskset_new uses, clamped to the dimensions). */
 void msk_spec_blocks(const struct msk_spec *s, size_t *partitioned, size_t *shared);
 
-/** Exact length of party's fs_fedsvd_keys_encode blob (saturates at UINT64_MAX). */
+/** Exact total length of party's .npy key files (fs_fedsvd_keyfile_len; saturates). */
 uint64_t msk_spec_key_bytes(const struct msk_spec *s, uint32_t party);
+
+/** Number of slab pieces of party (0 for no such party). */
+size_t msk_spec_pieces(const struct msk_spec *s, uint32_t party);
 
 /** 1 when s looks like a mask-set id this server issues. */
 int msk_id_valid(const char *s);

@@ -148,6 +148,10 @@ check "server's s.npy are the singular values ($v)" below "$v" 1e-12
 v=$("$F" compare --a "$T/svd-server/vprime.npy" --b "$T/ref/V.npy" --metric subspace --k 3 --format json |
   sed -n 's/.*"value": *\([-+0-9.eE]*\).*/\1/p')
 check "the server's V' is masked: its top-3 subspace is far from V's ($v)" awk -v v="$v" 'BEGIN { exit !(v > 0.5) }'
+curl -s "$MURL/metrics" >"$T/mmetrics.txt"
+check "each party's keys: one manifest, its 2 .npy files, one generation (the files came from the key cache)" \
+  bash -c 'grep -q "^fedsvd_mask_keys_served_total 3$" "$1" && grep -q "^fedsvd_mask_key_files_served_total 6$" "$1" &&
+    grep -q "^fedsvd_mask_keygen_seconds_count 3$" "$1" && grep -q "^fedsvd_mask_keys_cache_entries 0$" "$1"' _ "$T/mmetrics.txt"
 
 echo "== fedpca --k 3 through fedsvd job create"
 join pca fedpca --k 3

@@ -259,6 +259,54 @@ if [ "$RC" -eq 0 ] && grep -v '^%' "$T/r.mtx" | tail -n +2 | awk '$3 < 1 || $3 >
 else
     fail "ratings values out of range"
 fi
+# the streamed generator: --ratings (= --nnz), counts per party file, distinct
+# pairs, party files stacking to the whole matrix, loadable by the loader
+run gen ratings --users 300 --items 50 --ratings 2000 --alpha 1.2 --seed 11 --out "$T/rs.mtx" \
+    --out-dir "$T/rsp" --split 100,120,80
+hdr() { grep -v '^%' "$1" | head -n 1; }
+ents() { grep -v '^%' "$1" | tail -n +2; }
+if [ "$RC" -eq 0 ] && [ "$(hdr "$T/rs.mtx")" = "300 50 2000" ] &&
+    [ "$(ents "$T/rs.mtx" | wc -l)" -eq 2000 ] &&
+    [ "$(ents "$T/rs.mtx" | awk '{ print $1, $2 }' | sort -u | wc -l)" -eq 2000 ]; then
+    ok "gen ratings --ratings 2000: header and 2000 distinct (user, item) entries"
+else
+    fail "gen ratings --ratings: exit $RC, header '$(hdr "$T/rs.mtx" 2>/dev/null)'"
+fi
+sum=0
+stack=""
+off=0
+i=1
+for n in 100 120 80; do
+    f="$T/rsp/party-$i.mtx"
+    read -r h1 h2 h3 <<<"$(hdr "$f")"
+    [ "${h1:-}" = "$n" ] && [ "${h2:-}" = 50 ] && [ "$(ents "$f" | wc -l)" = "${h3:-x}" ] ||
+        stack="bad header of party $i: '${h1:-} ${h2:-} ${h3:-}'"
+    sum=$((sum + ${h3:-0}))
+    ents "$f" | awk -v o="$off" '{ print $1 + o, $2, $3 }' >>"$T/rs.stacked"
+    off=$((off + n))
+    i=$((i + 1))
+done
+if [ -z "$stack" ] && [ "$sum" -eq 2000 ] && ents "$T/rs.mtx" | cmp -s - "$T/rs.stacked"; then
+    ok "gen ratings --split: party headers count their entries and stack to the whole file"
+else
+    fail "gen ratings party files: $stack, sum $sum"
+fi
+if "$F" convert --input "$T/rsp/party-2.mtx" --out "$T/rs2.csv" >/dev/null 2>&1 &&
+    [ "$(wc -l <"$T/rs2.csv")" -eq 120 ] &&
+    [ "$(tr ',' '\n' <"$T/rs2.csv" | grep -cv '^0$')" -eq "$(hdr "$T/rsp/party-2.mtx" | awk '{ print $3 }')" ]; then
+    ok "a generated party .mtx loads (fedsvd convert: 120 rows, its nonzeros)"
+else
+    fail "fedsvd convert of a generated party .mtx"
+fi
+"$F" gen ratings --users 300 --items 50 --nnz 2000 --alpha 1.2 --seed 11 --out "$T/rs-again.mtx" \
+    >/dev/null 2>&1
+if cmp -s "$T/rs.mtx" "$T/rs-again.mtx"; then
+    ok "gen ratings: the same seed gives the same file (--nnz = --ratings)"
+else
+    fail "gen ratings is not deterministic"
+fi
+run gen ratings --users 10 --items 4 --ratings 5 --nnz 5 --out "$T/x.mtx"
+if [ "$RC" -eq 2 ]; then ok "gen ratings --ratings with --nnz: usage error"; else fail "--ratings --nnz: exit $RC"; fi
 
 hex=0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef
 run gen uniform-int --rows 5 --cols 3 --low -3 --high -1 --seed "$hex" --out "$T/neg.csv" --format json
@@ -439,6 +487,12 @@ if [ "$RC" -eq 1 ] && one_line_stderr; then ok "empty csv (exit 1)"; else fail "
 # shellcheck source=tests/cli/plot.sh
 . "$(dirname "$0")/plot.sh"
 # ---- end plot ----
+
+# ---- local: power methods ----
+# fedsvd local / job create with fedpower, fedpower-utility, fedpower-private, dp-ppm.
+# shellcheck source=tests/cli/local_power.sh
+. "$(dirname "$0")/local_power.sh"
+# ---- end local: power methods ----
 
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

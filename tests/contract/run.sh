@@ -116,15 +116,16 @@ for i in 1 2 3; do
 done
 "$F" gen planted --rows 40 --cols 11 --rank 3 --seed 9 --out "$T/data/wrong.npy" >/dev/null
 
-# 13 distinct free ports: server, 3 agents, 4 Prism proxies, 4 splitters, and
-# the masking server (not proxied: its key blobs are binary and its contract
-# is tested with it; the fedsvd/fedpca scenario only needs its keys).
+# 15 distinct free ports: server, 3 agents, 4 Prism proxies, 4 splitters, and
+# the masking server with its own Prism proxy and splitter (its JSON, the
+# mask sets and the keys manifests, goes through Prism; its .npy key files
+# through the splitter).
 mapfile -t PORTS < <(node -e '
 const net = require("net"); const socks = [];
-(async () => { for (let i = 0; i < 13; i++) { const s = net.createServer();
+(async () => { for (let i = 0; i < 15; i++) { const s = net.createServer();
   await new Promise(r => s.listen(0, "127.0.0.1", r)); socks.push(s); }
   socks.forEach(s => console.log(s.address().port)); socks.forEach(s => s.close()); })();')
-if [ "${#PORTS[@]}" -ne 13 ]; then
+if [ "${#PORTS[@]}" -ne 15 ]; then
     fail "cannot pick free ports"
     finish
 fi
@@ -158,11 +159,16 @@ for i in 1 2 3; do
     start "client-agent $i" "$T/agent-$i.log" "$BIN/client-agent" --listen "127.0.0.1:${PORTS[$i]}" \
         --data-dir "$T/agent-$i" --token-file "$T/operator.token" --openapi "$SPEC"
 done
-names=(server agent-1 agent-2 agent-3)
-for k in 0 1 2 3; do
+names=(server agent-1 agent-2 agent-3 masking)
+for k in 0 1 2 3 4; do
     up=${PORTS[$k]}
     pp=${PORTS[$((k + 4))]}
     sp=${PORTS[$((k + 8))]}
+    if [ "$k" -eq 4 ]; then
+        up=$MSK_P
+        pp=${PORTS[13]}
+        sp=${PORTS[14]}
+    fi
     start "prism proxy for ${names[$k]}" "$T/prism-${names[$k]}.log" "$NM/.bin/prism" proxy "$SPEC" \
         "http://127.0.0.1:$up" --errors --host 127.0.0.1 --port "$pp"
     start "splitter for ${names[$k]}" "$T/splitter-${names[$k]}.log" node "$HERE/splitter.mjs" \
@@ -170,7 +176,7 @@ for k in 0 1 2 3; do
         --log "$T/splitter-${names[$k]}.violations"
 done
 ready=1
-for k in 0 1 2 3 4 5 6 7 8 9 10 11 12; do
+for k in 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14; do
     wait_port "${PORTS[$k]}" 60 || {
         ready=0
         fail "nothing listens on port ${PORTS[$k]} (process $k)"
@@ -180,7 +186,7 @@ if [ "$ready" -eq 0 ]; then
     tail -n 5 "$T"/*.log
     finish
 fi
-ok "server, 3 agents, 4 Prism proxies, 4 splitters and the masking server listening"
+ok "server, 3 agents, the masking server, 5 Prism proxies and 5 splitters listening"
 S="http://127.0.0.1:${PORTS[8]}"
 
 cat >"$T/scenario.json" <<EOF
@@ -189,7 +195,7 @@ cat >"$T/scenario.json" <<EOF
  "adminToken": "$(cat "$T/admin.token")", "operatorToken": "$(cat "$T/operator.token")",
  "parties": ["$T/data/p-1.npy", "$T/data/p-2.npy", "$T/data/p-3.npy"],
  "wrongShape": "$T/data/wrong.npy", "shape": [40, 12], "out": "$T/out",
- "masking": "http://127.0.0.1:$MSK_P", "maskingToken": "$(cat "$T/masking.token")"}
+ "masking": "http://127.0.0.1:${PORTS[14]}", "maskingToken": "$(cat "$T/masking.token")"}
 EOF
 chmod 600 "$T/scenario.json"
 
@@ -313,7 +319,7 @@ for n in server agent-1; do
 done
 
 echo "== validation logs"
-for k in 0 1 2 3; do
+for k in 0 1 2 3 4; do
     n=${names[$k]}
     plog="$T/prism-$n.log"
     slog="$T/splitter-$n.violations"
@@ -338,6 +344,12 @@ done
 uploads=$(grep -c 'binary PUT /v1/jobs/[^ ]*/masked/[0-9]* -> 204' "$T/splitter-server.violations")
 [ "$uploads" -ge 2 ] && ok "masked chunk uploads went through the server's splitter ($uploads)" ||
     fail "masked uploads seen by the splitter: $uploads"
+keyfiles=$(grep -cE 'binary GET /v1/masksets/[^ ]*/keys/[0-9]+/(rows|block)\.npy -> 200' "$T/splitter-masking.violations")
+[ "$keyfiles" -ge 6 ] && ok "the parties' .npy key files went through the masking server's splitter ($keyfiles)" ||
+    fail "key files seen by the masking splitter: $keyfiles"
+manifests=$(grep -cE 'get /v1/masksets/[^ ]*/keys .*Request received' "$T/prism-masking.log")
+[ "$manifests" -ge 6 ] && ok "the keys manifests went through the masking server's Prism ($manifests)" ||
+    fail "keys manifests through the masking Prism: $manifests"
 agent_reqs=$(grep -c 'Request received' "$T/prism-server.log")
 [ "$agent_reqs" -ge 50 ] && ok "the agents' protocol traffic went through Prism ($agent_reqs requests)" ||
     fail "only $agent_reqs requests through the server's Prism"

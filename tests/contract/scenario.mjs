@@ -234,6 +234,10 @@ async function agentReads(parts) {
     { token: op }), 404, 'not_found');
   expect('GET /v1/participations/{id} wrong token', await call(A[0], 'GET',
     `/v1/participations/${parts[0]}`, { token: 'y'.repeat(43) }), 401);
+  expect('GET /v1/privacy-ledger', await call(A[0], 'GET', '/v1/privacy-ledger', { token: op }),
+    200);
+  expect('GET /v1/privacy-ledger without a token', await call(A[0], 'GET', '/v1/privacy-ledger'),
+    401);
 }
 
 async function waitJob(id, token, seconds) {

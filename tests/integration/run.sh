@@ -397,7 +397,7 @@ usage() { # NAME ARGS...
     fi
 }
 usage "no --party" local --algorithm secure-sum --out "$T/u"
-usage "unknown algorithm" local --algorithm fedpower "${AARGS[@]:0:4}" --out "$T/u"
+usage "unknown algorithm" local --algorithm bogus "${AARGS[@]:0:4}" --out "$T/u"
 usage "--fail-party out of range" local --algorithm secure-sum "${AARGS[@]:0:4}" --out "$T/u" \
     --fail-party 3:masked_input
 usage "--fail-party bad phase" local --algorithm secure-sum "${AARGS[@]:0:4}" --out "$T/u" \
@@ -457,6 +457,18 @@ if [ -x "$(dirname "$0")/fedsvd.sh" ]; then
         failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')))
     else
         fail "tests/integration/fedsvd.sh did not finish"
+    fi
+fi
+# power-method jobs (fedpower, fedpower-utility, fedpower-private, dp-ppm): their own script.
+if [ -x "$(dirname "$0")/fedpower.sh" ]; then
+    echo "== power-method jobs (tests/integration/fedpower.sh)"
+    "$(dirname "$0")/fedpower.sh" "$BIN" | tee "$T/fedpower.log"
+    line=$(grep -E '^fedpower-integration: [0-9]+ passed, [0-9]+ failed$' "$T/fedpower.log" | tail -n 1)
+    if [ -n "$line" ]; then
+        passed=$((passed + $(echo "$line" | sed -E 's/.*: ([0-9]+) passed.*/\1/')))
+        failed=$((failed + $(echo "$line" | sed -E 's/.* ([0-9]+) failed$/\1/')))
+    else
+        fail "tests/integration/fedpower.sh did not finish"
     fi
 fi
 finish

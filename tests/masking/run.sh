@@ -2,7 +2,9 @@
 # masking-server against the real binary on 127.0.0.1 with curl
 # (docs/wire-fedsvd.md): configuration (flags, FEDSVD_* variables, --help),
 # health/metrics/openapi, creating a mask set, each party downloading its own
-# keys, every error reply (401/403/404/400/409/410/413/415/422), logs free of
+# keys (the manifest and every .npy file, checked for dtype, shape and SHA-256;
+# the files come from the key cache, not a new generation), every error reply
+# (401/403/404/400/409/410/413/415/422, also on the key files), logs free of
 # tokens, SIGTERM exit 0, a restart serving identical keys, DELETE destroying
 # the seed, and health answering while a large slab is being generated.
 # The numeric checks (slabs stack to an orthogonal A, B from its seed, a whole
@@ -52,7 +54,8 @@ LOG=$T/server.log
 check "--help exits 0" test $? -eq 0
 check "--help lists every flag and variable" bash -c '
   for f in --listen --data-dir --admin-token-file --port-file --log-level --max-parties --max-dim \
-           --max-key-bytes --keygen-concurrency --max-connections --shutdown-grace-ms --openapi \
+           --max-key-bytes --keygen-concurrency --keys-cache-bytes --keys-cache-ttl-s \
+           --max-connections --shutdown-grace-ms --openapi \
            --tls-cert --tls-key --fsync FEDSVD_LISTEN FEDSVD_DATA_DIR FEDSVD_ADMIN_TOKEN_FILE \
            FEDSVD_MAX_PARTIES FEDSVD_MAX_DIM FEDSVD_PORT_FILE 127.0.0.1:8445; do
     grep -q -- "$f" "$1" || { echo "missing $f"; exit 1; }
@@ -163,26 +166,104 @@ JS
 SEED=$DATA/seeds/$ID.seed
 check "seed file 0600, 32 bytes, data dir 0700" bash -c '[ "$(stat -c %a "$1")" = 600 ] && [ "$(stat -c %s "$1")" = 32 ] && [ "$(stat -c %a "$2")" = 700 ] && [ "$(stat -c %a "$2/masking.db")" = 600 ]' _ "$SEED" "$DATA"
 
-# ---- keys: each party its own
-req GET "/v1/masksets/$ID/parties/1/keys" "$TOK1"
-cp "$T/body" "$T/keys1.bin"
-check "party 1 gets its keys (200, octet-stream)" bash -c '[ "$1" = 200 ] && grep -qi "^content-type: application/octet-stream" "$2"' _ "$CODE" "$T/hdr"
-check "keys: FSVDKEY1 blob of key_bytes bytes" bash -c '[ "$(head -c 8 "$1")" = FSVDKEY1 ] && [ "$(stat -c %s "$1")" = "$2" ]' _ "$T/keys1.bin" "$KB1"
-check "keys: X-Fedsvd-Job-Id and Cache-Control: no-store" bash -c 'grep -qi "^x-fedsvd-job-id: j-00112233445566778899aabbccddeeff" "$1" && grep -qi "^cache-control: no-store" "$1"' _ "$T/hdr"
-check "keys: party, offset and size in the header" node - "$T/keys1.bin" <<'JS'
-const b = require('node:fs').readFileSync(process.argv[2]);
-const u32 = [0, 1, 2].map((i) => b.readUInt32LE(8 + 4 * i)); // party, parties, partition (+1 reserved)
-const u64 = [0, 1, 2, 3, 4].map((i) => b.readBigUInt64LE(24 + 8 * i)); // rows, cols, offset, size, block
-const got = [...u32, ...u64.slice(0, 4).map(Number)];
-require('node:assert').deepStrictEqual(got, [1, 3, 0, 100, 16, 0, 30]);
-JS
-req GET "/v1/masksets/$ID/parties/2/keys" "$TOK2"
-cp "$T/body" "$T/keys2.bin"
-check "party 2 gets its keys" test "$CODE" = 200
-check "the parties share B's seed and the group key, not the slab" node - "$T/keys1.bin" "$T/keys2.bin" <<'JS'
+# ---- keys: each party its own (a JSON manifest and two .npy files per slab piece)
+# fetch_files MANIFEST TOKEN DIR [QUERY]: every file of the manifest into DIR/<piece>-<name>;
+# fails unless each answers 200 application/x-npy
+fetch_files() {
+  local man=$1 tok=$2 dir=$3 q=${4:-} n f
+  mkdir -p "$dir"
+  for f in $(node -e 'const m = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
+      for (const p of m.pieces) console.log(p.rows_file.name + " " + p.block_file.name);' "$man"); do
+    n=${f//\//-}
+    req GET "/v1/masksets/$(node "$JLIB" get "$man" .maskset)/parties/$(node "$JLIB" get "$man" .party)/keys/$f$q" "$tok"
+    [ "$CODE" = 200 ] && grep -qi '^content-type: application/x-npy' "$T/hdr" || { echo "     $f: $CODE"; return 1; }
+    cp "$T/body" "$dir/$n"
+  done
+}
+# npy_ok MANIFEST DIR: every file parses as .npy with the manifest's dtype, order, shape,
+# length and SHA-256; row indices are distinct and < m, blocks finite; the pieces
+# cover the party's range
+npy_ok() {
+  node - "$1" "$2" <<'JS'
 const fs = require('node:fs');
-const [a, b] = [fs.readFileSync(process.argv[2]), fs.readFileSync(process.argv[3])];
-process.exit(a.subarray(64, 128).equals(b.subarray(64, 128)) && !a.subarray(136).equals(b.subarray(136)) ? 0 : 1);
+const assert = require('node:assert');
+const crypto = require('node:crypto');
+const m = JSON.parse(fs.readFileSync(process.argv[2], 'utf8'));
+const dir = process.argv[3];
+const rowsOfA = m.partition === 'samples' ? m.rows : m.cols;
+function npy(buf) {
+  assert(buf.subarray(0, 6).equals(Buffer.from([0x93, 0x4e, 0x55, 0x4d, 0x50, 0x59])), 'magic');
+  assert.strictEqual(buf[6], 1);
+  const hl = buf.readUInt16LE(8);
+  assert.strictEqual((10 + hl) % 64, 0, 'header padded to 64');
+  const h = buf.subarray(10, 10 + hl).toString('latin1');
+  const descr = /'descr': '([^']*)'/.exec(h)[1];
+  const fortran = /'fortran_order': (True|False)/.exec(h)[1] === 'True';
+  const shape = /'shape': \(([^)]*)\)/.exec(h)[1].split(',').map((x) => x.trim()).filter((x) => x).map(Number);
+  return { descr, fortran, shape, data: buf.subarray(10 + hl) };
+}
+let col = m.offset;
+for (const p of m.pieces) {
+  assert.strictEqual(p.col0, col);
+  col += p.c;
+  for (const f of [p.rows_file, p.block_file]) {
+    const buf = fs.readFileSync(`${dir}/${f.name.replace('/', '-')}`);
+    assert.strictEqual(buf.length, f.bytes, f.name);
+    assert.strictEqual(crypto.createHash('sha256').update(buf).digest('hex'), f.sha256, f.name);
+    const a = npy(buf);
+    assert.deepStrictEqual([a.descr, a.fortran, a.shape], [f.dtype, f.fortran_order, f.shape], f.name);
+    const words = a.shape.reduce((x, y) => x * y, 1);
+    assert.strictEqual(a.data.length, 8 * words, f.name);
+    if (f === p.rows_file) {
+      assert.deepStrictEqual(f.shape, [p.r]);
+      const rows = new Set();
+      for (let i = 0; i < words; i++) rows.add(Number(a.data.readBigUInt64LE(8 * i)));
+      assert(rows.size === p.r && [...rows].every((r) => r < rowsOfA), 'rows distinct and < m');
+    } else {
+      assert.deepStrictEqual(f.shape, [p.r, p.c]);
+      for (let i = 0; i < words; i++) assert(Number.isFinite(a.data.readDoubleLE(8 * i)));
+    }
+  }
+}
+assert.strictEqual(col, m.offset + m.size, 'pieces cover the range');
+JS
+}
+req GET "/v1/masksets/$ID/parties/1/keys" "$TOK1"
+cp "$T/body" "$T/man1.json"
+check "party 1 gets its keys manifest (200, JSON)" bash -c '[ "$1" = 200 ] && grep -qi "^content-type: application/json" "$2"' _ "$CODE" "$T/hdr"
+schema KeysManifest "$T/man1.json" "keys manifest"
+KID1=$(jget .keys_id)
+check "keys: X-Fedsvd-Job-Id, X-Fedsvd-Keys-Id and Cache-Control: no-store" bash -c 'grep -qi "^x-fedsvd-job-id: j-00112233445566778899aabbccddeeff" "$1" && grep -qi "^x-fedsvd-keys-id: $2" "$1" && grep -qi "^cache-control: no-store" "$1"' _ "$T/hdr" "$KID1"
+check "manifest: party, geometry, seeds, one piece, bytes = key_bytes" node - "$T/man1.json" "$KB1" "$ID" <<'JS'
+const assert = require('node:assert');
+const m = JSON.parse(require('node:fs').readFileSync(process.argv[2], 'utf8'));
+assert.deepStrictEqual([m.job_id, m.maskset, m.party, m.parties, m.partition, m.rows, m.cols, m.offset, m.size, m.block_size_shared],
+  ['j-00112233445566778899aabbccddeeff', process.argv[4], 1, 3, 'samples', 100, 16, 0, 30, 16]);
+assert(/^[0-9a-f]{64}$/.test(m.keys_id) && /^[A-Za-z0-9_-]{43}$/.test(m.b_seed) && /^[A-Za-z0-9_-]{43}$/.test(m.group_key));
+assert.strictEqual(m.pieces.length, 1);
+const p = m.pieces[0];
+assert.deepStrictEqual([p.piece, p.block, p.col0, p.r, p.c, p.rows_file.name, p.block_file.name], [0, 0, 0, 100, 30, '0/rows.npy', '0/block.npy']);
+assert.strictEqual(m.bytes, Number(process.argv[3]));
+assert.strictEqual(p.rows_file.bytes + p.block_file.bytes, m.bytes);
+JS
+check "party 1 fetches every .npy file of its manifest" fetch_files "$T/man1.json" "$TOK1" "$T/files1"
+check "each .npy parses with the manifest's dtype, order, shape, length and SHA-256" npy_ok "$T/man1.json" "$T/files1"
+req GET /metrics ""
+check "manifest and files came from one generation (the files are cached, not regenerated)" bash -c 'grep -q "^fedsvd_mask_keygen_seconds_count 1$" "$1" && grep -q "^fedsvd_mask_keys_cache_entries 0$" "$1"' _ "$T/body"
+req GET "/v1/masksets/$ID/parties/1/keys/0/block.npy?keys_id=$KID1" "$TOK1"
+check "a file fetched again once the party had all: generated again, bit-identical" bash -c '[ "$1" = 200 ] && cmp -s "$2" "$3"' _ "$CODE" "$T/body" "$T/files1/0-block.npy"
+req GET "/v1/masksets/$ID/parties/1/keys/0/rows.npy?keys_id=$(printf '0%.0s' $(seq 64))" "$TOK1"
+expect "a file of other keys (keys_id differs): 409" 409 conflict
+req GET "/v1/masksets/$ID/parties/2/keys" "$TOK2"
+cp "$T/body" "$T/man2.json"
+check "party 2 gets its keys" test "$CODE" = 200
+fetch_and_check() { fetch_files "$1" "$2" "$3" && npy_ok "$1" "$3"; }
+check "party 2 fetches its files, which parse and match" fetch_and_check "$T/man2.json" "$TOK2" "$T/files2"
+check "the parties share B's seed and the group key, not the slab" node - "$T/man1.json" "$T/man2.json" <<'JS'
+const fs = require('node:fs');
+const [a, b] = process.argv.slice(2).map((f) => JSON.parse(fs.readFileSync(f, 'utf8')));
+process.exit(a.b_seed === b.b_seed && a.group_key === b.group_key && a.keys_id !== b.keys_id &&
+  a.pieces[0].block_file.sha256 !== b.pieces[0].block_file.sha256 && b.offset === 30 && b.size === 45 ? 0 : 1);
 JS
 
 # ---- keys: who may not
@@ -210,6 +291,27 @@ req GET "/v1/masksets/$ID/parties/abc/keys" "$TOK1"
 expect "party abc: 403" 403 forbidden
 req POST "/v1/masksets/$ID/parties/1/keys" "$TOK1"
 check "POST on keys: 405" test "$CODE" = 405
+F1=/v1/masksets/$ID/parties/1/keys/0
+req GET "$F1/block.npy" "$TOK2"
+expect "another party's token on party 1's block.npy: 403" 403 forbidden
+req GET "$F1/rows.npy" "$TOK3"
+expect "another party's token on party 1's rows.npy: 403" 403 forbidden
+req GET "$F1/block.npy" "$ADMIN"
+expect "the admin token cannot download a key file: 403" 403 forbidden
+req GET "$F1/rows.npy" ""
+expect "key file without a token: 401" 401 unauthorized
+req GET "$F1/rows.npy" "made-up-token-0123456789abcdef"
+expect "key file with an unknown token: 401" 401 unauthorized
+req GET "/v1/masksets/$ID/parties/1/keys/1/block.npy" "$TOK1"
+expect "piece index out of range: 404" 404 not_found
+req GET "/v1/masksets/$ID/parties/1/keys/abc/rows.npy" "$TOK1"
+expect "piece index not a number: 404" 404 not_found
+req GET "/v1/masksets/$ID/parties/1/keys/00/rows.npy" "$TOK1"
+expect "piece index with a leading zero: 404" 404 not_found
+req GET "/v1/masksets/$ID/parties/1/keys/0/other.npy" "$TOK1"
+check "unknown key file name: 404" test "$CODE" = 404
+req POST "$F1/rows.npy" "$TOK1"
+check "POST on a key file: 405" test "$CODE" = 405
 
 # a second mask set: its tokens do not open the first
 post_spec "$ADMIN" '{"job_id":"j-other","partition":"features","parties":[{"party":1,"cols":3},{"party":2,"cols":4}],"rows":9}'
@@ -275,8 +377,9 @@ bad "no parties: 422" 422 invalid '{"job_id":"j-b","partition":"samples","partie
 bad "too many parties (5 > --max-parties 4): 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":1},{"party":2,"rows":1},{"party":3,"rows":1},{"party":4,"rows":1},{"party":5,"rows":1}],"cols":5}'
 bad "cols over --max-dim: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":100001}"
 bad "rows add up over --max-dim: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":60000},{"party":2,"rows":60000}],"cols":5}'
-bad "key blob over --max-key-bytes: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":90000}],"cols":5}'
+bad "key files over --max-key-bytes: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":90000}],"cols":5}'
 bad "block_size 0: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"block_size\":0}"
+bad "block_size giving a party more than 1024 slab pieces: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":1100}],"cols":5,"block_size":{"partitioned":1}}'
 bad "job_id with a slash: 422" 422 invalid "{\"job_id\":\"j/../b\",\"partition\":\"samples\",$P2,\"cols\":5}"
 bad "job_id too long: 422" 422 invalid "{\"job_id\":\"$(printf 'j%.0s' $(seq 65))\",\"partition\":\"samples\",$P2,\"cols\":5}"
 bad "server_url not http: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"server_url\":\"ftp://x\"}"
@@ -301,7 +404,7 @@ check "still healthy after the bad requests" test "$CODE" = 200
 post_spec "$ADMIN" '{"job_id":"j-slow","partition":"samples","parties":[{"party":1,"rows":6000}],"cols":8}'
 BIGTOK=$(jget ".parties[0].mask_token")
 BIGID=$(jget ".maskset.id")
-curl -s -o "$T/bigkeys.bin" -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $BIGTOK" \
+curl -s -o "$T/bigkeys.json" -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $BIGTOK" \
   "$U/v1/masksets/$BIGID/parties/1/keys" >"$T/bigkeys.out" &
 DL=$!
 sleep 0.3
@@ -311,7 +414,8 @@ echo "     6000-row slab: $(cat "$T/bigkeys.out") (status, seconds); healthz mea
 check "big slab served" bash -c '[ "$(cut -d" " -f1 "$1")" = 200 ]' _ "$T/bigkeys.out"
 check "healthz answered during key generation (< 1 s)" awk -v t="$HZ" 'BEGIN { exit !(t ~ /^[0-9]+(\.[0-9]*)?$/ && t + 0 < 1.0) }'
 req GET /metrics ""
-check "metrics count served keys and generation time" bash -c 'grep -q "^fedsvd_mask_keys_served_total [1-9]" "$1" && grep -q "^fedsvd_mask_keygen_seconds_count [1-9]" "$1" && grep -q "fedsvd_http_requests_total{method=\"GET\",route=\"/v1/masksets/{maskset}/parties/{party}/keys\",status=\"403\"}" "$1"' _ "$T/body"
+check "metrics count served keys, files and generation time" bash -c 'grep -q "^fedsvd_mask_keys_served_total [1-9]" "$1" && grep -q "^fedsvd_mask_key_files_served_total [1-9]" "$1" && grep -q "^fedsvd_mask_keygen_seconds_count [1-9]" "$1" && grep -q "fedsvd_http_requests_total{method=\"GET\",route=\"/v1/masksets/{maskset}/parties/{party}/keys\",status=\"403\"}" "$1" && grep -q "fedsvd_http_requests_total{method=\"GET\",route=\"/v1/masksets/{maskset}/parties/{party}/keys/{piece}/block.npy\",status=\"403\"}" "$1"' _ "$T/body"
+check "the big slab stays cached until its files are fetched" bash -c 'grep -q "^fedsvd_mask_keys_cache_entries [1-9]" "$1"' _ "$T/body"
 
 # ---- SIGTERM, restart, same keys
 stop
@@ -319,9 +423,11 @@ check "SIGTERM exits 0" test $? -eq 0
 check "log says stopped" grep -q '"msg":"stopped"' "$LOG"
 check "start again" start
 req GET "/v1/masksets/$ID/parties/1/keys" "$TOK1"
-check "after a restart: byte-identical keys" cmp -s "$T/body" "$T/keys1.bin"
+check "after a restart: the same manifest (keys_id and digests)" cmp -s "$T/body" "$T/man1.json"
+same_files() { fetch_files "$1" "$2" "$3" "?keys_id=$4" && cmp -s "$3/0-block.npy" "$5/0-block.npy" && cmp -s "$3/0-rows.npy" "$5/0-rows.npy"; }
+check "after a restart: byte-identical key files" same_files "$T/man1.json" "$TOK1" "$T/files1b" "$KID1" "$T/files1"
 req GET "/v1/masksets/$ID" "$ADMIN"
-check "after a restart: status kept (party 1 downloaded twice)" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".parties[0].downloads")" = 2 ]' _ "$CODE" "$T/body" "$JLIB"
+check "after a restart: status kept (party 1's manifest downloaded twice)" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".parties[0].downloads")" = 2 ]' _ "$CODE" "$T/body" "$JLIB"
 
 # ---- DELETE
 req DELETE "/v1/masksets/$ID" "$TOK1"
@@ -333,6 +439,8 @@ check "delete destroyed the seed file" test ! -e "$SEED"
 req GET "/v1/masksets/$ID/parties/3/keys" "$TOK3"
 expect "keys of a deleted mask set: 410" 410 gone
 schema Problem "$T/body" "a 410"
+req GET "/v1/masksets/$ID/parties/2/keys/0/block.npy" "$TOK2"
+expect "a key file of a deleted mask set: 410" 410 gone
 req DELETE "/v1/masksets/$ID" "$ADMIN"
 check "delete again: 200" test "$CODE" = 200
 req GET "/v1/masksets?state=deleted" "$ADMIN"

@@ -383,6 +383,209 @@ static void test_fed_dropped(void)
     CHECK(next(&d, FS_AGENT_J_FACTORIZING, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_RESULT);
 }
 
+/* One secure-sum aggregation r from BEGIN through UNMASK (power jobs). */
+static void power_secagg_round(struct fs_agent_driver *d, uint32_t r)
+{
+    static const struct {
+        enum fs_agent_jphase ph;
+        enum fs_agent_step step;
+    } seq[] = {{FS_AGENT_J_MASKED, FS_AGENT_S_BEGIN},
+               {FS_AGENT_J_MASKED, FS_AGENT_S_UPLOAD},
+               {FS_AGENT_J_CONSISTENCY, FS_AGENT_S_SURVIVORS},
+               {FS_AGENT_J_CONSISTENCY, FS_AGENT_S_CONSISTENCY},
+               {FS_AGENT_J_UNMASKING, FS_AGENT_S_SIGNATURES},
+               {FS_AGENT_J_UNMASKING, FS_AGENT_S_UNMASK}};
+    enum fs_agent_step s;
+
+    for (size_t i = 0; i < sizeof seq / sizeof seq[0]; i++) {
+        CHECK_MSG(next(d, seq[i].ph, r, &s) == FS_AGENT_DO && s == seq[i].step, "r %u step %zu", r,
+                  i);
+        fs_agent_driver_done(d);
+    }
+}
+
+static void test_power_plain(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    struct fs_agent_job_view v;
+    struct fs_agent_action a;
+    enum fs_agent_step s;
+
+    /* 3 syncs + the Rayleigh upload, plain uploads */
+    CHECK_OK(
+        fs_agent_driver_init_power(&d, FS_AGENT_POWER_PLAIN, 4, 0, FS_AGENT_FAIL_NONE, 0, &err),
+        &err);
+    setup_keys(&d);
+    for (uint32_t r = 0; r < 4; r++) {
+        CHECK(next(&d, FS_AGENT_J_PLAIN_UPLOAD, r, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+        CHECK(strcmp(fs_agent_driver_phase(&d), "plain_upload") == 0);
+        fs_agent_driver_done(&d);
+        CHECK(next(&d, FS_AGENT_J_PLAIN_UPLOAD, r, &s) == FS_AGENT_DO &&
+              s == FS_AGENT_S_PLAIN_UPLOAD);
+        fs_agent_driver_done(&d);
+        CHECK(d.step == (r < 3 ? FS_AGENT_S_BEGIN : FS_AGENT_S_RESULT));
+        /* the next round is not open yet */
+        if (r < 3) {
+            CHECK(next(&d, FS_AGENT_J_PLAIN_UPLOAD, r, &s) == FS_AGENT_WAIT &&
+                  s == FS_AGENT_S_BEGIN);
+        }
+    }
+    CHECK(next(&d, FS_AGENT_J_UNKNOWN, 3, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_RESULT);
+    CHECK(next(&d, FS_AGENT_J_DONE, 3, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_DONE, 3, NULL) == FS_AGENT_FINISH);
+
+    /* missed round 1's upload: dropped for good */
+    CHECK_OK(
+        fs_agent_driver_init_power(&d, FS_AGENT_POWER_PLAIN, 4, 0, FS_AGENT_FAIL_NONE, 0, &err),
+        &err);
+    setup_keys(&d);
+    CHECK(next(&d, FS_AGENT_J_PLAIN_UPLOAD, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_PLAIN_UPLOAD, 0, NULL) == FS_AGENT_DO);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_PLAIN_UPLOAD, 1, NULL) == FS_AGENT_DO); /* BEGIN 1 */
+    fs_agent_driver_done(&d);
+    v = jv(FS_AGENT_J_PLAIN_UPLOAD, 2);
+    fs_agent_driver_next(&d, &v, &a);
+    CHECK(a.act == FS_AGENT_FAIL && strstr(a.reason, "dropped by the server") != NULL &&
+          strstr(a.reason, "plain_upload") != NULL);
+
+    /* fail_at plain_upload:2 crashes before round 2's upload, not before round 0's */
+    CHECK_OK(fs_agent_driver_init_power(&d, FS_AGENT_POWER_PLAIN, 4, 0, FS_AGENT_FAIL_PLAIN_UPLOAD,
+                                        2, &err),
+             &err);
+    setup_keys(&d);
+    for (uint32_t r = 0; r < 2; r++) {
+        for (int i = 0; i < 2; i++) {
+            CHECK(next(&d, FS_AGENT_J_PLAIN_UPLOAD, r, NULL) == FS_AGENT_DO);
+            fs_agent_driver_done(&d);
+        }
+    }
+    CHECK(next(&d, FS_AGENT_J_PLAIN_UPLOAD, 2, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+    fs_agent_driver_done(&d);
+    fs_agent_driver_next(&d, &(struct fs_agent_job_view){FS_AGENT_J_PLAIN_UPLOAD, 0, 2, NULL}, &a);
+    CHECK(a.act == FS_AGENT_CRASH && a.step == FS_AGENT_S_PLAIN_UPLOAD && a.r == 2 &&
+          strstr(a.reason, "plain_upload") != NULL);
+}
+
+static void test_power_utility(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    enum fs_agent_step s;
+    double prev = 0.0;
+
+    /* 2 syncs with a noise exchange each, then the Rayleigh sum (none) */
+    CHECK_OK(
+        fs_agent_driver_init_power(&d, FS_AGENT_POWER_UTILITY, 3, 2, FS_AGENT_FAIL_NONE, 0, &err),
+        &err);
+    setup_keys(&d);
+    for (uint32_t r = 0; r < 2; r++) {
+        power_secagg_round(&d, r);
+        CHECK(d.step == FS_AGENT_S_EXCHANGE && d.r == r);
+        CHECK(strcmp(fs_agent_driver_phase(&d), "noise_exchange") == 0);
+        CHECK(next(&d, FS_AGENT_J_UNMASKING, r, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_EXCHANGE);
+        CHECK(fs_agent_driver_progress(&d, 0, 0) >= prev);
+        prev = fs_agent_driver_progress(&d, 0, 0);
+        CHECK(next(&d, FS_AGENT_J_NOISE_EXCHANGE, r, &s) == FS_AGENT_DO &&
+              s == FS_AGENT_S_EXCHANGE);
+        fs_agent_driver_done(&d);
+        CHECK(d.step == FS_AGENT_S_BEGIN && d.r == r + 1);
+        CHECK(fs_agent_driver_progress(&d, 0, 0) > prev);
+    }
+    power_secagg_round(&d, 2);
+    CHECK(d.step == FS_AGENT_S_RESULT);
+    CHECK(next(&d, FS_AGENT_J_DONE, 2, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
+
+    /* a late exchange is skipped (our noise stays in); so is a late unmask
+     * followed by an exchange still open */
+    CHECK_OK(
+        fs_agent_driver_init_power(&d, FS_AGENT_POWER_UTILITY, 3, 2, FS_AGENT_FAIL_NONE, 0, &err),
+        &err);
+    setup_keys(&d);
+    power_secagg_round(&d, 0);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN && d.r == 1);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_UPLOAD);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_SURVIVORS);
+    fs_agent_driver_done(&d);
+    /* consistency and unmask rounds passed without us: the exchange of 1 is open */
+    CHECK(next(&d, FS_AGENT_J_NOISE_EXCHANGE, 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_EXCHANGE &&
+          d.r == 1);
+
+    /* fail_at noise_exchange:1: exchange 0 happens, 1 crashes */
+    CHECK_OK(
+        fs_agent_driver_init_power(&d, FS_AGENT_POWER_UTILITY, 3, 2, FS_AGENT_FAIL_NONE, 0, &err),
+        &err);
+    {
+        enum fs_agent_fail_at f;
+        uint32_t round = 7;
+        CHECK_OK(fs_agent_fail_at_parse_round("noise_exchange:1", &f, &round, &err), &err);
+        CHECK(f == FS_AGENT_FAIL_NOISE_EXCHANGE && round == 1);
+        CHECK_OK(fs_agent_driver_init_power(&d, FS_AGENT_POWER_UTILITY, 3, 2, f, round, &err),
+                 &err);
+    }
+    setup_keys(&d);
+    power_secagg_round(&d, 0);
+    CHECK(next(&d, FS_AGENT_J_NOISE_EXCHANGE, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_EXCHANGE);
+    fs_agent_driver_done(&d);
+    power_secagg_round(&d, 1);
+    CHECK(next(&d, FS_AGENT_J_NOISE_EXCHANGE, 1, &s) == FS_AGENT_CRASH && s == FS_AGENT_S_EXCHANGE);
+}
+
+static void test_power_secagg_dropout(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    struct fs_agent_action a;
+    enum fs_agent_fail_at f;
+    uint32_t round = 0;
+    enum fs_agent_step s;
+
+    /* masked_input:2 of 4 aggregations: rounds 0, 1 complete, round 2 crashes */
+    CHECK_OK(fs_agent_fail_at_parse_round("masked_input:2", &f, &round, &err), &err);
+    CHECK(f == FS_AGENT_FAIL_MASKED_INPUT && round == 2);
+    CHECK_OK(fs_agent_driver_init_power(&d, FS_AGENT_POWER_SECAGG, 4, 0, f, round, &err), &err);
+    setup_keys(&d);
+    power_secagg_round(&d, 0);
+    power_secagg_round(&d, 1);
+    CHECK(d.step == FS_AGENT_S_BEGIN && d.r == 2);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 2, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+    fs_agent_driver_done(&d);
+    fs_agent_driver_next(&d, &(struct fs_agent_job_view){FS_AGENT_J_MASKED, 0, 2, NULL}, &a);
+    CHECK(a.act == FS_AGENT_CRASH && a.step == FS_AGENT_S_UPLOAD && a.r == 2);
+    /* no exchange steps without utility */
+    CHECK_OK(
+        fs_agent_driver_init_power(&d, FS_AGENT_POWER_SECAGG, 2, 0, FS_AGENT_FAIL_NONE, 0, &err),
+        &err);
+    setup_keys(&d);
+    power_secagg_round(&d, 0);
+    CHECK(d.step == FS_AGENT_S_BEGIN && d.r == 1);
+    /* the survivors went on to aggregation 1 while we computed: dropped */
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 1, &s) == FS_AGENT_FAIL && s == FS_AGENT_S_BEGIN);
+
+    /* parameters */
+    CHECK(fs_agent_driver_init_power(&d, FS_AGENT_POWER_SECAGG, 3, 1, FS_AGENT_FAIL_NONE, 0,
+                                     &err) == FS_EINVAL);
+    CHECK(fs_agent_driver_init_power(&d, FS_AGENT_POWER_UTILITY, 3, 4, FS_AGENT_FAIL_NONE, 0,
+                                     &err) == FS_EINVAL);
+    CHECK(fs_agent_driver_init_power(&d, FS_AGENT_POWER_NONE, 3, 0, FS_AGENT_FAIL_NONE, 0, &err) ==
+          FS_EINVAL);
+    CHECK(fs_agent_fail_at_parse_round("share_keys:1", &f, &round, &err) == FS_EINVAL);
+    CHECK(fs_agent_fail_at_parse_round("masked_input:", &f, &round, &err) == FS_EINVAL);
+    CHECK(fs_agent_fail_at_parse_round("masked_input:1x", &f, &round, &err) == FS_EINVAL);
+    CHECK(fs_agent_fail_at_parse_round("masked_input:123456", &f, &round, &err) == FS_EINVAL);
+    CHECK(fs_agent_fail_at_parse_round("lunch:1", &f, &round, &err) == FS_EINVAL);
+    CHECK_OK(fs_agent_fail_at_parse_round("unmasking", &f, &round, &err), &err);
+    CHECK(f == FS_AGENT_FAIL_UNMASKING && round == 0);
+    CHECK(fs_agent_jphase_parse("noise_exchange") == FS_AGENT_J_NOISE_EXCHANGE &&
+          fs_agent_jphase_parse("plain_upload") == FS_AGENT_J_PLAIN_UPLOAD);
+    CHECK(strcmp(fs_agent_step_name(FS_AGENT_S_EXCHANGE), "exchange") == 0);
+}
+
 int main(void)
 {
     RUN(test_happy_path);
@@ -395,5 +598,8 @@ int main(void)
     RUN(test_progress_monotone);
     RUN(test_fed_flow);
     RUN(test_fed_dropped);
+    RUN(test_power_plain);
+    RUN(test_power_utility);
+    RUN(test_power_secagg_dropout);
     return TEST_END("test_agent_driver");
 }

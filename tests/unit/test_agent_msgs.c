@@ -66,7 +66,7 @@ static void ed_fail_at_num(json_t *j)
 }
 static void ed_algo(json_t *j)
 {
-    json_object_set_new(json_object_get(j, "invitation"), "algorithm", json_string("fedpower"));
+    json_object_set_new(json_object_get(j, "invitation"), "algorithm", json_string("fedprox"));
 }
 static void ed_shape_big(json_t *j)
 {
@@ -371,6 +371,60 @@ static void test_agg_fed(void)
     json_decref(j);
 }
 
+static void test_agg_power(void)
+{
+    struct fs_agent_agg a;
+    struct fs_err err = {0};
+    /* plain fedpower: no chunks */
+    json_t *j = load("{\"index\":2,\"kind\":\"sync\",\"sync\":2,\"iteration\":8,\"length\":12,"
+                     "\"rows\":6,\"cols\":2,\"chunk_words\":0,\"chunks\":0,"
+                     "\"phase\":\"plain_upload\",\"active\":[1,3],"
+                     "\"z\":{\"shape\":[6,2],\"sha256\":\"00112233445566778899aabbccddeeff"
+                     "00112233445566778899aabbccddeeff\"},\"survivors\":null,"
+                     "\"signatures\":null}");
+
+    CHECK_OK(fs_agent_agg_parse(j, 2, 3, 12, &a, &err), &err);
+    CHECK(a.power && !a.is_rayleigh && !a.fed && a.iteration == 8 && a.z_rows == 6 &&
+          a.z_cols == 2 && a.z_sha256[1] == 0x11 && a.chunks == 0);
+    CHECK(a.phase == FS_AGENT_J_PLAIN_UPLOAD && a.nactive == 2 && a.active[1] == 3);
+    fs_agent_agg_clear(&a);
+    /* secure aggregation: chunks as for secure-sum, no fixed point */
+    json_object_set_new(j, "chunk_words", json_integer(5));
+    json_object_set_new(j, "chunks", json_integer(3));
+    CHECK_OK(fs_agent_agg_parse(j, 2, 3, 12, &a, &err), &err);
+    CHECK(a.chunks == 3 && a.fp.summands == 0);
+    fs_agent_agg_clear(&a);
+    json_object_set_new(j, "chunks", json_integer(2));
+    CHECK(fs_agent_agg_parse(j, 2, 3, 12, &a, &err) == FS_EINVAL && strstr(err.msg, "chunks"));
+    json_object_set_new(j, "chunks", json_integer(3));
+    json_object_set_new(j, "kind", json_string("rayleigh"));
+    CHECK_OK(fs_agent_agg_parse(j, 2, 3, 12, &a, &err), &err);
+    CHECK(a.is_rayleigh);
+    fs_agent_agg_clear(&a);
+    json_object_set_new(j, "z", json_pack("{s:[i, i], s:s}", "shape", 6, 2, "sha256", "zz"));
+    CHECK(fs_agent_agg_parse(j, 2, 3, 12, &a, &err) == FS_EFORMAT && strstr(err.msg, "z"));
+    json_object_set_new(j, "z", json_null());
+    CHECK(fs_agent_agg_parse(j, 2, 3, 12, &a, &err) == FS_EFORMAT);
+    json_object_del(j, "iteration");
+    CHECK(fs_agent_agg_parse(j, 2, 3, 12, &a, &err) == FS_EFORMAT && strstr(err.msg, "iteration"));
+    json_decref(j);
+}
+
+static void test_job_power(void)
+{
+    struct fs_agent_job job;
+    struct fs_err err = {0};
+    json_t *j = load("{\"id\":\"" JOB "\",\"algorithm\":\"dp-ppm\",\"phase\":\"noise_exchange\","
+                     "\"state\":\"running\",\"aggregation\":2,\"aggregations\":5,"
+                     "\"parties\":3,\"threshold\":2,\"cols\":7,\"error\":null}");
+
+    CHECK_OK(fs_agent_job_parse(j, &job, &err), &err);
+    CHECK(job.cols == 7 && job.phase == FS_AGENT_J_NOISE_EXCHANGE && job.aggregations == 5);
+    json_object_set_new(j, "algorithm", json_string("secure-sum"));
+    CHECK(fs_agent_job_parse(j, &job, &err) == FS_EFORMAT && strstr(err.msg, "shape"));
+    json_decref(j);
+}
+
 static void test_job_fed(void)
 {
     struct fs_agent_job job;
@@ -451,6 +505,8 @@ int main(void)
     RUN(test_job_fed);
     RUN(test_job);
     RUN(test_agg);
+    RUN(test_agg_power);
+    RUN(test_job_power);
     RUN(test_result);
     RUN(test_max_abs_exp);
     return TEST_END("test_agent_msgs");

@@ -683,6 +683,129 @@ static void test_keys_codec(void)
     fs_fedsvd_maskset_free(ms);
 }
 
+/* Collects a key file in memory. */
+struct membuf {
+    uint8_t *p;
+    size_t n;
+};
+
+static int mem_sink(void *ctx, const uint8_t *buf, size_t n, struct fs_err *err)
+{
+    struct membuf *m = ctx;
+    uint8_t *q = realloc(m->p, m->n + n);
+
+    if (q == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    memcpy(q + m->n, buf, n);
+    m->p = q;
+    m->n += n;
+    return 0;
+}
+
+/* The masking server's wire: keys -> .npy files + descriptions -> assembled keys. */
+static void test_keys_npy_pieces(void)
+{
+    struct fs_err err = {0};
+    static const size_t sz[] = {9, 14};
+    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 23, 5, 2, sz, 8, 0};
+    uint8_t seed[32] = {9};
+    fs_fedsvd_maskset *ms = NULL;
+    struct fs_fedsvd_keys *k = NULL, *k2 = NULL;
+    struct fs_fedsvd_piece_desc d[8];
+    struct membuf f[8][2];
+    uint8_t id[32];
+    size_t n;
+    fs_fedsvd_keys_asm *a = NULL;
+    fs_mat *d1 = NULL, *d2 = NULL;
+
+    memset(f, 0, sizeof f);
+    CHECK_OK(fs_fedsvd_maskset_new(&job, seed, &ms, &err), &err);
+    CHECK_OK(fs_fedsvd_maskset_party(ms, 2, &k, &err), &err);
+    n = k->a_slab->npieces;
+    CHECK(n >= 2 && n <= 8);
+    for (size_t p = 0; p < n; p++) {
+        for (int w = 0; w < 2; w++) {
+            CHECK_OK(fs_fedsvd_keyfile_write(k, p, (enum fs_fedsvd_keyfile)w, mem_sink, &f[p][w],
+                                             &d[p], &err),
+                     &err);
+            CHECK(f[p][w].n == fs_fedsvd_keyfile_len(d[p].r, d[p].c, (enum fs_fedsvd_keyfile)w));
+            CHECK(f[p][w].n % 8 == 0 && f[p][w].p[0] == 0x93); /* header padded to 64 */
+        }
+    }
+    CHECK(memcmp(f[0][1].p + 10, "{'descr': '<f8', 'fortran_order': True, 'shape': (", 50) == 0);
+    CHECK(memcmp(f[0][0].p + 10, "{'descr': '<u8', 'fortran_order': False, 'shape': (", 51) == 0);
+    CHECK_OK(fs_fedsvd_keys_id(k, d, n, id, &err), &err);
+
+    /* the round trip gives the same slab */
+    CHECK_OK(fs_fedsvd_keys_asm_new(k, d, n, id, 0, &a, &err), &err);
+    for (size_t p = n; p-- > 0;) { /* any order */
+        CHECK_OK(fs_fedsvd_keys_asm_add(a, p, FS_FEDSVD_KEYFILE_BLOCK, f[p][1].p, f[p][1].n, &err),
+                 &err);
+        CHECK_OK(fs_fedsvd_keys_asm_add(a, p, FS_FEDSVD_KEYFILE_ROWS, f[p][0].p, f[p][0].n, &err),
+                 &err);
+    }
+    CHECK(fs_fedsvd_keys_asm_add(a, 0, FS_FEDSVD_KEYFILE_ROWS, f[0][0].p, f[0][0].n, &err) ==
+          FS_ESTATE);
+    CHECK_OK(fs_fedsvd_keys_asm_finish(a, &k2, &err), &err);
+    fs_fedsvd_keys_asm_free(a);
+    a = NULL;
+    CHECK_OK(fs_mask_slab_to_dense(k->a_slab, &d1, &err), &err);
+    if (k2 != NULL) {
+        CHECK(k2->offset == 9 && k2->size == 14 && memcmp(k2->b_seed, k->b_seed, 32) == 0);
+        CHECK_OK(fs_mask_slab_to_dense(k2->a_slab, &d2, &err), &err);
+    }
+    CHECK(d1 != NULL && d2 != NULL && tl_max_diff(d1, d2) == 0.0);
+
+    /* a manifest that does not hang together is refused before any file */
+    {
+        struct fs_fedsvd_piece_desc e[8];
+        uint8_t id2[32];
+        memcpy(e, d, sizeof e);
+        e[1].col0++; /* a gap */
+        CHECK_OK(fs_fedsvd_keys_id(k, e, n, id2, &err), &err);
+        CHECK(fs_fedsvd_keys_asm_new(k, e, n, id2, 0, &a, &err) == FS_EFORMAT && a == NULL);
+        CHECK(fs_fedsvd_keys_asm_new(k, d, n - 1, id, 0, &a, &err) == FS_EFORMAT); /* short */
+        memcpy(id2, id, 32);
+        id2[5] ^= 1;
+        CHECK(fs_fedsvd_keys_asm_new(k, d, n, id2, 0, &a, &err) == FS_EFORMAT); /* keys_id */
+        CHECK(fs_fedsvd_keys_asm_new(k, d, n, id, 100, &a, &err) == FS_ERANGE); /* over the cap */
+        CHECK(a == NULL);
+    }
+    /* files that are not the manifest's */
+    CHECK_OK(fs_fedsvd_keys_asm_new(k, d, n, id, 0, &a, &err), &err);
+    {
+        uint8_t *bad = malloc(f[0][1].n);
+        memcpy(bad, f[0][1].p, f[0][1].n);
+        bad[f[0][1].n - 1] ^= 1; /* one bit of one value */
+        CHECK(fs_fedsvd_keys_asm_add(a, 0, FS_FEDSVD_KEYFILE_BLOCK, bad, f[0][1].n, &err) ==
+              FS_EFORMAT);
+        CHECK(fs_fedsvd_keys_asm_add(a, 0, FS_FEDSVD_KEYFILE_BLOCK, f[0][1].p, f[0][1].n - 8,
+                                     &err) == FS_EFORMAT); /* truncated */
+        CHECK(fs_fedsvd_keys_asm_add(a, 0, FS_FEDSVD_KEYFILE_BLOCK, f[1][1].p, f[1][1].n, &err) ==
+              FS_EFORMAT); /* another piece's */
+        CHECK(fs_fedsvd_keys_asm_add(a, n, FS_FEDSVD_KEYFILE_ROWS, f[0][0].p, f[0][0].n, &err) ==
+              FS_EFORMAT); /* no such piece */
+        free(bad);
+    }
+    CHECK_OK(fs_fedsvd_keys_asm_add(a, 0, FS_FEDSVD_KEYFILE_ROWS, f[0][0].p, f[0][0].n, &err),
+             &err);
+    {
+        struct fs_fedsvd_keys *none = NULL;
+        CHECK(fs_fedsvd_keys_asm_finish(a, &none, &err) == FS_ESTATE && none == NULL);
+    }
+    fs_fedsvd_keys_asm_free(a); /* wipes the partial slab */
+    for (size_t p = 0; p < n; p++) {
+        free(f[p][0].p);
+        free(f[p][1].p);
+    }
+    fs_mat_free(d1);
+    fs_mat_free(d2);
+    fs_fedsvd_keys_free(k);
+    fs_fedsvd_keys_free(k2);
+    fs_fedsvd_maskset_free(ms);
+}
+
 static void test_exponents_and_misuse(void)
 {
     struct fs_err err = {0};
@@ -791,6 +914,7 @@ int main(void)
     RUN(test_dropout_before_input);
     RUN(test_dropout_after_upload);
     RUN(test_keys_codec);
+    RUN(test_keys_npy_pieces);
     RUN(test_exponents_and_misuse);
     return TEST_END("test_fedsvd");
 }

@@ -171,11 +171,23 @@ static void test_choose_block(void)
 {
     CHECK(fs_mask_choose_block(100, 50, 0) == 100);
     CHECK(fs_mask_choose_block(4096, 9000, 0) == 4096);
-    CHECK(fs_mask_choose_block(70000, 784, 0) == 4096);
-    CHECK(fs_mask_choose_block(70000, 6000, 0) == 6000);
+    CHECK(fs_mask_choose_block(70000, 784, 0) == 1030);  /* 68 blocks of 1029-1030 */
+    CHECK(fs_mask_choose_block(10000, 1000, 0) == 1112); /* 9 blocks of 1111-1112 >= 1024 */
+    CHECK(fs_mask_choose_block(50000, 1000, 0) == 1042); /* 48 blocks of 1041-1042 */
+    CHECK(fs_mask_choose_block(70000, 6000, 0) == 6364); /* 11 blocks of >= 6000 */
+    CHECK(fs_mask_choose_block(4097, 4000, 0) == 4097);  /* one block: two would be < 4000 */
     CHECK(fs_mask_choose_block(70000, 60000, 0) == 16384);
     CHECK(fs_mask_choose_block(70000, 60000, 8192) == 8192);
     CHECK(fs_mask_choose_block(5000, 6000, 0) == 5000);
+    /* every balanced block of the default is at least max(other, FS_MASK_MIN_BLOCK) */
+    for (size_t n = FS_MASK_DENSE_MAX + 1; n < 40000; n += 997) {
+        for (size_t o = 1; o < 9000; o += 1201) {
+            size_t b = fs_mask_choose_block(n, o, 0);
+            size_t nb = n / b + (n % b != 0);
+            size_t t = o > FS_MASK_MIN_BLOCK ? o : FS_MASK_MIN_BLOCK;
+            CHECK(b <= n && n / nb >= (t < n ? t : n));
+        }
+    }
 }
 
 static void test_block_layout(void)

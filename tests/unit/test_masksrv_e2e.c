@@ -1,18 +1,18 @@
 /* masking-server end to end on loopback: starts the real binary (the
  * build's bin/masking-server, next to this test's directory), creates mask
  * sets through its admin API, downloads every party's keys with that party's
- * mask token (lib/net's HTTP client), decodes them with
- * fs_fedsvd_keys_decode and checks what the keys are for:
+ * mask token (lib/net's HTTP client: the manifest and every .npy file),
+ * assembles them with fs_fedsvd_keys_asm_* and checks what the keys are for:
  *
  *  - the parties' slabs stack to an orthogonal A (A^T A = I to 1e-12), with
  *    one and with several diagonal blocks, for both partitions; every party
- *    gets the same seed of B, and B from it is orthogonal; the blob size is
- *    the status's key_bytes;
+ *    gets the same seed of B, and B from it is orthogonal; the files' total
+ *    size is the status's key_bytes;
  *  - a whole FedSVD with the downloaded keys (parties encode, the ring sum is
  *    decoded and factorized, parties recover) gives the singular values of
  *    the pooled matrix and each party's exact factorization;
- *  - SIGTERM exits 0; a restart keeps the mask set and serves byte-identical
- *    keys; the seed file is 0600 in a 0700 directory;
+ *  - SIGTERM exits 0; a restart keeps the mask set and serves the same
+ *    manifest (keys_id and file digests); the seed file is 0600 in a 0700 directory;
  *  - DELETE destroys the seed file, keys then answer 410, the job id can get
  *    a new mask set.
  *
@@ -24,6 +24,7 @@
 #include "la/mask.h"
 #include "la/mat.h"
 #include "la/svd.h"
+#include "maskkeys.h"
 #include "net/http_client.h"
 #include "proto/fedsvd.h"
 #include "test.h"
@@ -231,7 +232,7 @@ static int create(const struct server *s, const char *spec, struct created *c)
     return ok ? 0 : -1;
 }
 
-/* Download party i's blob. */
+/* Download party i's keys manifest. */
 static long download(const struct server *s, const struct created *c, uint32_t i, char **blob,
                      size_t *len)
 {
@@ -241,29 +242,76 @@ static long download(const struct server *s, const struct created *c, uint32_t i
     return call(s, c->token[i], "GET", path, NULL, blob, len);
 }
 
-/* Download and decode every party's keys. */
-static int fetch_all(const struct server *s, const struct created *c, struct fs_fedsvd_keys **keys)
+/* Party i's keys as the agent gets them: the manifest, then every .npy file,
+ * assembled and checked by fs_fedsvd_keys_asm_*. */
+static int fetch_party(const struct server *s, const struct created *c, uint32_t i,
+                       struct fs_fedsvd_keys **out)
 {
     struct fs_err err = {0};
+    struct fs_maskkeys man;
+    fs_fedsvd_keys_asm *as = NULL;
+    char *body = NULL;
+    size_t len = 0;
+    uint64_t total = 0;
+    json_t *j = NULL;
+    long st = download(s, c, i, &body, &len);
+    int rc = -1;
 
+    memset(&man, 0, sizeof man);
+    if (st != 200 || body == NULL) {
+        fprintf(stderr, "  party %u keys: status %ld\n", i, st);
+        free(body);
+        return -1;
+    }
+    j = json_loadb(body, len, 0, NULL);
+    fs_fedsvd_wipe_free(body, len);
+    if (j == NULL || fs_maskkeys_decode(j, &man, &err) != 0 ||
+        fs_fedsvd_keys_asm_new(&man.hdr, man.pieces, man.npieces, man.keys_id, 0, &as, &err) != 0) {
+        fprintf(stderr, "  party %u manifest: %s\n", i, err.msg);
+        goto out;
+    }
+    CHECK(strcmp(man.maskset, c->id) == 0);
+    for (size_t p = 0; p < man.npieces; p++) {
+        for (int f = 0; f < 2; f++) {
+            enum fs_fedsvd_keyfile which =
+                f == 0 ? FS_FEDSVD_KEYFILE_ROWS : FS_FEDSVD_KEYFILE_BLOCK;
+            char name[48];
+            char path[256];
+            fs_maskkeys_file_name(p, which, name, sizeof name);
+            snprintf(path, sizeof path, "/v1/masksets/%s/parties/%u/keys/%s", c->id, i, name);
+            st = call(s, c->token[i], "GET", path, NULL, &body, &len);
+            if (st != 200 ||
+                fs_fedsvd_keys_asm_add(as, p, which, (const uint8_t *)body, len, &err) != 0) {
+                fprintf(stderr, "  party %u %s: status %ld %s\n", i, name, st, err.msg);
+                fs_fedsvd_wipe_free(body, len);
+                goto out;
+            }
+            total += len;
+            fs_fedsvd_wipe_free(body, len);
+        }
+    }
+    CHECK_MSG(total == c->key_bytes[i], "party %u files %llu bytes, status says %llu", i,
+              (unsigned long long)total, (unsigned long long)c->key_bytes[i]);
+    if (fs_fedsvd_keys_asm_finish(as, out, &err) != 0) {
+        fprintf(stderr, "  party %u assemble: %s\n", i, err.msg);
+        goto out;
+    }
+    rc = 0;
+out:
+    json_decref(j);
+    fs_fedsvd_keys_asm_free(as);
+    fs_maskkeys_clear(&man);
+    return rc;
+}
+
+/* Download and assemble every party's keys. */
+static int fetch_all(const struct server *s, const struct created *c, struct fs_fedsvd_keys **keys)
+{
     for (uint32_t i = 1; i <= c->k; i++) {
-        char *blob = NULL;
-        size_t len = 0;
-        long st = download(s, c, i, &blob, &len);
         keys[i] = NULL;
-        if (st != 200 || blob == NULL) {
-            fprintf(stderr, "  party %u keys: status %ld\n", i, st);
-            free(blob);
+        if (fetch_party(s, c, i, &keys[i]) != 0) {
             return -1;
         }
-        CHECK_MSG(len == c->key_bytes[i], "party %u blob %zu bytes, status says %llu", i, len,
-                  (unsigned long long)c->key_bytes[i]);
-        if (fs_fedsvd_keys_decode((const uint8_t *)blob, len, &keys[i], &err) != 0) {
-            fprintf(stderr, "  party %u decode: %s\n", i, err.msg);
-            fs_fedsvd_wipe_free(blob, len);
-            return -1;
-        }
-        fs_fedsvd_wipe_free(blob, len);
         CHECK(keys[i]->party == i && keys[i]->parties == c->k);
     }
     return 0;

@@ -1,0 +1,215 @@
+/* The machinery of `fedsvd local` that the algorithm families share
+ * (cmd_local.c: secure-sum, fedsvd, fedpca; cmd_local_power.c: the power
+ * methods): child processes of the services on loopback ports, the run's
+ * temporary root with its tokens, the job's agents and participations, and
+ * the pieces of the summary. Every int function returns a CLI_* exit status
+ * after printing its one-line diagnostic (cli.h), unless it says otherwise. */
+#ifndef FS_CLI_LOCAL_H
+#define FS_CLI_LOCAL_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "cli.h"
+#include "net/auth.h"
+#include "orch.h"
+
+#define LOCAL_MAX_PARTIES 100
+#define LOCAL_PATH        4096
+
+/* --fail-party phases: the first LOCAL_FAIL_SECAGG are those of every
+ * secure sum; the power methods add noise_exchange and plain_upload. */
+#define LOCAL_FAIL_SECAGG 5
+#define LOCAL_FAIL_POWER  7
+
+struct proc {
+    char name[32];
+    char bin[LOCAL_PATH];
+    char dir[LOCAL_PATH]; /* --data-dir */
+    char log[LOCAL_PATH]; /* stdout+stderr */
+    char url[64];
+    uint16_t port;
+    pid_t pid;  /* > 0 while it may be running */
+    int reaped; /* 1 once waited for; status holds the wait status */
+    int status;
+    int killed;       /* 1 when it needed SIGKILL */
+    int attempts;     /* spawns so far */
+    fs_httpc *http;   /* client with the admin / operator token */
+    long long hwm_kb; /* peak resident memory (VmHWM) read before stopping; -1 unknown */
+    double cpu_s;     /* user + system CPU seconds read before stopping; -1 unknown */
+};
+
+/* Everything one run holds; freed by local_free. */
+struct local {
+    const char *cmd;
+    size_t k;
+    char **files;       /* absolute paths, k of them */
+    const char **shown; /* as given on the command line */
+    int *fail_at;       /* index into k_phases, or -1 */
+    int *fail_round;    /* power methods: the aggregation of fail_at, or -1 (any: the first) */
+    size_t thr;
+    double round_timeout, timeout;
+    int keep, json;
+    const char *out;
+    char bin_dir[LOCAL_PATH];
+    char root[LOCAL_PATH]; /* temporary directory, "" when none */
+    char admin_tok[FS_AUTH_TOKEN_GEN_LEN + 1];
+    char op_tok[FS_AUTH_TOKEN_GEN_LEN + 1];
+    char admin_file[LOCAL_PATH];
+    char op_file[LOCAL_PATH];
+    size_t rows, cols;
+    struct proc server;
+    struct proc *agents;
+    char job_id[ORCH_ID_MAX];
+    char **part_ids; /* participation id per agent */
+    json_t *job;     /* last Job seen */
+    json_t *parts;   /* array: last Participation per agent (or null) */
+    json_t *manifest;
+    char sum_sha[65];
+    double t_start, t_ready, t_created, t_finished;
+    struct orch_progress prog;
+    /* fedsvd / fedpca */
+    int fed, pca; /* algorithm fedsvd / fedpca */
+    int features; /* partition features (else samples) */
+    int standardize, allow_dropouts;
+    size_t ksvd;           /* --k, 0 = thin */
+    size_t block;          /* --block-size, 0 = default */
+    int randomized;        /* --method randomized */
+    size_t *sizes;         /* rows (samples) or cols (features) of each party */
+    size_t n_rows, n_cols; /* the pooled matrix */
+    struct proc masker;
+    char maskset[ORCH_ID_MAX];
+    json_t *party_manifests; /* array: each done party's result manifest (or null) */
+    double masker_bytes_in, masker_bytes_out; /* from its /metrics; -1 unknown */
+    json_t *shared_check;                     /* {"file": max |difference| between parties} */
+    double t_mask;                            /* seconds to create the mask set */
+    json_t *verify;                           /* --verify: the comparison with a centralised SVD */
+};
+
+/* Signal handlers of a run (SIGINT, SIGTERM, SIGHUP set a stop flag that
+ * every wait loop checks); the previous ones are restored by local_signals_restore. */
+struct local_signals {
+    struct sigaction old_int, old_term, old_hup;
+    int on;
+};
+
+void local_signals_install(struct local_signals *s);
+void local_signals_restore(struct local_signals *s);
+
+/** The usage text of `fedsvd local` (all algorithms). */
+void local_help(void);
+
+/** Party i's fail_at as the agent takes it ("masked_input", "masked_input:2"), or null. */
+json_t *local_fail_json(const struct local *L, size_t i);
+
+/* ---- setup ---- */
+
+/** Take every --party/--fail-party/--input (repeatable) out of argv; the rest goes to rest[]. */
+int local_split_repeated(const char *cmd, int argc, char **argv, const char **party, size_t *nparty,
+                         const char **fail, size_t *nfail, const char **input, size_t *ninput,
+                         char **rest, int *nrest);
+
+/**
+ * local_split_repeated, then cli_parse of the rest (rest: argc + 1 entries).
+ * --help anywhere sets *help and wins over a bad option (CLI_OK then).
+ */
+int local_parse_args(const char *cmd, int argc, char **argv, const struct cli_opt *opts,
+                     size_t nopts, const char **party, size_t *nparty, const char **fail,
+                     size_t *nfail, const char **input, size_t *ninput, char **rest, int *help);
+
+/** The per-party arrays of L (L->k parties) and the --fail-party values (nphases allowed). */
+int local_alloc(struct local *L, const char **fail, size_t nfail, size_t nphases);
+
+/** Write summary (if not NULL) as L->out/summary.json; returns rc, or the write's failure. */
+int local_write_summary(struct local *L, json_t *summary, int rc);
+
+/**
+ * "I:PHASE" into fail_at[I-1]; PHASE among the first nphases of
+ * local_fail_name. With fail_round (not NULL) also "I:PHASE:R" (R into
+ * fail_round[I-1], -1 without), for the phases of every aggregation.
+ */
+int local_parse_fail(const char *cmd, const char *s, size_t k, size_t nphases, int *fail_at,
+                     int *fail_round);
+
+int local_find_bin_dir(struct local *L, const char *given);
+
+/** The temporary root (under TMPDIR), the admin and operator tokens and their 0600 files. */
+int local_setup_root(struct local *L);
+
+/** Paths of p (bin from L->bin_dir, data dir and log under the root). */
+int local_init_proc(struct local *L, struct proc *p, const char *name, const char *bin);
+
+/** Start the server (and masker when L->fed) and the L->k agents; wait until all are ready. */
+int local_start_services(struct local *L);
+
+/** Remove result files of an earlier run from L->out (and its party-<i>/ directories). */
+void local_remove_stale(struct local *L);
+
+/* ---- the job ---- */
+
+/** local_start_services, then the clock and the progress line; *error says what failed. */
+int local_start(struct local *L, char *error, size_t error_cap);
+
+/**
+ * Hand the invitations to the agents and follow the job to its end. A job
+ * that failed is an error (exit 1) naming the server's reason, also in *error.
+ */
+int local_drive(struct local *L, const json_t *invs, char *error, size_t error_cap);
+
+/** Hand each agent its invitation (by "party") and its file; records participation ids. */
+int local_join_agents(struct local *L, const json_t *invs);
+
+/** Poll the job (progress line) until it is no longer running; checks the children. */
+int local_follow_job(struct local *L);
+
+/** Poll every participation until done/failed or wait_s seconds. */
+int local_settle_agents(struct local *L, double wait_s);
+
+/** Re-read the job's status (best effort). */
+void local_refresh_job(struct local *L);
+
+/** The sha256 of file `name` in a result manifest's "files", or NULL. */
+const char *local_manifest_sha(const json_t *m, const char *name);
+
+/* ---- the end ---- */
+
+/** Read every child's peak memory, then stop them all (SIGTERM, then SIGKILL). */
+void local_stop(struct local *L);
+
+/** Copy the services' logs to L->out/logs/. */
+void local_copy_logs(struct local *L);
+
+/** Remove the temporary root (or say where it is with --keep). */
+void local_drop_root(struct local *L);
+
+void local_rm_rf(const char *path, int depth);
+void local_free(struct local *L);
+
+/* ---- summary pieces ---- */
+
+long long local_read_hwm_kb(pid_t pid);
+json_t *local_proc_json(const struct proc *p);
+json_t *local_hwm_json(const struct proc *p);
+/** Slowest party's seconds per phase, from L->party_manifests' "party_timings". */
+json_t *local_party_phase_max(const struct local *L);
+int local_id_in(const json_t *arr, size_t id);
+/** A copy of obj[key] when test accepts it, else null. New reference. */
+json_t *local_copy_if(const json_t *obj, const char *key, int (*test)(const json_t *));
+int local_is_num(const json_t *v);
+int local_is_str(const json_t *v);
+int local_is_arr(const json_t *v);
+int local_is_obj(const json_t *v);
+
+/* ---- the power methods (cmd_local_power.c) ---- */
+
+/** `fedsvd local --algorithm <power method> ...` (argv as for cmd_local). */
+int cmd_local_power(int argc, char **argv);
+
+/** The power methods' lines of `fedsvd local --help`. */
+void local_power_help(void);
+
+#endif
