@@ -1,5 +1,6 @@
 /* Job spec, invitation and job-id codecs: see jobs.h. */
 #include "jobs.h"
+#include "../lib/core/hex.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -329,20 +330,6 @@ static int only_for(const json_t *obj, const char *key, int ok, const char *what
     return 0;
 }
 
-static int hex_nibble(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 static int seed_field(const json_t *obj, int need, struct fs_job_fedpower *out, struct fs_err *err)
 {
     char buf[80];
@@ -358,8 +345,8 @@ static int seed_field(const json_t *obj, int need, struct fs_job_fedpower *out, 
         return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
     }
     for (int i = 0; i < 32; i++) {
-        int hi = hex_nibble(buf[2 * i]);
-        int lo = hex_nibble(buf[2 * i + 1]);
+        int hi = fs_hex_digit(buf[2 * i]);
+        int lo = fs_hex_digit(buf[2 * i + 1]);
         if (hi < 0 || lo < 0) {
             return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
         }

@@ -1,5 +1,6 @@
 /* Option parsing, number parsing and output helpers shared by the commands. */
 #include "cli.h"
+#include "core/hex.h"
 
 #include <errno.h>
 #include <math.h>
@@ -287,20 +288,6 @@ int cli_parse_format(const char *cmd, const char *s, int *json)
     return cli_usage_error(cmd, "--format: expected 'text' or 'json', got '%s'", s);
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 int cli_parse_seed(const char *cmd, const char *s, uint8_t key[32], char hex[65])
 {
     static const char digits[] = "0123456789abcdef";
@@ -313,8 +300,8 @@ int cli_parse_seed(const char *cmd, const char *s, uint8_t key[32], char hex[65]
         }
     } else if (strlen(s) == 64) {
         for (size_t i = 0; i < 32; i++) {
-            int hi = hexval(s[2 * i]);
-            int lo = hexval(s[2 * i + 1]);
+            int hi = fs_hex_digit(s[2 * i]);
+            int lo = fs_hex_digit(s[2 * i + 1]);
             if (hi < 0 || lo < 0) {
                 return cli_usage_error(cmd,
                                        "--seed: expected 64 hex digits or an integer, got '%s'", s);

@@ -1,4 +1,5 @@
 #include "http_server.h"
+#include "../core/hex.h"
 
 #include "log.h"
 
@@ -344,20 +345,6 @@ int fs_http_server_route(fs_http_server *s, const struct fs_http_route *route, s
 
 /* ------------------------------------------------------------ path decoding */
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 /* Strict percent-decoding of n bytes into a new string: "%" must be
  * followed by two hex digits and must not decode to NUL. */
 static char *pct_decode(const char *s, size_t n)
@@ -370,8 +357,8 @@ static char *pct_decode(const char *s, size_t n)
     }
     for (size_t i = 0; i < n; i++) {
         if (s[i] == '%') {
-            int hi = i + 1 < n ? hexval(s[i + 1]) : -1;
-            int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+            int hi = i + 1 < n ? fs_hex_digit(s[i + 1]) : -1;
+            int lo = i + 2 < n ? fs_hex_digit(s[i + 2]) : -1;
             if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
                 free(out);
                 return NULL;

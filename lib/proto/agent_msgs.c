@@ -1,4 +1,5 @@
 #include "agent_msgs.h"
+#include "../core/hex.h"
 
 #include "../../api/wire.h"
 
@@ -637,20 +638,6 @@ int fs_agent_file_name_ok(const char *name)
     return 1;
 }
 
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    if (c >= 'A' && c <= 'F') {
-        return c - 'A' + 10;
-    }
-    return -1;
-}
-
 static int parse_file(const json_t *e, size_t i, struct fs_agent_file *f, struct fs_err *err)
 {
     char what[32];
@@ -676,8 +663,8 @@ static int parse_file(const json_t *e, size_t i, struct fs_agent_file *f, struct
         return fs_err_set(err, FS_EFORMAT, "%s.sha256: expected 64 hex digits", what);
     }
     for (size_t q = 0; q < 32; q++) {
-        int hi = hexval(hex[2 * q]);
-        int lo = hexval(hex[2 * q + 1]);
+        int hi = fs_hex_digit(hex[2 * q]);
+        int lo = fs_hex_digit(hex[2 * q + 1]);
         if (hi < 0 || lo < 0) {
             return fs_err_set(err, FS_EFORMAT, "%s.sha256: expected 64 hex digits", what);
         }

@@ -1,0 +1,29 @@
+#include "hex.h"
+
+int fs_hex_digit(char c)
+{
+    if (c >= '0' && c <= '9') {
+        return c - '0';
+    }
+    if (c >= 'a' && c <= 'f') {
+        return c - 'a' + 10;
+    }
+    if (c >= 'A' && c <= 'F') {
+        return c - 'A' + 10;
+    }
+    return -1;
+}
+
+int fs_hex_decode(const char *s, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        int hi = fs_hex_digit(s[2 * i]);
+        int lo = hi < 0 ? -1 : fs_hex_digit(s[2 * i + 1]);
+
+        if (lo < 0) {
+            return -1;
+        }
+        out[i] = (uint8_t)(hi << 4 | lo);
+    }
+    return 0;
+}

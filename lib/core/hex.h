@@ -1,0 +1,19 @@
+/* Hexadecimal digits: the one definition the library, the wire code and the
+ * CLI share (seeds, digests, percent-encoding). */
+#ifndef FS_CORE_HEX_H
+#define FS_CORE_HEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/** Value 0..15 of a hex digit (either case), or -1 if c is none. */
+int fs_hex_digit(char c);
+
+/**
+ * Decode exactly 2n hex digits at s into n bytes. s must have at least 2n
+ * readable characters. @return 0, or -1 on a non-hex character (out may
+ * then hold a partial result).
+ */
+int fs_hex_decode(const char *s, uint8_t *out, size_t n);
+
+#endif
