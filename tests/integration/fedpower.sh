@@ -297,6 +297,20 @@ EOF
     below "fedpower: eigenvalues vs S^2/N of the pooled matrix (max error / lambda_1)" "$v" 1e-10
     [ "$(node "$JLIB" get "$T/plain.status.json" .state)" = "done" ] && ok "fedpower: job done" ||
         fail "fedpower: job $(node "$JLIB" get "$T/plain.status.json" .state): $(node "$JLIB" get "$T/plain.status.json" .error)"
+    # the wire documents against openapi.yaml (needs the contract tests' npm packages)
+    OPENAPI="$(dirname "$JLIB")/../../openapi.yaml"
+    if [ -f "$(dirname "$JLIB")/../contract/node_modules/ajv/package.json" ]; then
+        curl -s -H "Authorization: Bearer $ADMIN" \
+            "$SURL/v1/jobs/$(node "$JLIB" get "$T/plain.ids.json" .job)/result" >"$T/plain.result.json"
+        for pair in "Job plain.status.json" "Result plain.result.json"; do
+            set -- $pair
+            if node "$JLIB" schema "$OPENAPI" "$1" "$T/$2" >"$T/schema.out" 2>&1; then
+                ok "fedpower: the server's $1 matches openapi.yaml"
+            else
+                fail "fedpower: the server's $1 vs openapi.yaml: $(head -c 600 "$T/schema.out")"
+            fi
+        done
+    fi
 }
 
 echo "== fedpower-utility, sigma 1e-3, 1024-bit Paillier noise exchange"
