@@ -666,29 +666,39 @@ static int h_pubexp(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return party_post(req, resp, 204, agg_job_post_pubexp);
 }
 
-/* The padded sum of a fedpca statistics aggregation. */
-static int h_agg_sum(fs_http_req *req, fs_http_resp *resp, void *ctx)
+/* An .npy file of aggregation {r} whose path `locate` gives (the job checks
+ * who may read it and whether it exists yet). */
+static int agg_file(fs_http_req *req, fs_http_resp *resp,
+                    int (*locate)(agg_job *, uint32_t, char *, size_t, struct fs_err *),
+                    const char *what)
 {
     struct rq *q = rq_of(req);
     struct fs_err err = {0};
     char path[4600];
     struct stat st;
     uint64_t r = 0;
-    (void)ctx;
+
     if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
         return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
     }
-    if (agg_job_sum_path(q->job, (uint32_t)r, path, sizeof path, &err) != 0) {
+    if (locate(q->job, (uint32_t)r, path, sizeof path, &err) != 0) {
         return problem(resp, &err);
     }
     if (stat(path, &st) == 0) {
         q->out_bytes += (uint64_t)st.st_size;
     }
     if (fs_http_resp_file(resp, 200, "application/x-npy", path, &err) != 0) {
-        fs_err_set(&err, FS_EINTERNAL, "sum file missing");
+        fs_err_set(&err, FS_EINTERNAL, "%s file missing", what);
         return problem(resp, &err);
     }
     return 0;
+}
+
+/* The padded sum of a fedpca statistics aggregation. */
+static int h_agg_sum(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)ctx;
+    return agg_file(req, resp, agg_job_sum_path, "sum");
 }
 
 static int h_keys_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
@@ -960,28 +970,11 @@ static int parse_r(fs_http_req *req, uint64_t *r)
     return parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, r);
 }
 
+/* The broadcast Z parties received before aggregation {r}. */
 static int h_agg_z(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct rq *q = rq_of(req);
-    struct fs_err err = {0};
-    char path[4600];
-    struct stat st;
-    uint64_t r = 0;
     (void)ctx;
-    if (parse_r(req, &r) != 0) {
-        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
-    }
-    if (agg_job_z_path(q->job, (uint32_t)r, path, sizeof path, &err) != 0) {
-        return problem(resp, &err);
-    }
-    if (stat(path, &st) == 0) {
-        q->out_bytes += (uint64_t)st.st_size;
-    }
-    if (fs_http_resp_file(resp, 200, "application/x-npy", path, &err) != 0) {
-        fs_err_set(&err, FS_EINTERNAL, "z file missing");
-        return problem(resp, &err);
-    }
-    return 0;
+    return agg_file(req, resp, agg_job_z_path, "z");
 }
 
 static int h_exchange_key(fs_http_req *req, fs_http_resp *resp, void *ctx)

@@ -76,6 +76,7 @@ command -v curl >/dev/null || fail "no curl"
 [ "$failed" -eq 0 ] || finish
 
 JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
+OPENAPI="$(dirname "$JLIB")/../../openapi.yaml"
 T=$(mktemp -d)
 PIDS=()
 cleanup() {
@@ -298,7 +299,6 @@ EOF
     [ "$(node "$JLIB" get "$T/plain.status.json" .state)" = "done" ] && ok "fedpower: job done" ||
         fail "fedpower: job $(node "$JLIB" get "$T/plain.status.json" .state): $(node "$JLIB" get "$T/plain.status.json" .error)"
     # the wire documents against openapi.yaml (needs the contract tests' npm packages)
-    OPENAPI="$(dirname "$JLIB")/../../openapi.yaml"
     if [ -f "$(dirname "$JLIB")/../contract/node_modules/ajv/package.json" ]; then
         curl -s -H "Authorization: Bearer $ADMIN" \
             "$SURL/v1/jobs/$(node "$JLIB" get "$T/plain.ids.json" .job)/result" >"$T/plain.result.json"
@@ -322,6 +322,20 @@ run_job utility "{\"algorithm\": \"fedpower-utility\", $ALL, \"sigma\": $S_UT, \
     c=$(node "$JLIB" get "$T/agent3/participations/$P/manifest.json" .party_timings.crypto)
     awk -v c="$c" 'BEGIN { exit !(c > 0) }' && ok "fedpower-utility: party crypto time $c s > 0" ||
         fail "fedpower-utility: party crypto time '$c'"
+    if [ -f "$(dirname "$JLIB")/../contract/node_modules/ajv/package.json" ]; then
+        J=$(node "$JLIB" get "$T/utility.ids.json" .job)
+        curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$J/aggregations/0" >"$T/u.agg.json"
+        curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$J/result" >"$T/u.result.json"
+        curl -s -H "Authorization: Bearer $OP" "${AURL[3]}/v1/participations/$P/result" >"$T/u.party.json"
+        for pair in "Aggregation u.agg.json" "Result u.result.json" "Result u.party.json"; do
+            set -- $pair
+            if node "$JLIB" schema "$OPENAPI" "$1" "$T/$2" >"$T/schema.out" 2>&1; then
+                ok "fedpower-utility: $2 matches openapi.yaml's $1"
+            else
+                fail "fedpower-utility: $2 vs openapi.yaml's $1: $(head -c 600 "$T/schema.out")"
+            fi
+        done
+    fi
 }
 
 echo "== fedpower-private, sigma 1e-3 (clip_z 1, bound_m = value bound: nothing clipped)"

@@ -43,147 +43,7 @@
 #define D           20
 #define RK          3
 
-static char g_bin[PATH_MAX];
-static char g_root[512];
-static int g_have_bin;
-
-struct server {
-    pid_t pid;
-    char url[64];
-    char data[PATH_MAX];
-};
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static int server_start(struct server *s)
-{
-    char portfile[PATH_MAX + 16];
-    char tok[PATH_MAX + 16];
-    char log[PATH_MAX + 16];
-    pid_t pid;
-
-    snprintf(portfile, sizeof portfile, "%s/port", s->data);
-    snprintf(tok, sizeof tok, "%s/admin.tok", g_root);
-    snprintf(log, sizeof log, "%s.log", s->data);
-    (void)unlink(portfile);
-    pid = fork();
-    if (pid < 0) {
-        return -1;
-    }
-    if (pid == 0) {
-        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (fd >= 0) {
-            dup2(fd, 2);
-            close(fd);
-        }
-        execl(g_bin, g_bin, "--listen", "127.0.0.1:0", "--data-dir", s->data, "--admin-token-file",
-              tok, "--port-file", portfile, "--log-level", "warn", "--chunk-words", "16",
-              (char *)NULL);
-        _exit(127);
-    }
-    s->pid = pid;
-    for (int i = 0; i < 400; i++) {
-        FILE *f = fopen(portfile, "r");
-        if (f != NULL) {
-            unsigned p = 0;
-            int ok = fscanf(f, "%u", &p) == 1;
-            fclose(f);
-            if (ok && p > 0 && p < 65536) {
-                snprintf(s->url, sizeof s->url, "http://127.0.0.1:%u", p);
-                return 0;
-            }
-        }
-        if (waitpid(pid, NULL, WNOHANG) == pid) {
-            s->pid = 0;
-            return -1;
-        }
-        sleep_ms(25);
-    }
-    return -1;
-}
-
-static int server_stop(struct server *s, int sig)
-{
-    int st = 0;
-
-    if (s->pid <= 0) {
-        return -1;
-    }
-    kill(s->pid, sig);
-    waitpid(s->pid, &st, 0);
-    s->pid = 0;
-    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
-}
-
-static fs_httpc *client(const struct server *s, const char *token)
-{
-    struct fs_httpc_config c;
-    struct fs_err err = {0};
-    fs_httpc *h = NULL;
-
-    fs_httpc_config_default(&c);
-    c.base_url = s->url;
-    c.token = token;
-    c.max_retries = 2;
-    c.backoff_base_ms = 50;
-    c.timeout_ms = 30000;
-    if (fs_httpc_new(&h, &c, &err) != 0) {
-        fprintf(stderr, "  httpc: %s\n", err.msg);
-    }
-    return h;
-}
-
-static long call(fs_httpc *h, const char *method, const char *path, const char *ctype,
-                 const void *body, size_t len, json_t **out)
-{
-    struct fs_httpc_req rq;
-    struct fs_httpc_resp resp;
-    struct fs_err err = {0};
-    long st;
-
-    memset(&rq, 0, sizeof rq);
-    memset(&resp, 0, sizeof resp);
-    rq.method = method;
-    rq.path = path;
-    rq.content_type = ctype;
-    rq.body = body;
-    rq.body_len = len;
-    if (out != NULL) {
-        *out = NULL;
-    }
-    if (fs_httpc_do(h, &rq, &resp, &err) != 0) {
-        fprintf(stderr, "  %s %s: %s\n", method, path, err.msg);
-        fs_httpc_resp_clear(&resp);
-        return 0;
-    }
-    st = resp.status;
-    if (out != NULL && resp.body != NULL) {
-        json_error_t je;
-        *out = json_loadb(resp.body, resp.len, 0, &je);
-    }
-    fs_httpc_resp_clear(&resp);
-    return st;
-}
-
-static long call_json(fs_httpc *h, const char *method, const char *path, const json_t *body,
-                      json_t **out)
-{
-    char *s = body != NULL ? json_dumps(body, JSON_COMPACT) : NULL;
-    long st = call(h, method, path, body != NULL ? "application/json" : NULL, s,
-                   s != NULL ? strlen(s) : 0, out);
-    free(s);
-    return st;
-}
-
-static const char *pcode(const json_t *j)
-{
-    const char *c = json_string_value(json_object_get(j, "code"));
-    return c != NULL ? c : "";
-}
+#include "test_aggsrv_util.h"
 
 /* ------------------------------------------------------------ data */
 
@@ -1160,38 +1020,15 @@ static void test_routes(void)
 
 int main(int argc, char **argv)
 {
-    char dir[2048];
-    char tok[PATH_MAX + 16];
-    char *slash;
-    FILE *f;
-
     (void)argc;
-    snprintf(dir, sizeof dir, "%s", argv[0]);
-    slash = strrchr(dir, '/');
-    if (slash != NULL) {
-        *slash = '\0';
-    } else {
-        snprintf(dir, sizeof dir, ".");
-    }
-    snprintf(g_bin, sizeof g_bin, "%s/../bin/aggregation-server", dir);
-    g_have_bin = access(g_bin, X_OK) == 0;
-    if (!g_have_bin) {
-        printf("note: %s not built; skipping the end-to-end cases\n", g_bin);
-    }
-    snprintf(g_root, sizeof g_root, "/tmp/fedsvd-aggsrv-fp-e2e-XXXXXX");
-    if (mkdtemp(g_root) == NULL) {
-        fprintf(stderr, "mkdtemp: %s\n", strerror(errno));
+    if (aggsrv_test_setup(argv[0], "/tmp/fedsvd-aggsrv-fp-e2e-XXXXXX", ADMIN_TOKEN) != 0) {
         return 1;
-    }
-    snprintf(tok, sizeof tok, "%s/admin.tok", g_root);
-    f = fopen(tok, "w");
-    if (f != NULL) {
-        fprintf(f, "%s\n", ADMIN_TOKEN);
-        fclose(f);
-        chmod(tok, 0600);
     }
     data_init();
     snprintf(g_srv.data, sizeof g_srv.data, "%s/srv", g_root);
+    snprintf(g_srv.extra[0], sizeof g_srv.extra[0], "--chunk-words");
+    snprintf(g_srv.extra[1], sizeof g_srv.extra[1], "16");
+    g_srv.nextra = 2;
     if (g_have_bin && server_start(&g_srv) != 0) {
         fprintf(stderr, "cannot start %s\n", g_bin);
         g_have_bin = 0;
