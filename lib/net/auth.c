@@ -1,5 +1,6 @@
 #include "auth.h"
 
+#include "../core/fdio.h"
 #include "../crypto/rand.h"
 #include "log.h"
 
@@ -410,22 +411,6 @@ int fs_auth_token_generate(char out[FS_AUTH_TOKEN_GEN_LEN + 1], struct fs_err *e
     return 0;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 int fs_auth_token_write_file(const char *path, const char *token, struct fs_err *err)
 {
     char tmp[4096];
@@ -445,8 +430,8 @@ int fs_auth_token_write_file(const char *path, const char *token, struct fs_err 
     if (fd < 0) {
         return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
     }
-    if (fchmod(fd, 0600) != 0 || write_all(fd, token, len) != 0 || write_all(fd, "\n", 1) != 0 ||
-        fsync(fd) != 0) {
+    if (fchmod(fd, 0600) != 0 || fs_write_all(fd, token, len) != 0 ||
+        fs_write_all(fd, "\n", 1) != 0 || fsync(fd) != 0) {
         rc = fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
         goto out;
     }

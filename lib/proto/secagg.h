@@ -171,11 +171,16 @@ void fs_secagg_client_free(fs_secagg_client *c);
 
 /* ------------------------------------------------------------------ server */
 
-/* Where the server keeps chunks of uploads still in progress, so that a party
- * that drops half-way contributes nothing: chunks are folded into the running
- * sum only when a party's upload is complete. The service keeps them on disk;
- * tests in memory. With put == NULL chunks are folded at once (less memory,
- * but a party that drops mid-upload then makes the aggregation fail). */
+/* Where the server keeps the chunks of each party's upload. Every chunk is
+ * folded into the running sum as it arrives (memory O(length), one pass);
+ * put persists it first, and get reads it back only to take a party's partial
+ * upload out of the sum again when the party drops mid-upload (its chunks are
+ * subtracted at close_masked, exact in Z_2^64). The service keeps them on
+ * disk; tests in memory. A re-sent chunk is compared with the stored one
+ * (get). drop: the round is over (or the party's partial upload was taken
+ * out) and its chunks will not be read back by the state machine. With
+ * put == NULL there is no undo: a party that drops mid-upload then makes the
+ * aggregation fail. */
 struct fs_secagg_chunk_store {
     void *ctx;
     int (*put)(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, size_t m,
@@ -250,6 +255,16 @@ const uint32_t *fs_secagg_server_set(const fs_secagg_server *s, int which, size_
  */
 FS_WUR int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx,
                                        const uint64_t *y, size_t m, struct fs_err *err);
+
+/**
+ * As fs_secagg_server_add_masked; *is_new (may be NULL) is 1 when the chunk
+ * was new, 0 for an identical repeat. With a chunk store a repeat is compared
+ * with the stored chunk (store get) and nothing is hashed; without one the
+ * server keeps a SHA-256 per chunk for the comparison.
+ */
+FS_WUR int fs_secagg_server_add_masked_ex(fs_secagg_server *s, uint32_t from, uint64_t idx,
+                                          const uint64_t *y, size_t m, int *is_new,
+                                          struct fs_err *err);
 
 /** 1 if party from's upload of this aggregation is complete. */
 int fs_secagg_server_has_masked(const fs_secagg_server *s, uint32_t from);

@@ -403,8 +403,8 @@ int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len, struct
         struct sparty *p = &s->p[s->set[0][i]];
         p->active = 1;
         p->chunk_have = calloc((size_t)s->nchunks, 1);
-        p->chunk_hash = malloc((size_t)s->nchunks * 32);
-        if (p->chunk_have == NULL || p->chunk_hash == NULL) {
+        p->chunk_hash = s->has_store ? NULL : malloc((size_t)s->nchunks * 32);
+        if (p->chunk_have == NULL || (!s->has_store && p->chunk_hash == NULL)) {
             return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
         }
     }
@@ -430,29 +430,63 @@ static void fold(uint64_t *sum, const uint64_t *y, size_t m)
     }
 }
 
-/* All chunks of party v are in: fold them from the store into the sum. */
-static int fold_party(fs_secagg_server *s, uint32_t v, struct fs_err *err)
+static void unfold(uint64_t *sum, const uint64_t *y, size_t m)
 {
+    for (size_t i = 0; i < m; i++) {
+        sum[i] -= y[i];
+    }
+}
+
+/* Party v dropped mid-upload: subtract the chunks it did send (read back from
+ * the store) so the sum holds complete uploads only. */
+static int unfold_party(fs_secagg_server *s, uint32_t v, struct fs_err *err)
+{
+    struct sparty *p = &s->p[v];
     uint64_t cw = sa_chunk_words(&s->cfg);
 
-    for (uint64_t idx = 0; s->has_store && idx < s->nchunks; idx++) {
+    for (uint64_t idx = 0; idx < s->nchunks; idx++) {
         uint64_t off = idx * cw;
         size_t m = (size_t)(s->len - off < cw ? s->len - off : cw);
-        int rc = s->store.get(s->store.ctx, v, idx, s->scratch, m, err);
+        int rc;
+        if (!p->chunk_have[idx]) {
+            continue;
+        }
+        rc = s->store.get(s->store.ctx, v, idx, s->scratch, m, err);
         if (rc != 0) {
             return rc;
         }
-        fold(s->sum + off, s->scratch, m);
+        unfold(s->sum + off, s->scratch, m);
+        p->chunk_have[idx] = 0;
     }
-    if (s->has_store && s->store.drop != NULL) {
+    p->chunks_got = 0;
+    if (s->store.drop != NULL) {
         s->store.drop(s->store.ctx, v);
     }
-    s->p[v].complete = 1;
     return 0;
 }
 
 int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx, const uint64_t *y,
                                 size_t m, struct fs_err *err)
+{
+    return fs_secagg_server_add_masked_ex(s, from, idx, y, m, NULL, err);
+}
+
+/* Party from re-sent chunk idx: 1 if it equals what was accepted, 0 if not. */
+static int same_chunk(fs_secagg_server *s, uint32_t from, uint64_t idx, const uint64_t *y, size_t m,
+                      const uint8_t *h, struct fs_err *err)
+{
+    if (s->has_store) {
+        int rc = s->store.get(s->store.ctx, from, idx, s->scratch, m, err);
+        if (rc != 0) {
+            return -rc;
+        }
+        return memcmp(s->scratch, y, m * sizeof *y) == 0;
+    }
+    return fs_ct_eq(h, s->p[from].chunk_hash + idx * 32, 32);
+}
+
+int fs_secagg_server_add_masked_ex(fs_secagg_server *s, uint32_t from, uint64_t idx,
+                                   const uint64_t *y, size_t m, int *is_new, struct fs_err *err)
 {
     uint64_t cw = sa_chunk_words(&s->cfg);
     uint8_t h[32];
@@ -461,6 +495,9 @@ int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx
     size_t want;
     int rc = want_phase(s, FS_SECAGG_MASKED, "masked input upload", err);
 
+    if (is_new != NULL) {
+        *is_new = 0;
+    }
     if (rc != 0) {
         return rc;
     }
@@ -478,13 +515,22 @@ int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx
         return fs_err_set(err, FS_EINVAL, "secagg: chunk %llu has %zu words, want %zu",
                           (unsigned long long)idx, m, want);
     }
+    if (y == NULL && m > 0) {
+        return fs_err_set(err, FS_EINVAL, "secagg: no chunk data");
+    }
     p = &s->p[from];
-    rc = fs_sha256(h, y, m * sizeof *y, err);
-    if (rc != 0) {
-        return rc;
+    if (!s->has_store) {
+        rc = fs_sha256(h, y, m * sizeof *y, err);
+        if (rc != 0) {
+            return rc;
+        }
     }
     if (p->chunk_have[idx]) {
-        if (fs_ct_eq(h, p->chunk_hash + idx * 32, 32)) {
+        rc = same_chunk(s, from, idx, y, m, h, err);
+        if (rc < 0) {
+            return -rc;
+        }
+        if (rc == 1) {
             return 0;
         }
         return fs_err_set(err, FS_ECONFLICT,
@@ -497,14 +543,18 @@ int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx
         if (rc != 0) {
             return rc;
         }
-    } else {
-        fold(s->sum + off, y, m);
     }
-    memcpy(p->chunk_hash + idx * 32, h, 32);
+    fold(s->sum + off, y, m);
+    if (!s->has_store) {
+        memcpy(p->chunk_hash + idx * 32, h, 32);
+    }
     p->chunk_have[idx] = 1;
     p->chunks_got++;
+    if (is_new != NULL) {
+        *is_new = 1;
+    }
     if (p->chunks_got == s->nchunks) {
-        return fold_party(s, from, err);
+        p->complete = 1;
     }
     return 0;
 }
@@ -533,6 +583,16 @@ int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
                              "party %u dropped mid-upload in aggregation %u and its "
                              "partial upload was already folded",
                              v, s->round);
+        } else if (p->chunks_got > 0) {
+            rc = unfold_party(s, v, err);
+            if (rc != 0) {
+                char why[sizeof err->msg];
+                snprintf(why, sizeof why, "%s", err->msg);
+                return abort_job(s, err,
+                                 "party %u dropped mid-upload in aggregation %u and its "
+                                 "partial upload cannot be taken back: %s",
+                                 v, s->round, why);
+            }
         }
     }
     s->nset[3] = n3;

@@ -20,11 +20,12 @@ struct agg_config {
     char tls_key[AGG_PATH_MAX];
     char port_file[AGG_PATH_MAX]; /* "" = none */
     enum fs_log_level log_level;
-    uint64_t max_body;     /* JSON request bodies */
-    uint64_t max_elements; /* rows * cols of a job */
-    uint32_t max_jobs;     /* jobs running at once */
-    uint32_t chunk_words;  /* words per masked upload chunk of new jobs */
-    uint32_t threads;      /* HTTP worker threads */
+    uint64_t max_body;      /* JSON request bodies */
+    uint64_t max_elements;  /* rows * cols of a job */
+    uint32_t max_jobs;      /* jobs running at once */
+    uint32_t chunk_words;   /* words per masked upload chunk of new jobs */
+    uint64_t upload_buffer; /* bytes of chunk bodies held in memory at once */
+    uint32_t threads;       /* HTTP worker threads */
     uint32_t max_connections;
     uint32_t shutdown_grace_ms;
     int fsync; /* 1: fsync chunk files, SQLite synchronous=FULL */

@@ -41,9 +41,9 @@ struct rq {
     uint32_t party; /* 0: admin */
     uint64_t in_bytes;
     uint64_t out_bytes;
-    /* chunk uploads */
-    int fd;
-    char tmp[4400];
+    /* chunk uploads: the whole body in buf (header, then 8m bytes) */
+    uint64_t reserved; /* bytes of app->chunk_mem this request holds */
+    int pooled;        /* buf comes from (and goes back to) the chunk buffer pool */
     uint32_t r;
     uint64_t idx;
     size_t m;
@@ -78,6 +78,50 @@ struct agg_metrics {
 
 /* ------------------------------------------------------------ helpers */
 
+/* Chunk bodies are all one size in practice (header + 8 x chunk words):
+ * finished requests park their page-aligned buffers here for the next ones,
+ * so a fresh 512 KiB buffer is not faulted in (and zeroed by the kernel) for
+ * every chunk. At most POOL_MAX buffers of one size are kept. */
+#define POOL_MAX 32
+static struct {
+    pthread_mutex_t mu;
+    size_t size;
+    size_t n;
+    uint8_t *bufs[POOL_MAX];
+} g_pool = {PTHREAD_MUTEX_INITIALIZER, 0, 0, {0}};
+
+static uint8_t *pool_get(size_t size)
+{
+    uint8_t *b = NULL;
+
+    pthread_mutex_lock(&g_pool.mu);
+    if (g_pool.n > 0 && g_pool.size == size) {
+        b = g_pool.bufs[--g_pool.n];
+    }
+    pthread_mutex_unlock(&g_pool.mu);
+    if (b == NULL && posix_memalign((void **)&b, 4096, size) != 0) {
+        b = NULL;
+    }
+    return b;
+}
+
+static void pool_put(uint8_t *b, size_t size)
+{
+    if (b == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&g_pool.mu);
+    if (g_pool.n == 0) {
+        g_pool.size = size;
+    }
+    if (g_pool.size == size && g_pool.n < POOL_MAX) {
+        g_pool.bufs[g_pool.n++] = b;
+        b = NULL;
+    }
+    pthread_mutex_unlock(&g_pool.mu);
+    free(b);
+}
+
 static void rq_free(void *p)
 {
     struct rq *q = p;
@@ -85,16 +129,17 @@ static void rq_free(void *p)
     if (q == NULL) {
         return;
     }
-    if (q->fd >= 0) {
-        close(q->fd);
-    }
-    if (q->tmp[0] != '\0') {
-        (void)unlink(q->tmp);
+    if (q->reserved > 0) {
+        atomic_fetch_sub(&q->app->chunk_mem, q->reserved);
     }
     if (q->job != NULL) {
         agg_job_count_bytes(q->job, q->in_bytes, q->out_bytes);
     }
-    free(q->buf);
+    if (q->pooled) {
+        pool_put(q->buf, q->buf_cap);
+    } else {
+        free(q->buf);
+    }
     free(q);
 }
 
@@ -248,7 +293,6 @@ static int auth_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory") || 1;
     }
     q->app = app;
-    q->fd = -1;
     fs_http_req_set_user(req, q, rq_free);
     if (fs_auth_parse_bearer(fs_http_req_header(req, "Authorization"), &tok, &len, &err) != 0) {
         return problem(resp, &err) || 1;
@@ -775,11 +819,40 @@ static int h_result_file(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 /* ------------------------------------------------------------ masked chunk uploads (streamed) */
 
+/* Hold memory for a chunk body (header + 8m bytes) within --upload-buffer:
+ * over it, 503 with Retry-After (clients retry); one request is always let
+ * through so a budget below one chunk cannot stall a job. */
+static int reserve_chunk_body(struct rq *q, fs_http_resp *resp)
+{
+    uint64_t need = NPY_HEADER_MAX + 8 * (uint64_t)q->m;
+    uint64_t cur = atomic_load(&q->app->chunk_mem);
+
+    do {
+        if (cur > 0 && cur + need > q->app->cfg->upload_buffer) {
+            int rc = fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
+                                     "upload buffers are full (%llu bytes held); retry",
+                                     (unsigned long long)cur);
+            if (rc == 0 && fs_http_resp_header(resp, "Retry-After", "1") != 0) {
+                fs_log(FS_LOG_WARN, "cannot add Retry-After", NULL);
+            }
+            return rc || 1;
+        }
+    } while (!atomic_compare_exchange_weak(&q->app->chunk_mem, &cur, cur + need));
+    q->reserved = need;
+    /* page-aligned: the decoded words start at buf and may go to disk by O_DIRECT */
+    q->buf = pool_get((size_t)need);
+    q->pooled = 1;
+    if (q->buf == NULL) {
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory") || 1;
+    }
+    q->buf_cap = (size_t)need;
+    return 0;
+}
+
 static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct rq *q;
     struct fs_err err = {0};
-    const char *tmp_dir = NULL;
     uint64_t r = 0;
     uint64_t idx = 0;
     uint64_t cl = 0;
@@ -799,7 +872,7 @@ static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fail(resp, FS_ENOTFOUND, "%s", "aggregation and chunk must be decimal integers") ||
                1;
     }
-    if (agg_job_chunk_check(q->job, q->party, (uint32_t)r, idx, &q->m, &tmp_dir, &err) != 0) {
+    if (agg_job_chunk_check(q->job, q->party, (uint32_t)r, idx, &q->m, &err) != 0) {
         return problem(resp, &err) || 1;
     }
     q->r = (uint32_t)r;
@@ -819,35 +892,7 @@ static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
                    1;
         }
     }
-    if ((size_t)snprintf(q->tmp, sizeof q->tmp, "%s/up-XXXXXX", tmp_dir) >= sizeof q->tmp) {
-        q->tmp[0] = '\0';
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "path too long") || 1;
-    }
-    q->fd = mkstemp(q->tmp);
-    if (q->fd < 0) {
-        fs_log_pack(FS_LOG_ERROR, "cannot create upload file", "{s:s}", "error", strerror(errno));
-        q->tmp[0] = '\0';
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot store the upload") ||
-               1;
-    }
-    (void)fcntl(q->fd, F_SETFD, FD_CLOEXEC);
-    return 0;
-}
-
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
+    return reserve_chunk_body(q, resp);
 }
 
 static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_resp *resp,
@@ -898,11 +943,7 @@ static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_r
                                (unsigned long long)q->expected) ||
                1;
     }
-    if (write_all(q->fd, p, len) != 0) {
-        fs_log_pack(FS_LOG_ERROR, "cannot write upload file", "{s:s}", "error", strerror(errno));
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot store the upload") ||
-               1;
-    }
+    memcpy(q->buf + q->received, p, len); /* received + len <= cap = buf_cap */
     q->received += len;
     q->in_bytes = q->received;
     return 0;
@@ -910,55 +951,24 @@ static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_r
 
 static int chunk_done(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    const struct route_ctx *rc_ = ctx;
     struct rq *q = fs_http_req_user(req);
     struct fs_err err = {0};
-    uint8_t *raw = NULL;
-    uint64_t *y = NULL;
-    size_t want = q->m * 8;
-    size_t got = 0;
-    int consumed = 0;
-    int rc = 0;
+    uint64_t *y = (uint64_t *)(void *)q->buf; /* page-aligned */
 
+    (void)ctx;
     q->in_bytes = q->received;
     if (!q->parsed || q->received != q->expected) {
         return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL,
                                "chunk %llu must be a .npy of %zu uint64 words (got %llu bytes)",
                                (unsigned long long)q->idx, q->m, (unsigned long long)q->received);
     }
-    if (rc_->app->cfg->fsync && fdatasync(q->fd) != 0) {
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot store the upload");
+    /* In place: word i moves from byte header_len + 8i to 8i, after every
+     * earlier word and before any later one is read. */
+    agg_le64_decode(y, q->buf + q->header_len, q->m);
+    if (agg_job_put_chunk(q->job, q->party, q->r, q->idx, y, q->m, &err) != 0) {
+        return problem(resp, &err);
     }
-    raw = malloc(want);
-    y = malloc(want);
-    if (raw == NULL || y == NULL) {
-        rc = fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory");
-        goto out;
-    }
-    while (got < want) {
-        ssize_t r = pread(q->fd, raw + got, want - got, (off_t)(q->header_len + got));
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            rc = fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "cannot read the upload");
-            goto out;
-        }
-        got += (size_t)r;
-    }
-    agg_le64_decode(y, raw, q->m);
-    if (agg_job_put_chunk(q->job, q->party, q->r, q->idx, y, q->m, q->tmp, &consumed, &err) != 0) {
-        rc = problem(resp, &err);
-        goto out;
-    }
-    if (consumed) {
-        q->tmp[0] = '\0'; /* it is the chunk file now */
-    }
-    rc = fs_http_resp_empty(resp, 204);
-out:
-    free(raw);
-    free(y);
-    return rc;
+    return fs_http_resp_empty(resp, 204);
 }
 
 /* ------------------------------------------------------------ power-method jobs */
@@ -1309,6 +1319,11 @@ int agg_http_init(struct agg_app *app, struct fs_err *err)
 
 void agg_http_free(struct agg_app *app)
 {
+    pthread_mutex_lock(&g_pool.mu);
+    while (g_pool.n > 0) {
+        free(g_pool.bufs[--g_pool.n]);
+    }
+    pthread_mutex_unlock(&g_pool.mu);
     if (app->metrics != NULL) {
         pthread_mutex_destroy(&app->metrics->mu);
         free(app->metrics);

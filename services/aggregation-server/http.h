@@ -25,6 +25,7 @@ struct agg_app {
     char fallback_url[300];  /* base URL for invitations without a Host header */
     int tls;
     atomic_int ready;
+    _Atomic uint64_t chunk_mem; /* bytes of chunk bodies being received (--upload-buffer) */
     struct agg_metrics *metrics;
 };
 

@@ -112,19 +112,17 @@ FS_WUR int agg_job_get_agg(agg_job *j, uint32_t r, json_t **out, struct fs_err *
 
 /**
  * Before a chunk body is read: may party upload chunk idx of aggregation r
- * now? *m receives the chunk's length in words, *tmp_dir (borrowed) where
- * to stream the body.
+ * now? *m receives the chunk's length in words.
  */
 FS_WUR int agg_job_chunk_check(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, size_t *m,
-                               const char **tmp_dir, struct fs_err *err);
+                               struct fs_err *err);
 
 /**
- * Accept chunk idx (m words y, read from the streamed file tmp_path, whose
- * data the state machine keeps by renaming the file: *consumed = 1 then).
+ * Accept chunk idx (m words y). An identical repeat is accepted, other
+ * content is FS_ECONFLICT.
  */
 FS_WUR int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx,
-                             const uint64_t *y, size_t m, const char *tmp_path, int *consumed,
-                             struct fs_err *err);
+                             const uint64_t *y, size_t m, struct fs_err *err);
 
 FS_WUR int agg_job_post_sig(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
                             struct fs_err *err);

@@ -37,10 +37,6 @@ enum jphase {
 
 struct chunk_ctx {
     agg_job *job;
-    const char *staged; /* streamed body to rename into place on the next put */
-    uint32_t staged_party;
-    uint64_t staged_idx;
-    int consumed;
 };
 
 struct agg_job {

@@ -1,6 +1,7 @@
 /* The agent's data directory: identity key, atomic writes, hashing. */
 #include "agent.h"
 
+#include "core/fdio.h"
 #include "crypto/ct.h"
 #include "crypto/ed25519.h"
 #include "crypto/sha256.h"
@@ -48,24 +49,6 @@ int files_mkdirs(const char *path, struct fs_err *err)
     return 0;
 }
 
-static int write_all(int fd, const void *data, size_t len)
-{
-    const uint8_t *p = data;
-
-    while (len > 0) {
-        ssize_t w = write(fd, p, len);
-        if (w < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            return -1;
-        }
-        p += w;
-        len -= (size_t)w;
-    }
-    return 0;
-}
-
 int files_write_atomic(const char *path, const void *data, size_t len, struct fs_err *err)
 {
     char tmp[AGENT_PATH_MAX + 16];
@@ -79,7 +62,7 @@ int files_write_atomic(const char *path, const void *data, size_t len, struct fs
     if (fd < 0) {
         return fs_err_set(err, FS_EIO, "%s: cannot create: %s", path, strerror(errno));
     }
-    if (write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+    if (fs_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
         rc = fs_err_set(err, FS_EIO, "%s: cannot write: %s", path, strerror(errno));
     }
     if (close(fd) != 0 && rc == 0) {

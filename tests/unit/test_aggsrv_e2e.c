@@ -23,13 +23,16 @@
 #include "test.h"
 #include "wire.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -554,6 +557,26 @@ static void check_result(struct job *j, const uint8_t *contributed)
     fs_mat_free(m);
 }
 
+/* R0 and R1 for every party, then each fetches its shares: masked input is open. */
+static void to_masked_input(struct job *j)
+{
+    do_adverts(j);
+    CHECK(wait_phase(j, "share_keys", 10000) == 0);
+    do_shares(j);
+    CHECK(wait_phase(j, "masked_input", 10000) == 0);
+    do_receive(j);
+}
+
+/* After the uploads: R3 and R4 for every party still in, until the job is done. */
+static void through_unmasking(struct job *j)
+{
+    CHECK(wait_phase(j, "consistency", 10000) == 0);
+    do_consistency(j);
+    CHECK(wait_phase(j, "unmasking", 10000) == 0);
+    do_unmask(j);
+    CHECK(wait_phase(j, "done", 20000) == 0 || strcmp(job_phase(j, NULL), "done") == 0);
+}
+
 static void new_server(struct server *s, const char *name)
 {
     memset(s, 0, sizeof s[0]);
@@ -580,17 +603,9 @@ static void test_honest(void)
         server_stop(&s, SIGKILL);
         return;
     }
-    do_adverts(&j);
-    CHECK(wait_phase(&j, "share_keys", 10000) == 0);
-    do_shares(&j);
-    CHECK(wait_phase(&j, "masked_input", 10000) == 0);
-    do_receive(&j);
+    to_masked_input(&j);
     do_uploads(&j, UINT64_MAX);
-    CHECK(wait_phase(&j, "consistency", 10000) == 0);
-    do_consistency(&j);
-    CHECK(wait_phase(&j, "unmasking", 10000) == 0);
-    do_unmask(&j);
-    CHECK(wait_phase(&j, "done", 20000) == 0 || strcmp(job_phase(&j, NULL), "done") == 0);
+    through_unmasking(&j);
     memset(all, 1, sizeof all);
     check_result(&j, all);
     {
@@ -641,11 +656,7 @@ static void test_uploads_hide_inputs(void)
         server_stop(&s, SIGKILL);
         return;
     }
-    do_adverts(&j);
-    CHECK(wait_phase(&j, "share_keys", 10000) == 0);
-    do_shares(&j);
-    CHECK(wait_phase(&j, "masked_input", 10000) == 0);
-    do_receive(&j);
+    to_masked_input(&j);
     do_uploads(&j, UINT64_MAX);
     for (uint32_t v = 1; v <= j.n; v++) {
         struct party *p = &j.p[v];
@@ -669,11 +680,7 @@ static void test_uploads_hide_inputs(void)
         free(enc);
         free(up);
     }
-    CHECK(wait_phase(&j, "consistency", 10000) == 0);
-    do_consistency(&j);
-    CHECK(wait_phase(&j, "unmasking", 10000) == 0);
-    do_unmask(&j);
-    CHECK(wait_phase(&j, "done", 20000) == 0 || strcmp(job_phase(&j, NULL), "done") == 0);
+    through_unmasking(&j);
     memset(all, 1, sizeof all);
     check_result(&j, all);
     CHECK(server_stop(&s, SIGTERM) == 0);
@@ -703,17 +710,9 @@ static void test_dropouts(void)
     j.p[4].stop = MID_UPLOAD;
     j.p[5].stop = NO_UPLOAD;
     j.p[6].stop = NO_SIG;
-    do_adverts(&j);
-    CHECK(wait_phase(&j, "share_keys", 10000) == 0);
-    do_shares(&j);
-    CHECK(wait_phase(&j, "masked_input", 10000) == 0);
-    do_receive(&j);
+    to_masked_input(&j);
     do_uploads(&j, UINT64_MAX);
-    CHECK(wait_phase(&j, "consistency", 10000) == 0);
-    do_consistency(&j);
-    CHECK(wait_phase(&j, "unmasking", 10000) == 0);
-    do_unmask(&j);
-    CHECK(wait_phase(&j, "done", 20000) == 0 || strcmp(job_phase(&j, NULL), "done") == 0);
+    through_unmasking(&j);
     contrib[1] = contrib[6] = contrib[7] = 1;
     check_result(&j, contrib);
     (void)job_phase(&j, &st);
@@ -776,11 +775,7 @@ static void test_kill_and_replay(void)
         server_stop(&s, SIGKILL);
         return;
     }
-    do_adverts(&j);
-    CHECK(wait_phase(&j, "share_keys", 10000) == 0);
-    do_shares(&j);
-    CHECK(wait_phase(&j, "masked_input", 10000) == 0);
-    do_receive(&j);
+    to_masked_input(&j);
     do_uploads(&j, 2); /* 2 of 5 chunks each */
     CHECK(server_stop(&s, SIGKILL) == 128 + SIGKILL);
     CHECK(server_start(&s) == 0);
@@ -854,11 +849,7 @@ static void test_concurrent(void)
         server_stop(&s, SIGKILL);
         return;
     }
-    do_adverts(&j);
-    CHECK(wait_phase(&j, "share_keys", 10000) == 0);
-    do_shares(&j);
-    CHECK(wait_phase(&j, "masked_input", 10000) == 0);
-    do_receive(&j);
+    to_masked_input(&j);
     for (uint32_t v = 1; v <= j.n; v++) {
         args[v].j = &j;
         args[v].p = &j.p[v];
@@ -868,11 +859,67 @@ static void test_concurrent(void)
     for (uint32_t v = 1; v <= j.n; v++) {
         pthread_join(th[v], NULL);
     }
-    CHECK(wait_phase(&j, "consistency", 10000) == 0);
-    do_consistency(&j);
-    CHECK(wait_phase(&j, "unmasking", 10000) == 0);
-    do_unmask(&j);
-    CHECK(wait_phase(&j, "done", 20000) == 0 || strcmp(job_phase(&j, NULL), "done") == 0);
+    through_unmasking(&j);
+    memset(all, 1, sizeof all);
+    check_result(&j, all);
+    CHECK(server_stop(&s, SIGTERM) == 0);
+    job_free(&j);
+}
+
+/* --upload-buffer: while one chunk body is held in memory (a client that
+ * sent its headers and a few bytes, on a raw socket), a second upload that
+ * would exceed the budget gets 503 (the client honours Retry-After); once
+ * the first connection goes away the same job completes normally. */
+static void test_upload_buffer(void)
+{
+    struct server s;
+    struct job j;
+    uint8_t all[MAXP + 1];
+    struct sockaddr_in sa;
+    char head[1024];
+    uint8_t zeros[256] = {0};
+    char path[200];
+    json_t *out = NULL;
+    long st;
+    int fd;
+
+    if (!g_have_bin) {
+        return;
+    }
+    new_server(&s, "upbuf");
+    /* chunks of 16 words: 128 + 128 bytes held per upload; 300 holds one */
+    snprintf(s.extra[2], sizeof s.extra[2], "--upload-buffer");
+    snprintf(s.extra[3], sizeof s.extra[3], "300");
+    s.nextra = 4;
+    CHECK(server_start(&s) == 0);
+    if (job_create(&j, &s, 3, 2, 7, 5, 30) != 0) {
+        server_stop(&s, SIGKILL);
+        return;
+    }
+    to_masked_input(&j);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(s.port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    snprintf(head, sizeof head,
+             "PUT %s/aggregations/0/masked/0 HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+             "Authorization: Bearer %s\r\nContent-Type: application/x-npy\r\n"
+             "Content-Length: 256\r\n\r\n\x93NUMPY",
+             j.path, j.p[1].token);
+    CHECK(write(fd, head, strlen(head)) == (ssize_t)strlen(head));
+    sleep_ms(300);
+    snprintf(path, sizeof path, "%s/aggregations/0/masked/0", j.path);
+    st = call(j.p[2].h, "PUT", path, "application/x-npy", zeros, sizeof zeros, &out);
+    CHECK_MSG(st == 503 && strcmp(pcode(out), "unavailable") == 0, "held buffer: %ld %s", st,
+              pcode(out));
+    json_decref(out);
+    close(fd);
+    sleep_ms(300);
+    do_uploads(&j, UINT64_MAX);
+    through_unmasking(&j);
     memset(all, 1, sizeof all);
     check_result(&j, all);
     CHECK(server_stop(&s, SIGTERM) == 0);
@@ -957,11 +1004,7 @@ static void test_errors(void)
     CHECK(strcmp(pcode(out), "not_ready") == 0);
     json_decref(out);
     /* proceed to masked input and try bad chunks */
-    do_adverts(&j);
-    CHECK(wait_phase(&j, "share_keys", 10000) == 0);
-    do_shares(&j);
-    CHECK(wait_phase(&j, "masked_input", 10000) == 0);
-    do_receive(&j);
+    to_masked_input(&j);
     {
         /* 20 words, chunk 16: chunk 0 has 16 words, chunk 1 has 4 */
         struct fs_err err = {0};
@@ -1031,6 +1074,7 @@ int main(int argc, char **argv)
     RUN(test_abort_below_threshold);
     RUN(test_kill_and_replay);
     RUN(test_concurrent);
+    RUN(test_upload_buffer);
     RUN(test_errors);
     if (t_failed == 0 && getenv("FS_TEST_KEEP") == NULL) {
         char cmd[PATH_MAX + 16];

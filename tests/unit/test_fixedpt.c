@@ -7,8 +7,11 @@
 #include "test.h"
 
 #include <float.h>
+#include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* Test-only PRNG (splitmix64): reproducible, not for anything secret. */
 static uint64_t rng_state = 0x243f6a8885a308d3ull;
@@ -310,6 +313,48 @@ static void test_clipped(void)
     CHECK(strstr(err.msg, "value 1") != NULL);
 }
 
+/* Encoding and decoding scale by a multiply when 2^f is a double and by
+ * ldexp otherwise: bit-identical to llrint(ldexp(x, f)) / ldexp(s, -f) for
+ * bounds that put f at and beyond both ends of the double exponent range
+ * (subnormal products included). */
+static void test_scaling_matches_ldexp(void)
+{
+    static const double bounds[] = {1e-300, 0x1p-1000, 0x1p-960, 1e-5,  1.0,  3.7,
+                                    1e10,   0x1p960,   0x1p1000, 1e300, 1e308};
+    static const unsigned ks[] = {1, 2, 7, 1000};
+    size_t bad_enc = 0;
+    size_t bad_dec = 0;
+    size_t n = 0;
+
+    for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++) {
+        for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+            struct fs_fixedpt fp;
+            struct fs_err err = {0};
+            CHECK_OK(fs_fixedpt_init(&fp, bounds[b], ks[q], &err), &err);
+            for (int i = 0; i < 2000; i++) {
+                double x = rng_entry(bounds[b]);
+                uint64_t y = 0;
+                double back = 0.0;
+                int64_t sgn;
+                if (i % 5 == 0) {
+                    x = ldexp(x, -(int)(rng_u64() % 1100)); /* down to subnormal and 0 */
+                }
+                CHECK_OK(fs_fixedpt_encode(&fp, &x, &y, 1, &err), &err);
+                bad_enc += y != (uint64_t)llrint(ldexp(x, fp.frac_bits));
+                fs_fixedpt_decode(&fp, &y, &back, 1);
+                sgn = y <= (uint64_t)INT64_MAX ? (int64_t)y : -(int64_t)(~y) - 1;
+                bad_dec +=
+                    memcmp(&back, &(double){ldexp((double)sgn, -fp.frac_bits)}, sizeof back) != 0;
+                n++;
+            }
+        }
+    }
+    printf("  scaling: %zu values, %zu encodings and %zu decodings differ from ldexp\n", n, bad_enc,
+           bad_dec);
+    CHECK(bad_enc == 0);
+    CHECK(bad_dec == 0);
+}
+
 static void test_rejects(void)
 {
     struct fs_fixedpt fp;
@@ -348,6 +393,7 @@ int main(void)
     RUN(test_masks_cancel);
     RUN(test_round_trip_and_noise);
     RUN(test_clipped);
+    RUN(test_scaling_matches_ldexp);
     RUN(test_rejects);
     return TEST_END("test_fixedpt");
 }

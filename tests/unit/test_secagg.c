@@ -570,9 +570,38 @@ static void test_server_rejects_bad_uploads(void)
     job_free(&j);
 }
 
+/* A re-sent chunk: identical is accepted (is_new 0), changed is a conflict,
+ * both when the server compares with its chunk store and when it keeps a
+ * hash per chunk (no store). */
+static void test_server_repeat_chunks(void)
+{
+    for (int use_store = 0; use_store <= 1; use_store++) {
+        struct job j;
+        struct fs_err err = {0};
+        uint64_t y[4] = {5, 6, 7, 8};
+        int is_new = -1;
+
+        job_init(&j, 3, 2, 1, 10, 4, use_store);
+        CHECK(job_setup(&j) == 0);
+        CHECK_OK(fs_secagg_server_begin(j.s, 0, 10, &err), &err);
+        CHECK_OK(fs_secagg_server_add_masked_ex(j.s, 2, 1, y, 4, &is_new, &err), &err);
+        CHECK(is_new == 1);
+        CHECK_OK(fs_secagg_server_add_masked_ex(j.s, 2, 1, y, 4, &is_new, &err), &err);
+        CHECK(is_new == 0);
+        y[3] ^= 1;
+        CHECK(fs_secagg_server_add_masked_ex(j.s, 2, 1, y, 4, &is_new, &err) == FS_ECONFLICT);
+        CHECK(is_new == 0);
+        y[3] ^= 1;
+        CHECK_OK(fs_secagg_server_add_masked_ex(j.s, 2, 1, y, 4, &is_new, &err), &err);
+        CHECK(is_new == 0);
+        job_free(&j);
+    }
+}
+
 int main(void)
 {
     RUN(test_small_no_dropout);
+    RUN(test_server_repeat_chunks);
     RUN(test_ten_parties_dropout_each_phase);
     RUN(test_abort_below_threshold);
     RUN(test_mid_upload_without_store_aborts);
