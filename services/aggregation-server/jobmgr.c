@@ -201,12 +201,16 @@ static int agg_is_stats(const agg_job *j, uint32_t r)
 
 void agg_le64_decode(uint64_t *y, const uint8_t *b, size_t m)
 {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    memmove(y, b, m * 8); /* already the host's order; y and b may overlap */
+#else
     for (size_t i = 0; i < m; i++) {
         const uint8_t *p = b + 8 * i;
         y[i] = (uint64_t)p[0] | ((uint64_t)p[1] << 8) | ((uint64_t)p[2] << 16) |
                ((uint64_t)p[3] << 24) | ((uint64_t)p[4] << 32) | ((uint64_t)p[5] << 40) |
                ((uint64_t)p[6] << 48) | ((uint64_t)p[7] << 56);
     }
+#endif
 }
 
 /* Words [off, off + m) of a party's upload file, decoded. */

@@ -91,7 +91,8 @@ FS_WUR int agg_job_auth(agg_job *j, const char *token, size_t len, uint32_t *par
 
 const char *agg_job_id(const agg_job *j);
 
-/** y[i] = the little-endian uint64 at b + 8i (the .npy <u8 layout), i < m. */
+/** y[i] = the little-endian uint64 at b + 8i (the .npy <u8 layout), i < m. y may
+ * overlap b when y <= b (decoding in place, moving left). */
 void agg_le64_decode(uint64_t *y, const uint8_t *b, size_t m);
 
 /** Add request/response body bytes to the job's counters. */

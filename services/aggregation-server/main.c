@@ -184,6 +184,7 @@ int main(int argc, char **argv)
     hcfg.port = port;
     hcfg.threads = cfg.threads;
     hcfg.max_connections = cfg.max_connections;
+    hcfg.conn_memory_limit = 256 * 1024; /* large upload pieces: fewer reads and callbacks */
     hcfg.log_requests = 1;
     hcfg.on_request = agg_http_on_request;
     hcfg.hook_ctx = &app;
