@@ -10,7 +10,8 @@
  * reflectors plus n signs, Q = H_0 H_1 ... H_{n-1} diag(s):
  *   - generation costs n(n+1)/2 draws and O(n^2) flops (no O(n^3) QR),
  *   - applying Q or Q^T to an n x k block costs O(n^2 k) (LAPACK dormqr),
- *   - any set of w columns of Q costs O(n^2 w).
+ *   - any set of w columns of Q costs O(n^2 w), columns below c only the
+ *     first ~c reflectors (fs_haar_gen_prefix): H_j e_i = e_i for j > i.
  *
  * Stream format (fixed; masks depend on it): for j = 0 .. n-1, n - j normals
  * from one fs_prg_normal call; they are the current column's entries j..n-1.
@@ -41,11 +42,52 @@ typedef struct fs_haar fs_haar;
  */
 FS_WUR int fs_haar_gen(size_t n, fs_prg *prg, fs_haar **out, struct fs_err *err);
 
+/**
+ * Draw only the first k reflectors (1 <= k <= n) of the Haar matrix that
+ * fs_haar_gen would draw from the same stream: they are its first k
+ * reflectors bit for bit (the stream is consumed in order and stops early).
+ * Enough for columns below k (fs_haar_prefix_for); fs_haar_apply_* need all n.
+ * @return as fs_haar_gen, and FS_EINVAL for k out of range.
+ */
+FS_WUR int fs_haar_gen_prefix(size_t n, size_t k, fs_prg *prg, fs_haar **out, struct fs_err *err);
+
+/**
+ * Draw reflectors fs_haar_reflectors(h) .. k-1 (k <= n; nothing if k is not
+ * more) from prg, which must be the stream that drew h, left where it stopped
+ * (the same object): afterwards h is bit for bit what fs_haar_gen_prefix(n, k)
+ * gives. Columns already formed do not change.
+ * @return 0, FS_EINVAL, FS_ECRYPTO (h keeps the reflectors drawn so far).
+ */
+FS_WUR int fs_haar_extend(fs_haar *h, size_t k, fs_prg *prg, struct fs_err *err);
+
+/**
+ * Keep only the first k reflectors (k <= fs_haar_reflectors(h), a multiple
+ * of the column chunk unless it is n), wiping and freeing the rest: less
+ * memory for an object kept for columns below k. The stream that drew h is
+ * then no longer where reflector k starts, so do not fs_haar_extend it with
+ * that stream (draw a new object instead).
+ * @return 0, FS_EINVAL, FS_ENOMEM (h unchanged).
+ */
+FS_WUR int fs_haar_truncate(fs_haar *h, size_t k, struct fs_err *err);
+
+/** Reflectors drawn so far (n after fs_haar_gen). */
+size_t fs_haar_reflectors(const fs_haar *h);
+
+/** Columns are formed in aligned chunks of this many (see fs_haar_columns). */
+#define FS_HAAR_COL_CHUNK 128
+
+/**
+ * Reflectors that fs_haar_columns needs for columns below c_end of an n x n
+ * Haar matrix: c_end rounded up to the column chunk, at most n.
+ */
+size_t fs_haar_prefix_for(size_t n, size_t c_end);
+
 /** Dimension n. */
 size_t fs_haar_dim(const fs_haar *h);
 
 /**
- * x = op(Q) x in place, x n x k (may be a view). op 'N' or 'T'.
+ * x = op(Q) x in place, x n x k (may be a view). op 'N' or 'T'. Needs all n
+ * reflectors (fs_haar_gen; FS_EINVAL after fs_haar_gen_prefix with k < n).
  * Not reentrant for the same h (LAPACK briefly writes into the reflectors),
  * hence the non-const pointer; different objects may be used concurrently.
  */
@@ -56,9 +98,15 @@ FS_WUR int fs_haar_apply_right(fs_haar *h, char op, fs_mat *x, struct fs_err *er
 
 /**
  * Columns c0 .. c0 + out->cols - 1 of Q into out (n x w, may be a view).
- * Columns are always computed in fixed 64-column chunks, so a column's bits
- * do not depend on the range it was requested with: any slab is
- * bit-identical to the same columns of the full matrix. Cost O(n^2 w).
+ * Blocked like LAPACK dorgqr: panels of 64 reflectors in compact WY form
+ * (I - V T V^T, each T computed once per object, on first use), applied with
+ * BLAS-3 to 128-column chunks from the last panel that touches them to the
+ * first. Columns are always computed in those fixed aligned chunks, so a
+ * column's bits do not depend on the range it was requested with: any slab
+ * is bit-identical to the same columns of the full matrix. Cost about
+ * 4 n^2 w flops (the whole Q: 4 n^3 / 3, as dorgqr).
+ * @return 0, FS_EINVAL (bad range; fewer reflectors than fs_haar_prefix_for),
+ *         FS_ENOMEM, FS_ENUMERIC.
  */
 FS_WUR int fs_haar_columns(fs_haar *h, size_t c0, fs_mat *out, struct fs_err *err);
 

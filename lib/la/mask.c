@@ -1,6 +1,7 @@
 #include "mask.h"
 
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,7 @@ struct fs_mask {
     size_t extra; /* ... the first `extra` blocks have base + 1 */
     size_t *perm; /* M[perm[i], :] = D[i, :] */
     uint8_t key[32];
+    uint8_t cache_id[32]; /* names the mask in a fs_mask_cache (a PRF output of key) */
 };
 
 static void put_be64(uint8_t *p, uint64_t v)
@@ -123,6 +125,7 @@ void fs_mask_free(fs_mask *m)
         free(m->perm);
     }
     OPENSSL_cleanse(m->key, sizeof m->key);
+    OPENSSL_cleanse(m->cache_id, sizeof m->cache_id);
     free(m);
 }
 
@@ -195,6 +198,9 @@ int fs_mask_new(size_t n, size_t block, const uint8_t seed[32], fs_mask **out, s
         rc = derive(k1, "fsblock1", (uint64_t)block, m->key, err);
     }
     if (rc == 0) {
+        rc = derive(m->key, "fscache1", 0, m->cache_id, err);
+    }
+    if (rc == 0) {
         rc = make_perm(m, err);
     }
 out:
@@ -214,8 +220,9 @@ static void free_secret(fs_mat *q)
     fs_mat_free(q);
 }
 
-/* Block t in factored form: stream t + 1 of the mask key. */
-static int gen_block(const fs_mask *m, size_t t, fs_haar **out, struct fs_err *err)
+/* Block t in factored form, its first k reflectors (0 = all): stream t + 1
+ * of the mask key. */
+static int gen_block(const fs_mask *m, size_t t, size_t k, fs_haar **out, struct fs_err *err)
 {
     size_t off;
     size_t sz;
@@ -226,7 +233,7 @@ static int gen_block(const fs_mask *m, size_t t, fs_haar **out, struct fs_err *e
     fs_mask_block_range(m, t, &off, &sz);
     rc = mask_stream(m, (uint64_t)t + 1, &prg, err);
     if (rc == 0) {
-        rc = fs_haar_gen(sz, prg, out, err);
+        rc = fs_haar_gen_prefix(sz, k == 0 || k > sz ? sz : k, prg, out, err);
     }
     fs_prg_free(prg);
     return rc;
@@ -248,7 +255,8 @@ static int block_columns(const fs_mask *m, size_t t, size_t lc0, size_t w, fs_ma
     if (q == NULL) {
         return fs_err_set(err, FS_ENOMEM, "mask: out of memory for %zux%zu", sz, w);
     }
-    rc = gen_block(m, t, &h, err);
+    /* columns below lc0 + w need only the reflectors up to about there */
+    rc = gen_block(m, t, fs_haar_prefix_for(sz, lc0 + w), &h, err);
     if (rc == 0) {
         rc = fs_haar_columns(h, lc0, q, err);
     }
@@ -433,7 +441,7 @@ static int mask_mul(const fs_mask *m, char op, const fs_mat *x, fs_mat *y, int l
         size_t sz;
         fs_haar *h = NULL;
         fs_mask_block_range(m, t, &off, &sz);
-        rc = gen_block(m, t, &h, err);
+        rc = gen_block(m, t, 0, &h, err);
         if (rc == 0) {
             fs_mat tv = left ? fs_mat_view(tmp, 0, 0, sz, k) : fs_mat_view(tmp, 0, 0, k, sz);
             rc = left ? left_block(m, trans, h, off, x, y, &tv, err)
@@ -472,6 +480,291 @@ void fs_mask_slab_free(fs_mask_slab *s)
     free(s);
 }
 
+/* ------------------------------------------------------------ block cache */
+
+/* Formed chunks kept per block: those a request wanted only part of. */
+#define CACHE_CHUNKS 4
+
+struct cache_ent {
+    struct cache_ent *next;
+    uint8_t id[32]; /* the mask's cache_id */
+    size_t t;       /* block */
+    size_t sz;      /* its size */
+    fs_haar *h;     /* the reflectors drawn so far */
+    fs_prg *prg;    /* the block's stream, where h stopped; NULL once h is truncated */
+    size_t nchunks;
+    size_t chunk_a[CACHE_CHUNKS]; /* chunk index */
+    fs_mat *chunk[CACHE_CHUNKS];  /* its columns, all sz rows */
+    size_t served;                /* columns of the block handed out so far */
+    uint64_t used;                /* LRU tick */
+};
+
+struct fs_mask_cache {
+    pthread_mutex_t mu;
+    size_t cap;
+    size_t bytes;
+    uint64_t tick;
+    struct cache_ent *list;
+    struct fs_mask_cache_stats st;
+};
+
+static _Thread_local fs_mask_cache *tl_cache;
+
+static size_t ent_bytes(const struct cache_ent *e)
+{
+    /* the drawn reflectors, and about as much as their T factors take */
+    size_t b = e->h != NULL ? e->sz * (fs_haar_reflectors(e->h) + 64) * sizeof(double) : 0;
+
+    for (size_t i = 0; i < e->nchunks; i++) {
+        b += e->chunk[i]->rows * e->chunk[i]->cols * sizeof(double);
+    }
+    return b;
+}
+
+static void ent_free(struct cache_ent *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    fs_haar_free(e->h);
+    fs_prg_free(e->prg);
+    for (size_t i = 0; i < e->nchunks; i++) {
+        free_secret(e->chunk[i]);
+    }
+    OPENSSL_cleanse(e, sizeof *e);
+    free(e);
+}
+
+int fs_mask_cache_new(size_t max_bytes, fs_mask_cache **out, struct fs_err *err)
+{
+    fs_mask_cache *c;
+
+    if (out == NULL) {
+        return fs_err_set(err, FS_EINVAL, "mask: out is NULL");
+    }
+    c = calloc(1, sizeof *c);
+    if (c == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "mask: out of memory");
+    }
+    if (pthread_mutex_init(&c->mu, NULL) != 0) {
+        free(c);
+        return fs_err_set(err, FS_ENOMEM, "mask: cannot create a mutex");
+    }
+    c->cap = max_bytes;
+    *out = c;
+    return 0;
+}
+
+void fs_mask_cache_free(fs_mask_cache *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    while (c->list != NULL) {
+        struct cache_ent *e = c->list;
+        c->list = e->next;
+        ent_free(e);
+    }
+    pthread_mutex_destroy(&c->mu);
+    free(c);
+}
+
+fs_mask_cache *fs_mask_cache_attach(fs_mask_cache *c)
+{
+    fs_mask_cache *prev = tl_cache;
+
+    tl_cache = c;
+    return prev;
+}
+
+void fs_mask_cache_stats(fs_mask_cache *c, struct fs_mask_cache_stats *out)
+{
+    pthread_mutex_lock(&c->mu);
+    *out = c->st;
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Take block t of the mask named id out of c (NULL when absent): the caller
+ * has it alone until cache_put. */
+static struct cache_ent *cache_take(fs_mask_cache *c, const uint8_t id[32], size_t t)
+{
+    struct cache_ent **pp;
+    struct cache_ent *e = NULL;
+
+    pthread_mutex_lock(&c->mu);
+    for (pp = &c->list; *pp != NULL; pp = &(*pp)->next) {
+        if ((*pp)->t == t && CRYPTO_memcmp((*pp)->id, id, 32) == 0) {
+            e = *pp;
+            *pp = e->next;
+            e->next = NULL;
+            c->bytes -= ent_bytes(e);
+            c->st.entries--;
+            break;
+        }
+    }
+    if (e != NULL) {
+        c->st.hits++;
+    } else {
+        c->st.misses++;
+    }
+    c->st.bytes = c->bytes;
+    pthread_mutex_unlock(&c->mu);
+    return e;
+}
+
+/* Give e back (or free it: every column served, or a copy is already in),
+ * then evict least recently used entries over the cap (e included). */
+static void cache_put(fs_mask_cache *c, struct cache_ent *e)
+{
+    struct cache_ent *drop = NULL;
+
+    pthread_mutex_lock(&c->mu);
+    if (e->served >= e->sz) {
+        drop = e;
+    } else {
+        for (struct cache_ent *o = c->list; o != NULL; o = o->next) {
+            if (o->t == e->t && CRYPTO_memcmp(o->id, e->id, 32) == 0) {
+                o->served += e->served; /* taken twice at once: keep the first */
+                drop = e;
+                break;
+            }
+        }
+    }
+    if (drop == NULL) {
+        e->used = ++c->tick;
+        e->next = c->list;
+        c->list = e;
+        c->bytes += ent_bytes(e);
+        c->st.entries++;
+    }
+    while (c->bytes > c->cap && c->list != NULL) {
+        struct cache_ent **lru = &c->list;
+        struct cache_ent *victim;
+        for (struct cache_ent **pp = &c->list; *pp != NULL; pp = &(*pp)->next) {
+            if ((*pp)->used < (*lru)->used) {
+                lru = pp;
+            }
+        }
+        victim = *lru;
+        *lru = victim->next;
+        c->bytes -= ent_bytes(victim);
+        c->st.entries--;
+        c->st.evicted++;
+        ent_free(victim);
+    }
+    c->st.bytes = c->bytes;
+    pthread_mutex_unlock(&c->mu);
+    ent_free(drop);
+}
+
+/*
+ * block_columns through cache c: the block's reflectors (drawn only as far
+ * as needed, extended on the same stream later) and any chunk formed only in
+ * part stay for the next request, e.g. the neighbouring party's slab. Every
+ * column comes from fs_haar_columns on the same reflectors with the same
+ * chunking, so the bits are those without a cache.
+ */
+static int block_columns_cached(const fs_mask *m, fs_mask_cache *c, size_t t, size_t lc0, size_t w,
+                                fs_mat **out, struct fs_err *err)
+{
+    size_t off;
+    size_t sz;
+    size_t need;
+    struct cache_ent *e;
+    fs_mat *q = NULL;
+    int rc = 0;
+
+    *out = NULL;
+    fs_mask_block_range(m, t, &off, &sz);
+    need = fs_haar_prefix_for(sz, lc0 + w);
+    q = fs_mat_new_uninit(sz, w);
+    e = cache_take(c, m->cache_id, t);
+    if (e == NULL) {
+        e = calloc(1, sizeof *e);
+        if (e != NULL) {
+            memcpy(e->id, m->cache_id, 32);
+            e->t = t;
+            e->sz = sz;
+        }
+    }
+    if (q == NULL || e == NULL) {
+        free_secret(q);
+        ent_free(e);
+        return fs_err_set(err, FS_ENOMEM, "mask: out of memory");
+    }
+    if (e->h != NULL && fs_haar_reflectors(e->h) < need && e->prg == NULL) {
+        fs_haar_free(e->h); /* truncated: its stream cannot go on, draw anew */
+        e->h = NULL;
+    }
+    if (e->h == NULL) {
+        rc = mask_stream(m, (uint64_t)t + 1, &e->prg, err);
+        if (rc == 0) {
+            rc = fs_haar_gen_prefix(sz, need, e->prg, &e->h, err);
+        }
+    } else if (fs_haar_reflectors(e->h) < need) {
+        rc = fs_haar_extend(e->h, need, e->prg, err);
+    }
+    for (size_t a = lc0 / FS_HAAR_COL_CHUNK; rc == 0 && a * FS_HAAR_COL_CHUNK < lc0 + w; a++) {
+        size_t lo = a * FS_HAAR_COL_CHUNK;
+        size_t cw = sz - lo < FS_HAAR_COL_CHUNK ? sz - lo : FS_HAAR_COL_CHUNK;
+        size_t from = lc0 > lo ? lc0 : lo;
+        size_t to = lc0 + w < lo + cw ? lc0 + w : lo + cw;
+        fs_mat *ch = NULL;
+        for (size_t i = 0; i < e->nchunks; i++) {
+            if (e->chunk_a[i] == a) {
+                ch = e->chunk[i];
+            }
+        }
+        if (ch == NULL && from == lo && to == lo + cw) { /* all of it: no need to keep it */
+            fs_mat dst = fs_mat_view(q, 0, lo - lc0, sz, cw);
+            rc = fs_haar_columns(e->h, lo, &dst, err);
+            continue;
+        }
+        if (ch == NULL) {
+            ch = fs_mat_new_uninit(sz, cw);
+            if (ch == NULL) {
+                rc = fs_err_set(err, FS_ENOMEM, "mask: out of memory");
+                break;
+            }
+            rc = fs_haar_columns(e->h, lo, ch, err);
+            if (rc != 0 || e->nchunks == CACHE_CHUNKS) {
+                fs_mat src = fs_mat_view(ch, 0, from - lo, sz, to - from);
+                fs_mat dst = fs_mat_view(q, 0, from - lc0, sz, to - from);
+                if (rc == 0) {
+                    rc = fs_mat_copy(&dst, &src, err);
+                }
+                free_secret(ch);
+                continue;
+            }
+            e->chunk_a[e->nchunks] = a;
+            e->chunk[e->nchunks++] = ch;
+        }
+        {
+            fs_mat src = fs_mat_view(ch, 0, from - lo, sz, to - from);
+            fs_mat dst = fs_mat_view(q, 0, from - lc0, sz, to - from);
+            rc = fs_mat_copy(&dst, &src, err);
+        }
+    }
+    if (rc != 0) {
+        ent_free(e); /* possibly half extended: not kept */
+        free_secret(q);
+        return rc;
+    }
+    e->served += w;
+    if (lc0 > 0 && lc0 + w == sz) {
+        /* the block's tail is out: the columns left, all below lc0, need no
+         * more reflectors than that (about halves what the entry holds) */
+        size_t keep = fs_haar_prefix_for(sz, lc0);
+        if (keep < fs_haar_reflectors(e->h) && fs_haar_truncate(e->h, keep, NULL) == 0) {
+            fs_prg_free(e->prg);
+            e->prg = NULL;
+        }
+    }
+    cache_put(c, e);
+    *out = q;
+    return 0;
+}
+
 /* Fill piece p with the columns [lc0, lc0 + w) of block t. */
 static int make_piece(const fs_mask *m, size_t t, size_t lc0, size_t w, fs_mask_piece *pc,
                       struct fs_err *err)
@@ -487,6 +780,9 @@ static int make_piece(const fs_mask *m, size_t t, size_t lc0, size_t w, fs_mask_
         return fs_err_set(err, FS_ENOMEM, "mask: out of memory");
     }
     memcpy(pc->rows, m->perm + off, sz * sizeof *pc->rows);
+    if (tl_cache != NULL) {
+        return block_columns_cached(m, tl_cache, t, lc0, w, &pc->q, err);
+    }
     return block_columns(m, t, lc0, w, &pc->q, err);
 }
 

@@ -26,7 +26,8 @@
  *    haar.h); a slab is bit-identical to the same columns of the dense matrix.
  *  - Secrets: the derived key and the permutation are wiped on fs_mask_free;
  *    temporary blocks are wiped before they are freed.
- *  - Cost: blocks are regenerated on every call from n_t (n_t + 1) / 2 normal
+ *  - Cost: blocks are regenerated on every call (slabs: only as far as their
+ *    columns need, and see fs_mask_cache below) from n_t (n_t + 1) / 2 normal
  *    draws (O(n_t^2)); a product with k columns costs O(n_t^2 k) per block, a
  *    slab of w columns O(n_t^2 w), the dense matrix O(n^2 b). Example (2 busy
  *    cores): M X for n = 20000, b = 4096, k = 100 takes ~2.4 s.
@@ -156,5 +157,45 @@ FS_WUR int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, s
 
 /** Free a slab, wiping its blocks and row indices. Accepts NULL. */
 void fs_mask_slab_free(fs_mask_slab *s);
+
+/*
+ * Block cache for slabs (the masking server: neighbouring parties' slabs
+ * meet inside a block, and each would otherwise draw that block's first
+ * reflectors and form the 128-column chunk they share).
+ *
+ * While a cache is attached to a thread (fs_mask_cache_attach),
+ * fs_mask_slab_new on that thread keeps, per block it touches but does not
+ * hand out entirely: the block's reflectors drawn so far with its stream
+ * (a later slab needing more columns draws on from there; once the block's
+ * last column is out, only the reflectors the columns left need) and the
+ * formed chunks it needed only part of. Entries are named by a PRF output of the
+ * mask's key (masks from the same seed, n and block share them) and block
+ * index. An entry is freed (wiped) once slabs have handed out as many
+ * columns of the block as it has, or least recently used first when the
+ * entries exceed max_bytes, or with the cache. A slab is bit-identical with
+ * or without a cache. Thread-safe; an entry in use is taken out, so two
+ * threads on one block each work alone (the second gets no hit).
+ */
+typedef struct fs_mask_cache fs_mask_cache;
+
+struct fs_mask_cache_stats {
+    uint64_t hits;    /* a block found in the cache */
+    uint64_t misses;  /* a block not found */
+    uint64_t evicted; /* entries dropped over the cap */
+    uint64_t entries; /* entries now */
+    uint64_t bytes;   /* their reflectors and chunks, bytes */
+};
+
+/** New empty cache holding at most about max_bytes. @param out free with fs_mask_cache_free. */
+FS_WUR int fs_mask_cache_new(size_t max_bytes, fs_mask_cache **out, struct fs_err *err);
+
+/** Free, wiping every entry. No thread may have it attached. Accepts NULL. */
+void fs_mask_cache_free(fs_mask_cache *c);
+
+/** Use c for fs_mask_slab_new on the calling thread (NULL: none). @return the previous one. */
+fs_mask_cache *fs_mask_cache_attach(fs_mask_cache *c);
+
+/** A snapshot of c's counters. */
+void fs_mask_cache_stats(fs_mask_cache *c, struct fs_mask_cache_stats *out);
 
 #endif

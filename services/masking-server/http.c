@@ -542,6 +542,16 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
             (unsigned long long)ks.cache_entries, (unsigned long long)ks.cache_bytes,
             (unsigned long long)ks.cache_hits);
     bprintf(&b,
+            "# HELP fedsvd_mask_block_cache_total Blocks of A that slabs needed, found or not "
+            "in the block cache.\n"
+            "# TYPE fedsvd_mask_block_cache_total counter\n"
+            "fedsvd_mask_block_cache_total{result=\"hit\"} %llu\n"
+            "fedsvd_mask_block_cache_total{result=\"miss\"} %llu\n"
+            "# HELP fedsvd_mask_block_cache_bytes Bytes of blocks kept for neighbouring slabs.\n"
+            "# TYPE fedsvd_mask_block_cache_bytes gauge\nfedsvd_mask_block_cache_bytes %llu\n",
+            (unsigned long long)ks.block_hits, (unsigned long long)ks.block_misses,
+            (unsigned long long)ks.block_bytes);
+    bprintf(&b,
             "# HELP fedsvd_http_connections Open HTTP connections.\n"
             "# TYPE fedsvd_http_connections gauge\nfedsvd_http_connections %u\n",
             app->srv != NULL ? fs_http_server_connections(app->srv) : 0u);

@@ -4,6 +4,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/memfd.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "la/mask.h"
 #include "maskkeys.h"
 
 #ifndef F_ADD_SEALS
@@ -24,6 +28,13 @@
 #endif
 
 #define SWEEP_EVERY_S 5
+
+/* Cap of one mask set's block cache (lib/la/mask.h fs_mask_cache): what
+ * neighbouring parties' slabs share. An entry is at most one block's
+ * reflectors and a few chunks (~10 MB for blocks of ~1100, ~5 MB on
+ * average), freed as soon as the block's columns have all been handed out;
+ * over the cap the least recently used go (and their parties draw again). */
+#define MASK_CACHE_BYTES ((size_t)64 << 20)
 
 enum { KS_GENERATING = 0, KS_READY = 1, KS_FAILED = 2 };
 
@@ -45,6 +56,16 @@ struct msk_keyset {
     uint64_t bytes;
 };
 
+/* A mask set's block cache, shared by the generations of its parties. */
+struct mcache {
+    struct mcache *next; /* in kg->mcaches while linked */
+    char id[MSK_ID_LEN + 1];
+    fs_mask_cache *c;
+    unsigned refs; /* the list's (while linked) + the generations using it */
+    int linked;
+    double last_used;
+};
+
 struct msk_keygen {
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -56,6 +77,7 @@ struct msk_keygen {
     uint64_t cap;
     double ttl;
     msk_keyset *list;
+    struct mcache *mcaches;
     struct msk_keygen_stats st;
 };
 
@@ -204,10 +226,92 @@ static void unlink_locked(msk_keygen *kg, msk_keyset *ks)
     }
 }
 
+/* ------------------------------------------------------------ block caches */
+
+static void mcache_release_locked(msk_keygen *kg, struct mcache *mc)
+{
+    if (--mc->refs == 0) {
+        struct fs_mask_cache_stats cs;
+        fs_mask_cache_stats(mc->c, &cs);
+        kg->st.block_hits += cs.hits; /* keep the counts of the caches gone */
+        kg->st.block_misses += cs.misses;
+        fs_mask_cache_free(mc->c);
+        free(mc);
+    }
+}
+
+static void mcache_unlink_locked(msk_keygen *kg, struct mcache *mc)
+{
+    struct mcache **pp = &kg->mcaches;
+
+    while (*pp != NULL && *pp != mc) {
+        pp = &(*pp)->next;
+    }
+    if (*pp == mc) {
+        *pp = mc->next;
+    }
+    mc->next = NULL;
+    mc->linked = 0;
+    mcache_release_locked(kg, mc);
+}
+
+/* The block cache of mask set id, created if need be; NULL when out of
+ * memory (the generation then runs without one). */
+static struct mcache *mcache_get(msk_keygen *kg, const char *id)
+{
+    struct mcache *mc;
+
+    pthread_mutex_lock(&kg->mu);
+    for (mc = kg->mcaches; mc != NULL; mc = mc->next) {
+        if (strcmp(mc->id, id) == 0) {
+            break;
+        }
+    }
+    if (mc == NULL) {
+        mc = calloc(1, sizeof *mc);
+        if (mc != NULL && fs_mask_cache_new(MASK_CACHE_BYTES, &mc->c, NULL) != 0) {
+            free(mc);
+            mc = NULL;
+        }
+        if (mc != NULL) {
+            snprintf(mc->id, sizeof mc->id, "%s", id);
+            mc->refs = 1;
+            mc->linked = 1;
+            mc->next = kg->mcaches;
+            kg->mcaches = mc;
+        }
+    }
+    if (mc != NULL) {
+        mc->refs++;
+        mc->last_used = now_s();
+    }
+    pthread_mutex_unlock(&kg->mu);
+    return mc;
+}
+
+static void mcache_put(msk_keygen *kg, struct mcache *mc)
+{
+    if (mc == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&kg->mu);
+    mc->last_used = now_s();
+    mcache_release_locked(kg, mc);
+    pthread_mutex_unlock(&kg->mu);
+}
+
 /* Drop entries unused for ttl (kg->mu held). */
 static void sweep_locked(msk_keygen *kg, double now)
 {
     msk_keyset *ks = kg->list;
+
+    for (struct mcache *mc = kg->mcaches; mc != NULL;) {
+        struct mcache *next = mc->next;
+        if (now - mc->last_used > kg->ttl) {
+            mcache_unlink_locked(kg, mc);
+        }
+        mc = next;
+    }
 
     while (ks != NULL) {
         msk_keyset *next = ks->next;
@@ -301,6 +405,9 @@ void msk_keygen_free(msk_keygen *kg)
     while (kg->list != NULL) {
         unlink_locked(kg, kg->list);
     }
+    while (kg->mcaches != NULL) {
+        mcache_unlink_locked(kg, kg->mcaches);
+    }
     pthread_cond_destroy(&kg->cv);
     pthread_mutex_destroy(&kg->mu);
     free(kg);
@@ -310,6 +417,14 @@ void msk_keygen_stats(msk_keygen *kg, struct msk_keygen_stats *out)
 {
     pthread_mutex_lock(&kg->mu);
     *out = kg->st;
+    out->block_bytes = 0;
+    for (struct mcache *mc = kg->mcaches; mc != NULL; mc = mc->next) {
+        struct fs_mask_cache_stats cs;
+        fs_mask_cache_stats(mc->c, &cs);
+        out->block_hits += cs.hits;
+        out->block_misses += cs.misses;
+        out->block_bytes += cs.bytes;
+    }
     pthread_mutex_unlock(&kg->mu);
 }
 
@@ -412,19 +527,27 @@ static void hex32(const uint8_t in[32], char out[65])
 }
 
 /* Generate ks's contents (no lock held). */
-static int generate(msk_keyset *ks, const struct msk_spec *spec, const uint8_t *seed,
-                    struct fs_err *err)
+static int generate(msk_keygen *kg, msk_keyset *ks, const struct msk_spec *spec,
+                    const uint8_t *seed, struct fs_err *err)
 {
     struct fs_fedsvd_job job;
     fs_fedsvd_maskset *ms = NULL;
     struct fs_fedsvd_keys *keys = NULL;
+    struct mcache *mc = NULL;
     double t0 = now_s();
     int rc;
 
     msk_spec_job(spec, &job);
     rc = fs_fedsvd_maskset_new(&job, seed, &ms, err);
     if (rc == 0) {
+        /* the slab's blocks through the mask set's block cache: a neighbour's
+         * slab reuses what this one drew in a block they share */
+        fs_mask_cache *prev;
+        mc = mcache_get(kg, ks->id);
+        prev = fs_mask_cache_attach(mc != NULL ? mc->c : NULL);
         rc = fs_fedsvd_maskset_party(ms, ks->party, &keys, err);
+        (void)fs_mask_cache_attach(prev);
+        mcache_put(kg, mc);
     }
     fs_fedsvd_maskset_free(ms); /* wipes the derived seeds and the permutation */
     if (rc == 0) {
@@ -441,6 +564,12 @@ static int generate(msk_keyset *ks, const struct msk_spec *spec, const uint8_t *
         hex32(ks->man.keys_id, ks->keys_id);
     }
     fs_fedsvd_keys_free(keys); /* wipes the slab */
+#ifdef __GLIBC__
+    /* Generations run on the requests' threads, each with its own malloc
+     * arena that would keep the slab's freed (wiped) memory resident, up to
+     * ~20 MB per thread: give it back (the whole slab is in the memfds now). */
+    (void)malloc_trim(0);
+#endif
     ks->seconds = now_s() - t0;
     return rc;
 }
@@ -514,7 +643,7 @@ int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
         msk_keyset_put(kg, ks);
         return rc;
     }
-    rc = generate(ks, spec, seed, err);
+    rc = generate(kg, ks, spec, seed, err);
     finish_generation(kg, ks, rc, err);
     if (rc != 0) {
         msk_keyset_put(kg, ks);
@@ -548,6 +677,13 @@ void msk_keygen_drop(msk_keygen *kg, const char *id)
             unlink_locked(kg, ks);
         }
         ks = next;
+    }
+    for (struct mcache *mc = kg->mcaches; mc != NULL;) {
+        struct mcache *next = mc->next;
+        if (strcmp(mc->id, id) == 0) {
+            mcache_unlink_locked(kg, mc);
+        }
+        mc = next;
     }
     pthread_mutex_unlock(&kg->mu);
 }

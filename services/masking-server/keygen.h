@@ -20,6 +20,15 @@
  * responses still sending them (each has its own dup) are done; heap copies
  * are wiped. Nothing of the slab stays in the heap.
  *
+ * Each mask set also has a block cache (lib/la/mask.h fs_mask_cache, at
+ * most 64 MiB): neighbouring parties' slabs meet inside a diagonal block of
+ * A, and the second one reuses the block's reflectors and the shared
+ * 128-column chunk that the first drew and formed instead of doing them
+ * again (bit-identical keys either way). Its entries hold mask material in
+ * the heap, wiped when freed: as soon as every column of their block has been
+ * handed out, and with the whole cache when the mask set is deleted, unused
+ * for ttl_s, or the server stops.
+ *
  * At most `concurrency` generations run at once (each holds the slab and
  * one 1 MiB buffer, the memfds about the size of the slab); the others wait
  * for a slot. Two requests for the same party share one generation.
@@ -115,6 +124,9 @@ struct msk_keygen_stats {
     uint64_t cache_entries; /* entries in the cache now */
     uint64_t cache_bytes;   /* their files' bytes */
     uint64_t cache_hits;    /* requests served from an existing entry */
+    uint64_t block_hits;    /* slab blocks found in a mask set's block cache */
+    uint64_t block_misses;  /* slab blocks drawn anew */
+    uint64_t block_bytes;   /* bytes in the block caches now */
 };
 
 /** A snapshot of the counters (for /metrics). */

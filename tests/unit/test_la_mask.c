@@ -148,6 +148,112 @@ out:
     fs_mat_free(xr);
 }
 
+/*
+ * Blocked column formation (64-reflector panels, 128-column chunks) against
+ * LAPACK: Q from fs_haar_columns equals Q I from dormqr (fs_haar_apply_left),
+ * and columns from a prefix of the reflectors (fs_haar_gen_prefix: what the
+ * masking server draws for a slab) are bit-identical to the same columns
+ * from all of them, whatever range they are asked with. n = 300: three
+ * chunks (the last of 44 columns) and a last panel of 44 reflectors.
+ */
+static void test_haar_prefix_blocked(void)
+{
+    enum { N = 300 };
+    uint8_t key[32] = {9};
+    struct fs_err err = {0};
+    fs_prg *prg = NULL;
+    fs_haar *h = NULL;
+    fs_mat *q = fs_mat_new(N, N);
+    fs_mat *ref = fs_mat_new(N, N);
+    size_t ranges[][2] = {{0, 1},     {0, 128},  {100, 60}, {127, 2},
+                          {128, 128}, {250, 50}, {299, 1},  {5, 290}};
+
+    CHECK(fs_haar_prefix_for(N, 0) == 0);
+    CHECK(fs_haar_prefix_for(N, 1) == 128);
+    CHECK(fs_haar_prefix_for(N, 128) == 128);
+    CHECK(fs_haar_prefix_for(N, 129) == 256);
+    CHECK(fs_haar_prefix_for(N, 257) == N);
+    CHECK(fs_haar_prefix_for(N, N) == N);
+    CHECK(fs_haar_prefix_for(100, 1) == 100);
+    CHECK_OK(fs_prg_new(&prg, key, NULL, &err), &err);
+    CHECK_OK(fs_haar_gen(N, prg, &h, &err), &err);
+    fs_prg_free(prg);
+    prg = NULL;
+    if (h == NULL) {
+        goto out;
+    }
+    CHECK_OK(fs_haar_columns(h, 0, q, &err), &err);
+    CHECK_MSG(tl_orth_err(q) < 1e-13, "%g", tl_orth_err(q));
+    for (size_t i = 0; i < N; i++) {
+        FS_MAT_AT(ref, i, i) = 1.0;
+    }
+    CHECK_OK(fs_haar_apply_left(h, 'N', ref, &err), &err);
+    CHECK_MSG(tl_max_diff(q, ref) < 1e-13, "blocked vs dormqr %g", tl_max_diff(q, ref));
+    fs_haar_free(h);
+    h = NULL;
+    for (size_t r = 0; r < sizeof ranges / sizeof ranges[0]; r++) {
+        size_t c0 = ranges[r][0];
+        size_t w = ranges[r][1];
+        size_t k = fs_haar_prefix_for(N, c0 + w);
+        fs_mat *c = fs_mat_new(N, w);
+        fs_mat want = fs_mat_view(q, 0, c0, N, w);
+        CHECK_OK(fs_prg_new(&prg, key, NULL, &err), &err);
+        CHECK_OK(fs_haar_gen_prefix(N, k, prg, &h, &err), &err);
+        if (h != NULL) {
+            CHECK_OK(fs_haar_columns(h, c0, c, &err), &err);
+            CHECK_MSG(tl_bit_equal(c, &want), "prefix %zu, columns [%zu, +%zu)", k, c0, w);
+            if (k < N) { /* the next chunk needs reflectors it does not have */
+                fs_mat *one = fs_mat_new(N, 1);
+                CHECK(fs_haar_columns(h, k, one, &err) == FS_EINVAL);
+                CHECK(fs_haar_apply_left(h, 'N', ref, &err) == FS_EINVAL);
+                CHECK(fs_haar_apply_right(h, 'T', ref, &err) == FS_EINVAL);
+                fs_mat_free(one);
+            }
+        }
+        fs_haar_free(h);
+        h = NULL;
+        fs_prg_free(prg);
+        prg = NULL;
+        fs_mat_free(c);
+    }
+    CHECK_OK(fs_prg_new(&prg, key, NULL, &err), &err);
+    CHECK(fs_haar_gen_prefix(N, 0, prg, &h, &err) == FS_EINVAL && h == NULL);
+    CHECK(fs_haar_gen_prefix(N, N + 1, prg, &h, &err) == FS_EINVAL && h == NULL);
+    /* truncate to 128 reflectors, then extend again with a stream where
+     * reflector 128 starts (a second object's after drawing 128): the same
+     * bits as drawing everything at once */
+    CHECK_OK(fs_haar_gen_prefix(N, 256, prg, &h, &err), &err);
+    fs_prg_free(prg);
+    prg = NULL;
+    if (h != NULL) {
+        fs_haar *h2 = NULL;
+        fs_mat *c = fs_mat_new(N, 100);
+        fs_mat want = fs_mat_view(q, 0, 0, N, 100);
+        CHECK(fs_haar_truncate(h, 100, &err) == FS_EINVAL); /* not a chunk multiple */
+        CHECK(fs_haar_truncate(h, 257, &err) == FS_EINVAL); /* more than drawn */
+        CHECK_OK(fs_haar_columns(h, 130, c, &err), &err);   /* T of panels 0..3 computed */
+        CHECK_OK(fs_haar_truncate(h, 128, &err), &err);
+        CHECK(fs_haar_reflectors(h) == 128);
+        CHECK(fs_haar_columns(h, 128, c, &err) == FS_EINVAL);
+        CHECK_OK(fs_haar_columns(h, 0, c, &err), &err);
+        CHECK(tl_bit_equal(c, &want));
+        CHECK_OK(fs_prg_new(&prg, key, NULL, &err), &err);
+        CHECK_OK(fs_haar_gen_prefix(N, 128, prg, &h2, &err), &err);
+        CHECK_OK(fs_haar_extend(h, N, prg, &err), &err);
+        CHECK(fs_haar_reflectors(h) == N);
+        CHECK_OK(fs_haar_columns(h, 0, ref, &err), &err);
+        CHECK(tl_bit_equal(ref, q));
+        CHECK(fs_haar_extend(h, N + 1, prg, &err) == FS_EINVAL);
+        fs_haar_free(h2);
+        fs_mat_free(c);
+    }
+out:
+    fs_haar_free(h);
+    fs_prg_free(prg);
+    fs_mat_free(q);
+    fs_mat_free(ref);
+}
+
 static void test_haar_errors(void)
 {
     uint8_t key[32] = {1};
@@ -452,7 +558,7 @@ static void test_slabs(void)
     check_slab(m, d, 40, 2);  /* inside one block */
     fs_mat_free(d);
     fs_mask_free(m);
-    /* blocks of 150 and 149 span several 64-column chunks */
+    /* blocks of 150 and 149 span two 128-column chunks */
     m = NULL;
     d = NULL;
     CHECK_OK(fs_mask_new(299, 150, SEED_B, &m, &err), &err);
@@ -466,7 +572,123 @@ static void test_slabs(void)
     }
     fs_mat_free(d);
     fs_mask_free(m);
+    /* blocks of 350 (three 128-column chunks, the last of 94): three parties'
+     * slabs, each block shared by two of them, give the dense matrix's bits */
+    m = NULL;
+    d = NULL;
+    CHECK_OK(fs_mask_new(700, 350, SEED_A, &m, &err), &err);
+    CHECK_OK(fs_mask_dense(m, &d, &err), &err);
+    if (d != NULL) {
+        CHECK(tl_orth_err(d) < 1e-13);
+        check_slab(m, d, 0, 230);
+        check_slab(m, d, 230, 230);
+        check_slab(m, d, 460, 240);
+        check_slab(m, d, 255, 1); /* one column, inside a chunk */
+    }
+    fs_mat_free(d);
+    fs_mask_free(m);
     fs_mask_slab_free(NULL);
+}
+
+/* Slab [c0, c0 + nc) of m (with whatever cache is attached) against d's columns, bit for bit. */
+static void check_cached_slab(const fs_mask *m, const fs_mat *d, size_t c0, size_t nc)
+{
+    struct fs_err err = {0};
+    fs_mask_slab *s = NULL;
+    fs_mat *sd = NULL;
+    fs_mat cols = fs_mat_view(d, 0, c0, d->rows, nc);
+
+    CHECK_OK(fs_mask_slab_new(m, c0, nc, &s, &err), &err);
+    if (s != NULL) {
+        CHECK_OK(fs_mask_slab_to_dense(s, &sd, &err), &err);
+        CHECK_MSG(sd != NULL && tl_bit_equal(sd, &cols), "cached slab [%zu, +%zu)", c0, nc);
+    }
+    fs_mask_slab_free(s);
+    fs_mat_free(sd);
+}
+
+/*
+ * The block cache (fs_mask_cache): blocks of 350 shared by three "parties"
+ * ([0, 230), [230, 460), [460, 700)), asked for in several orders, give the
+ * dense matrix's bits; the second party in a block hits what the first left,
+ * and an entry is gone once its block is handed out; masks from the same
+ * seed share entries, another seed does not; a tiny cap evicts and still
+ * gives the right bits; with no cache attached nothing is kept.
+ */
+static void test_slab_cache(void)
+{
+    struct fs_err err = {0};
+    fs_mask *m = NULL;
+    fs_mask *m2 = NULL;
+    fs_mask *other = NULL;
+    fs_mat *d = NULL;
+    fs_mat *dother = NULL;
+    fs_mask_cache *c = NULL;
+    fs_mask_cache *tiny = NULL;
+    struct fs_mask_cache_stats st;
+
+    CHECK_OK(fs_mask_new(700, 350, SEED_A, &m, &err), &err);
+    CHECK_OK(fs_mask_new(700, 350, SEED_A, &m2, &err), &err);
+    CHECK_OK(fs_mask_new(700, 350, SEED_B, &other, &err), &err);
+    CHECK_OK(fs_mask_dense(m, &d, &err), &err);
+    CHECK_OK(fs_mask_dense(other, &dother, &err), &err);
+    CHECK_OK(fs_mask_cache_new((size_t)64 << 20, &c, &err), &err);
+    CHECK_OK(fs_mask_cache_new(1, &tiny, &err), &err);
+    if (d == NULL || dother == NULL || c == NULL || tiny == NULL || m2 == NULL) {
+        goto out;
+    }
+    CHECK(fs_mask_cache_attach(c) == NULL);
+    /* middle party first: both its blocks are kept, then each is finished */
+    check_cached_slab(m, d, 230, 230);
+    fs_mask_cache_stats(c, &st);
+    CHECK(st.misses == 2 && st.hits == 0 && st.entries == 2 && st.bytes > 0);
+    check_cached_slab(m, d, 0, 230);
+    check_cached_slab(m, d, 460, 240);
+    fs_mask_cache_stats(c, &st);
+    CHECK_MSG(st.hits == 2 && st.misses == 2 && st.entries == 0 && st.bytes == 0,
+              "hits %llu misses %llu entries %llu", (unsigned long long)st.hits,
+              (unsigned long long)st.misses, (unsigned long long)st.entries);
+    /* the other way round (the tail of a block first), on a second mask
+     * object from the same seed, with another seed's slab in between */
+    check_cached_slab(m2, d, 460, 240);
+    check_cached_slab(other, dother, 0, 230);
+    check_cached_slab(m, d, 230, 230);
+    check_cached_slab(m2, d, 0, 230);
+    fs_mask_cache_stats(c, &st);
+    CHECK(st.hits == 4 && st.misses == 5 && st.entries == 1); /* other's block 0 */
+    /* one column, then the rest of the block around it */
+    check_cached_slab(m, d, 400, 1);
+    check_cached_slab(m, d, 350, 50);
+    check_cached_slab(m, d, 401, 299);
+    fs_mask_cache_stats(c, &st);
+    CHECK(st.hits == 6 && st.misses == 6 && st.entries == 1 && st.evicted == 0);
+    /* the tail of block 0 first (the entry keeps only 256 reflectors), then
+     * columns past those (drawn anew: the kept ones cannot be extended),
+     * then the rest */
+    check_cached_slab(m, d, 200, 150);
+    check_cached_slab(m, d, 100, 200);
+    check_cached_slab(m, d, 0, 100);
+    /* a cap below one entry: evicted at once, same bits */
+    CHECK(fs_mask_cache_attach(tiny) == c);
+    check_cached_slab(m, d, 230, 230);
+    check_cached_slab(m, d, 0, 230);
+    fs_mask_cache_stats(tiny, &st);
+    CHECK(st.evicted == 3 && st.entries == 0 && st.bytes == 0 && st.hits == 0);
+    /* detached: nothing goes into a cache */
+    CHECK(fs_mask_cache_attach(NULL) == tiny);
+    check_cached_slab(m, d, 100, 200);
+    fs_mask_cache_stats(c, &st);
+    CHECK(st.hits == 7 && st.misses == 8 && st.entries == 2);
+out:
+    (void)fs_mask_cache_attach(NULL);
+    fs_mask_cache_free(c);
+    fs_mask_cache_free(tiny);
+    fs_mask_cache_free(NULL);
+    fs_mat_free(d);
+    fs_mat_free(dother);
+    fs_mask_free(m);
+    fs_mask_free(m2);
+    fs_mask_free(other);
 }
 
 static void test_errors(void)
@@ -522,6 +744,7 @@ int main(void)
     RUN(test_haar_orthogonal_deterministic);
     RUN(test_haar_distribution);
     RUN(test_haar_factored);
+    RUN(test_haar_prefix_blocked);
     RUN(test_haar_errors);
     RUN(test_choose_block);
     RUN(test_block_layout);
@@ -530,6 +753,7 @@ int main(void)
     RUN(test_products_blockwise);
     RUN(test_products_strided_views);
     RUN(test_slabs);
+    RUN(test_slab_cache);
     RUN(test_errors);
     return TEST_END("test_la_mask");
 }

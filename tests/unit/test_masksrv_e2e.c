@@ -13,6 +13,8 @@
  *    the pooled matrix and each party's exact factorization;
  *  - SIGTERM exits 0; a restart keeps the mask set and serves the same
  *    manifest (keys_id and file digests); the seed file is 0600 in a 0700 directory;
+ *  - keys are the same whichever order the parties' slabs are generated in
+ *    (the server's block cache shares blocks between neighbouring parties);
  *  - DELETE destroys the seed file, keys then answer 410, the job id can get
  *    a new mask set.
  *
@@ -650,6 +652,76 @@ static void test_restart_and_delete(void)
     fs_fedsvd_wipe_free(b2, n2);
 }
 
+/*
+ * The server's block cache (keygen.h): with blocks of 350 and parties of 300,
+ * 300 and 100 rows, the blocks are shared by neighbouring parties (party 2
+ * covers the end of block 0 and the start of block 1). Asked for in the order
+ * 2, 1, 3 (party 2 leaves both blocks in the cache, 1 and 3 reuse them) and,
+ * after a restart (empty cache), 1, 3, 2 (party 2 reuses what 1 and 3 left),
+ * every party's manifest (keys_id, each file's SHA-256) is the same, and the
+ * slabs stack to an orthogonal A.
+ */
+static void test_block_cache_same_keys(void)
+{
+    static const uint32_t order[2][3] = {{2, 1, 3}, {1, 3, 2}};
+    struct server s;
+    struct created c;
+    struct fs_fedsvd_keys *keys[MAXP + 1] = {0};
+    char *man[2][4] = {{NULL}};
+    size_t len[2][4] = {{0}};
+
+    if (!g_have_bin) {
+        return;
+    }
+    server_init(&s, "cache");
+    CHECK(server_start(&s) == 0);
+    CHECK(create(&s,
+                 "{\"job_id\":\"j-cache\",\"partition\":\"samples\",\"parties\":[{\"party\":1,"
+                 "\"rows\":300},{\"party\":2,\"rows\":300},{\"party\":3,\"rows\":100}],"
+                 "\"cols\":6,\"block_size\":{\"partitioned\":350,\"shared\":6}}",
+                 &c) == 0);
+    for (int run = 0; run < 2; run++) {
+        if (run == 1) {
+            CHECK(server_stop(&s, SIGTERM) == 0);
+            CHECK(server_start(&s) == 0);
+        }
+        for (int i = 0; i < 3; i++) {
+            uint32_t p = order[run][i];
+            CHECK(download(&s, &c, p, &man[run][p], &len[run][p]) == 200);
+        }
+        {
+            /* 4 blocks needed (2 by party 2): the second party in each of the 2 blocks hits */
+            char *text = NULL;
+            size_t tlen = 0;
+            CHECK(call(&s, NULL, "GET", "/metrics", NULL, &text, &tlen) == 200);
+            CHECK_MSG(
+                text != NULL &&
+                    strstr(text, "fedsvd_mask_block_cache_total{result=\"hit\"} 2\n") != NULL &&
+                    strstr(text, "fedsvd_mask_block_cache_total{result=\"miss\"} 2\n") != NULL &&
+                    strstr(text, "fedsvd_mask_block_cache_bytes 0\n") != NULL,
+                "run %d: block cache metrics", run);
+            free(text);
+        }
+    }
+    for (uint32_t p = 1; p <= 3; p++) {
+        CHECK_MSG(man[0][p] != NULL && man[1][p] != NULL && len[0][p] == len[1][p] &&
+                      memcmp(man[0][p], man[1][p], len[0][p]) == 0,
+                  "party %u: keys differ with another order of generation", p);
+    }
+    if (fetch_all(&s, &c, keys) == 0) {
+        check_masks(keys, 3, 700, 6, 4);
+    } else {
+        CHECK(0);
+    }
+    keys_free(keys, 3);
+    for (int run = 0; run < 2; run++) {
+        for (uint32_t p = 1; p <= 3; p++) {
+            fs_fedsvd_wipe_free(man[run][p], len[run][p]);
+        }
+    }
+    CHECK(server_stop(&s, SIGTERM) == 0);
+}
+
 /* A seed file left without a database row (a crash between the two steps of a create or a
  * delete) is destroyed at the next start. */
 static void test_orphan_seed_swept(void)
@@ -712,6 +784,7 @@ int main(int argc, char **argv)
     RUN(test_several_blocks_both_partitions);
     RUN(test_fedsvd_with_served_keys);
     RUN(test_restart_and_delete);
+    RUN(test_block_cache_same_keys);
     RUN(test_orphan_seed_swept);
     if (t_failed == 0 && getenv("FS_TEST_KEEP") == NULL) {
         char cmd[PATH_MAX + 16];
