@@ -459,8 +459,8 @@ int local_init_proc(struct local *L, struct proc *p, const char *name, const cha
 /* Start p on `port`: argv per service (DESIGN.md sec. 8 flags). */
 static int start_proc(struct local *L, struct proc *p, uint16_t port, int is_server)
 {
-    char listen[32], why[256];
-    char *argv[12];
+    char listen[32], why[256], conc[16];
+    char *argv[14];
     int n = 0;
 
     snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)port);
@@ -475,6 +475,13 @@ static int start_proc(struct local *L, struct proc *p, uint16_t port, int is_ser
     } else {
         argv[n++] = (char *)"--token-file";
         argv[n++] = L->op_file;
+    }
+    if (p == &L->masker && getenv("FEDSVD_KEYGEN_CONCURRENCY") == NULL) {
+        /* the parties ask for their keys at once: generate on every core */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        snprintf(conc, sizeof conc, "%ld", cpus < 1 ? 1 : cpus > 8 ? 8 : cpus);
+        argv[n++] = (char *)"--keygen-concurrency";
+        argv[n++] = conc;
     }
     argv[n] = NULL;
     p->port = port;

@@ -777,6 +777,30 @@ static int keyfile_word(struct keyfile_out *o, uint64_t v, struct fs_err *err)
     return 0;
 }
 
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+/* len bytes already in the file's byte order (a column of doubles on a
+ * little-endian host), copied through the buffer in as few pieces as fit. */
+static int keyfile_bytes(struct keyfile_out *o, const void *src, size_t len, struct fs_err *err)
+{
+    const uint8_t *p = src;
+
+    while (len > 0) {
+        size_t take = KEYFILE_BUF - o->n < len ? KEYFILE_BUF - o->n : len;
+        memcpy(o->buf + o->n, p, take);
+        o->n += take;
+        p += take;
+        len -= take;
+        if (o->n == KEYFILE_BUF) {
+            int rc = keyfile_flush(o, err);
+            if (rc != 0) {
+                return rc;
+            }
+        }
+    }
+    return 0;
+}
+#endif
+
 static int keyfile_body(struct keyfile_out *o, const fs_mask_piece *pc,
                         enum fs_fedsvd_keyfile which, struct fs_err *err)
 {
@@ -789,11 +813,15 @@ static int keyfile_body(struct keyfile_out *o, const fs_mask_piece *pc,
         return rc;
     }
     for (size_t c = 0; rc == 0 && c < pc->q->cols; c++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        rc = keyfile_bytes(o, &FS_MAT_AT(pc->q, 0, c), pc->q->rows * 8, err);
+#else
         for (size_t a = 0; rc == 0 && a < pc->q->rows; a++) {
             uint64_t bits;
             memcpy(&bits, &FS_MAT_AT(pc->q, a, c), 8);
             rc = keyfile_word(o, bits, err);
         }
+#endif
     }
     return rc;
 }
