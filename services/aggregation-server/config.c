@@ -37,7 +37,7 @@ static const struct opt OPTS[] = {
      (uint64_t)1 << 36, "largest job matrix, rows x cols (the running sum is 8 bytes each)"},
     {"--max-jobs", "FEDSVD_MAX_JOBS", O_U32, OFF(max_jobs), 0, "64", 1, 100000,
      "jobs running at once; more are refused with 429"},
-    {"--chunk-words", "FEDSVD_CHUNK_WORDS", O_U32, OFF(chunk_words), 0, "65536", 16, 1u << 22,
+    {"--chunk-words", "FEDSVD_CHUNK_WORDS", O_U32, OFF(chunk_words), 0, "1048576", 16, 1u << 22,
      "uint64 words per masked upload chunk of new jobs (body cap 128 + 8 x this)"},
     {"--upload-buffer", "FEDSVD_UPLOAD_BUFFER", O_U64, OFF(upload_buffer), 0, "268435456", 0,
      (uint64_t)1 << 40,

@@ -82,7 +82,7 @@ struct agg_metrics {
  * finished requests park their page-aligned buffers here for the next ones,
  * so a fresh 512 KiB buffer is not faulted in (and zeroed by the kernel) for
  * every chunk. At most POOL_MAX buffers of one size are kept. */
-#define POOL_MAX 32
+#define POOL_MAX 8
 static struct {
     pthread_mutex_t mu;
     size_t size;

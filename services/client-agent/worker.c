@@ -37,6 +37,7 @@
 #define JSON_BODY_MAX  (16u * 1024 * 1024) /* any JSON document from a server */
 #define SAVE_EVERY_S   0.5                 /* progress rows at most this often */
 #define NPY_HEADER_CAP 256
+#define MASK_PIECE     ((size_t)65536) /* words encoded and masked at a time */
 
 struct wk {
     struct part *p;
@@ -1176,15 +1177,22 @@ static int step_upload(struct wk *w, uint32_t r, struct fs_err *err)
             return STEP_WAIT; /* the loop reports why it stops */
         }
         /* Encoding and masking are deterministic, so a retried chunk is
-         * byte-identical (the server accepts identical repeats). */
-        if (w->fed != NULL) {
-            rc = fed_chunk(w->fed, r, w->sc, off, w->words, m, err);
-        } else if (w->pw != NULL) {
-            rc = power_chunk(w->pw, w->sc, off, w->words, m, err);
-        } else {
-            rc = fs_fixedpt_encode(&w->agg.fp, x + off, w->words, m, err);
-            if (rc == 0) {
-                rc = fs_secagg_client_mask(w->sc, off, w->words, w->words, m, err);
+         * byte-identical (the server accepts identical repeats). They run
+         * over pieces of at most MASK_PIECE words: each PRG stream (one per
+         * other party, plus the self mask) then passes over a piece that
+         * stays in the cache, however large the server's chunks are. */
+        for (size_t k = 0; rc == 0 && k < m; k += MASK_PIECE) {
+            size_t pm = m - k < MASK_PIECE ? m - k : MASK_PIECE;
+            uint64_t *pw = w->words + k;
+            if (w->fed != NULL) {
+                rc = fed_chunk(w->fed, r, w->sc, off + k, pw, pm, err);
+            } else if (w->pw != NULL) {
+                rc = power_chunk(w->pw, w->sc, off + k, pw, pm, err);
+            } else {
+                rc = fs_fixedpt_encode(&w->agg.fp, x + off + k, pw, pm, err);
+                if (rc == 0) {
+                    rc = fs_secagg_client_mask(w->sc, off + k, pw, pw, pm, err);
+                }
             }
         }
         if (rc != 0) {
