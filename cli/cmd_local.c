@@ -39,7 +39,7 @@
 #define NOPTS(a)        (sizeof(a) / sizeof((a)[0]))
 #define SPAWN_ATTEMPTS  5
 #define READY_TIMEOUT_S 30.0
-#define POLL_MS         200
+#define POLL_MS         100
 
 static const char *const k_phases[LOCAL_FAIL_POWER] = {
     "advertise_keys", "share_keys",     "masked_input", "consistency",
@@ -460,7 +460,7 @@ int local_init_proc(struct local *L, struct proc *p, const char *name, const cha
 static int start_proc(struct local *L, struct proc *p, uint16_t port, int is_server)
 {
     char listen[32], why[256], conc[16];
-    char *argv[14];
+    char *argv[16];
     int n = 0;
 
     snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)port);
@@ -475,6 +475,12 @@ static int start_proc(struct local *L, struct proc *p, uint16_t port, int is_ser
     } else {
         argv[n++] = (char *)"--token-file";
         argv[n++] = L->op_file;
+    }
+    if (!is_server && getenv("FEDSVD_POLL_MS") == NULL) {
+        /* agents on loopback: a job status poll is cheap, and each phase
+         * change waits for the next one (the default is 200 ms) */
+        argv[n++] = (char *)"--poll-ms";
+        argv[n++] = (char *)"100";
     }
     if (p == &L->masker && getenv("FEDSVD_KEYGEN_CONCURRENCY") == NULL) {
         /* the parties ask for their keys at once: generate on every core */
@@ -1092,6 +1098,22 @@ static double max_abs_diff(const char *a, const char *b)
  * files once to DIR (checking the other parties hold the same, to the last
  * bit or within rounding), each party's private files to DIR/party-<i>/.
  */
+/* 1 if the first done party's manifest lists name with this sha256. */
+static int same_sha(const struct local *L, const char *name, const char *sha)
+{
+    size_t i;
+    json_t *m;
+
+    json_array_foreach(L->party_manifests, i, m)
+    {
+        if (json_is_object(m)) {
+            const char *first = local_manifest_sha(m, name);
+            return first != NULL && strcmp(first, sha) == 0;
+        }
+    }
+    return 0;
+}
+
 static int fed_collect(struct local *L)
 {
     char path[128 + ORCH_ID_MAX], dest[LOCAL_PATH], tmp[LOCAL_PATH];
@@ -1147,6 +1169,15 @@ static int fed_collect(struct local *L)
             if ((rc = cli_path_join(L->cmd, dest, sizeof dest, priv ? pdir : L->out, name)) !=
                 CLI_OK) {
                 return rc;
+            }
+            if (!priv && ndone > 0 && same_sha(L, name, sha)) {
+                /* shared and bit-identical to the first party's copy (SHA-256 in the
+                 * manifests): nothing to download */
+                json_t *prev = json_object_get(L->shared_check, name);
+                if (!json_is_number(prev)) {
+                    json_object_set_new(L->shared_check, name, json_real(0.0));
+                }
+                continue;
             }
             if (!priv && ndone > 0) {
                 /* shared: the first party's copy is DIR's; compare the others with it */
