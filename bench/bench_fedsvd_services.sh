@@ -40,6 +40,9 @@
 #             machine (the target's ratio); the detail line also gives
 #             crit / central (all cores), which charges the federated side
 #             one core against the centralised side's two.
+#             The detail line also gives the CPU seconds of every process
+#             of the wall run divided by the cores: no schedule of that work
+#             on this machine can take less wall time.
 #   up/down   bytes per party (max over parties) sent / received, in units
 #             of N*d*8 (target: upload ~ 1)
 #   RSS       peak resident memory (VmHWM) of the masking-server, the
@@ -197,6 +200,11 @@ if (ref !== "") t.push("ref >= 5x " + mark(43.9 / wall >= 5));
 console.log("         targets: " + t.join(", "));
 const pf = Object.keys(ph).sort().map((x) => x + " " + num(ph[x]).toFixed(2)).join(", ");
 console.log("         phases: " + pf);
+const cores = require("os").cpus().length;
+const allCpu = (s.processes || []).reduce((a, p) => a + (typeof p.cpu_seconds === "number" ? p.cpu_seconds : 0), 0);
+console.log("         wall run: CPU seconds of all " + (s.processes || []).length + " processes " +
+  allCpu.toFixed(2) + ", / " + cores + " cores = " + (allCpu / cores).toFixed(2) +
+  " s (a floor for fed wall on this machine: " + (allCpu / cores / central).toFixed(2) + " x central)");
 console.log("         crit / central (all cores) " + (crit / central).toFixed(2) +
   "; M + P + S of the wall run (default threads) " + critWall.toFixed(2) +
   "; fed wall / 1-core central " + (wall / central1).toFixed(2));
