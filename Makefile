@@ -26,13 +26,16 @@ SAN   ?= 0
 CC      ?= cc
 WARN    := -std=c11 -Wall -Wextra -Wpedantic -Wshadow -Werror
 DEFS    := -D_DEFAULT_SOURCE -D_POSIX_C_SOURCE=200809L
+# no errno from libm calls (we test isfinite instead): llrint, sqrt, ... then
+# compile to single instructions (fixed-point encoding: cvtsd2si, not a call)
+MATH    := -fno-math-errno
 OPT     := -O2 -g
 ifeq ($(SAN),1)
 OPT     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
-CFLAGS  := $(WARN) $(DEFS) $(OPT) -Ilib -Iapi -I. $(PKG_CFLAGS) -MMD -MP
+CFLAGS  := $(WARN) $(DEFS) $(MATH) $(OPT) -Ilib -Iapi -I. $(PKG_CFLAGS) -MMD -MP
 LDFLAGS := $(OPT)
 LDLIBS   = $(PKG_LIBS) -lpthread -lm
 

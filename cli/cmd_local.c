@@ -39,7 +39,7 @@
 #define NOPTS(a)        (sizeof(a) / sizeof((a)[0]))
 #define SPAWN_ATTEMPTS  5
 #define READY_TIMEOUT_S 30.0
-#define POLL_MS         100
+#define POLL_MS         50
 
 static const char *const k_phases[LOCAL_FAIL_POWER] = {
     "advertise_keys", "share_keys",     "masked_input", "consistency",
@@ -480,7 +480,7 @@ static int start_proc(struct local *L, struct proc *p, uint16_t port, int is_ser
         /* agents on loopback: a job status poll is cheap, and each phase
          * change waits for the next one (the default is 200 ms) */
         argv[n++] = (char *)"--poll-ms";
-        argv[n++] = (char *)"100";
+        argv[n++] = (char *)"50";
     }
     if (p == &L->masker && getenv("FEDSVD_KEYGEN_CONCURRENCY") == NULL) {
         /* the parties ask for their keys at once: generate on every core */
@@ -942,30 +942,43 @@ static int part_terminal(const json_t *p)
     return s != NULL && (strcmp(s, "done") == 0 || strcmp(s, "failed") == 0);
 }
 
+/* One poll of every open participation; *open = how many are still not
+ * done or failed. */
+static int local_poll_agents(struct local *L, size_t *open)
+{
+    struct fs_err err;
+
+    fs_err_clear(&err);
+    *open = 0;
+    for (size_t i = 0; i < L->k; i++) {
+        char path[64 + ORCH_ID_MAX];
+        json_t *p = NULL;
+
+        if (L->part_ids[i] == NULL || part_terminal(json_array_get(L->parts, i))) {
+            continue;
+        }
+        snprintf(path, sizeof path, "/v1/participations/%s", L->part_ids[i]);
+        if (fs_httpc_json(L->agents[i].http, "GET", path, NULL, &p, NULL, &err) != 0) {
+            return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
+        }
+        json_array_set_new(L->parts, i, p);
+        *open += !part_terminal(p);
+    }
+    return CLI_OK;
+}
+
 /* Poll every participation until it is done or failed (or `wait_s` passes):
  * the agents fetch the result after the server has it. */
 int local_settle_agents(struct local *L, double wait_s)
 {
     double t0 = cli_now();
-    struct fs_err err;
 
-    fs_err_clear(&err);
     for (;;) {
         size_t open = 0;
+        int rc = local_poll_agents(L, &open);
 
-        for (size_t i = 0; i < L->k; i++) {
-            char path[64 + ORCH_ID_MAX];
-            json_t *p = NULL;
-
-            if (L->part_ids[i] == NULL || part_terminal(json_array_get(L->parts, i))) {
-                continue;
-            }
-            snprintf(path, sizeof path, "/v1/participations/%s", L->part_ids[i]);
-            if (fs_httpc_json(L->agents[i].http, "GET", path, NULL, &p, NULL, &err) != 0) {
-                return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
-            }
-            json_array_set_new(L->parts, i, p);
-            open += !part_terminal(p);
+        if (rc != CLI_OK) {
+            return rc;
         }
         if (open == 0 || cli_now() - t0 > wait_s || g_stop != 0) {
             return CLI_OK;
@@ -1098,27 +1111,118 @@ static double max_abs_diff(const char *a, const char *b)
  * files once to DIR (checking the other parties hold the same, to the last
  * bit or within rounding), each party's private files to DIR/party-<i>/.
  */
-/* 1 if the first done party's manifest lists name with this sha256. */
-static int same_sha(const struct local *L, const char *name, const char *sha)
+/* 1 if the reference party's manifest (the party whose shared files are DIR's)
+ * lists name with this sha256. */
+static int same_sha(const struct local *L, size_t ref, const char *name, const char *sha)
 {
-    size_t i;
-    json_t *m;
+    const char *first = local_manifest_sha(json_array_get(L->party_manifests, ref), name);
 
-    json_array_foreach(L->party_manifests, i, m)
-    {
-        if (json_is_object(m)) {
-            const char *first = local_manifest_sha(m, name);
-            return first != NULL && strcmp(first, sha) == 0;
-        }
-    }
-    return 0;
+    return first != NULL && strcmp(first, sha) == 0;
 }
 
-static int fed_collect(struct local *L)
+/* Party i finished (done or failed): copy its files; *ref is the party whose
+ * shared files are DIR's (the first one collected), SIZE_MAX before that. */
+static int collect_party(struct local *L, size_t i, size_t *ref)
 {
     char path[128 + ORCH_ID_MAX], dest[LOCAL_PATH], tmp[LOCAL_PATH];
+    const char *st = json_string_value(json_object_get(json_array_get(L->parts, i), "state"));
+    char pdir[LOCAL_PATH], pname[32];
+    json_t *m = NULL, *f;
     struct fs_err err;
-    size_t ndone = 0;
+    size_t q;
+    int rc;
+
+    fs_err_clear(&err);
+    if (st == NULL || strcmp(st, "done") != 0) {
+        return CLI_OK;
+    }
+    snprintf(path, sizeof path, "/v1/participations/%s/result", L->part_ids[i]);
+    if (fs_httpc_json(L->agents[i].http, "GET", path, NULL, &m, NULL, &err) != 0) {
+        return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
+    }
+    json_array_set_new(L->party_manifests, i, m);
+    snprintf(pname, sizeof pname, "party-%zu", i + 1);
+    if ((rc = cli_path_join(L->cmd, pdir, sizeof pdir, L->out, pname)) != CLI_OK ||
+        (rc = cli_mkdir_p(L->cmd, pdir)) != CLI_OK) {
+        return rc;
+    }
+    json_array_foreach(json_object_get(m, "files"), q, f)
+    {
+        const char *name = json_string_value(json_object_get(f, "name"));
+        const char *sha = json_string_value(json_object_get(f, "sha256"));
+        int priv;
+
+        if (name == NULL || sha == NULL || strchr(name, '/') != NULL || name[0] == '.') {
+            return cli_runtime_error(L->cmd, "%s: a bad file entry in the result manifest",
+                                     L->agents[i].name);
+        }
+        priv = fed_private(L, name);
+        snprintf(path, sizeof path, "/v1/participations/%s/result/%s", L->part_ids[i], name);
+        if ((rc = cli_path_join(L->cmd, dest, sizeof dest, priv ? pdir : L->out, name)) != CLI_OK) {
+            return rc;
+        }
+        if (!priv && *ref != SIZE_MAX && same_sha(L, *ref, name, sha)) {
+            /* shared and bit-identical to the first party's copy (SHA-256 in the
+             * manifests): nothing to download */
+            json_t *prev = json_object_get(L->shared_check, name);
+            if (!json_is_number(prev)) {
+                json_object_set_new(L->shared_check, name, json_real(0.0));
+            }
+            continue;
+        }
+        if (!priv && *ref != SIZE_MAX) {
+            /* shared: the first party's copy is DIR's; compare the others with it */
+            double d;
+            if ((size_t)snprintf(tmp, sizeof tmp, "%s/%s", pdir, name) >= sizeof tmp) {
+                return cli_runtime_error(L->cmd, "%s: path too long", pdir);
+            }
+            if (orch_download_verified(L->agents[i].http, path, tmp, sha, NULL, &err) != 0) {
+                return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
+            }
+            d = max_abs_diff(dest, tmp);
+            unlink(tmp);
+            {
+                json_t *prev = json_object_get(L->shared_check, name);
+                double p0 = json_is_number(prev) ? json_number_value(prev) : 0.0;
+                json_object_set_new(L->shared_check, name,
+                                    d < 0 ? json_null() : json_real(d > p0 ? d : p0));
+            }
+            if (d < 0 || d > 1e-9) {
+                return cli_runtime_error(L->cmd,
+                                         "party %zu's %s differs from party %zu's (max |diff| "
+                                         "%g): the parties do not agree on the shared result",
+                                         i + 1, name, *ref + 1, d);
+            }
+            continue;
+        }
+        if (orch_download_verified(L->agents[i].http, path, dest, sha, NULL, &err) != 0) {
+            return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
+        }
+        if (!priv) {
+            json_object_set_new(L->shared_check, name, json_real(0.0));
+        }
+    }
+    if (*ref == SIZE_MAX) {
+        *ref = i;
+    }
+    rmdir(pdir); /* when it got nothing */
+    return CLI_OK;
+}
+
+/*
+ * Every party that finished holds its result on its agent: copy the shared
+ * files once to DIR (checking the other parties hold the same, to the last
+ * bit or within rounding), each party's private files to DIR/party-<i>/.
+ * A party's files are copied as soon as it is done, while the others still
+ * recover theirs.
+ */
+static int fed_collect(struct local *L)
+{
+    char path[128 + ORCH_ID_MAX];
+    char collected[LOCAL_MAX_PARTIES] = {0};
+    size_t ref = SIZE_MAX;
+    double t0 = cli_now();
+    struct fs_err err;
     int rc;
 
     fs_err_clear(&err);
@@ -1126,95 +1230,39 @@ static int fed_collect(struct local *L)
     if (fs_httpc_json(L->server.http, "GET", path, NULL, &L->manifest, NULL, &err) != 0) {
         return cli_fs_error(L->cmd, &err);
     }
-    if ((rc = local_settle_agents(L, 120.0)) != CLI_OK) {
-        return rc;
-    }
     L->party_manifests = json_array();
     L->shared_check = json_object();
     if (L->party_manifests == NULL || L->shared_check == NULL) {
         return cli_runtime_error(L->cmd, "out of memory");
     }
     for (size_t i = 0; i < L->k; i++) {
-        const char *st = json_string_value(json_object_get(json_array_get(L->parts, i), "state"));
-        char pdir[LOCAL_PATH], pname[32];
-        json_t *m = NULL, *f;
-        size_t q;
+        json_array_append_new(L->party_manifests, json_null());
+    }
+    for (;;) {
+        size_t open = 0, got = 0;
 
-        if (st == NULL || strcmp(st, "done") != 0) {
-            json_array_append_new(L->party_manifests, json_null());
-            continue;
-        }
-        snprintf(path, sizeof path, "/v1/participations/%s/result", L->part_ids[i]);
-        if (fs_httpc_json(L->agents[i].http, "GET", path, NULL, &m, NULL, &err) != 0) {
-            return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
-        }
-        json_array_append_new(L->party_manifests, m);
-        snprintf(pname, sizeof pname, "party-%zu", i + 1);
-        if ((rc = cli_path_join(L->cmd, pdir, sizeof pdir, L->out, pname)) != CLI_OK ||
-            (rc = cli_mkdir_p(L->cmd, pdir)) != CLI_OK) {
+        if ((rc = local_poll_agents(L, &open)) != CLI_OK) {
             return rc;
         }
-        json_array_foreach(json_object_get(m, "files"), q, f)
-        {
-            const char *name = json_string_value(json_object_get(f, "name"));
-            const char *sha = json_string_value(json_object_get(f, "sha256"));
-            int priv;
-
-            if (name == NULL || sha == NULL || strchr(name, '/') != NULL || name[0] == '.') {
-                return cli_runtime_error(L->cmd, "%s: a bad file entry in the result manifest",
-                                         L->agents[i].name);
+        for (size_t i = 0; i < L->k; i++) {
+            if (collected[i] || !part_terminal(json_array_get(L->parts, i))) {
+                continue;
             }
-            priv = fed_private(L, name);
-            snprintf(path, sizeof path, "/v1/participations/%s/result/%s", L->part_ids[i], name);
-            if ((rc = cli_path_join(L->cmd, dest, sizeof dest, priv ? pdir : L->out, name)) !=
-                CLI_OK) {
+            collected[i] = 1;
+            got++;
+            if ((rc = collect_party(L, i, &ref)) != CLI_OK) {
                 return rc;
             }
-            if (!priv && ndone > 0 && same_sha(L, name, sha)) {
-                /* shared and bit-identical to the first party's copy (SHA-256 in the
-                 * manifests): nothing to download */
-                json_t *prev = json_object_get(L->shared_check, name);
-                if (!json_is_number(prev)) {
-                    json_object_set_new(L->shared_check, name, json_real(0.0));
-                }
-                continue;
-            }
-            if (!priv && ndone > 0) {
-                /* shared: the first party's copy is DIR's; compare the others with it */
-                double d;
-                if ((size_t)snprintf(tmp, sizeof tmp, "%s/%s", pdir, name) >= sizeof tmp) {
-                    return cli_runtime_error(L->cmd, "%s: path too long", pdir);
-                }
-                if (orch_download_verified(L->agents[i].http, path, tmp, sha, NULL, &err) != 0) {
-                    return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
-                }
-                d = max_abs_diff(dest, tmp);
-                unlink(tmp);
-                {
-                    json_t *prev = json_object_get(L->shared_check, name);
-                    double p0 = json_is_number(prev) ? json_number_value(prev) : 0.0;
-                    json_object_set_new(L->shared_check, name,
-                                        d < 0 ? json_null() : json_real(d > p0 ? d : p0));
-                }
-                if (d < 0 || d > 1e-9) {
-                    return cli_runtime_error(L->cmd,
-                                             "party %zu's %s differs from party 1's (max |diff| "
-                                             "%g): the parties do not agree on the shared result",
-                                             i + 1, name, d);
-                }
-                continue;
-            }
-            if (orch_download_verified(L->agents[i].http, path, dest, sha, NULL, &err) != 0) {
-                return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
-            }
-            if (!priv) {
-                json_object_set_new(L->shared_check, name, json_real(0.0));
-            }
         }
-        ndone++;
-        rmdir(pdir); /* when it got nothing */
+        if (open == 0 || cli_now() - t0 > 120.0 || g_stop != 0) {
+            break;
+        }
+        if (got == 0) {
+            orch_progress_text(&L->prog, "waiting for the agents to finish");
+            orch_sleep_ms(POLL_MS);
+        }
     }
-    if (ndone == 0) {
+    if (ref == SIZE_MAX) {
         return cli_runtime_error(L->cmd, "no party finished with a result");
     }
     return CLI_OK;

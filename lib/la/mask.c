@@ -18,6 +18,7 @@ struct fs_mask {
     size_t *perm; /* M[perm[i], :] = D[i, :] */
     uint8_t key[32];
     uint8_t cache_id[32]; /* names the mask in a fs_mask_cache (a PRF output of key) */
+    fs_haar **kept;       /* fs_mask_keep: per block, drawn once for products, or NULL */
 };
 
 static void put_be64(uint8_t *p, uint64_t v)
@@ -124,9 +125,41 @@ void fs_mask_free(fs_mask *m)
         OPENSSL_cleanse(m->perm, m->n * sizeof *m->perm);
         free(m->perm);
     }
+    if (m->kept != NULL) {
+        for (size_t t = 0; t < m->nblocks; t++) {
+            fs_haar_free(m->kept[t]);
+        }
+        free(m->kept);
+    }
     OPENSSL_cleanse(m->key, sizeof m->key);
     OPENSSL_cleanse(m->cache_id, sizeof m->cache_id);
     free(m);
+}
+
+int fs_mask_keep(fs_mask *m, size_t max_bytes, struct fs_err *err)
+{
+    double bytes = 0.0;
+
+    if (m == NULL) {
+        return fs_err_set(err, FS_EINVAL, "mask: NULL mask");
+    }
+    if (m->kept != NULL) {
+        return 0;
+    }
+    for (size_t t = 0; t < m->nblocks; t++) {
+        size_t off;
+        size_t sz;
+        fs_mask_block_range(m, t, &off, &sz);
+        bytes += (double)sz * (double)sz * 8.0; /* the reflectors; T adds about 1/64 */
+    }
+    if (bytes > (double)max_bytes) {
+        return 0;
+    }
+    m->kept = calloc(m->nblocks, sizeof *m->kept);
+    if (m->kept == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "mask: out of memory");
+    }
+    return 0;
 }
 
 static int make_perm(fs_mask *m, struct fs_err *err)
@@ -439,15 +472,22 @@ static int mask_mul(const fs_mask *m, char op, const fs_mat *x, fs_mat *y, int l
     for (size_t t = 0; rc == 0 && t < m->nblocks; t++) {
         size_t off;
         size_t sz;
-        fs_haar *h = NULL;
+        fs_haar *h = m->kept != NULL ? m->kept[t] : NULL;
         fs_mask_block_range(m, t, &off, &sz);
-        rc = gen_block(m, t, 0, &h, err);
+        if (h == NULL) {
+            rc = gen_block(m, t, 0, &h, err);
+            if (rc == 0 && m->kept != NULL) {
+                m->kept[t] = h; /* the mask owns it now (fs_mask_keep) */
+            }
+        }
         if (rc == 0) {
             fs_mat tv = left ? fs_mat_view(tmp, 0, 0, sz, k) : fs_mat_view(tmp, 0, 0, k, sz);
             rc = left ? left_block(m, trans, h, off, x, y, &tv, err)
                       : right_block(m, trans, h, off, x, y, &tv, err);
         }
-        fs_haar_free(h);
+        if (m->kept == NULL) {
+            fs_haar_free(h);
+        }
     }
     free_secret(tmp);
     return rc;

@@ -97,6 +97,18 @@ FS_WUR int fs_mask_new(size_t n, size_t block, const uint8_t seed[32], fs_mask *
 /** Free, wiping the derived key and the permutation. Accepts NULL. */
 void fs_mask_free(fs_mask *m);
 
+/**
+ * Keep every block a product (fs_mask_mul_left/right) draws, until
+ * fs_mask_free, so later products skip drawing it again (a party multiplies
+ * by its shared mask twice: before the upload and to recover its result).
+ * Only when the blocks' reflectors take at most max_bytes (n_t^2 * 8 bytes
+ * per block); otherwise nothing changes (and 0 is returned). The results are
+ * bit-identical either way. Afterwards the mask's products are not reentrant
+ * (a kept block is applied in place): one thread at a time.
+ * @return 0, FS_EINVAL, FS_ENOMEM.
+ */
+FS_WUR int fs_mask_keep(fs_mask *m, size_t max_bytes, struct fs_err *err);
+
 /** Dimension n. */
 size_t fs_mask_dim(const fs_mask *m);
 

@@ -30,6 +30,10 @@
 
 /* ------------------------------------------------------------------ job */
 
+/* The shared mask's blocks a party keeps between its two products with it
+ * (fs_mask_keep): d = 1000 takes 8 MB, the largest dense block (4096) 134 MB. */
+#define KEEP_SHARED_MASK_BYTES ((size_t)256 << 20)
+
 static void canon_dims(enum fs_fedsvd_partition part, size_t rows, size_t cols, size_t *m,
                        size_t *n)
 {
@@ -1559,6 +1563,10 @@ int fs_fedsvd_party_new(struct fs_fedsvd_keys *keys, const fs_mat *x, fs_fedsvd_
         goto out;
     }
     rc = fs_mask_new(p->n, keys->block_b, keys->b_seed, &p->b, err);
+    if (rc == 0) {
+        /* drawn once for X_i B and again for B V': keep it when it is small */
+        rc = fs_mask_keep(p->b, KEEP_SHARED_MASK_BYTES, err);
+    }
 out:
     if (rc != 0) {
         fs_fedsvd_party_free(p);

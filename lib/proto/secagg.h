@@ -296,6 +296,10 @@ FS_WUR int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
  */
 FS_WUR int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs_err *err);
 
+/* Threads fs_secagg_server_finish may use to remove the masks (default 1: the
+ * caller's only); the sum does not depend on it. */
+void fs_secagg_server_set_threads(fs_secagg_server *s, unsigned threads);
+
 /** Free. Accepts NULL. */
 void fs_secagg_server_free(fs_secagg_server *s);
 

@@ -488,6 +488,8 @@ out:
 int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64_t *x, uint64_t *y,
                           size_t m, struct fs_err *err)
 {
+    struct sa_stream *st = NULL;
+    size_t ns = 0;
     int rc;
 
     if (c->stage != ST_MASKING) {
@@ -500,12 +502,22 @@ int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64_t *x, 
     if (x != y) {
         memmove(y, x, m * sizeof *y);
     }
-    rc = sa_prg_apply(c->self_key, off, y, m, 1, err);
-    for (uint32_t v = 1; rc == 0 && v <= c->cfg.n; v++) {
+    /* the self mask and every active pair's, summed per L1 piece: one pass over y */
+    st = calloc((size_t)c->cfg.n, sizeof *st);
+    if (st == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    memcpy(st[ns].key, c->self_key, 32);
+    st[ns++].sign = 1;
+    for (uint32_t v = 1; v <= c->cfg.n; v++) {
         if (v != c->id && c->peers[v].active) {
-            rc = sa_prg_apply(c->peers[v].pair_key, off, y, m, c->id > v ? 1 : -1, err);
+            memcpy(st[ns].key, c->peers[v].pair_key, 32);
+            st[ns++].sign = c->id > v ? 1 : -1;
         }
     }
+    rc = sa_prg_apply_many(st, ns, off, y, m, err);
+    fs_wipe(st, (size_t)c->cfg.n * sizeof *st);
+    free(st);
     return rc;
 }
 

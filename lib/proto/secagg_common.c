@@ -2,11 +2,13 @@
  * messages, the session id and the key derivations. */
 #include "secagg_internal.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../crypto/ct.h"
 #include "../crypto/hkdf.h"
+#include "../crypto/prg.h"
 #include "../crypto/sha256.h"
 #include "../crypto/x25519.h"
 
@@ -228,20 +230,148 @@ int sa_self_mask_key(const uint8_t seed[32], const uint8_t session[32], uint32_t
     return fs_hkdf_sha256(key, 32, seed, 32, session, 32, info, (size_t)ilen, err);
 }
 
-int sa_prg_apply(const uint8_t key[32], uint64_t off, uint64_t *v, size_t m, int sign,
-                 struct fs_err *err)
+int sa_prg_apply_many(const struct sa_stream *st, size_t ns, uint64_t off, uint64_t *v, size_t m,
+                      struct fs_err *err)
 {
-    fs_prg *p = NULL;
-    int rc = fs_prg_new(&p, key, NULL, err);
+    enum { SUB = 1024 }; /* words: acc and buf stay in L1 */
+    uint64_t acc[SUB];
+    uint64_t buf[SUB];
+    fs_prg **p = NULL;
+    int rc = 0;
 
-    if (rc == 0 && off != 0) {
-        rc = fs_prg_seek(p, off * 8, err);
+    if (ns == 0 || m == 0) {
+        return 0;
     }
-    if (rc == 0) {
-        rc = sign > 0 ? fs_prg_add_u64(p, v, m, err) : fs_prg_sub_u64(p, v, m, err);
+    p = calloc(ns, sizeof *p);
+    if (p == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory for %zu streams", ns);
     }
-    fs_prg_free(p);
+    for (size_t s = 0; rc == 0 && s < ns; s++) {
+        rc = fs_prg_new(&p[s], st[s].key, NULL, err);
+        if (rc == 0 && off != 0) {
+            rc = fs_prg_seek(p[s], off * 8, err);
+        }
+    }
+    for (size_t pos = 0; rc == 0 && pos < m; pos += SUB) {
+        size_t w = m - pos < SUB ? m - pos : SUB;
+        memset(acc, 0, w * sizeof *acc);
+        for (size_t s = 0; rc == 0 && s < ns; s++) {
+            rc = fs_prg_u64(p[s], buf, w, err);
+            if (st[s].sign > 0) {
+                for (size_t i = 0; i < w; i++) {
+                    acc[i] += buf[i];
+                }
+            } else {
+                for (size_t i = 0; i < w; i++) {
+                    acc[i] -= buf[i];
+                }
+            }
+        }
+        for (size_t i = 0; rc == 0 && i < w; i++) {
+            v[pos + i] += acc[i];
+        }
+    }
+    for (size_t s = 0; s < ns; s++) {
+        fs_prg_free(p[s]);
+    }
+    free(p);
+    fs_wipe(acc, sizeof acc);
+    fs_wipe(buf, sizeof buf);
     return rc;
+}
+
+/* Words of v per piece in sa_prg_apply_streams: 512 KiB stays in L2 while
+ * every stream passes over it. */
+#define STREAM_PIECE_WORDS ((uint64_t)1 << 16)
+
+struct streams_work {
+    const struct sa_stream *st;
+    size_t ns;
+    uint64_t *v;
+    uint64_t len;
+    uint64_t next; /* next piece index, under mu */
+    int failed;    /* under mu */
+    struct fs_err err;
+    pthread_mutex_t mu;
+};
+
+static void *streams_worker(void *arg)
+{
+    struct streams_work *w = arg;
+    uint64_t pieces = (w->len + STREAM_PIECE_WORDS - 1) / STREAM_PIECE_WORDS;
+    struct fs_err err;
+
+    fs_err_clear(&err);
+    for (;;) {
+        uint64_t piece;
+        uint64_t off;
+        size_t m;
+        int rc = 0;
+
+        pthread_mutex_lock(&w->mu);
+        piece = w->failed ? pieces : w->next++;
+        pthread_mutex_unlock(&w->mu);
+        if (piece >= pieces) {
+            break;
+        }
+        off = piece * STREAM_PIECE_WORDS;
+        m = (size_t)(w->len - off < STREAM_PIECE_WORDS ? w->len - off : STREAM_PIECE_WORDS);
+        rc = sa_prg_apply_many(w->st, w->ns, off, w->v + off, m, &err);
+        if (rc != 0) {
+            pthread_mutex_lock(&w->mu);
+            if (!w->failed) {
+                w->failed = 1;
+                w->err = err;
+            }
+            pthread_mutex_unlock(&w->mu);
+            break;
+        }
+    }
+    return NULL;
+}
+
+int sa_prg_apply_streams(const struct sa_stream *st, size_t ns, uint64_t *v, uint64_t len,
+                         unsigned threads, struct fs_err *err)
+{
+    enum { MAX_THREADS = 16 };
+    struct streams_work w;
+    pthread_t tid[MAX_THREADS];
+    unsigned started = 0;
+    uint64_t pieces = (len + STREAM_PIECE_WORDS - 1) / STREAM_PIECE_WORDS;
+
+    if (ns == 0 || len == 0) {
+        return 0;
+    }
+    memset(&w, 0, sizeof w);
+    w.st = st;
+    w.ns = ns;
+    w.v = v;
+    w.len = len;
+    if (pthread_mutex_init(&w.mu, NULL) != 0) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: cannot create a mutex");
+    }
+    if (threads > MAX_THREADS) {
+        threads = MAX_THREADS;
+    }
+    if ((uint64_t)threads > pieces) {
+        threads = (unsigned)pieces;
+    }
+    /* the calling thread works too; helpers that fail to start leave it more */
+    while (started + 1 < threads && pthread_create(&tid[started], NULL, streams_worker, &w) == 0) {
+        started++;
+    }
+    streams_worker(&w);
+    for (unsigned i = 0; i < started; i++) {
+        pthread_join(tid[i], NULL);
+    }
+    pthread_mutex_destroy(&w.mu);
+    if (w.failed) {
+        if (err != NULL) {
+            *err = w.err;
+        }
+        return w.err.code != 0 ? w.err.code : FS_ECRYPTO;
+    }
+    return 0;
 }
 
 static int cmp_u32(const void *a, const void *b)

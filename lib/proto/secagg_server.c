@@ -54,6 +54,7 @@ struct fs_secagg_server {
     size_t u3msg_len;
     struct fs_shamir_share **rv; /* per party id: shares about it, up to |U4| */
     size_t *nrv;
+    unsigned threads; /* for unmasking; 1 = the caller's thread only */
 };
 
 static int abort_job(fs_secagg_server *s, struct fs_err *err, const char *fmt, ...)
@@ -107,6 +108,7 @@ int fs_secagg_server_new(const struct fs_secagg_config *cfg,
         return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
     }
     s->cfg = *cfg;
+    s->threads = 1;
     if (store != NULL && store->put != NULL) {
         s->store = *store;
         s->has_store = 1;
@@ -748,27 +750,25 @@ int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
     return rc;
 }
 
-/* Remove survivor v's self mask. */
-static int unmask_self(fs_secagg_server *s, uint32_t v, struct fs_err *err)
+/* Survivor v's self-mask stream, to subtract. */
+static int self_stream(fs_secagg_server *s, uint32_t v, struct sa_stream *out, struct fs_err *err)
 {
     uint8_t seed[32];
-    uint8_t key[32];
     int rc = fs_shamir_combine(s->rv[v], s->nrv[v], s->cfg.t, seed, err);
 
     if (rc != 0) {
         return abort_job(s, err, "self-mask seed of party %u does not reconstruct", v);
     }
-    rc = sa_self_mask_key(seed, s->session, v, s->round, s->len, key, err);
-    if (rc == 0) {
-        rc = sa_prg_apply(key, 0, s->sum, (size_t)s->len, -1, err);
-    }
+    rc = sa_self_mask_key(seed, s->session, v, s->round, s->len, out->key, err);
+    out->sign = -1;
     fs_wipe(seed, sizeof seed);
-    fs_wipe(key, sizeof key);
     return rc;
 }
 
-/* Remove the pairwise masks survivors share with dropped party d. */
-static int unmask_dropped(fs_secagg_server *s, uint32_t d, struct fs_err *err)
+/* The pairwise-mask streams survivors share with dropped party d, signed to
+ * undo them: out[0..nset[3]). */
+static int dropped_streams(fs_secagg_server *s, uint32_t d, struct sa_stream *out,
+                           struct fs_err *err)
 {
     uint8_t sk[32];
     uint8_t pk[32];
@@ -787,24 +787,25 @@ static int unmask_dropped(fs_secagg_server *s, uint32_t d, struct fs_err *err)
     }
     for (size_t i = 0; rc == 0 && i < s->nset[3]; i++) {
         uint32_t u = s->set[3][i];
-        uint8_t key[32];
-        rc = sa_pair_mask_key(sk, s->p[u].adv.s_pk, s->session, s->round, s->len, key, err);
-        if (rc == 0) {
-            /* u added +PRG if u > d, -PRG otherwise: undo it. */
-            rc = sa_prg_apply(key, 0, s->sum, (size_t)s->len, u > d ? -1 : 1, err);
-        }
-        fs_wipe(key, sizeof key);
+        rc = sa_pair_mask_key(sk, s->p[u].adv.s_pk, s->session, s->round, s->len, out[i].key, err);
+        /* u added +PRG if u > d, -PRG otherwise: undo it. */
+        out[i].sign = u > d ? -1 : 1;
     }
     fs_wipe(sk, sizeof sk);
-    if (rc == 0) {
-        s->p[d].dropped = 1;
-    }
     return rc;
+}
+
+void fs_secagg_server_set_threads(fs_secagg_server *s, unsigned threads)
+{
+    if (s != NULL) {
+        s->threads = threads > 0 ? threads : 1;
+    }
 }
 
 int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs_err *err)
 {
-    size_t n5 = 0;
+    size_t n5 = 0, nst = 0, cap = 0;
+    struct sa_stream *st = NULL;
     int rc = want_phase(s, FS_SECAGG_UNMASK, "finishing", err);
 
     *sum = NULL;
@@ -819,15 +820,41 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
                          "%zu parties sent unmasking shares in aggregation %u, threshold %u", n5,
                          s->round, s->cfg.t);
     }
+    /* every key first (a bad reconstruction aborts before the sum changes),
+     * then one pass of all streams over the sum */
+    for (size_t i = 0; i < s->nset[0]; i++) {
+        cap += s->p[s->set[0][i]].in_u3 ? 1 : s->nset[3];
+    }
+    st = calloc(cap > 0 ? cap : 1, sizeof *st);
+    if (st == NULL) {
+        return abort_job(s, err, "out of memory for %zu unmasking keys", cap);
+    }
     for (size_t i = 0; rc == 0 && i < s->nset[0]; i++) {
         uint32_t v = s->set[0][i];
-        rc = s->p[v].in_u3 ? unmask_self(s, v, err) : unmask_dropped(s, v, err);
+        if (s->p[v].in_u3) {
+            rc = self_stream(s, v, &st[nst], err);
+            nst += 1;
+        } else {
+            rc = dropped_streams(s, v, &st[nst], err);
+            nst += s->nset[3];
+        }
     }
+    if (rc == 0) {
+        rc = sa_prg_apply_streams(st, nst, s->sum, s->len, s->threads, err);
+    }
+    fs_wipe(st, cap * sizeof *st);
+    free(st);
     if (rc != 0) {
         if (s->phase != FS_SECAGG_ABORTED) {
             abort_job(s, NULL, "unmasking failed: %s", err != NULL ? err->msg : "error");
         }
         return rc;
+    }
+    for (size_t i = 0; i < s->nset[0]; i++) {
+        uint32_t v = s->set[0][i];
+        if (!s->p[v].in_u3) {
+            s->p[v].dropped = 1;
+        }
     }
     s->phase = FS_SECAGG_READY;
     *sum = s->sum;

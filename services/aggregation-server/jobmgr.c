@@ -473,12 +473,20 @@ static int job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
 static int job_new_sm(agg_job *j, struct fs_err *err)
 {
     struct fs_secagg_chunk_store st;
+    int rc;
 
     st.ctx = &j->cs;
     st.put = cs_put;
     st.get = cs_get;
     st.drop = cs_drop;
-    return fs_secagg_server_new(&j->cfg, &st, &j->sm, err);
+    rc = fs_secagg_server_new(&j->cfg, &st, &j->sm, err);
+    if (rc == 0) {
+        /* unmasking (a PRG pass per party over the sum) on every core: the
+         * job's other work waits for it */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        fs_secagg_server_set_threads(j->sm, cpus < 1 ? 1u : cpus > 8 ? 8u : (unsigned)cpus);
+    }
+    return rc;
 }
 
 static int add_digests(agg_job *j, const uint8_t (*digests)[32], struct fs_err *err)

@@ -475,6 +475,49 @@ static void test_products_blockwise(void)
     check_products(299, 150, 6); /* blocks wider than a 64-column chunk */
 }
 
+/* fs_mask_keep: products with kept blocks (drawn on the first product,
+ * reused after) are bit-identical to a fresh mask's; over the byte cap
+ * nothing is kept and the products are still the same. */
+static void test_keep_blocks(void)
+{
+    const size_t caps[2] = {(size_t)1 << 20, 1000}; /* all blocks fit / none does */
+    const char ops[2] = {'N', 'T'};
+    struct fs_err err = {0};
+    fs_mat *x = tl_randn(103, 9, 41);
+    fs_mat *xr = tl_randn(9, 103, 42);
+
+    for (int c = 0; c < 2; c++) {
+        fs_mask *kept = NULL;
+        fs_mask *fresh = NULL;
+        CHECK_OK(fs_mask_new(103, 40, SEED_A, &kept, &err), &err);
+        CHECK_OK(fs_mask_keep(kept, caps[c], &err), &err);
+        CHECK_OK(fs_mask_keep(kept, caps[c], &err), &err); /* again: no change */
+        for (int rep = 0; rep < 2; rep++) {
+            for (int i = 0; i < 2; i++) {
+                fs_mat *a = fs_mat_new(103, 9), *b = fs_mat_new(103, 9);
+                fs_mat *ar = fs_mat_new(9, 103), *br = fs_mat_new(9, 103);
+                CHECK_OK(fs_mask_new(103, 40, SEED_A, &fresh, &err), &err);
+                CHECK_OK(fs_mask_mul_left(kept, ops[i], x, a, &err), &err);
+                CHECK_OK(fs_mask_mul_left(fresh, ops[i], x, b, &err), &err);
+                CHECK_MSG(tl_bit_equal(a, b), "cap %zu rep %d left %c", caps[c], rep, ops[i]);
+                CHECK_OK(fs_mask_mul_right(kept, ops[i], xr, ar, &err), &err);
+                CHECK_OK(fs_mask_mul_right(fresh, ops[i], xr, br, &err), &err);
+                CHECK_MSG(tl_bit_equal(ar, br), "cap %zu rep %d right %c", caps[c], rep, ops[i]);
+                fs_mask_free(fresh);
+                fresh = NULL;
+                fs_mat_free(a);
+                fs_mat_free(b);
+                fs_mat_free(ar);
+                fs_mat_free(br);
+            }
+        }
+        fs_mask_free(kept);
+    }
+    CHECK(fs_mask_keep(NULL, 1, &err) == FS_EINVAL);
+    fs_mat_free(x);
+    fs_mat_free(xr);
+}
+
 static void test_products_strided_views(void)
 {
     struct fs_err err = {0};
@@ -751,6 +794,7 @@ int main(void)
     RUN(test_dense_orthogonal_and_structure);
     RUN(test_determinism);
     RUN(test_products_blockwise);
+    RUN(test_keep_blocks);
     RUN(test_products_strided_views);
     RUN(test_slabs);
     RUN(test_slab_cache);

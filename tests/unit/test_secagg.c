@@ -19,6 +19,9 @@ enum drop_at {
     DROP_UNMASK       /* signs, never reveals */
 };
 
+/* threads the server unmasks with (fs_secagg_server_set_threads) */
+static unsigned g_unmask_threads = 1;
+
 struct party {
     fs_secagg_client *c;
     uint64_t *x;
@@ -95,6 +98,7 @@ static void job_init(struct job *j, uint32_t n, uint32_t t, uint32_t aggs, uint6
     st.get = ms_get;
     st.drop = ms_drop;
     CHECK_OK(fs_secagg_server_new(&j->cfg, use_store ? &st : NULL, &j->s, &err), &err);
+    fs_secagg_server_set_threads(j->s, g_unmask_threads);
     for (uint32_t i = 1; i <= n; i++) {
         uint8_t sk[32], pk[32];
         CHECK_OK(fs_ed25519_keygen(sk, pk, &err), &err);
@@ -369,6 +373,21 @@ static void test_fifty_parties(void)
     CHECK(run_job(50, 26, 2, 64, 16, drops, NULL, 1) == 2);
 }
 
+/* Unmasking on several threads, over a sum of many cache pieces (65536
+ * words each) with a dropped party's pairwise streams: the same exact sum. */
+static void test_unmask_threads(void)
+{
+    enum drop_at drops[6] = {0};
+
+    drops[1] = DROP_MASKED; /* its pairwise streams are removed */
+    drops[4] = DROP_UNMASK; /* a survivor that does not reveal */
+    for (unsigned th = 1; th <= 3; th++) {
+        g_unmask_threads = th;
+        CHECK_MSG(run_job(6, 4, 2, 3 * 65536 + 17, 40000, drops, NULL, 1) == 2, "threads %u", th);
+    }
+    g_unmask_threads = 1;
+}
+
 static void test_masked_upload_hides_input(void)
 {
     struct job j;
@@ -607,6 +626,7 @@ int main(void)
     RUN(test_mid_upload_without_store_aborts);
     RUN(test_several_aggregations_with_dropouts);
     RUN(test_fifty_parties);
+    RUN(test_unmask_threads);
     RUN(test_masked_upload_hides_input);
     RUN(test_bad_messages_rejected);
     RUN(test_client_refuses_unsafe_unmask);
