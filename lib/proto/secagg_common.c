@@ -280,8 +280,8 @@ int sa_prg_apply_many(const struct sa_stream *st, size_t ns, uint64_t off, uint6
     return rc;
 }
 
-/* Words of v per piece in sa_prg_apply_streams: 512 KiB stays in L2 while
- * every stream passes over it. */
+/* Words of v per piece in sa_prg_apply_streams: the unit threads take, and
+ * what one set of PRG contexts (one per stream, seeked there) covers. */
 #define STREAM_PIECE_WORDS ((uint64_t)1 << 16)
 
 struct streams_work {
