@@ -49,6 +49,33 @@ FS_WUR int fs_prg_below(fs_prg *prg, uint64_t bound, uint64_t *out, struct fs_er
  */
 FS_WUR int fs_prg_seek(fs_prg *prg, uint64_t offset, struct fs_err *err);
 
+/** One stream of fs_prg_sum: the AES-256-CTR stream of key (zero initial
+ * counter block, as fs_prg_new with iv NULL), added (sign > 0) or subtracted. */
+struct fs_prg_term {
+    uint8_t key[32];
+    int sign;
+};
+
+/**
+ * v[i] += sum_s sign_s * W_s[word0 + i] (mod 2^64) for i < m, where W_s is the
+ * uint64 stream of t[s] (what fs_prg_u64 gives after seeking to byte
+ * 8 * word0). One pass over v however many streams: every stream goes over an
+ * L1-sized piece of v before the next piece. Uses VAES with AVX-512 when the
+ * CPU has them (fs_prg_sum_accelerated), OpenSSL's EVP otherwise; the result
+ * is the same. Round keys and keystream are wiped.
+ * @return 0, FS_EINVAL (NULL, over 2^20 streams), FS_ERANGE (word0 + m beyond 2^60), FS_ENOMEM,
+ * FS_ECRYPTO.
+ */
+FS_WUR int fs_prg_sum(const struct fs_prg_term *t, size_t nt, uint64_t word0, uint64_t *v, size_t m,
+                      struct fs_err *err);
+
+/** 1 when fs_prg_sum runs its VAES/AVX-512 code on this CPU, else 0. */
+int fs_prg_sum_accelerated(void);
+
+/** Tests and benchmarks: make fs_prg_sum take the EVP path (on != 0) or not.
+ * Not thread-safe: call before any fs_prg_sum runs. */
+void fs_prg_sum_force_generic(int on);
+
 /** Free, wiping the key schedule. Accepts NULL. */
 void fs_prg_free(fs_prg *prg);
 

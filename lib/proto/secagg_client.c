@@ -488,7 +488,7 @@ out:
 int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64_t *x, uint64_t *y,
                           size_t m, struct fs_err *err)
 {
-    struct sa_stream *st = NULL;
+    struct fs_prg_term *st = NULL;
     size_t ns = 0;
     int rc;
 
@@ -515,7 +515,7 @@ int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64_t *x, 
             st[ns++].sign = c->id > v ? 1 : -1;
         }
     }
-    rc = sa_prg_apply_many(st, ns, off, y, m, err);
+    rc = fs_prg_sum(st, ns, off, y, m, err);
     fs_wipe(st, (size_t)c->cfg.n * sizeof *st);
     free(st);
     return rc;

@@ -230,62 +230,12 @@ int sa_self_mask_key(const uint8_t seed[32], const uint8_t session[32], uint32_t
     return fs_hkdf_sha256(key, 32, seed, 32, session, 32, info, (size_t)ilen, err);
 }
 
-int sa_prg_apply_many(const struct sa_stream *st, size_t ns, uint64_t off, uint64_t *v, size_t m,
-                      struct fs_err *err)
-{
-    enum { SUB = 1024 }; /* words: acc and buf stay in L1 */
-    uint64_t acc[SUB];
-    uint64_t buf[SUB];
-    fs_prg **p = NULL;
-    int rc = 0;
-
-    if (ns == 0 || m == 0) {
-        return 0;
-    }
-    p = calloc(ns, sizeof *p);
-    if (p == NULL) {
-        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory for %zu streams", ns);
-    }
-    for (size_t s = 0; rc == 0 && s < ns; s++) {
-        rc = fs_prg_new(&p[s], st[s].key, NULL, err);
-        if (rc == 0 && off != 0) {
-            rc = fs_prg_seek(p[s], off * 8, err);
-        }
-    }
-    for (size_t pos = 0; rc == 0 && pos < m; pos += SUB) {
-        size_t w = m - pos < SUB ? m - pos : SUB;
-        memset(acc, 0, w * sizeof *acc);
-        for (size_t s = 0; rc == 0 && s < ns; s++) {
-            rc = fs_prg_u64(p[s], buf, w, err);
-            if (st[s].sign > 0) {
-                for (size_t i = 0; i < w; i++) {
-                    acc[i] += buf[i];
-                }
-            } else {
-                for (size_t i = 0; i < w; i++) {
-                    acc[i] -= buf[i];
-                }
-            }
-        }
-        for (size_t i = 0; rc == 0 && i < w; i++) {
-            v[pos + i] += acc[i];
-        }
-    }
-    for (size_t s = 0; s < ns; s++) {
-        fs_prg_free(p[s]);
-    }
-    free(p);
-    fs_wipe(acc, sizeof acc);
-    fs_wipe(buf, sizeof buf);
-    return rc;
-}
-
 /* Words of v per piece in sa_prg_apply_streams: the unit threads take, and
  * what one set of PRG contexts (one per stream, seeked there) covers. */
 #define STREAM_PIECE_WORDS ((uint64_t)1 << 16)
 
 struct streams_work {
-    const struct sa_stream *st;
+    const struct fs_prg_term *st;
     size_t ns;
     uint64_t *v;
     uint64_t len;
@@ -316,7 +266,7 @@ static void *streams_worker(void *arg)
         }
         off = piece * STREAM_PIECE_WORDS;
         m = (size_t)(w->len - off < STREAM_PIECE_WORDS ? w->len - off : STREAM_PIECE_WORDS);
-        rc = sa_prg_apply_many(w->st, w->ns, off, w->v + off, m, &err);
+        rc = fs_prg_sum(w->st, w->ns, off, w->v + off, m, &err);
         if (rc != 0) {
             pthread_mutex_lock(&w->mu);
             if (!w->failed) {
@@ -330,7 +280,7 @@ static void *streams_worker(void *arg)
     return NULL;
 }
 
-int sa_prg_apply_streams(const struct sa_stream *st, size_t ns, uint64_t *v, uint64_t len,
+int sa_prg_apply_streams(const struct fs_prg_term *st, size_t ns, uint64_t *v, uint64_t len,
                          unsigned threads, struct fs_err *err)
 {
     enum { MAX_THREADS = 16 };

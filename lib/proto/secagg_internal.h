@@ -39,22 +39,11 @@ int sa_pair_mask_key(const uint8_t my_s_sk[32], const uint8_t peer_s_pk[32],
 int sa_self_mask_key(const uint8_t seed[32], const uint8_t session[32], uint32_t party, uint32_t r,
                      uint64_t len, uint8_t key[32], struct fs_err *err);
 
-/* One PRG stream to add (sign > 0) or subtract over a whole vector. */
-struct sa_stream {
-    uint8_t key[32];
-    int sign;
-};
-
-/* v[0..m) += sum_s sign_s * PRG(key_s)[off..off+m) (mod 2^64) in one pass
- * over v: the streams are summed in an L1-sized buffer first. */
-int sa_prg_apply_many(const struct sa_stream *st, size_t ns, uint64_t off, uint64_t *v, size_t m,
-                      struct fs_err *err);
-
 /* v[0..len) += sum_s sign_s * PRG(key_s)[0..len) (mod 2^64): every stream
  * over one cache-sized piece of v before the next piece, the pieces shared by
  * up to `threads` threads (1 = the calling thread only). The result does not
  * depend on the thread count. */
-int sa_prg_apply_streams(const struct sa_stream *st, size_t ns, uint64_t *v, uint64_t len,
+int sa_prg_apply_streams(const struct fs_prg_term *st, size_t ns, uint64_t *v, uint64_t len,
                          unsigned threads, struct fs_err *err);
 
 /* Sorted copy of a party-id set, checked (1..n, no repeats, non-empty). */

@@ -751,7 +751,7 @@ int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
 }
 
 /* Survivor v's self-mask stream, to subtract. */
-static int self_stream(fs_secagg_server *s, uint32_t v, struct sa_stream *out, struct fs_err *err)
+static int self_stream(fs_secagg_server *s, uint32_t v, struct fs_prg_term *out, struct fs_err *err)
 {
     uint8_t seed[32];
     int rc = fs_shamir_combine(s->rv[v], s->nrv[v], s->cfg.t, seed, err);
@@ -767,7 +767,7 @@ static int self_stream(fs_secagg_server *s, uint32_t v, struct sa_stream *out, s
 
 /* The pairwise-mask streams survivors share with dropped party d, signed to
  * undo them: out[0..nset[3]). */
-static int dropped_streams(fs_secagg_server *s, uint32_t d, struct sa_stream *out,
+static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *out,
                            struct fs_err *err)
 {
     uint8_t sk[32];
@@ -805,7 +805,7 @@ void fs_secagg_server_set_threads(fs_secagg_server *s, unsigned threads)
 int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs_err *err)
 {
     size_t n5 = 0, nst = 0, cap = 0;
-    struct sa_stream *st = NULL;
+    struct fs_prg_term *st = NULL;
     int rc = want_phase(s, FS_SECAGG_UNMASK, "finishing", err);
 
     *sum = NULL;

@@ -4,7 +4,9 @@
 #include "crypto/rand.h"
 #include "test.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 static void hex(const char *s, uint8_t *out, size_t n)
 {
@@ -133,6 +135,86 @@ static void test_seek(void)
     fs_prg_free(q);
 }
 
+/* fs_prg_sum against the streams drawn one by one through fs_prg_seek and
+ * fs_prg_add_u64/sub_u64, on both implementations: every alignment of the
+ * start word against the 2-word AES block and the 8-word vector, lengths
+ * around the 32-word unrolled step and the 1024-word piece, mixed signs. */
+static void sum_case(size_t nt, uint64_t word0, size_t m)
+{
+    struct fs_prg_term *t = calloc(nt, sizeof *t);
+    uint64_t *v = malloc((m + 1) * sizeof *v);
+    uint64_t *want = malloc((m + 1) * sizeof *want);
+    struct fs_err err = {0};
+
+    if (t == NULL || v == NULL || want == NULL) {
+        CHECK(0);
+        goto out;
+    }
+    CHECK_OK(fs_rand_bytes(v, (m + 1) * sizeof *v, &err), &err);
+    memcpy(want, v, (m + 1) * sizeof *v);
+    for (size_t s = 0; s < nt; s++) {
+        fs_prg *p = NULL;
+
+        CHECK_OK(fs_rand_bytes(t[s].key, 32, &err), &err);
+        t[s].sign = (s % 3 == 1) ? -1 : 1;
+        CHECK_OK(fs_prg_new(&p, t[s].key, NULL, &err), &err);
+        if (p == NULL) {
+            goto out;
+        }
+        CHECK_OK(fs_prg_seek(p, word0 * 8, &err), &err);
+        if (t[s].sign > 0) {
+            CHECK_OK(fs_prg_add_u64(p, want, m, &err), &err);
+        } else {
+            CHECK_OK(fs_prg_sub_u64(p, want, m, &err), &err);
+        }
+        fs_prg_free(p);
+    }
+    for (int generic = 0; generic <= 1; generic++) {
+        uint64_t *got = malloc((m + 1) * sizeof *got);
+
+        if (got == NULL) {
+            CHECK(0);
+            break;
+        }
+        memcpy(got, v, (m + 1) * sizeof *v);
+        fs_prg_sum_force_generic(generic);
+        CHECK_OK(fs_prg_sum(t, nt, word0, got, m, &err), &err);
+        CHECK_MSG(memcmp(got, want, (m + 1) * sizeof *got) == 0,
+                  "%s path, %zu streams, word0 %llu, m %zu", generic ? "generic" : "default", nt,
+                  (unsigned long long)word0, m);
+        free(got);
+    }
+    fs_prg_sum_force_generic(0);
+out:
+    free(t);
+    free(v);
+    free(want);
+}
+
+static void test_sum_matches_streams(void)
+{
+    static const uint64_t starts[] = {0, 1, 2, 3, 7, 8, 9, 1023, 1025, 123457, 1ull << 40};
+    static const size_t lens[] = {0,  1,  2,  3,  7,    8,    9,    15,  16,
+                                  31, 32, 33, 63, 1023, 1024, 1025, 3001};
+    static const size_t counts[] = {1, 3, 10};
+    struct fs_err err = {0};
+    uint64_t x = 7;
+
+    printf("# fs_prg_sum default path: %s\n",
+           fs_prg_sum_accelerated() ? "VAES/AVX-512" : "OpenSSL EVP");
+    for (size_t c = 0; c < sizeof counts / sizeof counts[0]; c++) {
+        for (size_t a = 0; a < sizeof starts / sizeof starts[0]; a++) {
+            for (size_t l = 0; l < sizeof lens / sizeof lens[0]; l++) {
+                sum_case(counts[c], starts[a], lens[l]);
+            }
+        }
+    }
+    sum_case(4, 5, 200001);
+    CHECK(fs_prg_sum(NULL, 1, 0, &x, 1, &err) == FS_EINVAL);
+    CHECK(fs_prg_sum(NULL, 0, 0, &x, 1, &err) == 0);
+    CHECK(x == 7);
+}
+
 static void test_csprng(void)
 {
     uint8_t a[32] = {0}, b[32] = {0};
@@ -156,6 +238,7 @@ int main(void)
     RUN(test_add_sub_inverse);
     RUN(test_normal_moments);
     RUN(test_seek);
+    RUN(test_sum_matches_streams);
     RUN(test_csprng);
     return TEST_END("test_prg");
 }
