@@ -1663,9 +1663,13 @@ static json_t *build_fed_summary(struct local *L, const char *error)
                         L->shared_check != NULL ? json_incref(L->shared_check) : json_object());
     json_object_set_new(
         s, "seconds",
-        json_pack("{s:f, s:f, s:f}", "total", cli_now() - L->t_start, "startup",
+        json_pack("{s:f, s:f, s:f, s:f, s:f}", "total", cli_now() - L->t_start, "startup",
                   L->t_ready > 0 ? L->t_ready - L->t_start : 0.0, "job",
-                  L->t_finished > 0 && L->t_created > 0 ? L->t_finished - L->t_created : 0.0));
+                  L->t_finished > 0 && L->t_created > 0 ? L->t_finished - L->t_created : 0.0,
+                  "collect",
+                  L->t_collected > 0 && L->t_finished > 0 ? L->t_collected - L->t_finished : 0.0,
+                  "stop",
+                  L->t_stopped > 0 && L->t_collected > 0 ? L->t_stopped - L->t_collected : 0.0));
     json_object_set_new(s, "processes", procs);
     json_object_set_new(s, "out", json_string(L->out));
     if (L->verify != NULL) {
@@ -2221,6 +2225,7 @@ void local_stop(struct local *L)
         }
     }
     stop_all(ps, n, 5.0);
+    L->t_stopped = cli_now();
 }
 
 void local_drop_root(struct local *L)
@@ -2312,6 +2317,7 @@ static int run(struct local *L, char *error, size_t error_cap)
             snprintf(error, error_cap, "could not collect the parties' results");
             goto out;
         }
+        L->t_collected = cli_now();
     } else if ((rc = fetch_result(L)) != CLI_OK || (rc = local_settle_agents(L, 60.0)) != CLI_OK) {
         snprintf(error, error_cap, "could not fetch the result");
         goto out;

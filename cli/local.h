@@ -71,6 +71,7 @@ struct local {
     json_t *manifest;
     char sum_sha[65];
     double t_start, t_ready, t_created, t_finished;
+    double t_collected, t_stopped; /* fedsvd/fedpca: results copied, services stopped */
     struct orch_progress prog;
     /* fedsvd / fedpca */
     int fed, pca; /* algorithm fedsvd / fedpca */
