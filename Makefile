@@ -40,7 +40,7 @@ PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  := $(WARN) $(DEFS) $(MATH) $(OPT) -Ilib -Iapi -I. $(PKG_CFLAGS) -MMD -MP
 LDFLAGS := $(OPT)
-LDLIBS   = $(PKG_LIBS) -lpthread -lm
+LDLIBS   = $(PKG_LIBS) -lpthread -lmvec -lm
 
 LIB_DIRS  ?= lib api
 LIB_SRC   := $(shell find $(LIB_DIRS) -name '*.c' 2>/dev/null | sort)

@@ -1663,13 +1663,12 @@ static json_t *build_fed_summary(struct local *L, const char *error)
                         L->shared_check != NULL ? json_incref(L->shared_check) : json_object());
     json_object_set_new(
         s, "seconds",
-        json_pack("{s:f, s:f, s:f, s:f, s:f}", "total", cli_now() - L->t_start, "startup",
-                  L->t_ready > 0 ? L->t_ready - L->t_start : 0.0, "job",
-                  L->t_finished > 0 && L->t_created > 0 ? L->t_finished - L->t_created : 0.0,
-                  "collect",
-                  L->t_collected > 0 && L->t_finished > 0 ? L->t_collected - L->t_finished : 0.0,
-                  "stop",
-                  L->t_stopped > 0 && L->t_collected > 0 ? L->t_stopped - L->t_collected : 0.0));
+        json_pack(
+            "{s:f, s:f, s:f, s:f, s:f}", "total", cli_now() - L->t_start, "startup",
+            L->t_ready > 0 ? L->t_ready - L->t_start : 0.0, "job",
+            L->t_finished > 0 && L->t_created > 0 ? L->t_finished - L->t_created : 0.0, "collect",
+            L->t_collected > 0 && L->t_finished > 0 ? L->t_collected - L->t_finished : 0.0, "stop",
+            L->t_stopped > 0 && L->t_collected > 0 ? L->t_stopped - L->t_collected : 0.0));
     json_object_set_new(s, "processes", procs);
     json_object_set_new(s, "out", json_string(L->out));
     if (L->verify != NULL) {

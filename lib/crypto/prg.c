@@ -116,17 +116,105 @@ int fs_prg_uniform(fs_prg *prg, double *out, struct fs_err *err)
     return 0;
 }
 
+/* Box-Muller: z[2q] = r cos(2 pi u2), z[2q + 1] = r sin(2 pi u2) with
+ * r = sqrt(-2 log u1), u1 in (0, 1] (so the logarithm is finite) and u2 in
+ * [0, 1) from the top 53 bits of words w[2q] and w[2q + 1]. */
+static void box_muller_scalar(const uint64_t *w, size_t pairs, double *z)
+{
+    for (size_t q = 0; q < pairs; q++) {
+        double u1 = (double)((w[2 * q] >> 11) + 1) * 0x1.0p-53;
+        double u2 = (double)(w[2 * q + 1] >> 11) * 0x1.0p-53;
+        double r = sqrt(-2.0 * log(u1));
+
+        z[2 * q] = r * cos(2.0 * M_PI * u2);
+        z[2 * q + 1] = r * sin(2.0 * M_PI * u2);
+    }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(FS_NO_LIBMVEC)
+#include <immintrin.h>
+
+/* glibc's libmvec, AVX2 variants (x86-64 vector function ABI: 4 doubles in
+ * a ymm register); within 4 ulp of the scalar functions. */
+__m256d _ZGVdN4v_log(__m256d x);
+__m256d _ZGVdN4v_sin(__m256d x);
+__m256d _ZGVdN4v_cos(__m256d x);
+
+static int have_avx2(void)
+{
+    static int cached = -1;
+
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    }
+    return cached;
+}
+
+/* The same formula four pairs at a time (about 3x faster than the scalar
+ * libm calls). Every pair goes through the vector functions, the last group
+ * padded, so a value depends only on its two words, not on how the stream
+ * was split into calls. Results differ from box_muller_scalar's by a few
+ * ulp: masks from one seed agree to rounding level between CPUs with and
+ * without AVX2 (as between BLAS kernels, haar.h). */
+__attribute__((target("avx2,fma"))) static void box_muller_avx2(const uint64_t *w, size_t pairs,
+                                                                double *z)
+{
+    const __m256d minus2 = _mm256_set1_pd(-2.0);
+    const __m256d twopi = _mm256_set1_pd(2.0 * M_PI);
+
+    for (size_t q = 0; q < pairs; q += 4) {
+        double a[4], b[4], c[4], s[4];
+        size_t m = pairs - q < 4 ? pairs - q : 4;
+
+        for (size_t k = 0; k < 4; k++) {
+            size_t p = q + (k < m ? k : 0);
+            a[k] = (double)((w[2 * p] >> 11) + 1) * 0x1.0p-53;
+            b[k] = (double)(w[2 * p + 1] >> 11) * 0x1.0p-53;
+        }
+        {
+            __m256d r = _mm256_sqrt_pd(_mm256_mul_pd(minus2, _ZGVdN4v_log(_mm256_loadu_pd(a))));
+            __m256d t = _mm256_mul_pd(twopi, _mm256_loadu_pd(b));
+
+            _mm256_storeu_pd(c, _mm256_mul_pd(r, _ZGVdN4v_cos(t)));
+            _mm256_storeu_pd(s, _mm256_mul_pd(r, _ZGVdN4v_sin(t)));
+        }
+        for (size_t k = 0; k < m; k++) {
+            z[2 * (q + k)] = c[k];
+            z[2 * (q + k) + 1] = s[k];
+        }
+    }
+}
+
+static void box_muller(const uint64_t *w, size_t pairs, double *z)
+{
+    if (have_avx2()) {
+        box_muller_avx2(w, pairs, z);
+    } else {
+        box_muller_scalar(w, pairs, z);
+    }
+}
+#else
+static void box_muller(const uint64_t *w, size_t pairs, double *z)
+{
+    box_muller_scalar(w, pairs, z);
+}
+#endif
+
 int fs_prg_normal(fs_prg *prg, double *out, size_t n, struct fs_err *err)
 {
     enum { PAIRS = 256 };
     uint64_t w[2 * PAIRS];
+    double z[2 * PAIRS];
     size_t i = 0;
 
     /* Draw the stream in batches (same words, same order as one pair at a
      * time) to amortise the EVP call. */
     while (i < n) {
         size_t pairs = (n - i + 1) / 2;
+        size_t take;
         int rc;
+
         if (pairs > PAIRS) {
             pairs = PAIRS;
         }
@@ -134,16 +222,11 @@ int fs_prg_normal(fs_prg *prg, double *out, size_t n, struct fs_err *err)
         if (rc != 0) {
             return rc;
         }
-        for (size_t q = 0; q < pairs; q++) {
-            /* u1 in (0, 1] so the logarithm is finite. */
-            double u1 = (double)((w[2 * q] >> 11) + 1) * 0x1.0p-53;
-            double u2 = (double)(w[2 * q + 1] >> 11) * 0x1.0p-53;
-            double r = sqrt(-2.0 * log(u1));
-            out[i++] = r * cos(2.0 * M_PI * u2);
-            if (i < n) {
-                out[i++] = r * sin(2.0 * M_PI * u2);
-            }
-        }
+        box_muller(w, pairs, z);
+        /* an odd n drops the last pair's sine, as one pair at a time would */
+        take = n - i < 2 * pairs ? n - i : 2 * pairs;
+        memcpy(out + i, z, take * sizeof *z);
+        i += take;
     }
     return 0;
 }

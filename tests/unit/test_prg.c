@@ -4,6 +4,7 @@
 #include "crypto/rand.h"
 #include "test.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +106,49 @@ static void test_normal_moments(void)
     CHECK_NEAR(s2 / N, 1.0, 0.016);
     fs_prg_free(p);
     free(x);
+}
+
+/* fs_prg_normal is Box-Muller on the stream words (to a few ulp: the vector
+ * libm may round differently), and a value does not depend on how the
+ * stream is split into calls of even sizes. */
+static void test_normal_formula(void)
+{
+    uint8_t key[32] = {9, 8, 7};
+    enum { N = 1002 };
+    uint64_t w[N];
+    double z[N], parts[N];
+    struct fs_err err = {0};
+    fs_prg *p = NULL;
+    size_t i = 0;
+    size_t step = 2;
+
+    CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
+    if (p == NULL) {
+        return;
+    }
+    CHECK_OK(fs_prg_u64(p, w, N, &err), &err);
+    fs_prg_free(p);
+    CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
+    CHECK_OK(fs_prg_normal(p, z, N, &err), &err);
+    fs_prg_free(p);
+    for (size_t q = 0; q < N / 2; q++) {
+        double u1 = (double)((w[2 * q] >> 11) + 1) * 0x1.0p-53;
+        double u2 = (double)(w[2 * q + 1] >> 11) * 0x1.0p-53;
+        double r = sqrt(-2.0 * log(u1));
+
+        CHECK_NEAR(z[2 * q], r * cos(2.0 * M_PI * u2), 1e-14 * (1.0 + r));
+        CHECK_NEAR(z[2 * q + 1], r * sin(2.0 * M_PI * u2), 1e-14 * (1.0 + r));
+    }
+    CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
+    while (i < N) {
+        size_t m = N - i < step ? N - i : step;
+
+        CHECK_OK(fs_prg_normal(p, parts + i, m, &err), &err);
+        i += m;
+        step = step % 14 + 2; /* 2, 4, ..., 14, 2, ...: every grouping by 4 */
+    }
+    fs_prg_free(p);
+    CHECK(memcmp(parts, z, sizeof z) == 0);
 }
 
 static void test_seek(void)
@@ -237,6 +281,7 @@ int main(void)
     RUN(test_streaming_equals_oneshot);
     RUN(test_add_sub_inverse);
     RUN(test_normal_moments);
+    RUN(test_normal_formula);
     RUN(test_seek);
     RUN(test_sum_matches_streams);
     RUN(test_csprng);
