@@ -1148,10 +1148,16 @@ int fs_fedsvd_keys_asm_add(fs_fedsvd_keys_asm *a, size_t p, enum fs_fedsvd_keyfi
             return fs_err_set(err, FS_ENOMEM, "fedsvd keys: out of memory");
         }
         for (size_t c = 0; c < d->c; c++) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+            /* the file's <f8 column is the host's layout: one copy */
+            memcpy(&FS_MAT_AT(pc->q, 0, c), q, d->r * 8);
+            q += d->r * 8;
+#else
             for (size_t i = 0; i < d->r; i++, q += 8) {
                 uint64_t bits = get_le(q, 8);
                 memcpy(&FS_MAT_AT(pc->q, i, c), &bits, 8);
             }
+#endif
         }
     }
     a->have[2 * p + (size_t)which] = 1;
