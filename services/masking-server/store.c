@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fdio.h"
 #include "net/auth.h"
 #include "spec.h"
 
@@ -145,22 +146,6 @@ static int seed_path(const msk_store *st, const char *id, const char *suffix, ch
     return 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR) {
-            continue;
-        }
-        if (w <= 0) {
-            return -1;
-        }
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 static void fsync_dir(const char *dir)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -193,7 +178,7 @@ int msk_store_seed_write(msk_store *st, const char *id, const uint8_t seed[MSK_S
     if (fd < 0) {
         return fs_err_set(err, FS_EIO, "create %s: %s", tmp, strerror(errno));
     }
-    if (fchmod(fd, 0600) != 0 || write_all(fd, seed, MSK_SEED_LEN) != 0 || fsync(fd) != 0) {
+    if (fchmod(fd, 0600) != 0 || fs_write_all(fd, seed, MSK_SEED_LEN) != 0 || fsync(fd) != 0) {
         rc = fs_err_set(err, FS_EIO, "write %s: %s", tmp, strerror(errno));
         close(fd);
         (void)unlink(tmp);
@@ -275,7 +260,7 @@ static int destroy_file(const char *path, struct fs_err *err)
         off_t left = sb.st_size;
         while (left > 0) {
             size_t k = left > (off_t)sizeof ZERO ? sizeof ZERO : (size_t)left;
-            if (write_all(fd, ZERO, k) != 0) {
+            if (fs_write_all(fd, ZERO, k) != 0) {
                 break;
             }
             left -= (off_t)k;
