@@ -100,25 +100,25 @@ static int have_vaes(void)
  * 2j - 2 and SubWord(RotWord(last word of 2j - 1)) ^ Rcon (the shuffle 0xff
  * of AESKEYGENASSIST); round key 2j + 1 from 2j - 1 and SubWord(last word of
  * 2j) (shuffle 0xaa, no rotation, no Rcon). */
-VAES_TARGET static __m128i expand_even(__m128i prev, __m128i assist)
+VAES_TARGET static __m128i expand_step(__m128i prev, __m128i t)
 {
     __m128i k = prev;
 
-    k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-    k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-    k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
-    return _mm_xor_si128(k, _mm_shuffle_epi32(assist, 0xff));
-}
-
-VAES_TARGET static __m128i expand_odd(__m128i prev, __m128i even)
-{
-    __m128i k = prev;
-    __m128i t = _mm_shuffle_epi32(_mm_aeskeygenassist_si128(even, 0), 0xaa);
-
+    /* each word of the new key is the previous key's word xor the new word before it */
     k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
     k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
     k = _mm_xor_si128(k, _mm_slli_si128(k, 4));
     return _mm_xor_si128(k, t);
+}
+
+VAES_TARGET static __m128i expand_even(__m128i prev, __m128i assist)
+{
+    return expand_step(prev, _mm_shuffle_epi32(assist, 0xff));
+}
+
+VAES_TARGET static __m128i expand_odd(__m128i prev, __m128i even)
+{
+    return expand_step(prev, _mm_shuffle_epi32(_mm_aeskeygenassist_si128(even, 0), 0xaa));
 }
 
 VAES_TARGET static void expand_key(const uint8_t key[32], __m128i rk[15])
