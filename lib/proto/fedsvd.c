@@ -1499,6 +1499,11 @@ const struct fs_fedsvd_keys *fs_fedsvd_party_keys(const fs_fedsvd_party *p)
     return p != NULL ? p->keys : NULL;
 }
 
+int fs_fedsvd_party_prepared(const fs_fedsvd_party *p)
+{
+    return p == NULL || p->t != NULL || p->ended;
+}
+
 void fs_fedsvd_party_end_upload(fs_fedsvd_party *p)
 {
     if (p == NULL) {

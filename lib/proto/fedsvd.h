@@ -438,6 +438,13 @@ const struct fs_fedsvd_keys *fs_fedsvd_party_keys(const fs_fedsvd_party *p);
  */
 FS_WUR int fs_fedsvd_party_prepare(fs_fedsvd_party *p, int *exponent, struct fs_err *err);
 
+/**
+ * 1 when fs_fedsvd_party_prepare has nothing left to do: T is computed, or
+ * the upload ended. A driver with time on its hands (waiting for the other
+ * parties) may prepare early while this is 0: the result is the same.
+ */
+int fs_fedsvd_party_prepared(const fs_fedsvd_party *p);
+
 /** Fix the public exponent E (>= this party's e_i; FS_EINVAL otherwise). */
 FS_WUR int fs_fedsvd_party_set_exponent(fs_fedsvd_party *p, int public_exponent,
                                         struct fs_err *err);

@@ -204,6 +204,14 @@ uint64_t fed_agg_len(const struct fed_party *f, uint32_t r);
 /** This party's sealed exponent of aggregation r (the SVD round first prepares T = Y_i B). */
 FS_WUR int fed_exponent(struct fed_party *f, uint32_t r, uint8_t sealed[32], struct fs_err *err);
 /**
+ * 1 when the SVD step's T = Y_i B can be computed now (the keys are in and,
+ * for fedpca, the statistics are done) and has not been: the worker does it
+ * while it waits for the other parties, so fed_exponent finds it done.
+ */
+int fed_prepare_pending(struct fed_party *f);
+/** Compute T = Y_i B now (fs_fedsvd_party_prepare; idempotent). */
+FS_WUR int fed_prepare(struct fed_party *f, struct fs_err *err);
+/**
  * Open the relayed sealed exponents of aggregation r and fix the round's
  * public exponent (*pubexp: the one to report for the SVD round).
  */

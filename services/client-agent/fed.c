@@ -158,6 +158,22 @@ int fed_exponent(struct fed_party *f, uint32_t r, uint8_t sealed[FS_FEDSVD_SEALE
     return rc;
 }
 
+int fed_prepare_pending(struct fed_party *f)
+{
+    return f != NULL && !fs_fedsvd_party_prepared(svd_party(f));
+}
+
+int fed_prepare(struct fed_party *f, struct fs_err *err)
+{
+    fs_fedsvd_party *sp = f != NULL ? svd_party(f) : NULL;
+    int e = 0;
+
+    if (sp == NULL) {
+        return fs_err_set(err, FS_ESTATE, "the SVD step has not begun");
+    }
+    return fs_fedsvd_party_prepare(sp, &e, err);
+}
+
 int fed_open(struct fed_party *f, uint32_t r, const uint32_t *ids,
              const uint8_t (*sealed)[FS_FEDSVD_SEALED_EXP_LEN], size_t k, int *pubexp,
              struct fs_err *err)

@@ -1693,6 +1693,20 @@ static int run(struct wk *w, struct fs_err *err)
                                   cfg->stall_s, job.phase_name);
             }
         }
+        if (w->fed != NULL && fed_prepare_pending(w->fed)) {
+            /* Nothing to send until the others catch up: compute T = Y_i B
+             * (the bulk of the local work) now rather than at the exponent
+             * step, e.g. while the masking server generates the other
+             * parties' keys. The same T either way. */
+            double t0 = mono_s();
+            rc = fed_prepare(w->fed, err);
+            add_timing(w, "prepare", mono_s() - t0);
+            if (rc != 0) {
+                return rc;
+            }
+            t_change = mono_s();
+            continue;
+        }
         save(w, 0);
         wk_sleep(w, cfg->poll_ms);
     }

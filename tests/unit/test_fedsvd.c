@@ -856,7 +856,15 @@ static void test_exponents_and_misuse(void)
     CHECK_OK(fs_fedsvd_party_new(k, x, &p, &err), &err);
     CHECK(fs_fedsvd_party_encode(p, 0, a, 30, &err) == FS_ESTATE);
     CHECK(fs_fedsvd_party_set_exponent(p, 0, &err) == FS_ESTATE);
+    CHECK(!fs_fedsvd_party_prepared(p));
     CHECK_OK(fs_fedsvd_party_prepare(p, &e, &err), &err);
+    CHECK(fs_fedsvd_party_prepared(p));
+    {
+        /* prepared early (an agent waiting for the others): the exponent step finds it done */
+        int e2 = -99;
+        CHECK_OK(fs_fedsvd_party_prepare(p, &e2, &err), &err);
+        CHECK(e2 == e);
+    }
     CHECK(fs_fedsvd_party_set_exponent(p, e - 1, &err) == FS_EINVAL);
     CHECK_OK(fs_fedsvd_party_set_exponent(p, e + 2, &err), &err);
     CHECK(fs_fedsvd_party_set_exponent(p, e + 3, &err) == FS_ESTATE);
@@ -871,6 +879,7 @@ static void test_exponents_and_misuse(void)
     CHECK_OK(fs_fedsvd_party_encode(p, 7, b, 11, &err), &err);
     CHECK(memcmp(a + 7, b, 11 * sizeof *b) == 0);
     fs_fedsvd_party_end_upload(p);
+    CHECK(fs_fedsvd_party_prepared(p)); /* nothing left to prepare */
     CHECK(fs_fedsvd_party_encode(p, 0, a, 30, &err) == FS_ESTATE);
     {
         /* a malformed publication is refused */
