@@ -83,6 +83,88 @@ static inline double scale(const struct scaler *sc, double x)
     return sc->mul ? x * sc->c : ldexp(x, sc->f);
 }
 
+/* AVX-512 (F + DQ) kernels: 8 values per instruction. VCVTPD2QQ rounds in
+ * the current (MXCSR) rounding mode, as llrint does with the C rounding
+ * mode, and VCVTQQ2PD as the C conversion from int64_t does, so the results
+ * are bit-identical to the scalar loops (test_fixedpt compares the two
+ * paths). Used only when 2^f is a double (the multiply), chosen from CPUID at
+ * run time; valgrind reports no AVX-512, so it checks the scalar code. */
+static int g_force_generic = 0;
+
+void fs_fixedpt_force_generic(int on)
+{
+    g_force_generic = on != 0;
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+
+#define FX_TARGET __attribute__((target("avx512f,avx512dq")))
+
+static int have_avx512dq(void)
+{
+    static int cached = -1;
+
+    if (cached < 0) {
+        __builtin_cpu_init();
+        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
+    }
+    return cached;
+}
+
+/* out[i] = round(x[i] * c) while every |x[i]| <= bound (false for NaN and
+ * +-inf: the bound is finite); returns how many were encoded, less than n
+ * at the first group of 8 holding a value out of range (out past the
+ * returned count then unspecified). */
+FX_TARGET static size_t encode_avx512(const double *x, uint64_t *out, size_t n, double c,
+                                      double bound)
+{
+    const __m512d vb = _mm512_set1_pd(bound);
+    const __m512d vc = _mm512_set1_pd(c);
+    size_t i = 0;
+
+    for (; i < n; i += 8) {
+        __mmask8 live = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1u);
+        __m512d v = _mm512_maskz_loadu_pd(live, x + i);
+        __m512d a = _mm512_abs_pd(v);
+        if (_mm512_mask_cmp_pd_mask(live, a, vb, _CMP_LE_OQ) != live) {
+            return i;
+        }
+        _mm512_mask_storeu_epi64(out + i, live, _mm512_cvtpd_epi64(_mm512_mul_pd(v, vc)));
+    }
+    return n;
+}
+
+FX_TARGET static void decode_avx512(const uint64_t *in, double *out, size_t n, double c)
+{
+    const __m512d vc = _mm512_set1_pd(c);
+
+    for (size_t i = 0; i < n; i += 8) {
+        __mmask8 live = n - i >= 8 ? (__mmask8)0xff : (__mmask8)((1u << (n - i)) - 1u);
+        __m512i v = _mm512_maskz_loadu_epi64(live, in + i);
+        _mm512_mask_storeu_pd(out + i, live, _mm512_mul_pd(_mm512_cvtepi64_pd(v), vc));
+    }
+}
+
+static int use_avx512(const struct scaler *sc)
+{
+    return sc->mul && !g_force_generic && have_avx512dq();
+}
+#else
+static int use_avx512(const struct scaler *sc)
+{
+    (void)sc;
+    return 0;
+}
+#endif
+
+int fs_fixedpt_accelerated(void)
+{
+    struct scaler sc = {1.0, 0, 1};
+
+    return use_avx512(&sc);
+}
+
 static int check_fp(const char *fn, const struct fs_fixedpt *fp, struct fs_err *err)
 {
     if (fp == NULL || fp->summands == 0 || !isfinite(fp->bound) || fp->bound <= 0.0) {
@@ -103,6 +185,15 @@ int fs_fixedpt_encode(const struct fs_fixedpt *fp, const double *x, uint64_t *ou
     if (n > 0 && (x == NULL || out == NULL)) {
         return fs_err_set(err, FS_EINVAL, "%s: NULL buffer", fn);
     }
+#if defined(__x86_64__) && defined(__GNUC__)
+    {
+        struct scaler sc = scaler_of(fp->frac_bits);
+        if (use_avx512(&sc) && encode_avx512(x, out, n, sc.c, fp->bound) == n) {
+            return 0;
+        }
+        /* a value out of range (or no AVX-512): the scalar loops name it */
+    }
+#endif
     for (size_t i = 0; i < n; i++) {
         if (!isfinite(x[i])) {
             return fs_err_set(err, FS_ERANGE, "%s: value %zu is not finite", fn, i);
@@ -162,6 +253,12 @@ void fs_fixedpt_decode(const struct fs_fixedpt *fp, const uint64_t *in, double *
 {
     struct scaler sc = scaler_of(-fp->frac_bits);
 
+#if defined(__x86_64__) && defined(__GNUC__)
+    if (use_avx512(&sc)) {
+        decode_avx512(in, out, n, sc.c);
+        return;
+    }
+#endif
     for (size_t i = 0; i < n; i++) {
         /* Two's complement without relying on implementation-defined
          * unsigned-to-signed conversion. */

@@ -26,7 +26,7 @@ FS_WUR int fs_fixedpt_init(struct fs_fixedpt *fp, double bound, unsigned summand
 
 /**
  * Encode n doubles. A value with |x| > bound or non-finite is FS_ERANGE
- * naming its index.
+ * naming its (first) index; out is then unspecified.
  */
 FS_WUR int fs_fixedpt_encode(const struct fs_fixedpt *fp, const double *x, uint64_t *out, size_t n,
                              struct fs_err *err);
@@ -46,6 +46,15 @@ FS_WUR int fs_fixedpt_encode_clipped(const struct fs_fixedpt *fp, const double *
  * beyond DBL_MAX (possible only when summands * bound is) decodes to +-inf.
  */
 void fs_fixedpt_decode(const struct fs_fixedpt *fp, const uint64_t *in, double *out, size_t n);
+
+/**
+ * 1 when encode/decode run the AVX-512 kernels (CPUID, unless forced off);
+ * their results are bit-identical to the scalar loops.
+ */
+int fs_fixedpt_accelerated(void);
+
+/** Tests and benchmarks: on != 0 forces the scalar loops. Not thread-safe. */
+void fs_fixedpt_force_generic(int on);
 
 /** Add integer noise (two's complement) to encoded values: out[i] += (uint64_t)noise[i]. */
 void fs_fixedpt_add_noise(uint64_t *v, const int64_t *noise, size_t n);

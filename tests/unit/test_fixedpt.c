@@ -385,6 +385,83 @@ static void test_rejects(void)
     CHECK(fs_fixedpt_encode(&zero, over, e, 1, &err) == FS_EINVAL);
 }
 
+/* The AVX-512 kernels against the scalar loops, bit for bit: random entries
+ * of every magnitude, exact halves (round half to even), +-0, the bound, for
+ * lengths around the 8-wide step; and the first bad value's index. */
+static void test_accelerated_matches_scalar(void)
+{
+    static const double bounds[] = {1e-300, 1e-5, 1.0, 3.7, 1e10, 1e300};
+    static const unsigned ks[] = {1, 10, 1000};
+    enum { MAXN = 67 };
+    double x[MAXN];
+    uint64_t e1[MAXN], e2[MAXN];
+    double d1[MAXN], d2[MAXN];
+    size_t cases = 0, bad = 0, bad_err = 0;
+
+    printf("  accelerated (AVX-512) path: %s\n", fs_fixedpt_accelerated() ? "yes" : "no");
+    for (size_t b = 0; b < sizeof bounds / sizeof bounds[0]; b++) {
+        for (size_t q = 0; q < sizeof ks / sizeof ks[0]; q++) {
+            struct fs_fixedpt fp;
+            struct fs_err err = {0};
+            CHECK_OK(fs_fixedpt_init(&fp, bounds[b], ks[q], &err), &err);
+            for (size_t n = 0; n <= MAXN; n++) {
+                for (size_t i = 0; i < n; i++) {
+                    switch (rng_u64() % 6) {
+                    case 0: /* an exact half of the grid: k + 1/2 units */
+                        x[i] = ldexp((double)((int64_t)(rng_u64() % 2001) - 1000) + 0.5,
+                                     -fp.frac_bits);
+                        if (!(fabs(x[i]) <= fp.bound)) {
+                            x[i] = 0.0;
+                        }
+                        break;
+                    case 1:
+                        x[i] = (rng_u64() & 1) ? -0.0 : 0.0;
+                        break;
+                    default:
+                        x[i] = rng_entry(bounds[b]);
+                    }
+                }
+                fs_fixedpt_force_generic(1);
+                CHECK_OK(fs_fixedpt_encode(&fp, x, e1, n, &err), &err);
+                fs_fixedpt_force_generic(0);
+                CHECK_OK(fs_fixedpt_encode(&fp, x, e2, n, &err), &err);
+                bad += n > 0 && memcmp(e1, e2, n * sizeof *e1) != 0;
+                /* decode sums of up to K encodings (here: the encodings and their doubles) */
+                for (size_t i = 0; i < n; i++) {
+                    e1[i] += e1[i] * (ks[q] > 1);
+                }
+                fs_fixedpt_force_generic(1);
+                fs_fixedpt_decode(&fp, e1, d1, n);
+                fs_fixedpt_force_generic(0);
+                fs_fixedpt_decode(&fp, e1, d2, n);
+                bad += n > 0 && memcmp(d1, d2, n * sizeof *d1) != 0;
+                cases++;
+                /* one bad value at position p: both name the same index */
+                if (n > 0) {
+                    static const double worse[] = {NAN, INFINITY, -INFINITY};
+                    size_t p = (size_t)(rng_u64() % n);
+                    char m1[sizeof err.msg];
+                    int r1, r2;
+                    double keep = x[p];
+                    x[p] = rng_u64() % 4 == 0
+                               ? worse[rng_u64() % 3]
+                               : (rng_u64() & 1 ? -1 : 1) * nextafter(fp.bound, INFINITY);
+                    fs_fixedpt_force_generic(1);
+                    r1 = fs_fixedpt_encode(&fp, x, e1, n, &err);
+                    snprintf(m1, sizeof m1, "%s", err.msg);
+                    fs_fixedpt_force_generic(0);
+                    r2 = fs_fixedpt_encode(&fp, x, e2, n, &err);
+                    bad_err += r1 != FS_ERANGE || r2 != FS_ERANGE || strcmp(m1, err.msg) != 0;
+                    x[p] = keep;
+                }
+            }
+        }
+    }
+    printf("  %zu vectors: %zu differ between the paths, %zu errors differ\n", cases, bad, bad_err);
+    CHECK(bad == 0);
+    CHECK(bad_err == 0);
+}
+
 int main(void)
 {
     RUN(test_frac_bits);
@@ -395,5 +472,6 @@ int main(void)
     RUN(test_clipped);
     RUN(test_scaling_matches_ldexp);
     RUN(test_rejects);
+    RUN(test_accelerated_matches_scalar);
     return TEST_END("test_fixedpt");
 }
