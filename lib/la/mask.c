@@ -947,7 +947,8 @@ int fs_mask_slab_dense(const fs_mask *m, size_t c0, size_t nc, fs_mat **out, str
     return rc;
 }
 
-int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err)
+static int slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, int all_rows,
+                    struct fs_err *err)
 {
     fs_mat *tmp = NULL;
     size_t k;
@@ -972,7 +973,19 @@ int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct f
             bmax = s->pieces[p].q->rows;
         }
     }
-    fs_mat_zero(y);
+    if (all_rows) {
+        fs_mat_zero(y);
+    } else {
+        /* only the slab's rows: zero them, then sum into them as below */
+        for (size_t p = 0; p < s->npieces; p++) {
+            const fs_mask_piece *pc = &s->pieces[p];
+            for (size_t c = 0; c < k; c++) {
+                for (size_t a = 0; a < pc->q->rows; a++) {
+                    FS_MAT_AT(y, pc->rows[a], c) = 0.0;
+                }
+            }
+        }
+    }
     tmp = fs_mat_new_uninit(bmax, k);
     if (tmp == NULL) {
         return fs_err_set(err, FS_ENOMEM, "mask: out of memory");
@@ -990,4 +1003,14 @@ int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct f
     }
     free_secret(tmp);
     return rc;
+}
+
+int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err)
+{
+    return slab_mul(s, x, y, 1, err);
+}
+
+int fs_mask_slab_mul_rows(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err)
+{
+    return slab_mul(s, x, y, 0, err);
 }

@@ -167,6 +167,15 @@ FS_WUR int fs_mask_slab_dense(const fs_mask *m, size_t c0, size_t nc, fs_mat **o
  */
 FS_WUR int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err);
 
+/**
+ * As fs_mask_slab_mul, but writes only the rows of y that the slab's pieces
+ * cover; the others keep their values. A y zeroed once then holds M[:, c0:
+ * c0+nc] x after every call (bit for bit what fs_mask_slab_mul gives),
+ * without clearing all n rows each time (most are zero when n is large).
+ */
+FS_WUR int fs_mask_slab_mul_rows(const fs_mask_slab *s, const fs_mat *x, fs_mat *y,
+                                 struct fs_err *err);
+
 /** Free a slab, wiping its blocks and row indices. Accepts NULL. */
 void fs_mask_slab_free(fs_mask_slab *s);
 

@@ -1722,7 +1722,8 @@ static int fill_cache(fs_fedsvd_party *p, size_t col, struct fs_err *err)
         size_t cw = CACHE_WORDS / p->m;
         cw = cw < CACHE_MIN_COLS ? CACHE_MIN_COLS : cw;
         p->cache_w = cw < p->n ? cw : p->n;
-        p->cache = fs_mat_new_uninit(p->m, p->cache_w);
+        /* zero once: the rows outside the slab stay zero (fs_mask_slab_mul_rows) */
+        p->cache = fs_mat_new(p->m, p->cache_w);
         if (p->cache == NULL) {
             return fs_err_set(err, FS_ENOMEM, "fedsvd party: out of memory for %zux%zu", p->m,
                               p->cache_w);
@@ -1734,7 +1735,7 @@ static int fill_cache(fs_fedsvd_party *p, size_t col, struct fs_err *err)
         fs_mat tv = fs_mat_view(p->t, 0, c0, p->t->rows, w);
         fs_mat cv = fs_mat_view(p->cache, 0, 0, p->m, w);
         p->cache_valid = 0;
-        rc = fs_mask_slab_mul(p->keys->a_slab, &tv, &cv, err);
+        rc = fs_mask_slab_mul_rows(p->keys->a_slab, &tv, &cv, err);
     }
     if (rc == 0) {
         p->cache_c0 = c0;
