@@ -947,8 +947,7 @@ int fs_mask_slab_dense(const fs_mask *m, size_t c0, size_t nc, fs_mat **out, str
     return rc;
 }
 
-static int slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, int all_rows,
-                    struct fs_err *err)
+int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err)
 {
     fs_mat *tmp = NULL;
     size_t k;
@@ -973,19 +972,7 @@ static int slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, int all_r
             bmax = s->pieces[p].q->rows;
         }
     }
-    if (all_rows) {
-        fs_mat_zero(y);
-    } else {
-        /* only the slab's rows: zero them, then sum into them as below */
-        for (size_t p = 0; p < s->npieces; p++) {
-            const fs_mask_piece *pc = &s->pieces[p];
-            for (size_t c = 0; c < k; c++) {
-                for (size_t a = 0; a < pc->q->rows; a++) {
-                    FS_MAT_AT(y, pc->rows[a], c) = 0.0;
-                }
-            }
-        }
-    }
+    fs_mat_zero(y);
     tmp = fs_mat_new_uninit(bmax, k);
     if (tmp == NULL) {
         return fs_err_set(err, FS_ENOMEM, "mask: out of memory");
@@ -1005,12 +992,40 @@ static int slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, int all_r
     return rc;
 }
 
-int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err)
+size_t fs_mask_slab_rows(const fs_mask_slab *s)
 {
-    return slab_mul(s, x, y, 1, err);
+    size_t r = 0;
+
+    for (size_t p = 0; s != NULL && p < s->npieces; p++) {
+        r += s->pieces[p].q != NULL ? s->pieces[p].q->rows : 0;
+    }
+    return r;
 }
 
-int fs_mask_slab_mul_rows(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err)
+int fs_mask_slab_mul_compact(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err)
 {
-    return slab_mul(s, x, y, 0, err);
+    size_t off = 0;
+    int rc = slab_check(s, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (!la_mat_ok(x) || !la_mat_ok(y) || x->rows != s->nc || y->rows != fs_mask_slab_rows(s) ||
+        y->cols != x->cols) {
+        return fs_err_set(err, FS_EINVAL, "mask: compact slab %zux%zu times %zux%zu into %zux%zu",
+                          fs_mask_slab_rows(s), s->nc, x != NULL ? x->rows : 0,
+                          x != NULL ? x->cols : 0, y != NULL ? y->rows : 0,
+                          y != NULL ? y->cols : 0);
+    }
+    if (fs_mat_overlap(x, y)) {
+        return fs_err_set(err, FS_EINVAL, "mask: x and y overlap");
+    }
+    for (size_t p = 0; rc == 0 && p < s->npieces; p++) {
+        const fs_mask_piece *pc = &s->pieces[p];
+        fs_mat xs = fs_mat_view(x, pc->col0 - s->c0, 0, pc->q->cols, x->cols);
+        fs_mat ys = fs_mat_view(y, off, 0, pc->q->rows, y->cols);
+        rc = fs_mat_gemm('N', 'N', 1.0, pc->q, &xs, 0.0, &ys, err);
+        off += pc->q->rows;
+    }
+    return rc;
 }

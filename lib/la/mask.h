@@ -167,14 +167,19 @@ FS_WUR int fs_mask_slab_dense(const fs_mask *m, size_t c0, size_t nc, fs_mat **o
  */
 FS_WUR int fs_mask_slab_mul(const fs_mask_slab *s, const fs_mat *x, fs_mat *y, struct fs_err *err);
 
+/** Rows of M the slab's pieces cover, counted with repeats (the sum of their q->rows). */
+size_t fs_mask_slab_rows(const fs_mask_slab *s);
+
 /**
- * As fs_mask_slab_mul, but writes only the rows of y that the slab's pieces
- * cover; the others keep their values. A y zeroed once then holds M[:, c0:
- * c0+nc] x after every call (bit for bit what fs_mask_slab_mul gives),
- * without clearing all n rows each time (most are zero when n is large).
+ * y = the slab's nonzero rows of M[:, c0:c0+nc] x, compactly: y has
+ * fs_mask_slab_rows(s) rows, piece p's rows (in its rows[] order) after
+ * those of pieces 0..p-1; row a of piece p is row rows[a] of
+ * fs_mask_slab_mul's product (bit for bit when the pieces' rows are
+ * distinct). One product per piece, no n-row buffer. x nc x k, y
+ * preallocated, no overlap.
  */
-FS_WUR int fs_mask_slab_mul_rows(const fs_mask_slab *s, const fs_mat *x, fs_mat *y,
-                                 struct fs_err *err);
+FS_WUR int fs_mask_slab_mul_compact(const fs_mask_slab *s, const fs_mat *x, fs_mat *y,
+                                    struct fs_err *err);
 
 /** Free a slab, wiping its blocks and row indices. Accepts NULL. */
 void fs_mask_slab_free(fs_mask_slab *s);

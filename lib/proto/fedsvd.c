@@ -1477,11 +1477,36 @@ struct fs_fedsvd_party {
     int have_fp;
     int ended;
     struct fs_fixedpt fp;
-    fs_mat *cache; /* m x cache_w: columns [cache_c0, cache_c0 + cache_w) of Y'_i */
+    /* Y'_i = A_c[:, R_i] T is zero outside the rows its slab covers (about
+     * one block's worth of m): the cache holds only those, compactly. */
+    size_t nrows;   /* rows the slab covers */
+    size_t *srow;   /* those rows, ascending */
+    size_t *sidx;   /* sidx[j]: the cache row of srow[j] */
+    double *gbuf;   /* nrows: one column run's values, gathered */
+    uint64_t *wbuf; /* nrows: their encodings */
+    fs_mat *cache;  /* nrows x cache_w: columns [cache_c0, cache_c0 + cache_w) of those rows */
     size_t cache_w;
     size_t cache_c0;
     int cache_valid;
 };
+
+static void free_rowmap(fs_fedsvd_party *p)
+{
+    if (p->gbuf != NULL) {
+        OPENSSL_cleanse(p->gbuf, p->nrows * sizeof *p->gbuf);
+    }
+    if (p->wbuf != NULL) {
+        OPENSSL_cleanse(p->wbuf, p->nrows * sizeof *p->wbuf);
+    }
+    free(p->srow);
+    free(p->sidx);
+    free(p->gbuf);
+    free(p->wbuf);
+    p->srow = p->sidx = NULL;
+    p->gbuf = NULL;
+    p->wbuf = NULL;
+    p->nrows = 0;
+}
 
 void fs_fedsvd_result_clear(struct fs_fedsvd_result *r)
 {
@@ -1511,6 +1536,7 @@ void fs_fedsvd_party_end_upload(fs_fedsvd_party *p)
     }
     mat_free_secret(p->t);
     mat_free_secret(p->cache);
+    free_rowmap(p);
     p->t = NULL;
     p->cache = NULL;
     p->cache_valid = 0;
@@ -1709,23 +1735,78 @@ int fs_fedsvd_party_set_exponent(fs_fedsvd_party *p, int public_exponent, struct
     return rc;
 }
 
+/* The rows the slab covers, sorted, with their cache rows (pieces in
+ * order, each piece's rows in its order: fs_mask_slab_mul_compact). A row
+ * covered twice would make the compact product differ from A_c[:, R_i] T:
+ * such keys are refused. */
+static int build_rowmap(fs_fedsvd_party *p, struct fs_err *err)
+{
+    const fs_mask_slab *s = p->keys->a_slab;
+    size_t r = fs_mask_slab_rows(s);
+    size_t *at = NULL;
+    size_t j = 0;
+    size_t q = 0;
+
+    if (p->srow != NULL) {
+        return 0;
+    }
+    at = malloc((p->m > 0 ? p->m : 1) * sizeof *at);
+    p->srow = malloc((r > 0 ? r : 1) * sizeof *p->srow);
+    p->sidx = malloc((r > 0 ? r : 1) * sizeof *p->sidx);
+    p->gbuf = malloc((r > 0 ? r : 1) * sizeof *p->gbuf);
+    p->wbuf = malloc((r > 0 ? r : 1) * sizeof *p->wbuf);
+    if (at == NULL || p->srow == NULL || p->sidx == NULL || p->gbuf == NULL || p->wbuf == NULL) {
+        free(at);
+        free_rowmap(p);
+        return fs_err_set(err, FS_ENOMEM, "fedsvd party: out of memory");
+    }
+    p->nrows = r;
+    for (size_t i = 0; i < p->m; i++) {
+        at[i] = SIZE_MAX;
+    }
+    for (size_t t = 0; t < s->npieces; t++) {
+        const fs_mask_piece *pc = &s->pieces[t];
+        for (size_t a = 0; a < pc->q->rows; a++, q++) {
+            size_t row = pc->rows[a];
+            if (row >= p->m || at[row] != SIZE_MAX) {
+                free(at);
+                free_rowmap(p);
+                return fs_err_set(err, FS_EINVAL, "fedsvd party: the mask slab's pieces %s row %zu",
+                                  row >= p->m ? "go beyond" : "share", row);
+            }
+            at[row] = q;
+        }
+    }
+    for (size_t i = 0; i < p->m; i++) {
+        if (at[i] != SIZE_MAX) {
+            p->srow[j] = i;
+            p->sidx[j] = at[i];
+            j++;
+        }
+    }
+    free(at);
+    return 0;
+}
+
 /* Make the block of columns of Y'_i = A_c[:, R_i] T that contains column col
- * the cached one. Blocks start at multiples of cache_w, so a column's bits do
- * not depend on which chunk asked for it. */
+ * the cached one (its rows the slab covers). Blocks start at multiples of
+ * cache_w, so a column's bits do not depend on which chunk asked for it. */
 static int fill_cache(fs_fedsvd_party *p, size_t col, struct fs_err *err)
 {
     size_t c0;
     size_t w;
-    int rc;
+    int rc = build_rowmap(p, err);
 
+    if (rc != 0) {
+        return rc;
+    }
     if (p->cache == NULL) {
-        size_t cw = CACHE_WORDS / p->m;
+        size_t cw = CACHE_WORDS / (p->nrows > 0 ? p->nrows : 1);
         cw = cw < CACHE_MIN_COLS ? CACHE_MIN_COLS : cw;
         p->cache_w = cw < p->n ? cw : p->n;
-        /* zero once: the rows outside the slab stay zero (fs_mask_slab_mul_rows) */
-        p->cache = fs_mat_new(p->m, p->cache_w);
+        p->cache = fs_mat_new_uninit(p->nrows, p->cache_w);
         if (p->cache == NULL) {
-            return fs_err_set(err, FS_ENOMEM, "fedsvd party: out of memory for %zux%zu", p->m,
+            return fs_err_set(err, FS_ENOMEM, "fedsvd party: out of memory for %zux%zu", p->nrows,
                               p->cache_w);
         }
     }
@@ -1733,15 +1814,56 @@ static int fill_cache(fs_fedsvd_party *p, size_t col, struct fs_err *err)
     w = p->n - c0 < p->cache_w ? p->n - c0 : p->cache_w;
     {
         fs_mat tv = fs_mat_view(p->t, 0, c0, p->t->rows, w);
-        fs_mat cv = fs_mat_view(p->cache, 0, 0, p->m, w);
+        fs_mat cv = fs_mat_view(p->cache, 0, 0, p->nrows, w);
         p->cache_valid = 0;
-        rc = fs_mask_slab_mul_rows(p->keys->a_slab, &tv, &cv, err);
+        rc = fs_mask_slab_mul_compact(p->keys->a_slab, &tv, &cv, err);
     }
     if (rc == 0) {
         p->cache_c0 = c0;
         p->cache_valid = 1;
     }
     return rc;
+}
+
+/* First j with srow[j] >= row. */
+static size_t rowmap_lower(const fs_fedsvd_party *p, size_t row)
+{
+    size_t lo = 0;
+    size_t hi = p->nrows;
+
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->srow[mid] < row) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* Words of rows [row, row + run) of cached column cc into y: zero (the
+ * encoding of 0) except the slab's rows, encoded. */
+static int encode_run(fs_fedsvd_party *p, size_t cc, size_t row, size_t run, uint64_t *y,
+                      struct fs_err *err)
+{
+    size_t j0 = rowmap_lower(p, row);
+    size_t j1 = rowmap_lower(p, row + run);
+    const double *col = &FS_MAT_AT(p->cache, 0, cc);
+    int rc;
+
+    memset(y, 0, run * sizeof *y);
+    for (size_t j = j0; j < j1; j++) {
+        p->gbuf[j - j0] = col[p->sidx[j]];
+    }
+    rc = fs_fixedpt_encode(&p->fp, p->gbuf, p->wbuf, j1 - j0, err);
+    if (rc != 0) {
+        return fs_err_prefix(err, "fedsvd party, column %zu: ", cc + p->cache_c0);
+    }
+    for (size_t j = j0; j < j1; j++) {
+        y[p->srow[j] - row] = p->wbuf[j - j0];
+    }
+    return 0;
 }
 
 static int cache_has(const fs_fedsvd_party *p, size_t col)
@@ -1779,8 +1901,7 @@ int fs_fedsvd_party_encode(fs_fedsvd_party *p, uint64_t off, uint64_t *y, size_t
             rc = fill_cache(p, col, err);
         }
         if (rc == 0) {
-            rc = fs_fixedpt_encode(&p->fp, &FS_MAT_AT(p->cache, row, col - p->cache_c0),
-                                   y + (pos - off), run, err);
+            rc = encode_run(p, col - p->cache_c0, row, run, y + (pos - off), err);
         }
         pos += run;
     }

@@ -436,6 +436,116 @@ static void test_masks_really_mask(void)
     fs_mat_free(x);
 }
 
+/* Block-diagonal A (block 8 of N = 40): a party's contribution is exactly
+ * zero outside the rows its slab pieces cover, its words do not depend on
+ * how the vector is cut into chunks, and it keeps the norm of X_i. */
+static void test_block_slab_words(void)
+{
+    struct fs_err err = {0};
+    static const size_t sz[] = {7, 13, 20};
+    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 40, 6, 3, sz, 8, 0};
+    uint8_t seed[32] = {4, 5, 6};
+    fs_fedsvd_maskset *ms = NULL;
+    fs_mat *x = tl_randn(40, 6, 12);
+    fs_fedsvd_party *p[4] = {0};
+    fs_mat views[4];
+    int e[3], E = 0;
+    uint64_t len = fs_fedsvd_vector_len(&job);
+    uint64_t *w = malloc(len * sizeof *w);
+    uint64_t *w2 = malloc(len * sizeof *w2);
+    double *dec = malloc(len * sizeof *dec);
+    struct fs_fixedpt fp;
+    size_t off = 0;
+    char covered[4][40] = {{0}};
+
+    CHECK_OK(fs_fedsvd_maskset_new(&job, seed, &ms, &err), &err);
+    for (uint32_t i = 1; i <= 3; i++) {
+        struct fs_fedsvd_keys *k = NULL;
+        CHECK_OK(fs_fedsvd_maskset_party(ms, i, &k, &err), &err);
+        if (k == NULL) {
+            break;
+        }
+        CHECK(k->a_slab->npieces >= 1 && fs_mask_slab_rows(k->a_slab) < 40);
+        for (size_t q = 0; q < k->a_slab->npieces; q++) {
+            for (size_t a = 0; a < k->a_slab->pieces[q].q->rows; a++) {
+                covered[i][k->a_slab->pieces[q].rows[a]] = 1;
+            }
+        }
+        views[i] = fs_mat_view(x, off, 0, sz[i - 1], 6);
+        CHECK_OK(fs_fedsvd_party_new(k, &views[i], &p[i], &err), &err);
+        CHECK_OK(fs_fedsvd_party_prepare(p[i], &e[i - 1], &err), &err);
+        off += sz[i - 1];
+    }
+    CHECK_OK(fs_fedsvd_public_exponent(e, 3, &E, &err), &err);
+    CHECK_OK(fs_fedsvd_fixedpt(E, 3, &fp, &err), &err);
+    for (uint32_t i = 1; i <= 3 && p[i] != NULL; i++) {
+        size_t zero_out = 0, nout = 0, nonzero_in = 0;
+        fs_mat contrib;
+        CHECK_OK(fs_fedsvd_party_set_exponent(p[i], E, &err), &err);
+        CHECK_OK(fs_fedsvd_party_encode(p[i], 0, w, (size_t)len, &err), &err);
+        for (size_t c = 0; c < 6; c++) {
+            for (size_t r = 0; r < 40; r++) {
+                uint64_t v = w[c * 40 + r];
+                if (!covered[i][r]) {
+                    nout++;
+                    zero_out += v == 0;
+                } else {
+                    nonzero_in += v != 0;
+                }
+            }
+        }
+        CHECK_MSG(zero_out == nout && nout > 0, "party %u: %zu of %zu outside words zero", i,
+                  zero_out, nout);
+        CHECK(nonzero_in > 0);
+        /* chunks of 1, 4, 7, ... words, crossing columns, in reverse order */
+        {
+            uint64_t starts[64];
+            size_t nst = 0;
+            for (uint64_t o = 0, st = 1; o < len; o += st, st += 3) {
+                starts[nst++] = o;
+            }
+            for (size_t q = nst; q-- > 0;) {
+                uint64_t end = q + 1 < nst ? starts[q + 1] : len;
+                CHECK_OK(fs_fedsvd_party_encode(p[i], starts[q], w2 + starts[q],
+                                                (size_t)(end - starts[q]), &err),
+                         &err);
+            }
+            CHECK(memcmp(w, w2, len * sizeof *w) == 0);
+        }
+        fs_fixedpt_decode(&fp, w, dec, (size_t)len);
+        contrib = (fs_mat){40, 6, 40, dec, 0};
+        CHECK(fabs(fs_mat_norm_fro(&contrib) - fs_mat_norm_fro(&views[i])) <=
+              1e-12 * fs_mat_norm_fro(&views[i]));
+    }
+    {
+        /* keys whose pieces share a row are refused, not summed into a wrong X'_i */
+        struct fs_fedsvd_keys *k = NULL;
+        fs_fedsvd_party *bad = NULL;
+        int eb = 0;
+        CHECK_OK(fs_fedsvd_maskset_party(ms, 2, &k, &err), &err);
+        if (k != NULL && k->a_slab->npieces >= 2) {
+            k->a_slab->pieces[1].rows[0] = k->a_slab->pieces[0].rows[0];
+            CHECK_OK(fs_fedsvd_party_new(k, &views[2], &bad, &err), &err);
+            CHECK_OK(fs_fedsvd_party_prepare(bad, &eb, &err), &err);
+            CHECK_OK(fs_fedsvd_party_set_exponent(bad, E > eb ? E : eb, &err), &err);
+            CHECK(fs_fedsvd_party_encode(bad, 0, w, (size_t)len, &err) == FS_EINVAL);
+            CHECK_MSG(strstr(err.msg, "share row") != NULL, "%s", err.msg);
+        } else {
+            CHECK_MSG(0, "party 2 should span two blocks");
+            fs_fedsvd_keys_free(k);
+        }
+        fs_fedsvd_party_free(bad);
+    }
+    for (uint32_t i = 1; i <= 3; i++) {
+        fs_fedsvd_party_free(p[i]);
+    }
+    fs_fedsvd_maskset_free(ms);
+    fs_mat_free(x);
+    free(w);
+    free(w2);
+    free(dec);
+}
+
 static void test_party_view_of_masks(void)
 {
     /* Each party gets only its own columns of A; together they form an
@@ -920,6 +1030,7 @@ int main(void)
     RUN(test_rank_deficient);
     RUN(test_masks_really_mask);
     RUN(test_party_view_of_masks);
+    RUN(test_block_slab_words);
     RUN(test_dropout_before_input);
     RUN(test_dropout_after_upload);
     RUN(test_keys_codec);
