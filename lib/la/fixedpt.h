@@ -44,6 +44,7 @@ FS_WUR int fs_fixedpt_encode_clipped(const struct fs_fixedpt *fp, const double *
  * doubles. The error against the exact sum of the encoded doubles is at most
  * summands * 2^-(f+1) plus one rounding to double (2^-53 relative). A sum
  * beyond DBL_MAX (possible only when summands * bound is) decodes to +-inf.
+ * out may be in itself (decoding in place); otherwise they must not overlap.
  */
 void fs_fixedpt_decode(const struct fs_fixedpt *fp, const uint64_t *in, double *out, size_t n);
 

@@ -1241,13 +1241,11 @@ out:
     return rc;
 }
 
-int fs_fedsvd_server_decode(const struct fs_fedsvd_job *job, int public_exponent,
-                            const uint64_t *sum, uint64_t len, fs_mat **out, struct fs_err *err)
+/* Checks of both decoders; *fp and the canonical m x n on success. */
+static int decode_check(const struct fs_fedsvd_job *job, int public_exponent, const uint64_t *sum,
+                        uint64_t len, fs_mat **out, struct fs_fixedpt *fp, size_t *m, size_t *n,
+                        struct fs_err *err)
 {
-    struct fs_fixedpt fp;
-    fs_mat *y = NULL;
-    size_t m;
-    size_t n;
     int rc;
 
     if (out == NULL) {
@@ -1256,7 +1254,7 @@ int fs_fedsvd_server_decode(const struct fs_fedsvd_job *job, int public_exponent
     *out = NULL;
     rc = fs_fedsvd_job_check(job, err);
     if (rc == 0) {
-        rc = fs_fedsvd_fixedpt(public_exponent, job->parties, &fp, err);
+        rc = fs_fedsvd_fixedpt(public_exponent, job->parties, fp, err);
     }
     if (rc != 0) {
         return rc;
@@ -1265,7 +1263,47 @@ int fs_fedsvd_server_decode(const struct fs_fedsvd_job *job, int public_exponent
         return fs_err_set(err, FS_EINVAL, "fedsvd_server_decode: %llu words, expected %llu",
                           (unsigned long long)len, (unsigned long long)fs_fedsvd_vector_len(job));
     }
-    canon_dims(job->partition, job->rows, job->cols, &m, &n);
+    canon_dims(job->partition, job->rows, job->cols, m, n);
+    return 0;
+}
+
+int fs_fedsvd_server_decode_owned(const struct fs_fedsvd_job *job, int public_exponent,
+                                  uint64_t *sum, uint64_t len, fs_mat **out, struct fs_err *err)
+{
+    struct fs_fixedpt fp;
+    fs_mat *y = NULL;
+    size_t m = 0;
+    size_t n = 0;
+    int rc = decode_check(job, public_exponent, sum, len, out, &fp, &m, &n, err);
+
+    if (rc == 0) {
+        y = malloc(sizeof *y);
+        rc = y == NULL ? fs_err_set(err, FS_ENOMEM, "fedsvd_server_decode: out of memory") : 0;
+    }
+    if (rc != 0) {
+        free(sum);
+        return rc;
+    }
+    /* element i is read as a word and then written as a double, in place
+     * (the kernels read each group before writing it) */
+    fs_fixedpt_decode(&fp, sum, (double *)(void *)sum, (size_t)len);
+    *y = (fs_mat){m, n, m, (double *)(void *)sum, 1};
+    *out = y;
+    return 0;
+}
+
+int fs_fedsvd_server_decode(const struct fs_fedsvd_job *job, int public_exponent,
+                            const uint64_t *sum, uint64_t len, fs_mat **out, struct fs_err *err)
+{
+    struct fs_fixedpt fp;
+    fs_mat *y = NULL;
+    size_t m = 0;
+    size_t n = 0;
+    int rc = decode_check(job, public_exponent, sum, len, out, &fp, &m, &n, err);
+
+    if (rc != 0) {
+        return rc;
+    }
     y = fs_mat_new_uninit(m, n);
     if (y == NULL) {
         return fs_err_set(err, FS_ENOMEM, "fedsvd_server_decode: out of memory for %zux%zu", m, n);

@@ -389,6 +389,16 @@ FS_WUR int fs_fedsvd_server_decode(const struct fs_fedsvd_job *job, int public_e
                                    struct fs_err *err);
 
 /**
+ * As fs_fedsvd_server_decode, but in place: takes sum (len words from
+ * malloc/calloc, e.g. fs_secagg_server_take_sum; freed on failure too) and
+ * decodes it into the same memory, so no second m x n buffer is needed.
+ * *out owns that memory (fs_mat_free). Same values bit for bit.
+ */
+FS_WUR int fs_fedsvd_server_decode_owned(const struct fs_fedsvd_job *job, int public_exponent,
+                                         uint64_t *sum, uint64_t len, fs_mat **out,
+                                         struct fs_err *err);
+
+/**
  * Factorize the canonical masked matrix. k = 0: thin SVD in place, r =
  * min(m, n) (m >= n: dgeqrf, then dgesdd of the n x n R; m < n: dgesdd);
  * 1 <= k <= min(m, n): top-k by `method`, where

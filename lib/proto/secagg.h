@@ -296,6 +296,13 @@ FS_WUR int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
  */
 FS_WUR int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs_err *err);
 
+/**
+ * After a successful fs_secagg_server_finish: hand the sum over (*len words),
+ * to be released with free(); the server keeps no copy (so the caller may,
+ * e.g., decode it in place). NULL before finish or once taken.
+ */
+uint64_t *fs_secagg_server_take_sum(fs_secagg_server *s, uint64_t *len);
+
 /* Threads fs_secagg_server_finish may use to remove the masks (default 1: the
  * caller's only); the sum does not depend on it. */
 void fs_secagg_server_set_threads(fs_secagg_server *s, unsigned threads);

@@ -861,6 +861,24 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
     return 0;
 }
 
+uint64_t *fs_secagg_server_take_sum(fs_secagg_server *s, uint64_t *len)
+{
+    uint64_t *sum;
+
+    if (len != NULL) {
+        *len = 0;
+    }
+    if (s == NULL || s->phase != FS_SECAGG_READY || s->sum == NULL) {
+        return NULL;
+    }
+    sum = s->sum;
+    s->sum = NULL;
+    if (len != NULL) {
+        *len = s->len;
+    }
+    return sum;
+}
+
 void fs_secagg_server_free(fs_secagg_server *s)
 {
     if (s == NULL) {

@@ -1689,7 +1689,15 @@ static int finish_svd(agg_job *j, json_t **out, struct fs_err *err)
         rc = agreed_exponent(j, u3c, n3, &e, err);
     }
     if (rc == 0) {
-        rc = fs_fedsvd_server_decode(&j->fj, e, sum, j->len, &y, err);
+        /* decode in place: the ring sum becomes X' without a second N x d buffer */
+        uint64_t n = 0;
+        uint64_t *owned = fs_secagg_server_take_sum(j->sm, &n);
+        rc = owned == NULL || owned != sum || n != j->len
+                 ? fs_err_set(err, FS_EINTERNAL, "the aggregation's sum is not available")
+                 : fs_fedsvd_server_decode_owned(&j->fj, e, owned, n, &y, err);
+        if (owned != NULL && owned != sum) {
+            free(owned);
+        }
     }
     if (rc != 0) {
         goto out;
@@ -1705,7 +1713,7 @@ static int finish_svd(agg_job *j, json_t **out, struct fs_err *err)
     }
     pthread_mutex_unlock(&j->mu);
     persist_state(j, NULL);
-    /* The ring sum is decoded: give its memory back before LAPACK needs its own. */
+    /* The ring sum is decoded (it is y now): free the rest of the secagg state. */
     fs_secagg_server_free(j->sm);
     j->sm = NULL;
     rc = fs_fedsvd_server_factorize(y, (size_t)j->spec.fed.k, method, NULL, &pub, err);

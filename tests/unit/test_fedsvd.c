@@ -1005,6 +1005,31 @@ static void test_exponents_and_misuse(void)
         fs_mat_free(pub.vc);
     }
     {
+        /* decoding in place gives the same matrix bit for bit; a bad call frees the sum */
+        fs_mat *y1 = NULL, *y2 = NULL;
+        uint64_t *z = malloc(30 * sizeof *z);
+        uint64_t *z2 = malloc(30 * sizeof *z2);
+        if (z != NULL && z2 != NULL) {
+            for (size_t i = 0; i < 30; i++) {
+                z[i] = i % 3 == 0 ? (uint64_t)0 - (uint64_t)(i * 977 + 1) : (uint64_t)(i * 12345);
+            }
+            memcpy(z2, z, 30 * sizeof *z);
+            CHECK_OK(fs_fedsvd_server_decode(&job, 3, z, 30, &y1, &err), &err);
+            CHECK_OK(fs_fedsvd_server_decode_owned(&job, 3, z, 30, &y2, &err), &err);
+            z = NULL; /* y2 owns it */
+            CHECK(y1 != NULL && y2 != NULL && y2->rows == y1->rows && y2->cols == y1->cols &&
+                  memcmp(y1->data, y2->data, 30 * sizeof(double)) == 0);
+            fs_mat_free(y1);
+            y1 = NULL;
+            CHECK(fs_fedsvd_server_decode_owned(&job, 3, z2, 29, &y1, &err) == FS_EINVAL);
+            CHECK(y1 == NULL);
+            z2 = NULL; /* freed by the refused call (valgrind/ASan check) */
+        }
+        free(z);
+        free(z2);
+        fs_mat_free(y2);
+    }
+    {
         /* the server refuses a wrong length, and k beyond min(m, n) */
         fs_mat *y = NULL;
         uint64_t z[30] = {0};

@@ -291,6 +291,7 @@ static int run_job(uint32_t n, uint32_t t, uint32_t aggs, uint64_t len, uint32_t
         exact = -1;
         goto out;
     }
+    CHECK(fs_secagg_server_take_sum(j.s, NULL) == NULL); /* nothing finished yet */
     for (uint32_t r = 0; r < aggs; r++) {
         const uint64_t *sum = NULL;
         if (job_aggregate(&j, r, expected, &sum) != 0) {
@@ -300,6 +301,14 @@ static int run_job(uint32_t n, uint32_t t, uint32_t aggs, uint64_t len, uint32_t
         }
         if (memcmp(sum, expected, len * sizeof *sum) == 0) {
             exact++;
+        }
+        {
+            /* the caller may take the sum over (once) */
+            uint64_t tl = 0;
+            uint64_t *taken = fs_secagg_server_take_sum(j.s, &tl);
+            CHECK(taken == sum && tl == len);
+            CHECK(fs_secagg_server_take_sum(j.s, &tl) == NULL && tl == 0);
+            free(taken);
         }
     }
 out:
