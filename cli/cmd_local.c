@@ -16,6 +16,7 @@
 #include <limits.h>
 #include <math.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -1129,9 +1130,60 @@ static int same_sha(const struct local *L, size_t ref, const char *name, const c
     return first != NULL && strcmp(first, sha) == 0;
 }
 
+/* A party's private files, downloaded on a thread of their own while the
+ * command goes on polling and collecting the other parties (10 parties
+ * finishing within a few ms of each other no longer wait for each other's
+ * downloads). The thread uses only its agent's HTTP client, which nothing
+ * else touches until it is joined. */
+#define FETCH_MAX 8
+struct fetch {
+    fs_httpc *http;
+    const char *agent;
+    size_t n;
+    char path[FETCH_MAX][128 + ORCH_ID_MAX];
+    char dest[FETCH_MAX][LOCAL_PATH];
+    char sha[FETCH_MAX][65];
+    pthread_t th;
+    int started;
+    int rc;
+    char msg[512];
+};
+
+static void *fetch_main(void *arg)
+{
+    struct fetch *f = arg;
+    struct fs_err err;
+
+    fs_err_clear(&err);
+    for (size_t q = 0; q < f->n && f->rc == 0; q++) {
+        if (orch_download_verified(f->http, f->path[q], f->dest[q], f->sha[q], NULL, &err) != 0) {
+            f->rc = -1;
+            snprintf(f->msg, sizeof f->msg, "%s", err.msg);
+        }
+    }
+    return NULL;
+}
+
+/* Wait for every party's downloads; the first failure, if any, is the error. */
+static int fetch_join(struct local *L, struct fetch *fx, int rc)
+{
+    for (size_t i = 0; fx != NULL && i < L->k; i++) {
+        if (!fx[i].started) {
+            continue;
+        }
+        pthread_join(fx[i].th, NULL);
+        fx[i].started = 0;
+        if (fx[i].rc != 0 && rc == CLI_OK) {
+            rc = cli_runtime_error(L->cmd, "%s: %s", fx[i].agent, fx[i].msg);
+        }
+    }
+    return rc;
+}
+
 /* Party i finished (done or failed): copy its files; *ref is the party whose
- * shared files are DIR's (the first one collected), SIZE_MAX before that. */
-static int collect_party(struct local *L, size_t i, size_t *ref)
+ * shared files are DIR's (the first one collected), SIZE_MAX before that.
+ * Its private files go to *fe, fetched on a thread (fetch_join). */
+static int collect_party(struct local *L, size_t i, size_t *ref, struct fetch *fe)
 {
     char path[128 + ORCH_ID_MAX], dest[LOCAL_PATH], tmp[LOCAL_PATH];
     const char *st = json_string_value(json_object_get(json_array_get(L->parts, i), "state"));
@@ -1204,17 +1256,36 @@ static int collect_party(struct local *L, size_t i, size_t *ref)
             }
             continue;
         }
+        if (priv) {
+            if (fe->n == FETCH_MAX || strlen(sha) >= sizeof fe->sha[0]) {
+                return cli_runtime_error(L->cmd, "%s: too many private files in the result",
+                                         L->agents[i].name);
+            }
+            snprintf(fe->path[fe->n], sizeof fe->path[0], "%s", path);
+            snprintf(fe->dest[fe->n], sizeof fe->dest[0], "%s", dest);
+            snprintf(fe->sha[fe->n], sizeof fe->sha[0], "%s", sha);
+            fe->n++;
+            continue;
+        }
         if (orch_download_verified(L->agents[i].http, path, dest, sha, NULL, &err) != 0) {
             return cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
         }
-        if (!priv) {
-            json_object_set_new(L->shared_check, name, json_real(0.0));
-        }
+        json_object_set_new(L->shared_check, name, json_real(0.0));
     }
     if (*ref == SIZE_MAX) {
         *ref = i;
     }
-    rmdir(pdir); /* when it got nothing */
+    if (fe->n == 0) {
+        rmdir(pdir); /* it gets nothing */
+        return CLI_OK;
+    }
+    fe->http = L->agents[i].http;
+    fe->agent = L->agents[i].name;
+    if (pthread_create(&fe->th, NULL, fetch_main, fe) != 0) {
+        fetch_main(fe); /* no thread: fetch here */
+        return fe->rc != 0 ? cli_runtime_error(L->cmd, "%s: %s", fe->agent, fe->msg) : CLI_OK;
+    }
+    fe->started = 1;
     return CLI_OK;
 }
 
@@ -1222,10 +1293,26 @@ static int collect_party(struct local *L, size_t i, size_t *ref)
  * Every party that finished holds its result on its agent: copy the shared
  * files once to DIR (checking the other parties hold the same, to the last
  * bit or within rounding), each party's private files to DIR/party-<i>/.
- * A party's files are copied as soon as it is done, while the others still
+ * A party's files are copied as soon as it is done (its private ones on a
+ * thread of their own: struct fetch), while the others still
  * recover theirs.
  */
+static int fed_collect_loop(struct local *L, struct fetch *fx);
+
 static int fed_collect(struct local *L)
+{
+    struct fetch *fx = calloc(L->k > 0 ? L->k : 1, sizeof *fx);
+    int rc;
+
+    if (fx == NULL) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    rc = fetch_join(L, fx, fed_collect_loop(L, fx));
+    free(fx);
+    return rc;
+}
+
+static int fed_collect_loop(struct local *L, struct fetch *fx)
 {
     char path[128 + ORCH_ID_MAX];
     char collected[LOCAL_MAX_PARTIES] = {0};
@@ -1259,7 +1346,7 @@ static int fed_collect(struct local *L)
             }
             collected[i] = 1;
             got++;
-            if ((rc = collect_party(L, i, &ref)) != CLI_OK) {
+            if ((rc = collect_party(L, i, &ref, &fx[i])) != CLI_OK) {
                 return rc;
             }
         }
