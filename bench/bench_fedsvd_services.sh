@@ -50,6 +50,8 @@
 #             the largest client-agent
 #   ref       for 2 x 10000 only: 43.9 s (the seed 003 reference code's
 #             FedSVD steps, REFERENCE.md) / fed wall (target >= 5)
+# Each timed command starts after a `sync`, so no earlier command's file
+# writeback (the 80 MB and larger outputs of the runs before) runs during it.
 # Timings are noisy on a shared machine: FEDSVD_BENCH_REPEAT=R runs every
 # configuration R times and prints every run (best and spread by eye).
 #
@@ -110,6 +112,7 @@ for cfg in "${configs[@]}"; do
         parties+=(--party "$dir/parts/party-$i.npy") # $tmp is absolute
     done
     for run in $(seq 1 "$repeat"); do
+        sync # each timed command starts with no earlier run's writeback pending
         t0=$(now)
         if ! "$fedsvd" svd --input "$dir/x.npy" --out "$dir/svd" --format json >"$dir/svd.json"; then
             echo "$cfg: fedsvd svd failed"
@@ -117,6 +120,8 @@ for cfg in "${configs[@]}"; do
             continue
         fi
         t1=$(now)
+        sync
+        t1s=$(now)
         if ! OPENBLAS_NUM_THREADS=1 "$fedsvd" svd --input "$dir/x.npy" --out "$dir/svd1" \
             --format json >/dev/null; then
             echo "$cfg: fedsvd svd (one core) failed"
@@ -124,6 +129,8 @@ for cfg in "${configs[@]}"; do
             continue
         fi
         t1c=$(now)
+        sync
+        t1cs=$(now)
         # the wall run: as a user runs it (fedsvd local's default BLAS threads)
         # shellcheck disable=SC2086
         if ! "$fedsvd" local --algorithm fedsvd "${parties[@]}" --out "$dir/fed" \
@@ -215,8 +222,8 @@ console.log("         wall: slowest key download " + num(ph.party_keys).toFixed(
   require("fs").readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" "));
 ' "$dir/svd.json" "$dir/fed/summary.json" "$dir/fed1/summary.json" "$cfg" "$run" "$k" "$n" "$d" \
             "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
-            "$(awk -v a="$t1" -v b="$t1c" 'BEGIN { print b - a }')" \
-            "$(awk -v a="$t1c" -v b="$t2" 'BEGIN { print b - a }')" || status=1
+            "$(awk -v a="$t1s" -v b="$t1c" 'BEGIN { print b - a }')" \
+            "$(awk -v a="$t1cs" -v b="$t2" 'BEGIN { print b - a }')" || status=1
         rm -rf "$dir/fed" "$dir/fed1" "$dir/svd" "$dir/svd1"
     done
     rm -rf "$dir"
