@@ -1,5 +1,7 @@
 #include "prg.h"
 
+#include "../core/cpu.h"
+
 #include <math.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
@@ -140,17 +142,6 @@ __m256d _ZGVdN4v_log(__m256d x);
 __m256d _ZGVdN4v_sin(__m256d x);
 __m256d _ZGVdN4v_cos(__m256d x);
 
-static int have_avx2(void)
-{
-    static int cached = -1;
-
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    }
-    return cached;
-}
-
 /* The same formula four pairs at a time (about 3x faster than the scalar
  * libm calls). Every pair goes through the vector functions, the last group
  * padded, so a value depends only on its two words, not on how the stream
@@ -188,7 +179,7 @@ __attribute__((target("avx2,fma"))) static void box_muller_avx2(const uint64_t *
 
 static void box_muller(const uint64_t *w, size_t pairs, double *z)
 {
-    if (have_avx2()) {
+    if (fs_cpu_has(FS_CPU_AVX2_FMA)) {
         box_muller_avx2(w, pairs, z);
     } else {
         box_muller_scalar(w, pairs, z);

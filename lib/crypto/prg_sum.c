@@ -16,6 +16,8 @@
  */
 #include "prg.h"
 
+#include "../core/cpu.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,18 +85,6 @@ static int sum_generic(const struct fs_prg_term *t, size_t nt, uint64_t word0, u
 #include <immintrin.h>
 
 #define VAES_TARGET __attribute__((target("aes,avx2,avx512f,avx512bw,vaes")))
-
-static int have_vaes(void)
-{
-    static int cached = -1;
-
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("aes") && __builtin_cpu_supports("avx512f") &&
-                 __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("vaes");
-    }
-    return cached;
-}
 
 /* AES-256 key expansion (FIPS-197 §5.2, Nk = 8): round key 2j from round key
  * 2j - 2 and SubWord(RotWord(last word of 2j - 1)) ^ Rcon (the shuffle 0xff
@@ -304,7 +294,7 @@ out:
 
 int fs_prg_sum_accelerated(void)
 {
-    return !g_force_generic && have_vaes();
+    return !g_force_generic && fs_cpu_has(FS_CPU_VAES512);
 }
 #else
 int fs_prg_sum_accelerated(void)

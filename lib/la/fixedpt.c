@@ -10,6 +10,8 @@
  * [-63, 63]: tiny bounds give f > 1000, huge ones f < -900). */
 #include "fixedpt.h"
 
+#include "../core/cpu.h"
+
 #include <math.h>
 
 __extension__ typedef unsigned __int128 u128;
@@ -101,17 +103,6 @@ void fs_fixedpt_force_generic(int on)
 
 #define FX_TARGET __attribute__((target("avx512f,avx512dq")))
 
-static int have_avx512dq(void)
-{
-    static int cached = -1;
-
-    if (cached < 0) {
-        __builtin_cpu_init();
-        cached = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq");
-    }
-    return cached;
-}
-
 /* out[i] = round(x[i] * c) while every |x[i]| <= bound (false for NaN and
  * +-inf: the bound is finite); returns how many were encoded, less than n
  * at the first group of 8 holding a value out of range (out past the
@@ -148,7 +139,7 @@ FX_TARGET static void decode_avx512(const uint64_t *in, double *out, size_t n, d
 
 static int use_avx512(const struct scaler *sc)
 {
-    return sc->mul && !g_force_generic && have_avx512dq();
+    return sc->mul && !g_force_generic && fs_cpu_has(FS_CPU_AVX512DQ);
 }
 #else
 static int use_avx512(const struct scaler *sc)
@@ -160,7 +151,7 @@ static int use_avx512(const struct scaler *sc)
 
 int fs_fixedpt_accelerated(void)
 {
-    struct scaler sc = {1.0, 0, 1};
+    struct scaler sc = scaler_of(0);
 
     return use_avx512(&sc);
 }
