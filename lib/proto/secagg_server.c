@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/mem.h"
 #include "../crypto/ct.h"
 #include "../crypto/ed25519.h"
 #include "../crypto/sha256.h"
@@ -399,6 +400,10 @@ int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len, struct
         return fs_err_set(err, FS_ENOMEM, "secagg: cannot hold a sum of %llu words",
                           (unsigned long long)len);
     }
+    /* Chunks are folded into the sum under the caller's lock: fault it in
+     * now, in one call, rather than page by page in the first fold of each
+     * chunk (a read then a write of a fresh page, see core/mem.h). */
+    fs_prefault_write(s->sum, (size_t)len * sizeof *s->sum);
     s->len = len;
     s->nchunks = (len + cw - 1) / cw;
     for (size_t i = 0; i < na; i++) {

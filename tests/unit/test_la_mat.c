@@ -4,6 +4,7 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "core/mem.h"
 #include "la/mat.h"
 #include "test.h"
 #include "test_la_util.h"
@@ -266,6 +267,36 @@ static void test_fill_normal_view_equals_compact(void)
     fs_mat_free(c);
 }
 
+/* core/mem.h: prefaulting a buffer (aligned or not, a part, all of it,
+ * under a page, NULL) keeps every byte, zeros included. */
+static void test_prefault_keeps_contents(void)
+{
+    size_t n = (size_t)3 << 20;
+    uint64_t *v = calloc(n / 8, 8);
+    uint8_t *b;
+    size_t bad = 0;
+
+    CHECK(v != NULL);
+    if (v == NULL) {
+        return;
+    }
+    b = (uint8_t *)v;
+    for (size_t i = 0; i < n; i += 4099) {
+        b[i] = (uint8_t)(i * 7 + 1);
+    }
+    fs_prefault_write(b + 1, n - 5000); /* unaligned start and end */
+    fs_prefault_write(b, n);
+    fs_prefault_write(b + 10, 100); /* less than a page: nothing to do */
+    fs_prefault_write(NULL, n);
+    fs_prefault_write(b, 0);
+    for (size_t i = 0; i < n; i++) {
+        uint8_t want = i % 4099 == 0 ? (uint8_t)(i * 7 + 1) : 0;
+        bad += b[i] != want;
+    }
+    CHECK_MSG(bad == 0, "%zu bytes changed", bad);
+    free(v);
+}
+
 int main(void)
 {
     RUN(test_alloc_eye_dup);
@@ -277,5 +308,6 @@ int main(void)
     RUN(test_norms_finite);
     RUN(test_axpy_scale_zero_wipe);
     RUN(test_fill_normal_view_equals_compact);
+    RUN(test_prefault_keeps_contents);
     return TEST_END("test_la_mat");
 }
