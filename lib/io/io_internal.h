@@ -138,6 +138,8 @@ void fs_io_wr_abort(struct fs_io_wr *w);
 
 FS_WUR int fs_io_npy_load_dense(const char *path, const struct fs_io_caps *caps, fs_mat **out,
                                 struct fs_err *err);
+FS_WUR int fs_io_npy_check_dense(const char *path, const struct fs_io_caps *caps, size_t *rows,
+                                 size_t *cols, struct fs_err *err);
 FS_WUR int fs_io_csv_load_dense(const char *path, const struct fs_io_caps *caps, fs_mat **out,
                                 struct fs_err *err);
 FS_WUR int fs_io_idx_load_dense(const char *path, const struct fs_io_caps *caps, fs_mat **out,

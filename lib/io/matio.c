@@ -170,6 +170,32 @@ int fs_io_load_dense(const char *path, enum fs_io_format fmt, const struct fs_io
     }
 }
 
+int fs_io_check_dense(const char *path, enum fs_io_format fmt, const struct fs_io_caps *caps_in,
+                      size_t *rows, size_t *cols, struct fs_err *err)
+{
+    struct fs_io_caps caps = fs_io_caps_resolve(caps_in);
+    fs_mat *m = NULL;
+    int rc;
+
+    if (path == NULL || rows == NULL || cols == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_io_check_dense: NULL argument");
+    }
+    rc = resolve_fmt(path, fmt, &fmt, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (fmt == FS_FMT_NPY) {
+        return fs_io_npy_check_dense(path, &caps, rows, cols, err);
+    }
+    rc = fs_io_load_dense(path, fmt, &caps, &m, err);
+    if (rc == 0) {
+        *rows = m->rows;
+        *cols = m->cols;
+    }
+    fs_mat_free(m);
+    return rc;
+}
+
 /* Nonzeros of a dense matrix as CSR. */
 static int dense_to_csr(const char *path, const fs_mat *m, const struct fs_io_caps *caps,
                         fs_csr **out, struct fs_err *err)

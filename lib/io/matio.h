@@ -50,6 +50,16 @@ FS_WUR int fs_io_load_dense(const char *path, enum fs_io_format fmt, const struc
                             fs_mat **out, struct fs_err *err);
 
 /**
+ * Check a file as fs_io_load_dense would load it (format, header, shape and
+ * caps, size, every value) and give its shape, without keeping the matrix.
+ * .npy files are read through one 1 MiB buffer, so checking a large file
+ * needs no memory of its size (when several values are bad, the first in
+ * file order is reported); other formats are loaded and freed.
+ */
+FS_WUR int fs_io_check_dense(const char *path, enum fs_io_format fmt, const struct fs_io_caps *caps,
+                             size_t *rows, size_t *cols, struct fs_err *err);
+
+/**
  * Load a sparse matrix (MatrixMarket coordinate natively; dense formats are
  * converted, dropping zeros). @param out new CSR, free with fs_csr_free.
  */

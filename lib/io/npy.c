@@ -804,6 +804,97 @@ int fs_io_npy_load_dense(const char *path, const struct fs_io_caps *caps, fs_mat
     return rc;
 }
 
+/* The data after the header checked as npy_load_data would convert it, in
+ * chunks of one reused buffer. The first bad element in file order is
+ * reported. */
+static int npy_check_data(struct fs_io_rd *rd, const char *path, const struct npy_info *in,
+                          struct fs_err *err)
+{
+    size_t rows = in->h.shape[0];
+    size_t cols = in->h.shape[1];
+    size_t n = rows * cols; /* bounded by the header parser */
+    uint64_t total = in->h.header_len + (uint64_t)n * in->size;
+    size_t per = NPY_CHUNK / in->size;
+    int f8 = in->kind == 'f' && in->size == 8 && !in->big && host_is_le();
+    uint64_t size = 0;
+    uint8_t *buf;
+    size_t done = 0;
+    int rc = 0;
+
+    if (fs_io_rd_known_size(rd, &size)) {
+        if (size < total) {
+            return npy_truncated(path, size, total, err);
+        }
+        if (size > total) {
+            return npy_trailing(path, total, err);
+        }
+    }
+    buf = malloc(per * in->size);
+    if (buf == NULL) {
+        return fs_io_err(err, FS_ENOMEM, path, "out of memory");
+    }
+    while (rc == 0 && done < n) {
+        size_t k = n - done < per ? n - done : per;
+        size_t got = 0;
+        size_t bad = k;
+        int why = 0;
+        rc = fs_io_rd_read(rd, buf, k * in->size, &got, err);
+        if (rc == 0 && got < k * in->size) {
+            rc = npy_truncated(path, in->h.header_len + (uint64_t)done * in->size + got, total,
+                               err);
+        }
+        for (size_t e = 0; rc == 0 && e < k && bad == k; e++) {
+            double v;
+            if (f8) {
+                memcpy(&v, buf + e * 8, 8);
+                why = isfinite(v) ? 0 : 1;
+            } else {
+                why = elem_to_double(buf + e * in->size, in, &v);
+            }
+            bad = why != 0 ? e : k;
+        }
+        if (rc == 0 && bad < k) {
+            size_t idx = done + bad;
+            size_t i = in->h.fortran_order ? idx % rows : idx / cols;
+            size_t j = in->h.fortran_order ? idx / rows : idx % cols;
+            rc = npy_elem_err(path, why, in->h.header_len + (uint64_t)idx * in->size, i, j, err);
+        }
+        done += k;
+    }
+    free(buf);
+    return rc == 0 ? npy_check_end(rd, path, total, err) : rc;
+}
+
+int fs_io_npy_check_dense(const char *path, const struct fs_io_caps *caps, size_t *rows,
+                          size_t *cols, struct fs_err *err)
+{
+    struct fs_io_rd rd;
+    struct npy_info in;
+    int rc;
+
+    rc = fs_io_rd_open(&rd, path, 64, err);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = npy_read_header(&rd, path, caps, &in, err);
+    if (rc == 0) {
+        rc = fs_io_check_shape(path, "byte offset 0", in.h.shape[0], in.h.shape[1], 1, caps, err);
+    }
+    if (rc == 0 && (in.h.shape[0] == 0 || in.h.shape[1] == 0)) {
+        rc = fs_io_err(err, FS_EFORMAT, path, "byte offset %zu: empty array (shape %zu x %zu)",
+                       in.h.header_len, in.h.shape[0], in.h.shape[1]);
+    }
+    if (rc == 0) {
+        rc = npy_check_data(&rd, path, &in, err);
+    }
+    fs_io_rd_close(&rd);
+    if (rc == 0) {
+        *rows = in.h.shape[0];
+        *cols = in.h.shape[1];
+    }
+    return rc;
+}
+
 int fs_npy_read_u64(const char *path, uint64_t max_elems, uint64_t **out, size_t *n,
                     struct fs_err *err)
 {

@@ -568,6 +568,96 @@ static void test_fuzz(void)
     fs_mat_free(a);
 }
 
+/* fs_io_check_dense gives the verdict fs_io_load_dense gives (code and
+ * message, or the shape) for the same file. */
+static void check_like_load(const char *path)
+{
+    struct fs_err el = {0};
+    struct fs_err ec = {0};
+    fs_mat *m = NULL;
+    size_t r = 0;
+    size_t c = 0;
+    int rl = fs_io_load_dense(path, FS_FMT_AUTO, NULL, &m, &el);
+    int rcheck = fs_io_check_dense(path, FS_FMT_AUTO, NULL, &r, &c, &ec);
+
+    CHECK_MSG(rl == rcheck, "%s: load %d (%s), check %d (%s)", path, rl, el.msg, rcheck, ec.msg);
+    if (rl != 0) {
+        CHECK_MSG(strcmp(el.msg, ec.msg) == 0, "%s: load '%s', check '%s'", path, el.msg, ec.msg);
+    } else {
+        CHECK_MSG(m != NULL && r == m->rows && c == m->cols, "%s: shape %zu x %zu", path, r, c);
+    }
+    fs_mat_free(m);
+}
+
+static void test_check_dense(void)
+{
+    struct fs_err e = {0};
+    uint8_t buf[256];
+    size_t hl;
+    size_t r = 0;
+    size_t c = 0;
+
+    /* a large file (several 1 MiB chunks) in both orders, then one bad value
+     * in its third chunk */
+    {
+        fs_mat *a = rand_mat(700, 500);
+        uint8_t *raw;
+        size_t n = 0;
+        double inf = INFINITY;
+        CHECK_OK(fs_npy_write_mat(tpath("big.npy"), a, &e), &e);
+        check_like_load(tpath("big.npy"));
+        CHECK_OK(fs_io_check_dense(tpath("big.npy"), FS_FMT_NPY, NULL, &r, &c, &e), &e);
+        CHECK(r == 700 && c == 500);
+        raw = read_all(tpath("big.npy"), &n);
+        if (raw != NULL) {
+            memcpy(raw + 128 + (size_t)300001 * 8, &inf, 8);
+            write_bytes(tpath("bigbad.npy"), raw, n);
+            check_like_load(tpath("bigbad.npy"));
+            write_gz(tpath("bigbad.npy.gz"), raw, n);
+            check_like_load(tpath("bigbad.npy.gz"));
+            /* the same bytes read as C order: another element */
+            struct fs_npy_header h = {FS_NPY_F8, 0, 2, {700, 500}, 0};
+            hl = 0;
+            CHECK_OK(fs_npy_format_header(&h, buf, 128, &hl, &e), &e);
+            CHECK(hl == 128);
+            memcpy(raw, buf, 128);
+            write_bytes(tpath("bigbadc.npy"), raw, n);
+            check_like_load(tpath("bigbadc.npy"));
+            free(raw);
+        }
+        fs_mat_free(a);
+    }
+    /* the malformed, gzip'ed and other-dtype files of the tests above */
+    {
+        static const char *const names[] = {"good.npy", "bad.npy", "nope.npy", "g.npy.gz",
+                                             "t.npy.gz", "x.npy.gz", "c.npy.gz", "f4.npy",
+                                             "i4.npy",   "u1.npy",   "be.npy"};
+        for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+            check_like_load(tpath(names[i]));
+        }
+    }
+    /* values other dtypes reject: Inf as <f4, an integer too large for a double */
+    {
+        float f[2] = {1.0f, INFINITY};
+        int64_t x[2] = {3, ((int64_t)1 << 53) + 1};
+        hl = mk_hdr(buf, 1, "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 2), }");
+        memcpy(buf + hl, f, sizeof f);
+        write_bytes(tpath("f4inf.npy"), buf, hl + sizeof f);
+        check_like_load(tpath("f4inf.npy"));
+        hl = mk_hdr(buf, 1, "{'descr': '<i8', 'fortran_order': True, 'shape': (2, 1), }");
+        memcpy(buf + hl, x, sizeof x);
+        write_bytes(tpath("i8big.npy"), buf, hl + sizeof x);
+        check_like_load(tpath("i8big.npy"));
+    }
+    /* another format: loaded and freed */
+    write_bytes(tpath("m.csv"), (const uint8_t *)"1,2,3\n4,5,6\n", 12);
+    check_like_load(tpath("m.csv"));
+    CHECK_OK(fs_io_check_dense(tpath("m.csv"), FS_FMT_AUTO, NULL, &r, &c, &e), &e);
+    CHECK(r == 2 && c == 3);
+    EXPECT_ERR(fs_io_check_dense(NULL, FS_FMT_AUTO, NULL, &r, &c, &e), &e, FS_EINVAL, NULL,
+               "NULL argument");
+}
+
 int main(void)
 {
     tdir_init("npy");
@@ -582,6 +672,7 @@ int main(void)
     RUN(test_malformed_files);
     RUN(test_gzip);
     RUN(test_format_names);
+    RUN(test_check_dense);
     RUN(test_fuzz);
     tdir_cleanup();
     return TEST_END("test_io_npy");
