@@ -2188,9 +2188,8 @@ static int check_parties(struct local *L)
             L->rows = rows;
             L->cols = cols;
         } else if (rows != L->rows || cols != L->cols) {
-            int rc =
-                cli_runtime_error(L->cmd, "%s: shape %zu x %zu differs from %s (%zu x %zu)",
-                                  L->shown[i], rows, cols, L->shown[0], L->rows, L->cols);
+            int rc = cli_runtime_error(L->cmd, "%s: shape %zu x %zu differs from %s (%zu x %zu)",
+                                       L->shown[i], rows, cols, L->shown[0], L->rows, L->cols);
             return rc;
         }
     }

@@ -840,8 +840,8 @@ static int npy_check_data(struct fs_io_rd *rd, const char *path, const struct np
         int why = 0;
         rc = fs_io_rd_read(rd, buf, k * in->size, &got, err);
         if (rc == 0 && got < k * in->size) {
-            rc = npy_truncated(path, in->h.header_len + (uint64_t)done * in->size + got, total,
-                               err);
+            rc =
+                npy_truncated(path, in->h.header_len + (uint64_t)done * in->size + got, total, err);
         }
         for (size_t e = 0; rc == 0 && e < k && bad == k; e++) {
             double v;

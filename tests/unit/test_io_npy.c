@@ -629,9 +629,9 @@ static void test_check_dense(void)
     }
     /* the malformed, gzip'ed and other-dtype files of the tests above */
     {
-        static const char *const names[] = {"good.npy", "bad.npy", "nope.npy", "g.npy.gz",
-                                             "t.npy.gz", "x.npy.gz", "c.npy.gz", "f4.npy",
-                                             "i4.npy",   "u1.npy",   "be.npy"};
+        static const char *const names[] = {"good.npy", "bad.npy",  "nope.npy", "g.npy.gz",
+                                            "t.npy.gz", "x.npy.gz", "c.npy.gz", "f4.npy",
+                                            "i4.npy",   "u1.npy",   "be.npy"};
         for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
             check_like_load(tpath(names[i]));
         }
