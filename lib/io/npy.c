@@ -777,6 +777,30 @@ out:
     return 0;
 }
 
+/* Open path and read its header: a non-empty 2-D array within caps. On
+ * success rd is left at the data (the caller closes it). */
+static int npy_open_dense(struct fs_io_rd *rd, const char *path, const struct fs_io_caps *caps,
+                          struct npy_info *in, struct fs_err *err)
+{
+    int rc = fs_io_rd_open(rd, path, 64, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    rc = npy_read_header(rd, path, caps, in, err);
+    if (rc == 0) {
+        rc = fs_io_check_shape(path, "byte offset 0", in->h.shape[0], in->h.shape[1], 1, caps, err);
+    }
+    if (rc == 0 && (in->h.shape[0] == 0 || in->h.shape[1] == 0)) {
+        rc = fs_io_err(err, FS_EFORMAT, path, "byte offset %zu: empty array (shape %zu x %zu)",
+                       in->h.header_len, in->h.shape[0], in->h.shape[1]);
+    }
+    if (rc != 0) {
+        fs_io_rd_close(rd);
+    }
+    return rc;
+}
+
 int fs_io_npy_load_dense(const char *path, const struct fs_io_caps *caps, fs_mat **out,
                          struct fs_err *err)
 {
@@ -785,21 +809,11 @@ int fs_io_npy_load_dense(const char *path, const struct fs_io_caps *caps, fs_mat
     int rc;
 
     *out = NULL;
-    rc = fs_io_rd_open(&rd, path, 64, err);
+    rc = npy_open_dense(&rd, path, caps, &in, err);
     if (rc != 0) {
         return rc;
     }
-    rc = npy_read_header(&rd, path, caps, &in, err);
-    if (rc == 0) {
-        rc = fs_io_check_shape(path, "byte offset 0", in.h.shape[0], in.h.shape[1], 1, caps, err);
-    }
-    if (rc == 0 && (in.h.shape[0] == 0 || in.h.shape[1] == 0)) {
-        rc = fs_io_err(err, FS_EFORMAT, path, "byte offset %zu: empty array (shape %zu x %zu)",
-                       in.h.header_len, in.h.shape[0], in.h.shape[1]);
-    }
-    if (rc == 0) {
-        rc = npy_load_data(&rd, path, &in, out, err);
-    }
+    rc = npy_load_data(&rd, path, &in, out, err);
     fs_io_rd_close(&rd);
     return rc;
 }
@@ -870,23 +884,12 @@ int fs_io_npy_check_dense(const char *path, const struct fs_io_caps *caps, size_
 {
     struct fs_io_rd rd;
     struct npy_info in;
-    int rc;
+    int rc = npy_open_dense(&rd, path, caps, &in, err);
 
-    rc = fs_io_rd_open(&rd, path, 64, err);
     if (rc != 0) {
         return rc;
     }
-    rc = npy_read_header(&rd, path, caps, &in, err);
-    if (rc == 0) {
-        rc = fs_io_check_shape(path, "byte offset 0", in.h.shape[0], in.h.shape[1], 1, caps, err);
-    }
-    if (rc == 0 && (in.h.shape[0] == 0 || in.h.shape[1] == 0)) {
-        rc = fs_io_err(err, FS_EFORMAT, path, "byte offset %zu: empty array (shape %zu x %zu)",
-                       in.h.header_len, in.h.shape[0], in.h.shape[1]);
-    }
-    if (rc == 0) {
-        rc = npy_check_data(&rd, path, &in, err);
-    }
+    rc = npy_check_data(&rd, path, &in, err);
     fs_io_rd_close(&rd);
     if (rc == 0) {
         *rows = in.h.shape[0];
