@@ -536,6 +536,22 @@ static int npy_check_end(struct fs_io_rd *rd, const char *path, uint64_t expect,
     return got != 0 ? npy_trailing(path, expect, err) : 0;
 }
 
+/* A plain file must be exactly total bytes long: 1 when its size is known
+ * (*rc is 0 or the error), 0 for a stream (gzip) whose end is found later. */
+static int npy_size_known(struct fs_io_rd *rd, const char *path, uint64_t total, int *rc,
+                          struct fs_err *err)
+{
+    uint64_t size = 0;
+
+    if (!fs_io_rd_known_size(rd, &size)) {
+        return 0;
+    }
+    *rc = size < total   ? npy_truncated(path, size, total, err)
+          : size > total ? npy_trailing(path, total, err)
+                         : 0;
+    return 1;
+}
+
 static uint64_t load_uint(const uint8_t *p, unsigned size, int big)
 {
     uint64_t x = 0;
@@ -725,18 +741,14 @@ static int npy_load_data(struct fs_io_rd *rd, const char *path, const struct npy
     size_t cols = in->h.shape[1];
     size_t bytes = rows * cols * in->size; /* bounded by the header parser */
     uint64_t total = in->h.header_len + (uint64_t)bytes;
-    uint64_t size = 0;
     uint8_t *raw = NULL;
     size_t got = 0;
     fs_mat *m = NULL;
     int rc = 0;
 
-    if (fs_io_rd_known_size(rd, &size)) {
-        if (size < total) {
-            return npy_truncated(path, size, total, err);
-        }
-        if (size > total) {
-            return npy_trailing(path, total, err);
+    if (npy_size_known(rd, path, total, &rc, err)) {
+        if (rc != 0) {
+            return rc;
         }
     } else {
         rc = fs_io_rd_slurp(rd, bytes + 1, &raw, &got, err);
@@ -830,18 +842,12 @@ static int npy_check_data(struct fs_io_rd *rd, const char *path, const struct np
     uint64_t total = in->h.header_len + (uint64_t)n * in->size;
     size_t per = NPY_CHUNK / in->size;
     int f8 = in->kind == 'f' && in->size == 8 && !in->big && host_is_le();
-    uint64_t size = 0;
     uint8_t *buf;
     size_t done = 0;
     int rc = 0;
 
-    if (fs_io_rd_known_size(rd, &size)) {
-        if (size < total) {
-            return npy_truncated(path, size, total, err);
-        }
-        if (size > total) {
-            return npy_trailing(path, total, err);
-        }
+    if (npy_size_known(rd, path, total, &rc, err) && rc != 0) {
+        return rc;
     }
     buf = malloc(per * in->size);
     if (buf == NULL) {
