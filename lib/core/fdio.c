@@ -2,6 +2,10 @@
 
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 /* pos: pwrite at off (advancing a local offset), else write. */
@@ -35,4 +39,57 @@ int fs_write_all(int fd, const void *p, size_t n)
 int fs_pwrite_all(int fd, const void *p, size_t n, off_t off)
 {
     return write_loop(fd, p, n, off, 1);
+}
+
+#define FDIO_PATH_MAX 4096
+
+int fs_mkdir_p(const char *path, struct fs_err *err)
+{
+    char buf[FDIO_PATH_MAX];
+    size_t n = strlen(path);
+
+    if (n == 0 || n >= sizeof buf) {
+        return fs_err_set(err, FS_EINVAL, "mkdir: bad path (empty or over %d bytes)",
+                          FDIO_PATH_MAX - 1);
+    }
+    memcpy(buf, path, n + 1);
+    for (size_t i = 1; i <= n; i++) {
+        if (buf[i] == '/' || buf[i] == '\0') {
+            char c = buf[i];
+            buf[i] = '\0';
+            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
+                return fs_err_set(err, FS_EIO, "mkdir %s: %s", buf, strerror(errno));
+            }
+            buf[i] = c;
+        }
+    }
+    return 0;
+}
+
+int fs_write_file_atomic(const char *path, const void *data, size_t len, struct fs_err *err)
+{
+    char tmp[FDIO_PATH_MAX + 16];
+    int fd;
+    int rc = 0;
+
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
+        return fs_err_set(err, FS_EINVAL, "%s: path too long", path);
+    }
+    fd = mkstemp(tmp); /* mode 0600 */
+    if (fd < 0) {
+        return fs_err_set(err, FS_EIO, "%s: cannot create: %s", path, strerror(errno));
+    }
+    if (fs_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    if (close(fd) != 0 && rc == 0) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    }
+    if (rc == 0 && rename(tmp, path) != 0) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot rename: %s", path, strerror(errno));
+    }
+    if (rc != 0) {
+        unlink(tmp);
+    }
+    return rc;
 }

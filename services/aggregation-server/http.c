@@ -23,7 +23,8 @@
 #define SPEC_BODY        (64 * 1024) /* job specs */
 #define NPY_HEADER_MAX   128         /* what fs_npy_format_header writes for a 1-D <u8 */
 #define MAX_CHUNK_WORDS  (1u << 22)
-#define METRIC_SLOTS     512
+#define METRIC_SERIES    512
+#define METRICS_TEXT_MAX ((size_t)4 << 20)
 #define PLAIN_HEADER_MAX 1024 /* .npy header of a plain fedpower upload */
 
 enum auth_kind { A_NONE = 0, A_ADMIN, A_PARTY, A_ANY };
@@ -58,22 +59,6 @@ struct rq {
     size_t buf_n;
     size_t buf_cap;
     size_t prows, pcols; /* plain.npy: the expected shape */
-};
-
-struct metric_slot {
-    char method[8];
-    char route[96];
-    unsigned status;
-    uint64_t count;
-};
-
-struct agg_metrics {
-    pthread_mutex_t mu;
-    struct metric_slot slots[METRIC_SLOTS];
-    size_t nslots;
-    uint64_t overflow;
-    uint64_t bytes_in;
-    uint64_t bytes_out;
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -409,147 +394,46 @@ static int h_dashboard(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 void agg_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx)
 {
-    struct agg_app *app = hook_ctx;
-    struct agg_metrics *m = app->metrics;
-    size_t i;
+    const struct agg_app *app = hook_ctx;
 
-    if (m == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&m->mu);
-    m->bytes_in += e->bytes_in;
-    m->bytes_out += e->bytes_out;
-    for (i = 0; i < m->nslots; i++) {
-        struct metric_slot *s = &m->slots[i];
-        if (s->status == e->status && strcmp(s->method, e->method) == 0 &&
-            strcmp(s->route, e->route) == 0) {
-            s->count++;
-            break;
-        }
-    }
-    if (i == m->nslots) {
-        if (m->nslots < METRIC_SLOTS) {
-            struct metric_slot *s = &m->slots[m->nslots++];
-            snprintf(s->method, sizeof s->method, "%s", e->method);
-            snprintf(s->route, sizeof s->route, "%s", e->route);
-            s->status = e->status;
-            s->count = 1;
-        } else {
-            m->overflow++;
-        }
-    }
-    pthread_mutex_unlock(&m->mu);
-}
-
-struct buf {
-    char *p;
-    size_t n;
-    size_t cap;
-    int oom;
-};
-
-static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void bprintf(struct buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int k;
-
-    if (b->oom) {
-        return;
-    }
-    for (;;) {
-        va_start(ap, fmt);
-        k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        {
-            size_t ncap = (b->cap + (size_t)k + 1) * 2;
-            char *np = realloc(b->p, ncap);
-            if (np == NULL) {
-                b->oom = 1;
-                return;
-            }
-            b->p = np;
-            b->cap = ncap;
-        }
-    }
+    fs_http_metrics_record(app->metrics, e);
 }
 
 static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     const struct route_ctx *rc_ = ctx;
     struct agg_app *app = rc_->app;
-    struct agg_metrics *m = app->metrics;
     struct agg_counts c;
-    struct buf b = {malloc(8192), 0, 8192, 0};
+    struct fs_text b;
 
     (void)req;
-    if (b.p == NULL) {
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-    }
+    fs_text_init(&b, METRICS_TEXT_MAX);
     agg_mgr_counts(app->mgr, &c);
-    bprintf(&b,
-            "# HELP fedsvd_jobs Jobs known to the server, by state.\n"
-            "# TYPE fedsvd_jobs gauge\n"
-            "fedsvd_jobs{state=\"running\"} %llu\nfedsvd_jobs{state=\"done\"} %llu\n"
-            "fedsvd_jobs{state=\"failed\"} %llu\n",
-            (unsigned long long)c.running, (unsigned long long)c.done,
-            (unsigned long long)c.failed);
-    bprintf(&b,
-            "# HELP fedsvd_secagg_rounds_closed_total Secure-aggregation rounds closed, by "
-            "why.\n# TYPE fedsvd_secagg_rounds_closed_total counter\n"
-            "fedsvd_secagg_rounds_closed_total{reason=\"complete\"} %llu\n"
-            "fedsvd_secagg_rounds_closed_total{reason=\"deadline\"} %llu\n",
-            (unsigned long long)c.rounds_complete, (unsigned long long)c.rounds_deadline);
-    bprintf(&b,
-            "# HELP fedsvd_secagg_parties_dropped_total Parties counted as dropped at a "
-            "round close.\n# TYPE fedsvd_secagg_parties_dropped_total counter\n"
-            "fedsvd_secagg_parties_dropped_total %llu\n",
-            (unsigned long long)c.parties_dropped);
-    bprintf(&b,
-            "# HELP fedsvd_secagg_chunks_accepted_total Masked-input chunks accepted.\n"
-            "# TYPE fedsvd_secagg_chunks_accepted_total counter\n"
-            "fedsvd_secagg_chunks_accepted_total %llu\n",
-            (unsigned long long)c.chunks_accepted);
-    bprintf(&b,
-            "# HELP fedsvd_http_connections Open HTTP connections.\n"
-            "# TYPE fedsvd_http_connections gauge\nfedsvd_http_connections %u\n",
-            app->srv != NULL ? fs_http_server_connections(app->srv) : 0u);
-    pthread_mutex_lock(&m->mu);
-    bprintf(&b,
-            "# HELP fedsvd_bytes_received_total Request body bytes received.\n"
-            "# TYPE fedsvd_bytes_received_total counter\nfedsvd_bytes_received_total %llu\n"
-            "# HELP fedsvd_bytes_sent_total Response body bytes sent.\n"
-            "# TYPE fedsvd_bytes_sent_total counter\nfedsvd_bytes_sent_total %llu\n",
-            (unsigned long long)m->bytes_in, (unsigned long long)m->bytes_out);
-    bprintf(&b, "# HELP fedsvd_http_requests_total HTTP requests, by method, route and status.\n"
-                "# TYPE fedsvd_http_requests_total counter\n");
-    for (size_t i = 0; i < m->nslots; i++) {
-        bprintf(&b, "fedsvd_http_requests_total{method=\"%s\",route=\"%s\",status=\"%u\"} %llu\n",
-                m->slots[i].method, m->slots[i].route, m->slots[i].status,
-                (unsigned long long)m->slots[i].count);
-    }
-    if (m->overflow > 0) {
-        bprintf(&b,
-                "fedsvd_http_requests_total{method=\"OTHER\",route=\"other\",status=\"0\"} "
-                "%llu\n",
-                (unsigned long long)m->overflow);
-    }
-    pthread_mutex_unlock(&m->mu);
-    if (b.oom) {
-        free(b.p);
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-    }
-    return fs_http_resp_bytes_owned(resp, 200, "text/plain; version=0.0.4; charset=utf-8", b.p,
-                                    b.n);
+    fs_text_printf(&b,
+                   "# HELP fedsvd_jobs Jobs known to the server, by state.\n"
+                   "# TYPE fedsvd_jobs gauge\n"
+                   "fedsvd_jobs{state=\"running\"} %llu\nfedsvd_jobs{state=\"done\"} %llu\n"
+                   "fedsvd_jobs{state=\"failed\"} %llu\n",
+                   (unsigned long long)c.running, (unsigned long long)c.done,
+                   (unsigned long long)c.failed);
+    fs_text_printf(&b,
+                   "# HELP fedsvd_secagg_rounds_closed_total Secure-aggregation rounds closed, by "
+                   "why.\n# TYPE fedsvd_secagg_rounds_closed_total counter\n"
+                   "fedsvd_secagg_rounds_closed_total{reason=\"complete\"} %llu\n"
+                   "fedsvd_secagg_rounds_closed_total{reason=\"deadline\"} %llu\n",
+                   (unsigned long long)c.rounds_complete, (unsigned long long)c.rounds_deadline);
+    fs_text_printf(&b,
+                   "# HELP fedsvd_secagg_parties_dropped_total Parties counted as dropped at a "
+                   "round close.\n# TYPE fedsvd_secagg_parties_dropped_total counter\n"
+                   "fedsvd_secagg_parties_dropped_total %llu\n",
+                   (unsigned long long)c.parties_dropped);
+    fs_text_printf(&b,
+                   "# HELP fedsvd_secagg_chunks_accepted_total Masked-input chunks accepted.\n"
+                   "# TYPE fedsvd_secagg_chunks_accepted_total counter\n"
+                   "fedsvd_secagg_chunks_accepted_total %llu\n",
+                   (unsigned long long)c.chunks_accepted);
+    fs_http_metrics_write(app->metrics, app->srv, &b);
+    return fs_http_metrics_respond(resp, &b);
 }
 
 /* ------------------------------------------------------------ jobs */
@@ -1309,11 +1193,10 @@ int agg_http_routes(struct agg_app *app, struct fs_err *err)
 
 int agg_http_init(struct agg_app *app, struct fs_err *err)
 {
-    app->metrics = calloc(1, sizeof *app->metrics);
+    app->metrics = fs_http_metrics_new(METRIC_SERIES);
     if (app->metrics == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    pthread_mutex_init(&app->metrics->mu, NULL);
     return 0;
 }
 
@@ -1324,9 +1207,6 @@ void agg_http_free(struct agg_app *app)
         free(g_pool.bufs[--g_pool.n]);
     }
     pthread_mutex_unlock(&g_pool.mu);
-    if (app->metrics != NULL) {
-        pthread_mutex_destroy(&app->metrics->mu);
-        free(app->metrics);
-        app->metrics = NULL;
-    }
+    fs_http_metrics_free(app->metrics);
+    app->metrics = NULL;
 }

@@ -11,9 +11,8 @@
 #include "jobmgr.h"
 #include "net/auth.h"
 #include "net/http_server.h"
+#include "net/metrics.h"
 #include "store.h"
-
-struct agg_metrics;
 
 struct agg_app {
     const struct agg_config *cfg;
@@ -26,7 +25,7 @@ struct agg_app {
     int tls;
     atomic_int ready;
     _Atomic uint64_t chunk_mem; /* bytes of chunk bodies being received (--upload-buffer) */
-    struct agg_metrics *metrics;
+    fs_http_metrics *metrics;   /* request counters of /metrics */
 };
 
 /** Allocate the metrics of app. @return 0 or FS_ENOMEM. */

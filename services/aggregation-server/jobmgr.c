@@ -76,28 +76,6 @@ static void iso_time(double t, char out[32])
     strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-int mkdir_p(const char *path, struct fs_err *err)
-{
-    char buf[4400];
-    size_t n = strlen(path);
-
-    if (n >= sizeof buf) {
-        return fs_err_set(err, FS_EINVAL, "path too long");
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
-                return fs_err_set(err, FS_EIO, "mkdir %s: %s", buf, strerror(errno));
-            }
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
-
 /* Remove a directory tree (our own layout: a few levels, no symlinks followed). */
 void rm_tree(const char *path)
 {
@@ -314,7 +292,7 @@ static int cs_put(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, si
         (size_t)snprintf(dir, sizeof dir, "%s/agg-%u", j->dir, j->r) >= sizeof dir) {
         return fs_err_set(err, FS_EINVAL, "upload path too long");
     }
-    rc = mkdir_p(dir, err);
+    rc = fs_mkdir_p(dir, err);
     if (rc != 0) {
         return rc;
     }
@@ -1421,7 +1399,7 @@ static int write_result(agg_job *j, const uint64_t *sum, json_t **out, struct fs
     *out = NULL;
     snprintf(dir, sizeof dir, "%s/result", j->dir);
     snprintf(path, sizeof path, "%s/sum.npy", dir);
-    rc = mkdir_p(dir, err);
+    rc = fs_mkdir_p(dir, err);
     if (rc != 0) {
         return rc;
     }
@@ -1533,7 +1511,7 @@ static int finish_stats(agg_job *j, double at, struct fs_err *err)
         j->nfirst = n3;
     }
     snprintf(dir, sizeof dir, "%s/result", j->dir);
-    rc = mkdir_p(dir, err);
+    rc = fs_mkdir_p(dir, err);
     if (rc == 0 && sum_path(j, j->r, path, sizeof path) != 0) {
         rc = fs_err_set(err, FS_EINVAL, "path too long");
     }
@@ -1604,7 +1582,7 @@ static int write_fed_result(agg_job *j, const struct fs_fedsvd_published *pub, c
     snprintf(dir, sizeof dir, "%s/result", j->dir);
     snprintf(p_s, sizeof p_s, "%s/s.npy", dir);
     snprintf(p_v, sizeof p_v, "%s/%s", dir, shared);
-    rc = mkdir_p(dir, err);
+    rc = fs_mkdir_p(dir, err);
     if (rc == 0) {
         rc = fs_npy_write_vec(p_s, pub->s, pub->r, err);
     }

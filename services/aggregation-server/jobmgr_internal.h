@@ -8,6 +8,7 @@
 #include <pthread.h>
 #include <stdint.h>
 
+#include "core/fdio.h"
 #include "jobmgr.h"
 #include "la/fixedpt.h"
 #include "proto/fedsvd.h"
@@ -126,7 +127,6 @@ const char *agg_timing_name(int t);
 
 double now_mono(void);
 double now_wall(void);
-int mkdir_p(const char *path, struct fs_err *err);
 void rm_tree(const char *path);
 void count_add(agg_mgr *m, uint64_t *field, uint64_t k);
 void wake(agg_mgr *m);

@@ -19,11 +19,13 @@
 #include <unistd.h>
 
 #include "config.h"
+#include "core/fdio.h"
 #include "http.h"
 #include "jobmgr.h"
 #include "net/auth.h"
 #include "net/http_server.h"
 #include "net/log.h"
+#include "net/svc.h"
 #include "store.h"
 
 static atomic_int g_stop_driver;
@@ -37,82 +39,6 @@ static void *driver_main(void *arg)
         agg_mgr_wait(m, 50);
     }
     return NULL;
-}
-
-static int mkdir_p(const char *path, struct fs_err *err)
-{
-    char buf[AGG_PATH_MAX];
-    size_t n = strlen(path);
-
-    if (n == 0 || n >= sizeof buf) {
-        return fs_err_set(err, FS_EINVAL, "--data-dir: bad path");
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
-                return fs_err_set(err, FS_EIO, "mkdir %s: %s", buf, strerror(errno));
-            }
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
-
-/* Write "<port>\n" to path atomically (temp file, rename). */
-static int write_port_file(const char *path, uint16_t port, struct fs_err *err)
-{
-    char tmp[AGG_PATH_MAX + 16];
-    FILE *f;
-
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    f = fopen(tmp, "w");
-    if (f == NULL) {
-        return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
-    }
-    fprintf(f, "%u\n", (unsigned)port);
-    if (fclose(f) != 0 || rename(tmp, path) != 0) {
-        (void)unlink(tmp);
-        return fs_err_set(err, FS_EIO, "%s: %s", path, strerror(errno));
-    }
-    return 0;
-}
-
-/* openapi.yaml: the flag's, else the repository's (binary in <repo>/<build>/bin/), else an
- * install path. */
-static void find_openapi(const struct agg_config *cfg, char *out, size_t cap)
-{
-    char exe[PATH_MAX];
-    ssize_t n;
-    const char *cands[3] = {"../../openapi.yaml", "../share/fedsvd/openapi.yaml", NULL};
-
-    out[0] = '\0';
-    if (cfg->openapi[0] != '\0') {
-        snprintf(out, cap, "%s", cfg->openapi);
-        return;
-    }
-    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n > 0) {
-        char *slash;
-        exe[n] = '\0';
-        slash = strrchr(exe, '/');
-        if (slash != NULL) {
-            *slash = '\0';
-            for (int i = 0; cands[i] != NULL; i++) {
-                char p[PATH_MAX + 64];
-                snprintf(p, sizeof p, "%s/%s", exe, cands[i]);
-                if (access(p, R_OK) == 0 && strlen(p) < cap) {
-                    snprintf(out, cap, "%s", p);
-                    return;
-                }
-            }
-        }
-    }
-    if (access("/usr/share/fedsvd/openapi.yaml", R_OK) == 0) {
-        snprintf(out, cap, "/usr/share/fedsvd/openapi.yaml");
-    }
 }
 
 int main(int argc, char **argv)
@@ -159,7 +85,7 @@ int main(int argc, char **argv)
         fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
         goto out;
     }
-    if (mkdir_p(cfg.data_dir, &err) != 0 ||
+    if (fs_mkdir_p(cfg.data_dir, &err) != 0 ||
         agg_store_open(cfg.data_dir, cfg.fsync, &app.st, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
         goto out;
@@ -174,7 +100,7 @@ int main(int argc, char **argv)
         fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
         goto out;
     }
-    find_openapi(&cfg, app.openapi_path, sizeof app.openapi_path);
+    (void)fs_svc_find_openapi(cfg.openapi, app.openapi_path, sizeof app.openapi_path);
     if (app.openapi_path[0] == '\0') {
         fs_log(FS_LOG_WARN, "no openapi.yaml found; /openapi.yaml answers 404", NULL);
     }
@@ -214,7 +140,7 @@ int main(int argc, char **argv)
     }
     have_driver = 1;
     if (cfg.port_file[0] != '\0' &&
-        write_port_file(cfg.port_file, fs_http_server_port(app.srv), &err) != 0) {
+        fs_svc_write_port_file(cfg.port_file, fs_http_server_port(app.srv), &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot write the port file", "{s:s}", "error", err.msg);
         goto out;
     }

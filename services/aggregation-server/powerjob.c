@@ -270,7 +270,7 @@ int pj_begin(agg_job *j, uint32_t r, double at, struct fs_err *err)
         return fs_err_set(err, FS_EINTERNAL, "fedpower: no broadcast for round %u", r);
     }
     snprintf(dir, sizeof dir, "%s/z", j->dir);
-    rc = mkdir_p(dir, err);
+    rc = fs_mkdir_p(dir, err);
     if (rc == 0 && z_path(j, r, path, sizeof path) != 0) {
         rc = fs_err_set(err, FS_EINTERNAL, "path too long");
     }
@@ -430,7 +430,7 @@ static int write_npy_hex(agg_job *j, const char *name, const fs_mat *m, const do
     int rc;
 
     snprintf(dir, sizeof dir, "%s/result", j->dir);
-    rc = mkdir_p(dir, err);
+    rc = fs_mkdir_p(dir, err);
     if (rc == 0 && (size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path) {
         rc = fs_err_set(err, FS_EINTERNAL, "path too long");
     }

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "core/fdio.h"
 #include "dp/ledger.h"
 #include "la/csr.h"
 #include "la/mat.h"
@@ -150,14 +151,10 @@ void store_unlock(agent_store *s);
 
 /* ---- files.c ---- */
 
-/** mkdir -p with mode 0700 (existing directories are kept as they are). */
-FS_WUR int files_mkdirs(const char *path, struct fs_err *err);
 /** Create data-dir/identity.key (0600) unless present; check an existing one. */
 FS_WUR int files_identity_ensure(const char *data_dir, struct fs_err *err);
 /** Load the identity key (caller wipes it with fs_wipe after use). */
 FS_WUR int files_identity_load(const char *data_dir, uint8_t sk[32], struct fs_err *err);
-/** Write bytes to path atomically (temp file 0600, fsync, rename). */
-FS_WUR int files_write_atomic(const char *path, const void *data, size_t len, struct fs_err *err);
 /** SHA-256 of a file, streamed. */
 FS_WUR int files_sha256(const char *path, uint8_t out[32], struct fs_err *err);
 /** RFC 3339 UTC time now, "2026-11-23T10:00:00Z". */

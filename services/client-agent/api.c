@@ -383,7 +383,7 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
         }
         reserved = 1;
     }
-    rc = files_mkdirs(p->dir, &err);
+    rc = fs_mkdir_p(p->dir, &err);
     if (rc == 0 && snprintf(tokpath, sizeof tokpath, "%s/token", p->dir) >= (int)sizeof tokpath) {
         rc = fs_err_set(&err, FS_EINVAL, "path too long");
     }

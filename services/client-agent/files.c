@@ -26,57 +26,6 @@ void files_now(char out[32])
     strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-int files_mkdirs(const char *path, struct fs_err *err)
-{
-    char buf[AGENT_PATH_MAX];
-    size_t n = strlen(path);
-
-    if (n == 0 || n >= sizeof buf) {
-        return fs_err_set(err, FS_EINVAL, "directory path empty or too long");
-    }
-    memcpy(buf, path, n + 1);
-    for (size_t i = 1; i <= n; i++) {
-        if (buf[i] == '/' || buf[i] == '\0') {
-            char c = buf[i];
-            buf[i] = '\0';
-            if (mkdir(buf, 0700) != 0 && errno != EEXIST) {
-                return fs_err_set(err, FS_EIO, "%s: cannot create directory: %s", buf,
-                                  strerror(errno));
-            }
-            buf[i] = c;
-        }
-    }
-    return 0;
-}
-
-int files_write_atomic(const char *path, const void *data, size_t len, struct fs_err *err)
-{
-    char tmp[AGENT_PATH_MAX + 16];
-    int fd = -1;
-    int rc = 0;
-
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.XXXXXX", path) >= (int)sizeof tmp) {
-        return fs_err_set(err, FS_EINVAL, "%s: path too long", path);
-    }
-    fd = mkstemp(tmp); /* mode 0600 */
-    if (fd < 0) {
-        return fs_err_set(err, FS_EIO, "%s: cannot create: %s", path, strerror(errno));
-    }
-    if (fs_write_all(fd, data, len) != 0 || fsync(fd) != 0) {
-        rc = fs_err_set(err, FS_EIO, "%s: cannot write: %s", path, strerror(errno));
-    }
-    if (close(fd) != 0 && rc == 0) {
-        rc = fs_err_set(err, FS_EIO, "%s: cannot write: %s", path, strerror(errno));
-    }
-    if (rc == 0 && rename(tmp, path) != 0) {
-        rc = fs_err_set(err, FS_EIO, "%s: cannot rename: %s", path, strerror(errno));
-    }
-    if (rc != 0) {
-        unlink(tmp);
-    }
-    return rc;
-}
-
 static int identity_path(const char *data_dir, char *buf, size_t cap, struct fs_err *err)
 {
     if (snprintf(buf, cap, "%s/%s", data_dir, IDENTITY_FILE) >= (int)cap) {
@@ -142,7 +91,7 @@ int files_identity_ensure(const char *data_dir, struct fs_err *err)
         rc = fs_ed25519_keygen(sk, pk, err);
     }
     if (rc == 0) {
-        rc = files_write_atomic(path, sk, sizeof sk, err);
+        rc = fs_write_file_atomic(path, sk, sizeof sk, err);
     }
     fs_wipe(sk, sizeof sk);
     if (rc == 0) {

@@ -1,6 +1,7 @@
 /* client-agent: configuration, startup and shutdown. See agent.h for the
  * modules and the data directory, docs/wire-secure-sum.md for the API. */
 #include "agent.h"
+#include "net/svc.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -342,14 +343,6 @@ static int build_config(const struct raw *r, struct agent_config *c)
     return -1;
 }
 
-static int write_port_file(const char *path, uint16_t port, struct fs_err *err)
-{
-    char buf[16];
-    int n = snprintf(buf, sizeof buf, "%u\n", (unsigned)port);
-
-    return files_write_atomic(path, buf, (size_t)n, err);
-}
-
 /* Tell every worker to stop and wait (bounded) for them to persist and end. */
 static void stop_workers(struct agent *ag)
 {
@@ -399,35 +392,6 @@ static void remove_stale_tokens(const char *data_dir)
     closedir(d);
 }
 
-/* openapi.yaml when no flag names one: the repository's (the binary lives in
- * <repo>/<build>/bin/), an install prefix's, or /usr/share/fedsvd's. */
-static const char *find_openapi(char *buf, size_t cap)
-{
-    static const char *const cands[] = {"../../openapi.yaml", "../share/fedsvd/openapi.yaml"};
-    char exe[AGENT_PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    char *slash;
-
-    if (n > 0) {
-        exe[n] = '\0';
-        slash = strrchr(exe, '/');
-        if (slash != NULL) {
-            *slash = '\0';
-            for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
-                if (snprintf(buf, cap, "%s/%s", exe, cands[i]) < (int)cap &&
-                    access(buf, R_OK) == 0) {
-                    return buf;
-                }
-            }
-        }
-    }
-    if (access("/usr/share/fedsvd/openapi.yaml", R_OK) == 0) {
-        snprintf(buf, cap, "/usr/share/fedsvd/openapi.yaml");
-        return buf;
-    }
-    return NULL;
-}
-
 static int fail(const char *what, const struct fs_err *err)
 {
     fs_log_pack(FS_LOG_ERROR, what, "{s:s}", "error", err->msg);
@@ -465,7 +429,7 @@ int main(int argc, char **argv)
     }
     fs_log_set_level(ag->cfg.log_level);
     if (ag->cfg.openapi == NULL) {
-        ag->cfg.openapi = find_openapi(openapi, sizeof openapi);
+        ag->cfg.openapi = fs_svc_find_openapi(NULL, openapi, sizeof openapi);
     }
     pthread_mutex_init(&ag->mu, NULL);
     pthread_condattr_init(&ca);
@@ -481,12 +445,12 @@ int main(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
 
     rc = 1;
-    if (files_mkdirs(ag->cfg.data_dir, &err) != 0) {
+    if (fs_mkdir_p(ag->cfg.data_dir, &err) != 0) {
         rc = fail("cannot create the data directory", &err);
         goto out;
     }
     snprintf(path, sizeof path, "%s/participations", ag->cfg.data_dir);
-    if (files_mkdirs(path, &err) != 0 || files_identity_ensure(ag->cfg.data_dir, &err) != 0) {
+    if (fs_mkdir_p(path, &err) != 0 || files_identity_ensure(ag->cfg.data_dir, &err) != 0) {
         rc = fail("cannot set up the data directory", &err);
         goto out;
     }
@@ -527,7 +491,7 @@ int main(int argc, char **argv)
         goto out;
     }
     if (ag->cfg.port_file != NULL &&
-        write_port_file(ag->cfg.port_file, fs_http_server_port(ag->http), &err) != 0) {
+        fs_svc_write_port_file(ag->cfg.port_file, fs_http_server_port(ag->http), &err) != 0) {
         rc = fail("cannot write the port file", &err);
         goto out;
     }

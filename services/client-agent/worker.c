@@ -1412,7 +1412,7 @@ static int step_result(struct wk *w, struct fs_err *err)
         rc = fs_err_set(err, FS_EINVAL, "path too long");
         goto out;
     }
-    rc = files_write_atomic(dest, text, strlen(text), err);
+    rc = fs_write_file_atomic(dest, text, strlen(text), err);
 out:
     free(text);
     json_decref(j);
@@ -1538,7 +1538,7 @@ static int step_result_fed(struct wk *w, struct fs_err *err)
         rc = fs_err_set(err, FS_EINVAL, "path too long");
         goto out;
     }
-    rc = files_write_atomic(dest, text, strlen(text), err);
+    rc = fs_write_file_atomic(dest, text, strlen(text), err);
 out:
     free(text);
     free(u3);

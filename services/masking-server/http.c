@@ -14,28 +14,19 @@
 #include "../../api/problem.h"
 #include "crypto/rand.h"
 #include "net/log.h"
+#include "net/metrics.h"
 #include "spec.h"
 
-#define SPEC_BODY      (256 * 1024) /* MaskSetSpec: 1000 parties fit many times */
-#define METRIC_SLOTS   256
-#define PROBLEM_GONE   "gone" /* 410: the mask set was deleted */
-#define JOB_ID_HEADER  "X-Fedsvd-Job-Id"
-#define KEYS_ID_HEADER "X-Fedsvd-Keys-Id"
-
-struct metric_slot {
-    char method[8];
-    char route[96];
-    unsigned status;
-    uint64_t count;
-};
+#define SPEC_BODY        (256 * 1024) /* MaskSetSpec: 1000 parties fit many times */
+#define METRIC_SERIES    256
+#define METRICS_TEXT_MAX ((size_t)4 << 20)
+#define PROBLEM_GONE     "gone" /* 410: the mask set was deleted */
+#define JOB_ID_HEADER    "X-Fedsvd-Job-Id"
+#define KEYS_ID_HEADER   "X-Fedsvd-Keys-Id"
 
 struct msk_metrics {
-    pthread_mutex_t mu;
-    struct metric_slot slots[METRIC_SLOTS];
-    size_t nslots;
-    uint64_t overflow;
-    uint64_t bytes_in;
-    uint64_t bytes_out;
+    fs_http_metrics *http;
+    pthread_mutex_t mu;    /* of the counters below */
     uint64_t keys_served;  /* manifests */
     uint64_t files_served; /* .npy files */
     uint64_t keys_bytes;   /* of the .npy files */
@@ -417,77 +408,10 @@ static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 void msk_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx)
 {
-    struct msk_app *app = hook_ctx;
-    struct msk_metrics *m = app->metrics;
-    size_t i;
+    const struct msk_app *app = hook_ctx;
 
-    if (m == NULL) {
-        return;
-    }
-    pthread_mutex_lock(&m->mu);
-    m->bytes_in += e->bytes_in;
-    m->bytes_out += e->bytes_out;
-    for (i = 0; i < m->nslots; i++) {
-        struct metric_slot *s = &m->slots[i];
-        if (s->status == e->status && strcmp(s->method, e->method) == 0 &&
-            strcmp(s->route, e->route) == 0) {
-            s->count++;
-            break;
-        }
-    }
-    if (i == m->nslots) {
-        if (m->nslots < METRIC_SLOTS) {
-            struct metric_slot *s = &m->slots[m->nslots++];
-            snprintf(s->method, sizeof s->method, "%s", e->method);
-            snprintf(s->route, sizeof s->route, "%s", e->route);
-            s->status = e->status;
-            s->count = 1;
-        } else {
-            m->overflow++;
-        }
-    }
-    pthread_mutex_unlock(&m->mu);
-}
-
-struct buf {
-    char *p;
-    size_t n;
-    size_t cap;
-    int oom;
-};
-
-static void bprintf(struct buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-static void bprintf(struct buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    int k;
-
-    if (b->oom) {
-        return;
-    }
-    for (;;) {
-        va_start(ap, fmt);
-        k = vsnprintf(b->p + b->n, b->cap - b->n, fmt, ap);
-        va_end(ap);
-        if (k < 0) {
-            b->oom = 1;
-            return;
-        }
-        if ((size_t)k < b->cap - b->n) {
-            b->n += (size_t)k;
-            return;
-        }
-        {
-            size_t ncap = (b->cap + (size_t)k + 1) * 2;
-            char *np = realloc(b->p, ncap);
-            if (np == NULL) {
-                b->oom = 1;
-                return;
-            }
-            b->p = np;
-            b->cap = ncap;
-        }
+    if (app->metrics != NULL) {
+        fs_http_metrics_record(app->metrics->http, e);
     }
 }
 
@@ -499,99 +423,75 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
     struct fs_err err = {0};
     uint64_t active = 0;
     uint64_t deleted = 0;
-    struct buf b = {malloc(8192), 0, 8192, 0};
+    struct fs_text b;
 
     (void)req;
-    if (b.p == NULL) {
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-    }
+    fs_text_init(&b, METRICS_TEXT_MAX);
     if (msk_store_counts(app->st, &active, &deleted, &err) != 0) {
         fs_log_pack(FS_LOG_WARN, "metrics: cannot count mask sets", "{s:s}", "error", err.msg);
     }
     msk_keygen_stats(app->kg, &ks);
-    bprintf(&b,
-            "# HELP fedsvd_masksets Mask sets known to the server, by state.\n"
-            "# TYPE fedsvd_masksets gauge\n"
-            "fedsvd_masksets{state=\"active\"} %llu\nfedsvd_masksets{state=\"deleted\"} %llu\n",
-            (unsigned long long)active, (unsigned long long)deleted);
-    bprintf(&b,
-            "# HELP fedsvd_mask_keygen_running Key generations running now.\n"
-            "# TYPE fedsvd_mask_keygen_running gauge\nfedsvd_mask_keygen_running %llu\n"
-            "# HELP fedsvd_mask_keygen_waiting Key downloads waiting for a generation slot.\n"
-            "# TYPE fedsvd_mask_keygen_waiting gauge\nfedsvd_mask_keygen_waiting %llu\n",
-            (unsigned long long)ks.running, (unsigned long long)ks.waiting);
-    bprintf(&b,
-            "# HELP fedsvd_mask_keygen_seconds Time to generate one party's key files.\n"
-            "# TYPE fedsvd_mask_keygen_seconds summary\n"
-            "fedsvd_mask_keygen_seconds_sum %.6f\nfedsvd_mask_keygen_seconds_count %llu\n"
-            "# HELP fedsvd_mask_keygen_seconds_max Longest key generation since start.\n"
-            "# TYPE fedsvd_mask_keygen_seconds_max gauge\nfedsvd_mask_keygen_seconds_max %.6f\n"
-            "# HELP fedsvd_mask_keygen_failures_total Key generations that failed.\n"
-            "# TYPE fedsvd_mask_keygen_failures_total counter\n"
-            "fedsvd_mask_keygen_failures_total %llu\n",
-            ks.seconds_sum, (unsigned long long)ks.done, ks.seconds_max,
-            (unsigned long long)ks.failed);
-    bprintf(&b,
-            "# HELP fedsvd_mask_keys_cache_entries Parties whose generated keys are cached.\n"
-            "# TYPE fedsvd_mask_keys_cache_entries gauge\nfedsvd_mask_keys_cache_entries %llu\n"
-            "# HELP fedsvd_mask_keys_cache_bytes Bytes of cached key files.\n"
-            "# TYPE fedsvd_mask_keys_cache_bytes gauge\nfedsvd_mask_keys_cache_bytes %llu\n"
-            "# HELP fedsvd_mask_keys_cache_hits_total Key requests served without generating.\n"
-            "# TYPE fedsvd_mask_keys_cache_hits_total counter\n"
-            "fedsvd_mask_keys_cache_hits_total %llu\n",
-            (unsigned long long)ks.cache_entries, (unsigned long long)ks.cache_bytes,
-            (unsigned long long)ks.cache_hits);
-    bprintf(&b,
-            "# HELP fedsvd_mask_block_cache_total Blocks of A that slabs needed, found or not "
-            "in the block cache.\n"
-            "# TYPE fedsvd_mask_block_cache_total counter\n"
-            "fedsvd_mask_block_cache_total{result=\"hit\"} %llu\n"
-            "fedsvd_mask_block_cache_total{result=\"miss\"} %llu\n"
-            "# HELP fedsvd_mask_block_cache_bytes Bytes of blocks kept for neighbouring slabs.\n"
-            "# TYPE fedsvd_mask_block_cache_bytes gauge\nfedsvd_mask_block_cache_bytes %llu\n",
-            (unsigned long long)ks.block_hits, (unsigned long long)ks.block_misses,
-            (unsigned long long)ks.block_bytes);
-    bprintf(&b,
-            "# HELP fedsvd_http_connections Open HTTP connections.\n"
-            "# TYPE fedsvd_http_connections gauge\nfedsvd_http_connections %u\n",
-            app->srv != NULL ? fs_http_server_connections(app->srv) : 0u);
+    fs_text_printf(
+        &b,
+        "# HELP fedsvd_masksets Mask sets known to the server, by state.\n"
+        "# TYPE fedsvd_masksets gauge\n"
+        "fedsvd_masksets{state=\"active\"} %llu\nfedsvd_masksets{state=\"deleted\"} %llu\n",
+        (unsigned long long)active, (unsigned long long)deleted);
+    fs_text_printf(
+        &b,
+        "# HELP fedsvd_mask_keygen_running Key generations running now.\n"
+        "# TYPE fedsvd_mask_keygen_running gauge\nfedsvd_mask_keygen_running %llu\n"
+        "# HELP fedsvd_mask_keygen_waiting Key downloads waiting for a generation slot.\n"
+        "# TYPE fedsvd_mask_keygen_waiting gauge\nfedsvd_mask_keygen_waiting %llu\n",
+        (unsigned long long)ks.running, (unsigned long long)ks.waiting);
+    fs_text_printf(
+        &b,
+        "# HELP fedsvd_mask_keygen_seconds Time to generate one party's key files.\n"
+        "# TYPE fedsvd_mask_keygen_seconds summary\n"
+        "fedsvd_mask_keygen_seconds_sum %.6f\nfedsvd_mask_keygen_seconds_count %llu\n"
+        "# HELP fedsvd_mask_keygen_seconds_max Longest key generation since start.\n"
+        "# TYPE fedsvd_mask_keygen_seconds_max gauge\nfedsvd_mask_keygen_seconds_max %.6f\n"
+        "# HELP fedsvd_mask_keygen_failures_total Key generations that failed.\n"
+        "# TYPE fedsvd_mask_keygen_failures_total counter\n"
+        "fedsvd_mask_keygen_failures_total %llu\n",
+        ks.seconds_sum, (unsigned long long)ks.done, ks.seconds_max, (unsigned long long)ks.failed);
+    fs_text_printf(
+        &b,
+        "# HELP fedsvd_mask_keys_cache_entries Parties whose generated keys are cached.\n"
+        "# TYPE fedsvd_mask_keys_cache_entries gauge\nfedsvd_mask_keys_cache_entries %llu\n"
+        "# HELP fedsvd_mask_keys_cache_bytes Bytes of cached key files.\n"
+        "# TYPE fedsvd_mask_keys_cache_bytes gauge\nfedsvd_mask_keys_cache_bytes %llu\n"
+        "# HELP fedsvd_mask_keys_cache_hits_total Key requests served without generating.\n"
+        "# TYPE fedsvd_mask_keys_cache_hits_total counter\n"
+        "fedsvd_mask_keys_cache_hits_total %llu\n",
+        (unsigned long long)ks.cache_entries, (unsigned long long)ks.cache_bytes,
+        (unsigned long long)ks.cache_hits);
+    fs_text_printf(
+        &b,
+        "# HELP fedsvd_mask_block_cache_total Blocks of A that slabs needed, found or not "
+        "in the block cache.\n"
+        "# TYPE fedsvd_mask_block_cache_total counter\n"
+        "fedsvd_mask_block_cache_total{result=\"hit\"} %llu\n"
+        "fedsvd_mask_block_cache_total{result=\"miss\"} %llu\n"
+        "# HELP fedsvd_mask_block_cache_bytes Bytes of blocks kept for neighbouring slabs.\n"
+        "# TYPE fedsvd_mask_block_cache_bytes gauge\nfedsvd_mask_block_cache_bytes %llu\n",
+        (unsigned long long)ks.block_hits, (unsigned long long)ks.block_misses,
+        (unsigned long long)ks.block_bytes);
     pthread_mutex_lock(&m->mu);
-    bprintf(&b,
-            "# HELP fedsvd_mask_keys_served_total Keys manifests served.\n"
-            "# TYPE fedsvd_mask_keys_served_total counter\nfedsvd_mask_keys_served_total %llu\n"
-            "# HELP fedsvd_mask_key_files_served_total Key .npy files served.\n"
-            "# TYPE fedsvd_mask_key_files_served_total counter\n"
-            "fedsvd_mask_key_files_served_total %llu\n"
-            "# HELP fedsvd_mask_keys_bytes_total Bytes of key .npy files served.\n"
-            "# TYPE fedsvd_mask_keys_bytes_total counter\nfedsvd_mask_keys_bytes_total %llu\n",
-            (unsigned long long)m->keys_served, (unsigned long long)m->files_served,
-            (unsigned long long)m->keys_bytes);
-    bprintf(&b,
-            "# HELP fedsvd_bytes_received_total Request body bytes received.\n"
-            "# TYPE fedsvd_bytes_received_total counter\nfedsvd_bytes_received_total %llu\n"
-            "# HELP fedsvd_bytes_sent_total Response body bytes sent.\n"
-            "# TYPE fedsvd_bytes_sent_total counter\nfedsvd_bytes_sent_total %llu\n",
-            (unsigned long long)m->bytes_in, (unsigned long long)m->bytes_out);
-    bprintf(&b, "# HELP fedsvd_http_requests_total HTTP requests, by method, route and status.\n"
-                "# TYPE fedsvd_http_requests_total counter\n");
-    for (size_t i = 0; i < m->nslots; i++) {
-        bprintf(&b, "fedsvd_http_requests_total{method=\"%s\",route=\"%s\",status=\"%u\"} %llu\n",
-                m->slots[i].method, m->slots[i].route, m->slots[i].status,
-                (unsigned long long)m->slots[i].count);
-    }
-    if (m->overflow > 0) {
-        bprintf(&b,
-                "fedsvd_http_requests_total{method=\"OTHER\",route=\"other\",status=\"0\"} "
-                "%llu\n",
-                (unsigned long long)m->overflow);
-    }
+    fs_text_printf(
+        &b,
+        "# HELP fedsvd_mask_keys_served_total Keys manifests served.\n"
+        "# TYPE fedsvd_mask_keys_served_total counter\nfedsvd_mask_keys_served_total %llu\n"
+        "# HELP fedsvd_mask_key_files_served_total Key .npy files served.\n"
+        "# TYPE fedsvd_mask_key_files_served_total counter\n"
+        "fedsvd_mask_key_files_served_total %llu\n"
+        "# HELP fedsvd_mask_keys_bytes_total Bytes of key .npy files served.\n"
+        "# TYPE fedsvd_mask_keys_bytes_total counter\nfedsvd_mask_keys_bytes_total %llu\n",
+        (unsigned long long)m->keys_served, (unsigned long long)m->files_served,
+        (unsigned long long)m->keys_bytes);
     pthread_mutex_unlock(&m->mu);
-    if (b.oom) {
-        free(b.p);
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-    }
-    return fs_http_resp_bytes_owned(resp, 200, "text/plain; version=0.0.4; charset=utf-8", b.p,
-                                    b.n);
+    fs_http_metrics_write(m->http, app->srv, &b);
+    return fs_http_metrics_respond(resp, &b);
 }
 
 /* ------------------------------------------------------------ mask sets (admin) */
@@ -1183,6 +1083,12 @@ int msk_http_init(struct msk_app *app, struct fs_err *err)
     if (app->metrics == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
+    app->metrics->http = fs_http_metrics_new(METRIC_SERIES);
+    if (app->metrics->http == NULL) {
+        free(app->metrics);
+        app->metrics = NULL;
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
     pthread_mutex_init(&app->metrics->mu, NULL);
     return 0;
 }
@@ -1190,6 +1096,7 @@ int msk_http_init(struct msk_app *app, struct fs_err *err)
 void msk_http_free(struct msk_app *app)
 {
     if (app->metrics != NULL) {
+        fs_http_metrics_free(app->metrics->http);
         pthread_mutex_destroy(&app->metrics->mu);
         free(app->metrics);
         app->metrics = NULL;

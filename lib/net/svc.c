@@ -1,0 +1,215 @@
+/* Service configuration, port file and openapi.yaml: see svc.h. */
+#include "svc.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../core/fdio.h"
+#include "log.h"
+
+static int set_bool(void *field, const char *val, const char *src, struct fs_err *err)
+{
+    int b;
+
+    if (strcmp(val, "1") == 0 || strcmp(val, "true") == 0 || strcmp(val, "yes") == 0) {
+        b = 1;
+    } else if (strcmp(val, "0") == 0 || strcmp(val, "false") == 0 || strcmp(val, "no") == 0) {
+        b = 0;
+    } else {
+        return fs_err_set(err, FS_EINVAL, "%s: expected 0 or 1", src);
+    }
+    memcpy(field, &b, sizeof b);
+    return 0;
+}
+
+static int set_uint(const struct fs_svc_opt *o, void *field, const char *val, const char *src,
+                    struct fs_err *err)
+{
+    char *end = NULL;
+    unsigned long long x;
+
+    if (val[0] < '0' || val[0] > '9') {
+        return fs_err_set(err, FS_EINVAL, "%s: expected a number", src);
+    }
+    errno = 0;
+    x = strtoull(val, &end, 10);
+    if (errno != 0 || end == val || *end != '\0' || x < o->lo || x > o->hi ||
+        (o->kind == FS_SVC_U32 && x > UINT32_MAX)) {
+        return fs_err_set(err, FS_EINVAL, "%s: expected an integer in %llu..%llu", src,
+                          (unsigned long long)o->lo, (unsigned long long)o->hi);
+    }
+    if (o->kind == FS_SVC_U64) {
+        uint64_t v = x;
+        memcpy(field, &v, sizeof v);
+    } else {
+        uint32_t v = (uint32_t)x;
+        memcpy(field, &v, sizeof v);
+    }
+    return 0;
+}
+
+/* src names where val came from, for the message. */
+static int set_opt(const struct fs_svc_opt *o, void *cfg, const char *val, const char *src,
+                   struct fs_err *err)
+{
+    char *field = (char *)cfg + o->off;
+
+    switch (o->kind) {
+    case FS_SVC_STR:
+        if (strlen(val) >= o->size) {
+            return fs_err_set(err, FS_EINVAL, "%s: value longer than %zu bytes", src, o->size - 1);
+        }
+        memcpy(field, val, strlen(val) + 1);
+        return 0;
+    case FS_SVC_LEVEL: {
+        enum fs_log_level lv;
+        if (fs_log_level_parse(val, &lv, err) != 0) {
+            return fs_err_set(err, FS_EINVAL, "%s: expected debug, info, warn, error or off", src);
+        }
+        memcpy(field, &lv, sizeof lv);
+        return 0;
+    }
+    case FS_SVC_BOOL:
+        return set_bool(field, val, src, err);
+    case FS_SVC_U64:
+    case FS_SVC_U32:
+        return set_uint(o, field, val, src, err);
+    }
+    return fs_err_set(err, FS_EINTERNAL, "config: bad option kind");
+}
+
+/* The table entry argument a names (--flag or --flag=value), or nopts. */
+static size_t find_flag(const struct fs_svc_opt *opts, size_t nopts, const char *a)
+{
+    for (size_t k = 0; k < nopts; k++) {
+        size_t fl = strlen(opts[k].flag);
+        if (strncmp(a, opts[k].flag, fl) == 0 && (a[fl] == '\0' || a[fl] == '=')) {
+            return k;
+        }
+    }
+    return nopts;
+}
+
+int fs_svc_opts_parse(const struct fs_svc_opt *opts, size_t nopts, void *cfg, int argc, char **argv,
+                      int *help, struct fs_err *err)
+{
+    const char **given = calloc(nopts > 0 ? nopts : 1, sizeof *given);
+    int rc = 0;
+
+    if (given == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "config: out of memory");
+    }
+    *help = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char *a = argv[i];
+        const char *eq = strchr(a, '=');
+        size_t k;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            *help = 1;
+            continue;
+        }
+        k = find_flag(opts, nopts, a);
+        if (k == nopts) {
+            rc = fs_err_set(err, FS_EINVAL, "unknown argument \"%.64s\" (see --help)", a);
+        } else if (eq != NULL) {
+            given[k] = eq + 1;
+        } else if (i + 1 < argc) {
+            given[k] = argv[++i];
+        } else {
+            rc = fs_err_set(err, FS_EINVAL, "%s: missing value", opts[k].flag);
+        }
+    }
+    for (size_t k = 0; k < nopts && rc == 0; k++) {
+        const char *val = given[k];
+        char src[64];
+        snprintf(src, sizeof src, "%s", opts[k].flag);
+        if (val == NULL) {
+            val = getenv(opts[k].env);
+            if (val != NULL && val[0] == '\0') {
+                val = NULL;
+            }
+            snprintf(src, sizeof src, "%s", opts[k].env);
+        }
+        if (val == NULL) {
+            val = opts[k].def;
+            snprintf(src, sizeof src, "default of %s", opts[k].flag);
+        }
+        rc = set_opt(&opts[k], cfg, val, src, err);
+    }
+    free(given);
+    return rc;
+}
+
+int fs_svc_check_admin_tls(const char *admin_token_file, const char *tls_cert, const char *tls_key,
+                           struct fs_err *err)
+{
+    if (admin_token_file[0] == '\0') {
+        return fs_err_set(err, FS_EINVAL,
+                          "--admin-token-file (FEDSVD_ADMIN_TOKEN_FILE) is required");
+    }
+    if ((tls_cert[0] == '\0') != (tls_key[0] == '\0')) {
+        return fs_err_set(err, FS_EINVAL, "--tls-cert and --tls-key go together");
+    }
+    return 0;
+}
+
+void fs_svc_opts_usage(FILE *out, const char *intro, const struct fs_svc_opt *opts, size_t nopts)
+{
+    fputs(intro, out);
+    for (size_t k = 0; k < nopts; k++) {
+        fprintf(out, "  %-20s %-26s default: %s\n      %s\n", opts[k].flag, opts[k].env,
+                opts[k].def[0] != '\0' ? opts[k].def : "(none)", opts[k].help);
+    }
+    fprintf(out, "  %-20s show this help\n", "--help");
+}
+
+int fs_svc_write_port_file(const char *path, uint16_t port, struct fs_err *err)
+{
+    char buf[16];
+    int n = snprintf(buf, sizeof buf, "%u\n", (unsigned)port);
+
+    return fs_write_file_atomic(path, buf, (size_t)n, err);
+}
+
+const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap)
+{
+    static const char *const cands[] = {"../../openapi.yaml", "../share/fedsvd/openapi.yaml"};
+    char exe[PATH_MAX];
+    ssize_t n;
+
+    if (cap == 0) {
+        return NULL;
+    }
+    out[0] = '\0';
+    if (flag != NULL && flag[0] != '\0') {
+        if (strlen(flag) >= cap) {
+            return NULL;
+        }
+        snprintf(out, cap, "%s", flag);
+        return out;
+    }
+    n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        char *slash;
+        exe[n] = '\0';
+        slash = strrchr(exe, '/');
+        if (slash != NULL) {
+            *slash = '\0';
+            for (size_t i = 0; i < sizeof cands / sizeof cands[0]; i++) {
+                if (snprintf(out, cap, "%s/%s", exe, cands[i]) < (int)cap &&
+                    access(out, R_OK) == 0) {
+                    return out;
+                }
+            }
+        }
+    }
+    if (access("/usr/share/fedsvd/openapi.yaml", R_OK) == 0 &&
+        snprintf(out, cap, "/usr/share/fedsvd/openapi.yaml") < (int)cap) {
+        return out;
+    }
+    out[0] = '\0';
+    return NULL;
+}

@@ -1,0 +1,76 @@
+/* What the services share around their HTTP API: the table of flags (each
+ * with its FEDSVD_* environment variable and default), the port file, and
+ * where openapi.yaml is (DESIGN.md §8).
+ *
+ * A service describes its configuration struct with a table of fs_svc_opt
+ * (offsets into the struct) and lets fs_svc_opts_parse fill it: a flag given
+ * on the command line wins over its environment variable, which wins over the
+ * default. Every value, defaults included, goes through the same checks. */
+#ifndef FS_NET_SVC_H
+#define FS_NET_SVC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "../core/err.h"
+
+enum fs_svc_opt_kind {
+    FS_SVC_STR,   /* char[size] */
+    FS_SVC_U64,   /* uint64_t in lo..hi */
+    FS_SVC_U32,   /* uint32_t in lo..hi (hi at most UINT32_MAX) */
+    FS_SVC_LEVEL, /* enum fs_log_level (net/log.h) */
+    FS_SVC_BOOL   /* int: 1/true/yes or 0/false/no */
+};
+
+struct fs_svc_opt {
+    const char *flag; /* "--listen" */
+    const char *env;  /* "FEDSVD_LISTEN" */
+    enum fs_svc_opt_kind kind;
+    size_t off;      /* offsetof the field in the configuration struct */
+    size_t size;     /* FS_SVC_STR: the buffer's size, terminator included */
+    const char *def; /* the default, as it would be written on the command line */
+    uint64_t lo, hi; /* FS_SVC_U64 / FS_SVC_U32 bounds */
+    const char *help;
+};
+
+/**
+ * Fill the configuration struct cfg from argv (--flag value or --flag=value),
+ * then the environment (an empty variable counts as unset), then the
+ * defaults. cfg is not cleared first. "--help" / "-h" set *help to 1 and the
+ * rest is still parsed. Prints nothing.
+ * @return 0, or FS_EINVAL naming the flag, variable or default at fault
+ *         (unknown argument, missing value, out of range, too long).
+ */
+FS_WUR int fs_svc_opts_parse(const struct fs_svc_opt *opts, size_t nopts, void *cfg, int argc,
+                             char **argv, int *help, struct fs_err *err);
+
+/**
+ * The checks both servers make after parsing: an admin token file is
+ * required (--admin-token-file), and --tls-cert and --tls-key come together.
+ * @return 0 or FS_EINVAL saying which.
+ */
+FS_WUR int fs_svc_check_admin_tls(const char *admin_token_file, const char *tls_cert,
+                                  const char *tls_key, struct fs_err *err);
+
+/** Print intro, then every flag with its variable, default and help, then --help. */
+void fs_svc_opts_usage(FILE *out, const char *intro, const struct fs_svc_opt *opts, size_t nopts);
+
+/**
+ * Write "<port>\n" to path atomically (fs_write_file_atomic), so that whoever
+ * waits for the file reads the whole port or nothing.
+ * @return 0, FS_EINVAL, FS_EIO.
+ */
+FS_WUR int fs_svc_write_port_file(const char *path, uint16_t port, struct fs_err *err);
+
+/**
+ * Where openapi.yaml is: flag when it is not empty; else the repository's
+ * (the binary in <repo>/<build>/bin/), an install prefix's
+ * (<prefix>/bin/../share/fedsvd/), or /usr/share/fedsvd's, the first that
+ * can be read.
+ * @param out buffer of cap bytes receiving the path, "" when none was found
+ * @return out, or NULL when none was found.
+ */
+const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,422 @@
+/* What the services share outside their APIs: the flag / environment /
+ * default table (net/svc.h), the port file, openapi.yaml's location, the
+ * data directory and atomic file replacement (core/fdio.h), and the HTTP
+ * counters and text buffer of /metrics (net/metrics.h). */
+#include "core/fdio.h"
+#include "net/log.h"
+#include "net/metrics.h"
+#include "net/svc.h"
+#include "test.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char g_dir[64];
+
+struct cfg {
+    char name[8];
+    char path[64];
+    uint64_t big;
+    uint32_t small;
+    enum fs_log_level level;
+    int flag;
+    int help;
+};
+
+#define OFF(f) offsetof(struct cfg, f)
+#define SZ(f)  sizeof(((struct cfg *)0)->f)
+
+static const struct fs_svc_opt OPTS[] = {
+    {"--name", "FSTEST_NAME", FS_SVC_STR, OFF(name), SZ(name), "abc", 0, 0, "a short name"},
+    {"--path", "FSTEST_PATH", FS_SVC_STR, OFF(path), SZ(path), "", 0, 0, "a path"},
+    {"--big", "FSTEST_BIG", FS_SVC_U64, OFF(big), 0, "4096", 16, (uint64_t)1 << 40, "a size"},
+    {"--small", "FSTEST_SMALL", FS_SVC_U32, OFF(small), 0, "8", 1, 100, "a count"},
+    {"--log-level", "FSTEST_LOG_LEVEL", FS_SVC_LEVEL, OFF(level), 0, "info", 0, 0, "a level"},
+    {"--flag", "FSTEST_FLAG", FS_SVC_BOOL, OFF(flag), 0, "0", 0, 1, "a switch"},
+};
+
+#define NOPTS (sizeof OPTS / sizeof OPTS[0])
+
+/* Parse a NULL-terminated argument list (argv[0] added) into *c. */
+static int parse(struct cfg *c, struct fs_err *err, const char **args)
+{
+    char *argv[16];
+    int argc = 0;
+
+    argv[argc++] = (char *)"svc";
+    while (args[argc - 1] != NULL && argc < 16) {
+        argv[argc] = (char *)args[argc - 1];
+        argc++;
+    }
+    memset(c, 0, sizeof *c);
+    memset(err, 0, sizeof *err);
+    return fs_svc_opts_parse(OPTS, NOPTS, c, argc, argv, &c->help, err);
+}
+
+static void clear_env(void)
+{
+    for (size_t k = 0; k < NOPTS; k++) {
+        unsetenv(OPTS[k].env);
+    }
+}
+
+static void test_opts_defaults_env_flags(void)
+{
+    struct fs_err err;
+    struct cfg c;
+    const char *none[] = {NULL};
+    const char *flags[] = {"--name",     "xyz", "--big=1099511627776", "--log-level", "debug",
+                           "--flag=yes", NULL};
+
+    clear_env();
+    CHECK_OK(parse(&c, &err, none), &err);
+    CHECK(strcmp(c.name, "abc") == 0 && c.path[0] == '\0');
+    CHECK(c.big == 4096 && c.small == 8 && c.level == FS_LOG_INFO && c.flag == 0 && c.help == 0);
+
+    /* the environment overrides the defaults; an empty variable counts as unset */
+    setenv("FSTEST_NAME", "env", 1);
+    setenv("FSTEST_SMALL", "100", 1);
+    setenv("FSTEST_PATH", "", 1);
+    setenv("FSTEST_FLAG", "true", 1);
+    CHECK_OK(parse(&c, &err, none), &err);
+    CHECK(strcmp(c.name, "env") == 0 && c.small == 100 && c.path[0] == '\0' && c.flag == 1);
+
+    /* flags override the environment, both spellings */
+    CHECK_OK(parse(&c, &err, flags), &err);
+    CHECK(strcmp(c.name, "xyz") == 0);
+    CHECK(c.big == (uint64_t)1 << 40 && c.small == 100 && c.level == FS_LOG_DEBUG && c.flag == 1);
+    clear_env();
+}
+
+/* Every bad value is refused with a message naming where it came from. */
+static void test_opts_errors(void)
+{
+    static const struct {
+        const char *args[4];
+        const char *env;
+        const char *env_val;
+        const char *msg;
+    } cases[] = {
+        {{"--bogus", "1", NULL}, NULL, NULL, "unknown argument \"--bogus\""},
+        {{"--names", "x", NULL}, NULL, NULL, "unknown argument \"--names\""},
+        {{"--name", NULL}, NULL, NULL, "--name: missing value"},
+        {{"--name", "12345678", NULL}, NULL, NULL, "--name: value longer than 7 bytes"},
+        {{"--big", "15", NULL}, NULL, NULL, "--big: expected an integer in 16..1099511627776"},
+        {{"--big=1099511627777", NULL}, NULL, NULL, "--big: expected an integer in 16.."},
+        {{"--big=-1", NULL}, NULL, NULL, "--big: expected a number"},
+        {{"--big=12abc", NULL}, NULL, NULL, "--big: expected an integer"},
+        {{"--big=99999999999999999999999", NULL}, NULL, NULL, "--big: expected an integer"},
+        {{"--small=0", NULL}, NULL, NULL, "--small: expected an integer in 1..100"},
+        {{"--small=4294967297", NULL}, NULL, NULL, "--small: expected an integer in 1..100"},
+        {{"--flag=maybe", NULL}, NULL, NULL, "--flag: expected 0 or 1"},
+        {{"--log-level", "loud", NULL}, NULL, NULL, "--log-level: expected debug, info"},
+        {{NULL}, "FSTEST_SMALL", "101", "FSTEST_SMALL: expected an integer in 1..100"},
+        {{NULL}, "FSTEST_NAME", "waytoolong", "FSTEST_NAME: value longer than 7 bytes"},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct fs_err err;
+        struct cfg c;
+        int rc;
+
+        clear_env();
+        if (cases[i].env != NULL) {
+            setenv(cases[i].env, cases[i].env_val, 1);
+        }
+        rc = parse(&c, &err, (const char **)cases[i].args);
+        CHECK_MSG(rc == FS_EINVAL, "case %zu: rc %d", i, rc);
+        CHECK_MSG(strstr(err.msg, cases[i].msg) != NULL, "case %zu: \"%s\"", i, err.msg);
+    }
+    clear_env();
+}
+
+/* A bad default is a programming error, still reported, naming the default. */
+static void test_opts_bad_default(void)
+{
+    static const struct fs_svc_opt bad[] = {
+        {"--small", "FSTEST_SMALL", FS_SVC_U32, OFF(small), 0, "0", 1, 100, "a count"},
+    };
+    char *argv[] = {(char *)"svc", (char *)"--help"};
+    struct fs_err err = {0};
+    struct cfg c;
+
+    clear_env();
+    memset(&c, 0, sizeof c);
+    CHECK(fs_svc_opts_parse(bad, 1, &c, 2, argv, &c.help, &err) == FS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "default of --small") != NULL, "%s", err.msg);
+    CHECK(c.help == 1);
+}
+
+static void test_opts_usage_and_checks(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    struct fs_err err = {0};
+
+    CHECK(f != NULL);
+    if (f == NULL) {
+        return;
+    }
+    fs_svc_opts_usage(f, "usage: svc [--flag value]...\n\n", OPTS, NOPTS);
+    fclose(f);
+    CHECK(strncmp(text, "usage: svc [--flag value]...\n\n", 30) == 0);
+    for (size_t k = 0; k < NOPTS; k++) {
+        CHECK_MSG(strstr(text, OPTS[k].flag) != NULL && strstr(text, OPTS[k].env) != NULL &&
+                      strstr(text, OPTS[k].help) != NULL,
+                  "%s missing from the usage", OPTS[k].flag);
+    }
+    CHECK(strstr(text, "default: 4096") != NULL && strstr(text, "default: (none)") != NULL);
+    CHECK(strstr(text, "--help") != NULL);
+    free(text);
+
+    CHECK(fs_svc_check_admin_tls("", "", "", &err) == FS_EINVAL);
+    CHECK(strstr(err.msg, "--admin-token-file") != NULL);
+    CHECK(fs_svc_check_admin_tls("/t", "cert.pem", "", &err) == FS_EINVAL);
+    CHECK(strstr(err.msg, "--tls-cert and --tls-key") != NULL);
+    CHECK(fs_svc_check_admin_tls("/t", "", "key.pem", &err) == FS_EINVAL);
+    CHECK_OK(fs_svc_check_admin_tls("/t", "", "", &err), &err);
+    CHECK_OK(fs_svc_check_admin_tls("/t", "cert.pem", "key.pem", &err), &err);
+}
+
+/* Number of entries of dir whose name starts with prefix. */
+static int count_prefixed(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+
+    if (d == NULL) {
+        return -1;
+    }
+    while ((e = readdir(d)) != NULL) {
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+static void test_port_file_and_atomic_write(void)
+{
+    char path[128];
+    char buf[32] = {0};
+    struct fs_err err = {0};
+    struct stat sb;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/port", g_dir);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fputs("stale contents, longer than a port\n", f);
+        fclose(f);
+    }
+    CHECK_OK(fs_svc_write_port_file(path, 54321, &err), &err);
+    f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        CHECK(fread(buf, 1, sizeof buf - 1, f) == 6);
+        fclose(f);
+    }
+    CHECK(strcmp(buf, "54321\n") == 0);
+    CHECK(stat(path, &sb) == 0 && (sb.st_mode & 0777) == 0600);
+    CHECK(count_prefixed(g_dir, "port.tmp") == 0);
+
+    /* a directory that does not exist: an error, nothing left behind */
+    snprintf(path, sizeof path, "%s/missing/port", g_dir);
+    CHECK(fs_svc_write_port_file(path, 1, &err) == FS_EIO);
+    CHECK(strstr(err.msg, "missing/port") != NULL);
+    /* renaming over a directory fails: the temporary is removed */
+    snprintf(path, sizeof path, "%s/adir", g_dir);
+    CHECK(mkdir(path, 0700) == 0);
+    CHECK(fs_write_file_atomic(path, "x", 1, &err) == FS_EIO);
+    CHECK(count_prefixed(g_dir, "adir.tmp") == 0);
+    CHECK(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode));
+    /* an empty file is a file */
+    snprintf(path, sizeof path, "%s/empty", g_dir);
+    CHECK_OK(fs_write_file_atomic(path, NULL, 0, &err), &err);
+    CHECK(stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size == 0);
+}
+
+static void test_mkdir_p(void)
+{
+    char path[256];
+    char file[256];
+    char big[5000];
+    struct fs_err err = {0};
+    struct stat sb;
+    FILE *f;
+
+    snprintf(path, sizeof path, "%s/a/b//c/", g_dir);
+    CHECK_OK(fs_mkdir_p(path, &err), &err);
+    CHECK(stat(path, &sb) == 0 && S_ISDIR(sb.st_mode) && (sb.st_mode & 0777) == 0700);
+    CHECK_OK(fs_mkdir_p(path, &err), &err); /* again: nothing to do */
+
+    snprintf(file, sizeof file, "%s/a/f", g_dir);
+    f = fopen(file, "w");
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fclose(f);
+    }
+    snprintf(path, sizeof path, "%s/a/f/g", g_dir);
+    CHECK(fs_mkdir_p(path, &err) == FS_EIO);
+    CHECK_MSG(strstr(err.msg, "a/f/g") != NULL, "%s", err.msg);
+
+    CHECK(fs_mkdir_p("", &err) == FS_EINVAL);
+    memset(big, 'x', sizeof big - 1);
+    big[sizeof big - 1] = '\0';
+    CHECK(fs_mkdir_p(big, &err) == FS_EINVAL);
+}
+
+static void test_find_openapi(void)
+{
+    char out[PATH_MAX];
+    char tiny[8];
+    const char *p;
+
+    p = fs_svc_find_openapi("/some/where/api.yaml", out, sizeof out);
+    CHECK(p == out && strcmp(out, "/some/where/api.yaml") == 0);
+    CHECK(fs_svc_find_openapi("/too/long/for/this", tiny, sizeof tiny) == NULL);
+    CHECK(tiny[0] == '\0');
+    /* this test runs from <repo>/<build>/tests/: the repository's openapi.yaml */
+    p = fs_svc_find_openapi(NULL, out, sizeof out);
+    CHECK(p == out);
+    CHECK(p != NULL && strlen(out) > 12 && strcmp(out + strlen(out) - 12, "openapi.yaml") == 0);
+    CHECK(p != NULL && access(out, R_OK) == 0);
+    p = fs_svc_find_openapi("", out, sizeof out); /* empty flag: searched as well */
+    CHECK(p == out);
+    CHECK(fs_svc_find_openapi(NULL, tiny, sizeof tiny) == NULL && tiny[0] == '\0');
+}
+
+static void test_text(void)
+{
+    struct fs_text t;
+    char line[101];
+
+    memset(line, 'y', 100);
+    line[100] = '\0';
+    fs_text_init(&t, 10000);
+    for (int i = 0; i < 99; i++) {
+        fs_text_printf(&t, "%s", line);
+    }
+    fs_text_printf(&t, "%d", 12);
+    CHECK(!t.failed && t.n == 9902 && strlen(t.p) == 9902 && strcmp(t.p + 9900, "12") == 0);
+    fs_text_printf(&t, "%s", line); /* past the cap: failed, and it stays failed */
+    CHECK(t.failed);
+    fs_text_printf(&t, "x");
+    CHECK(t.failed && t.n == 9902);
+    fs_text_free(&t);
+    CHECK(t.p == NULL && t.n == 0);
+
+    fs_text_init(&t, 5);
+    fs_text_printf(&t, "%s", "12345"); /* exactly the cap */
+    CHECK(!t.failed && t.n == 5 && strcmp(t.p, "12345") == 0);
+    fs_text_free(&t);
+}
+
+struct rec_arg {
+    fs_http_metrics *m;
+    int n;
+};
+
+static void *record_many(void *p)
+{
+    struct rec_arg *a = p;
+    struct fs_http_log_entry e = {"POST", "/v1/jobs/{job}/chunks", 201, 1.0, 10, 3, 1};
+
+    for (int i = 0; i < a->n; i++) {
+        fs_http_metrics_record(a->m, &e);
+    }
+    return NULL;
+}
+
+static void test_metrics(void)
+{
+    fs_http_metrics *m = fs_http_metrics_new(3);
+    struct fs_http_log_entry e = {"GET", "/v1/jobs", 200, 1.0, 0, 100, 1};
+    struct rec_arg arg;
+    pthread_t th[2];
+    struct fs_text t;
+
+    CHECK(m != NULL);
+    if (m == NULL) {
+        return;
+    }
+    fs_http_metrics_record(NULL, &e); /* no counters: nothing */
+    fs_http_metrics_record(m, &e);
+    fs_http_metrics_record(m, &e);
+    e.status = 404;
+    fs_http_metrics_record(m, &e);
+    arg.m = m;
+    arg.n = 5000;
+    for (int i = 0; i < 2; i++) {
+        CHECK(pthread_create(&th[i], NULL, record_many, &arg) == 0);
+    }
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+    }
+    e.route = "/v1/other";
+    fs_http_metrics_record(m, &e); /* a 4th series: overflow */
+    e.method = "DELETE";
+    fs_http_metrics_record(m, &e);
+
+    fs_text_init(&t, 1 << 20);
+    fs_http_metrics_write(m, NULL, &t);
+    CHECK(!t.failed);
+    CHECK(t.p != NULL && strstr(t.p, "\nfedsvd_bytes_received_total 100000\n") != NULL);
+    CHECK(t.p != NULL && strstr(t.p, "\nfedsvd_bytes_sent_total 30500\n") != NULL);
+    CHECK(t.p != NULL &&
+          strstr(t.p, "fedsvd_http_requests_total{method=\"GET\",route=\"/v1/jobs\",status="
+                      "\"200\"} 2\n") != NULL);
+    CHECK(t.p != NULL &&
+          strstr(t.p, "fedsvd_http_requests_total{method=\"GET\",route=\"/v1/jobs\",status="
+                      "\"404\"} 1\n") != NULL);
+    CHECK(t.p != NULL &&
+          strstr(t.p, "fedsvd_http_requests_total{method=\"POST\",route=\"/v1/jobs/{job}/"
+                      "chunks\",status=\"201\"} 10000\n") != NULL);
+    CHECK(t.p != NULL &&
+          strstr(t.p, "fedsvd_http_requests_total{method=\"OTHER\",route=\"other\",status="
+                      "\"0\"} 2\n") != NULL);
+    CHECK(t.p != NULL && strstr(t.p, "# TYPE fedsvd_http_requests_total counter\n") != NULL);
+    CHECK(t.p != NULL && strstr(t.p, "fedsvd_http_connections") == NULL); /* no server */
+    fs_text_free(&t);
+
+    fs_text_init(&t, 64); /* too small for the counters: failed, not truncated */
+    fs_http_metrics_write(m, NULL, &t);
+    CHECK(t.failed);
+    fs_text_free(&t);
+    fs_http_metrics_free(m);
+    fs_http_metrics_free(NULL);
+}
+
+int main(void)
+{
+    char cmd[128];
+
+    snprintf(g_dir, sizeof g_dir, "/tmp/test_svc.XXXXXX");
+    if (mkdtemp(g_dir) == NULL) {
+        perror("mkdtemp");
+        return 1;
+    }
+    RUN(test_opts_defaults_env_flags);
+    RUN(test_opts_errors);
+    RUN(test_opts_bad_default);
+    RUN(test_opts_usage_and_checks);
+    RUN(test_port_file_and_atomic_write);
+    RUN(test_mkdir_p);
+    RUN(test_find_openapi);
+    RUN(test_text);
+    RUN(test_metrics);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
+    if (system(cmd) != 0) {
+        fprintf(stderr, "could not remove %s\n", g_dir);
+    }
+    return TEST_END("test_svc");
+}
