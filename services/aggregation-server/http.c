@@ -784,6 +784,8 @@ static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_r
 {
     struct rq *q = fs_http_req_user(req);
     const uint8_t *p = data;
+    size_t take = 0; /* of this piece, the bytes that went to hdr */
+    int just_parsed = 0;
     uint64_t cap;
 
     (void)ctx;
@@ -797,8 +799,8 @@ static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_r
         struct fs_io_caps caps = fs_io_caps_default();
         struct fs_npy_header h;
         struct fs_err err = {0};
-        size_t take = len < NPY_HEADER_MAX - q->hdr_n ? len : NPY_HEADER_MAX - q->hdr_n;
         int rc;
+        take = len < NPY_HEADER_MAX - q->hdr_n ? len : NPY_HEADER_MAX - q->hdr_n;
         memcpy(q->hdr + q->hdr_n, p, take);
         q->hdr_n += take;
         caps.max_elems = (uint64_t)MAX_CHUNK_WORDS;
@@ -819,6 +821,7 @@ static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_r
             q->parsed = 1;
             q->header_len = h.header_len;
             q->expected = (uint64_t)h.header_len + 8 * (uint64_t)q->m;
+            just_parsed = 1;
         }
     }
     if (q->parsed && q->received + len > q->expected) {
@@ -827,7 +830,17 @@ static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_r
                                (unsigned long long)q->expected) ||
                1;
     }
-    memcpy(q->buf + q->received, p, len); /* received + len <= cap = buf_cap */
+    /* The words go straight to the start of buf (page-aligned, as the fold
+     * and O_DIRECT want them): the header's bytes stay in hdr. Bytes past
+     * the header that arrived with it are in hdr too. received + len <=
+     * expected, so they end within 8 m <= buf_cap bytes. */
+    if (just_parsed) {
+        size_t pre = q->hdr_n - q->header_len;
+        memcpy(q->buf, q->hdr + q->header_len, pre);
+        memcpy(q->buf + pre, p + take, len - take);
+    } else if (q->parsed) {
+        memcpy(q->buf + (q->received - q->header_len), p, len);
+    }
     q->received += len;
     q->in_bytes = q->received;
     return 0;
@@ -846,9 +859,7 @@ static int chunk_done(fs_http_req *req, fs_http_resp *resp, void *ctx)
                                "chunk %llu must be a .npy of %zu uint64 words (got %llu bytes)",
                                (unsigned long long)q->idx, q->m, (unsigned long long)q->received);
     }
-    /* In place: word i moves from byte header_len + 8i to 8i, after every
-     * earlier word and before any later one is read. */
-    agg_le64_decode(y, q->buf + q->header_len, q->m);
+    agg_le64_decode(y, q->buf, q->m); /* in place: nothing to do on little-endian hosts */
     if (agg_job_put_chunk(q->job, q->party, q->r, q->idx, y, q->m, &err) != 0) {
         return problem(resp, &err);
     }

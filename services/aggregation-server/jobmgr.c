@@ -180,7 +180,9 @@ static int agg_is_stats(const agg_job *j, uint32_t r)
 void agg_le64_decode(uint64_t *y, const uint8_t *b, size_t m)
 {
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    memmove(y, b, m * 8); /* already the host's order; y and b may overlap */
+    if ((const void *)y != (const void *)b) {
+        memmove(y, b, m * 8); /* already the host's order; y and b may overlap */
+    }
 #else
     for (size_t i = 0; i < m; i++) {
         const uint8_t *p = b + 8 * i;

@@ -29,6 +29,7 @@
 #include <float.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -73,6 +74,7 @@ struct job {
     struct fs_fixedpt fp;
     uint64_t cw;
     uint64_t nchunks;
+    uint32_t dribble; /* this party PUTs its chunks in small pieces (put_dribbled) */
 };
 
 static void job_free(struct job *j)
@@ -347,6 +349,64 @@ static void do_receive(struct job *j)
 }
 
 /* Upload chunks [from, to) of party v. */
+/* PUT body on a raw socket in small pieces a few ms apart (TCP_NODELAY), so
+ * that the server gets the .npy header split over several reads and the
+ * words in pieces that do not fall on word boundaries. @return the status. */
+static long put_dribbled(struct job *j, struct party *p, const char *path, const uint8_t *body,
+                         size_t len)
+{
+    static const size_t sizes[] = {3, 7, 1, 40, 13, 2, 100, 5};
+    struct sockaddr_in sa;
+    char head[1024];
+    char resp[512] = {0};
+    size_t off = 0;
+    size_t got = 0;
+    long st = -1;
+    int one = 1;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0) {
+        return -1;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(j->srv->port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    snprintf(head, sizeof head,
+             "PUT %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+             "Content-Type: application/x-npy\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+             path, p->token, len);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        write(fd, head, strlen(head)) != (ssize_t)strlen(head)) {
+        close(fd);
+        return -1;
+    }
+    for (size_t k = 0; off < len; k++) {
+        size_t n = sizes[k % (sizeof sizes / sizeof sizes[0])];
+        if (n > len - off) {
+            n = len - off;
+        }
+        if (write(fd, body + off, n) != (ssize_t)n) {
+            break;
+        }
+        off += n;
+        sleep_ms(2);
+    }
+    while (got < sizeof resp - 1) {
+        ssize_t r = read(fd, resp + got, sizeof resp - 1 - got);
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+    }
+    close(fd);
+    if (sscanf(resp, "HTTP/1.1 %ld", &st) != 1) {
+        st = -1;
+    }
+    return st;
+}
+
 static void upload(struct job *j, struct party *p, uint64_t from, uint64_t to)
 {
     struct fs_err err = {0};
@@ -373,7 +433,11 @@ static void upload(struct job *j, struct party *p, uint64_t from, uint64_t to)
         }
         snprintf(path, sizeof path, "%s/aggregations/0/masked/%llu", j->path,
                  (unsigned long long)c);
-        st = call(p->h, "PUT", path, "application/x-npy", body, hl + 8 * m, &out);
+        if (p->id == j->dribble) {
+            st = put_dribbled(j, p, path, body, hl + 8 * m);
+        } else {
+            st = call(p->h, "PUT", path, "application/x-npy", body, hl + 8 * m, &out);
+        }
         CHECK_MSG(st == 204, "chunk %llu of %u: %ld %s", (unsigned long long)c, p->id, st,
                   pcode(out));
         json_decref(out);
@@ -587,6 +651,35 @@ static void new_server(struct server *s, const char *name)
 }
 
 /* ------------------------------------------------------------ cases */
+
+/* A party whose uploads arrive in pieces of 1 to 100 bytes (the .npy header
+ * split over several reads, words split between reads): the server puts the
+ * words together exactly as a whole upload, so the sum is right. */
+static void test_dribbled_upload(void)
+{
+    struct server s;
+    struct job j;
+    uint8_t all[MAXP + 1];
+
+    if (!g_have_bin) {
+        return;
+    }
+    new_server(&s, "dribble");
+    CHECK(server_start(&s) == 0);
+    if (job_create(&j, &s, 3, 2, 7, 5, 30) != 0) {
+        server_stop(&s, SIGKILL);
+        return;
+    }
+    j.dribble = 2;
+    to_masked_input(&j);
+    do_uploads(&j, UINT64_MAX);
+    CHECK(j.p[2].sent == j.nchunks);
+    through_unmasking(&j);
+    memset(all, 1, sizeof all);
+    check_result(&j, all);
+    CHECK(server_stop(&s, SIGTERM) == 0);
+    job_free(&j);
+}
 
 static void test_honest(void)
 {
@@ -1069,6 +1162,7 @@ int main(int argc, char **argv)
         return 1;
     }
     RUN(test_honest);
+    RUN(test_dribbled_upload);
     RUN(test_uploads_hide_inputs);
     RUN(test_dropouts);
     RUN(test_abort_below_threshold);
