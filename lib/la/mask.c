@@ -465,9 +465,14 @@ static int mask_mul(const fs_mask *m, char op, const fs_mat *x, fs_mat *y, int l
     }
     k = left ? x->cols : x->rows;
     bmax = m->base + (m->extra > 0);
-    tmp = left ? fs_mat_new_uninit(bmax, k) : fs_mat_new_uninit(k, bmax);
-    if (tmp == NULL) {
-        return fs_err_set(err, FS_ENOMEM, "mask: out of memory");
+    /* M x and x M^T go through a scratch block; M^T x and x M are formed in
+     * place in y (left_block, right_block), where a scratch would be a few MB
+     * allocated, faulted in by the wipe alone and freed unused. */
+    if (left != trans) {
+        tmp = left ? fs_mat_new_uninit(bmax, k) : fs_mat_new_uninit(k, bmax);
+        if (tmp == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "mask: out of memory");
+        }
     }
     for (size_t t = 0; rc == 0 && t < m->nblocks; t++) {
         size_t off;
@@ -481,7 +486,11 @@ static int mask_mul(const fs_mask *m, char op, const fs_mat *x, fs_mat *y, int l
             }
         }
         if (rc == 0) {
-            fs_mat tv = left ? fs_mat_view(tmp, 0, 0, sz, k) : fs_mat_view(tmp, 0, 0, k, sz);
+            /* without a scratch, a view of the right shape and no data */
+            fs_mat none = {.rows = left ? sz : k, .cols = left ? k : sz, .ld = left ? sz : k};
+            fs_mat tv = tmp == NULL ? none
+                        : left      ? fs_mat_view(tmp, 0, 0, sz, k)
+                                    : fs_mat_view(tmp, 0, 0, k, sz);
             rc = left ? left_block(m, trans, h, off, x, y, &tv, err)
                       : right_block(m, trans, h, off, x, y, &tv, err);
         }
