@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -212,4 +213,38 @@ const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap)
     }
     out[0] = '\0';
     return NULL;
+}
+
+int fs_svc_db_open(const char *path, int fsync_full, const char *schema, sqlite3 **out,
+                   struct fs_err *err)
+{
+    sqlite3 *db = NULL;
+    char *msg = NULL;
+    int rc = 0;
+
+    *out = NULL;
+    if (sqlite3_open_v2(path, &db,
+                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
+                        NULL) != SQLITE_OK) {
+        rc = fs_err_set(err, FS_EIO, "%s: cannot open: %s", path,
+                        db != NULL ? sqlite3_errmsg(db) : "out of memory");
+        goto out;
+    }
+    sqlite3_busy_timeout(db, 5000);
+    if (sqlite3_exec(db, "PRAGMA journal_mode=WAL;", NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(db, fsync_full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;",
+                     NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(db, "PRAGMA foreign_keys=ON;", NULL, NULL, &msg) != SQLITE_OK ||
+        sqlite3_exec(db, schema, NULL, NULL, &msg) != SQLITE_OK) {
+        rc = fs_err_set(err, FS_EIO, "%s: %s", path, msg != NULL ? msg : sqlite3_errmsg(db));
+        goto out;
+    }
+out:
+    sqlite3_free(msg);
+    if (rc != 0) {
+        sqlite3_close_v2(db); /* accepts NULL */
+        return rc;
+    }
+    *out = db;
+    return 0;
 }

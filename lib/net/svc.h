@@ -15,6 +15,8 @@
 
 #include "../core/err.h"
 
+struct sqlite3;
+
 enum fs_svc_opt_kind {
     FS_SVC_STR,   /* char[size] */
     FS_SVC_U64,   /* uint64_t in lo..hi */
@@ -72,5 +74,17 @@ FS_WUR int fs_svc_write_port_file(const char *path, uint16_t port, struct fs_err
  * @return out, or NULL when none was found.
  */
 const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap);
+
+/**
+ * Open (creating it if need be) the SQLite database of a service's state at
+ * path: a connection serialized by SQLite (FULLMUTEX), a 5 s busy timeout,
+ * WAL, synchronous=FULL when fsync_full (survives power loss) else NORMAL
+ * (survives a killed process), foreign keys enforced; then run schema, which
+ * must be idempotent (CREATE ... IF NOT EXISTS).
+ * @param out receives the connection, close with sqlite3_close_v2.
+ * @return 0 or FS_EIO naming path and SQLite's reason (nothing stays open).
+ */
+FS_WUR int fs_svc_db_open(const char *path, int fsync_full, const char *schema,
+                          struct sqlite3 **out, struct fs_err *err);
 
 #endif

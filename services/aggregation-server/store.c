@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/svc.h"
+
 struct agg_store {
     sqlite3 *db;
     pthread_mutex_t mu;
@@ -46,7 +48,6 @@ int agg_store_open(const char *dir, int fsync_full, agg_store **out, struct fs_e
 {
     agg_store *st = NULL;
     char path[4200];
-    char *msg = NULL;
     int rc = 0;
 
     *out = NULL;
@@ -58,24 +59,7 @@ int agg_store_open(const char *dir, int fsync_full, agg_store **out, struct fs_e
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
     pthread_mutex_init(&st->mu, NULL);
-    if (sqlite3_open_v2(path, &st->db,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                        NULL) != SQLITE_OK) {
-        rc = fs_err_set(err, FS_EIO, "%s: %s", path,
-                        st->db != NULL ? sqlite3_errmsg(st->db) : "cannot open");
-        goto out;
-    }
-    sqlite3_busy_timeout(st->db, 5000);
-    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL;", NULL, NULL, &msg) != SQLITE_OK ||
-        sqlite3_exec(st->db, fsync_full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;",
-                     NULL, NULL, &msg) != SQLITE_OK ||
-        sqlite3_exec(st->db, "PRAGMA foreign_keys=ON;", NULL, NULL, &msg) != SQLITE_OK ||
-        sqlite3_exec(st->db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
-        rc = fs_err_set(err, FS_EIO, "%s: %s", path, msg != NULL ? msg : "setup failed");
-        goto out;
-    }
-out:
-    sqlite3_free(msg);
+    rc = fs_svc_db_open(path, fsync_full, SCHEMA, &st->db, err);
     if (rc != 0) {
         agg_store_close(st);
         return rc;

@@ -2,6 +2,7 @@
  * by the HTTP threads and the workers behind a mutex: the rows are small and
  * written at most a few times a second per participation. */
 #include "agent.h"
+#include "net/svc.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
@@ -60,18 +61,8 @@ int store_open(const char *path, agent_store **out, unsigned *n_marked, struct f
         return fs_err_set(err, FS_ENOMEM, "agent.db: out of memory");
     }
     pthread_mutex_init(&s->mu, NULL);
-    if (sqlite3_open_v2(path, &s->db,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                        NULL) != SQLITE_OK) {
-        rc = fs_err_set(err, FS_EIO, "%s: cannot open: %s", path,
-                        s->db != NULL ? sqlite3_errmsg(s->db) : "out of memory");
-        goto out;
-    }
-    sqlite3_busy_timeout(s->db, 5000);
-    if (sqlite3_exec(s->db, "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;", NULL, NULL,
-                     NULL) != SQLITE_OK ||
-        sqlite3_exec(s->db, SCHEMA, NULL, NULL, NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "schema");
+    rc = fs_svc_db_open(path, 0, SCHEMA, &s->db, err);
+    if (rc != 0) {
         goto out;
     }
     files_now(now);

@@ -15,6 +15,7 @@
 
 #include "core/fdio.h"
 #include "net/auth.h"
+#include "net/svc.h"
 #include "spec.h"
 
 #define DIR_MAX 4200
@@ -65,7 +66,6 @@ int msk_store_open(const char *dir, int fsync_full, msk_store **out, struct fs_e
 {
     msk_store *st = NULL;
     char path[DIR_MAX];
-    char *msg = NULL;
     int rc = 0;
 
     *out = NULL;
@@ -82,26 +82,13 @@ int msk_store_open(const char *dir, int fsync_full, msk_store **out, struct fs_e
     if (rc != 0) {
         goto out;
     }
-    if (sqlite3_open_v2(path, &st->db,
-                        SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
-                        NULL) != SQLITE_OK) {
-        rc = fs_err_set(err, FS_EIO, "%s: %s", path,
-                        st->db != NULL ? sqlite3_errmsg(st->db) : "cannot open");
-        goto out;
-    }
-    sqlite3_busy_timeout(st->db, 5000);
-    if (sqlite3_exec(st->db, "PRAGMA journal_mode=WAL;", NULL, NULL, &msg) != SQLITE_OK ||
-        sqlite3_exec(st->db, fsync_full ? "PRAGMA synchronous=FULL;" : "PRAGMA synchronous=NORMAL;",
-                     NULL, NULL, &msg) != SQLITE_OK ||
-        sqlite3_exec(st->db, "PRAGMA foreign_keys=ON;", NULL, NULL, &msg) != SQLITE_OK ||
-        sqlite3_exec(st->db, SCHEMA, NULL, NULL, &msg) != SQLITE_OK) {
-        rc = fs_err_set(err, FS_EIO, "%s: %s", path, msg != NULL ? msg : "setup failed");
+    rc = fs_svc_db_open(path, fsync_full, SCHEMA, &st->db, err);
+    if (rc != 0) {
         goto out;
     }
     /* The database holds no secret (token digests only), but keep it private anyway. */
     (void)chmod(path, 0600);
 out:
-    sqlite3_free(msg);
     if (rc != 0) {
         msk_store_close(st);
         return rc;
