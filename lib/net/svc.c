@@ -3,6 +3,8 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,4 +249,34 @@ out:
     }
     *out = db;
     return 0;
+}
+
+void fs_svc_block_signals(sigset_t *sigs)
+{
+    sigemptyset(sigs);
+    sigaddset(sigs, SIGTERM);
+    sigaddset(sigs, SIGINT);
+    pthread_sigmask(SIG_BLOCK, sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+int fs_svc_wait_signal(const sigset_t *sigs)
+{
+    int sig = 0;
+
+    while (sigwait(sigs, &sig) != 0) {
+    }
+    fs_log_pack(FS_LOG_INFO, "shutting down", "{s:s}", "signal",
+                sig == SIGTERM  ? "SIGTERM"
+                : sig == SIGINT ? "SIGINT"
+                                : "other");
+    return sig;
+}
+
+void fs_svc_base_url(char *out, size_t cap, int tls, const char *host, uint16_t port)
+{
+    int v6 = strchr(host, ':') != NULL;
+
+    snprintf(out, cap, "%s://%s%s%s:%u", tls ? "https" : "http", v6 ? "[" : "",
+             strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host, v6 ? "]" : "", (unsigned)port);
 }

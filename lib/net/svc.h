@@ -9,6 +9,7 @@
 #ifndef FS_NET_SVC_H
 #define FS_NET_SVC_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,6 +75,26 @@ FS_WUR int fs_svc_write_port_file(const char *path, uint16_t port, struct fs_err
  * @return out, or NULL when none was found.
  */
 const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap);
+
+/**
+ * Make SIGTERM and SIGINT wait for fs_svc_wait_signal: block them in the
+ * calling thread (call it before any thread starts, threads inherit the
+ * mask) and put them in *sigs; ignore SIGPIPE (a peer that went away is an
+ * error return, not a death).
+ */
+void fs_svc_block_signals(sigset_t *sigs);
+
+/**
+ * Wait for one of sigs, log "shutting down" with its name, return it.
+ */
+int fs_svc_wait_signal(const sigset_t *sigs);
+
+/**
+ * The base URL a server reachable on host:port is known by when a request
+ * does not say (no Host header): scheme from tls, IPv6 hosts in brackets,
+ * the wildcard 0.0.0.0 as 127.0.0.1.
+ */
+void fs_svc_base_url(char *out, size_t cap, int tls, const char *host, uint16_t port);
 
 /**
  * Open (creating it if need be) the SQLite database of a service's state at

@@ -409,7 +409,6 @@ int main(int argc, char **argv)
     pthread_condattr_t ca;
     sigset_t sigs;
     unsigned marked = 0;
-    int sig = 0;
     int rc;
 
     umask(077);
@@ -438,11 +437,7 @@ int main(int argc, char **argv)
     pthread_condattr_destroy(&ca);
 
     /* Signals go to the main thread's sigwait only; threads inherit the mask. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    fs_svc_block_signals(&sigs);
 
     rc = 1;
     if (fs_mkdir_p(ag->cfg.data_dir, &err) != 0) {
@@ -503,9 +498,7 @@ int main(int argc, char **argv)
         fs_log(FS_LOG_WARN, "TLS verification towards servers is off (--insecure)", NULL);
     }
 
-    while (sigwait(&sigs, &sig) != 0) {
-    }
-    fs_log_pack(FS_LOG_INFO, "shutting down", "{s:i}", "signal", sig);
+    (void)fs_svc_wait_signal(&sigs);
     rc = 0;
 out:
     atomic_store(&ag->stopping, 1);

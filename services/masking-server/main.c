@@ -61,7 +61,6 @@ int main(int argc, char **argv)
     struct msk_keygen_opts kopts;
     size_t swept = 0;
     int status = 1;
-    int sig = 0;
 
     memset(&app, 0, sizeof app);
     if (msk_config_parse(argc, argv, &cfg, &err) != 0) {
@@ -80,11 +79,7 @@ int main(int argc, char **argv)
     /* Every file this process creates (database, WAL, seeds) is private. */
     umask(077);
     /* Signals go to the main thread only: block them before any thread starts. */
-    sigemptyset(&sigs);
-    sigaddset(&sigs, SIGTERM);
-    sigaddset(&sigs, SIGINT);
-    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
-    signal(SIGPIPE, SIG_IGN);
+    fs_svc_block_signals(&sigs);
 
     app.cfg = &cfg;
     kopts.concurrency = cfg.keygen_concurrency;
@@ -140,10 +135,8 @@ int main(int argc, char **argv)
                     err.msg);
         goto out;
     }
-    snprintf(app.fallback_url, sizeof app.fallback_url, "%s://%s%s%s:%u",
-             app.tls ? "https" : "http", strchr(host, ':') != NULL ? "[" : "",
-             strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host,
-             strchr(host, ':') != NULL ? "]" : "", (unsigned)fs_http_server_port(app.srv));
+    fs_svc_base_url(app.fallback_url, sizeof app.fallback_url, app.tls, host,
+                    fs_http_server_port(app.srv));
     if (cfg.port_file[0] != '\0' &&
         fs_svc_write_port_file(cfg.port_file, fs_http_server_port(app.srv), &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot write the port file", "{s:s}", "error", err.msg);
@@ -153,10 +146,7 @@ int main(int argc, char **argv)
     fs_log_pack(FS_LOG_INFO, "listening", "{s:s, s:i, s:s, s:b}", "host", host, "port",
                 (int)fs_http_server_port(app.srv), "data_dir", cfg.data_dir, "tls", app.tls);
 
-    while (sigwait(&sigs, &sig) != 0) {
-    }
-    fs_log_pack(FS_LOG_INFO, "shutting down", "{s:s}", "signal",
-                sig == SIGTERM ? "SIGTERM" : "SIGINT");
+    (void)fs_svc_wait_signal(&sigs);
     atomic_store(&app.ready, 0);
     msk_keygen_close(app.kg); /* downloads still waiting for a slot get 503 */
     fs_http_server_stop(app.srv, cfg.shutdown_grace_ms);

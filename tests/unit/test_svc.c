@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <sqlite3.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -357,6 +358,31 @@ static void test_db_open(void)
     CHECK(db == NULL && strstr(err.msg, "cannot open") != NULL);
 }
 
+static void test_signals_and_base_url(void)
+{
+    struct sigaction sa;
+    sigset_t sigs;
+    sigset_t now;
+    char url[64];
+
+    fs_svc_block_signals(&sigs);
+    CHECK(pthread_sigmask(SIG_BLOCK, NULL, &now) == 0);
+    CHECK(sigismember(&now, SIGTERM) == 1 && sigismember(&now, SIGINT) == 1);
+    CHECK(sigismember(&sigs, SIGTERM) == 1 && sigismember(&sigs, SIGINT) == 1);
+    CHECK(sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN);
+    CHECK(raise(SIGINT) == 0); /* blocked: stays pending until the wait */
+    CHECK(fs_svc_wait_signal(&sigs) == SIGINT);
+    CHECK(raise(SIGTERM) == 0);
+    CHECK(fs_svc_wait_signal(&sigs) == SIGTERM);
+
+    fs_svc_base_url(url, sizeof url, 0, "127.0.0.1", 8443);
+    CHECK(strcmp(url, "http://127.0.0.1:8443") == 0);
+    fs_svc_base_url(url, sizeof url, 1, "0.0.0.0", 443);
+    CHECK(strcmp(url, "https://127.0.0.1:443") == 0);
+    fs_svc_base_url(url, sizeof url, 1, "::1", 9);
+    CHECK(strcmp(url, "https://[::1]:9") == 0);
+}
+
 static void test_text(void)
 {
     struct fs_text t;
@@ -475,6 +501,7 @@ int main(void)
     RUN(test_mkdir_p);
     RUN(test_find_openapi);
     RUN(test_db_open);
+    RUN(test_signals_and_base_url);
     RUN(test_text);
     RUN(test_metrics);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
