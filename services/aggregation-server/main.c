@@ -7,15 +7,12 @@
  * (--shutdown-grace-ms), stops the driver, waits for unmasking workers and
  * exits 0. Everything accepted is already in SQLite, so a killed server
  * resumes its jobs on the next start. */
-#include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"

@@ -12,8 +12,6 @@
  * flight finish (--shutdown-grace-ms; waiting downloads get 503) and exits 0.
  * Everything is in SQLite and the seed files before a 201 is sent, so a
  * killed server loses nothing. */
-#include <errno.h>
-#include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
