@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "../lib/crypto/ct.h"
+#include "../lib/crypto/ed25519.h"
 #include "../lib/crypto/paillier.h"
 #include "../lib/crypto/rand.h"
 #include "../lib/crypto/sha256.h"
@@ -729,13 +730,84 @@ static int power_shape(const json_t *j, uint64_t max_elements, struct fs_job_spe
     return 0;
 }
 
-int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
+int fs_job_party_keys_decode(const json_t *j, uint32_t parties, int *has,
+                             uint8_t (*keys)[FS_JOB_KEY_LEN], struct fs_err *err)
+{
+    json_t *a = json_object_get(j, "party_keys");
+
+    *has = 0;
+    if (a == NULL || json_is_null(a)) {
+        return 0;
+    }
+    if (!json_is_array(a)) {
+        return fs_err_set(err, FS_EFORMAT, "party_keys: expected an array of fingerprints");
+    }
+    if (json_array_size(a) != parties) {
+        return fs_err_set(err, FS_EINVAL,
+                          "party_keys: %zu entries for %u parties (pin every party's identity)",
+                          json_array_size(a), parties);
+    }
+    for (uint32_t i = 0; i < parties; i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_string(v)) {
+            return fs_err_set(err, FS_EFORMAT, "party_keys[%u]: expected a string", i);
+        }
+        if (fs_ed25519_fpr_parse(json_string_value(v), keys[i], err) != 0) {
+            return fs_err_prefix(err, "party_keys[%u] (party %u): ", i, i + 1);
+        }
+        for (uint32_t p = 0; p < i; p++) {
+            if (memcmp(keys[p], keys[i], FS_JOB_KEY_LEN) == 0) {
+                return fs_err_set(err, FS_EINVAL,
+                                  "party_keys: parties %u and %u have the same identity key "
+                                  "(every party needs its own agent)",
+                                  p + 1, i + 1);
+            }
+        }
+    }
+    *has = 1;
+    return 0;
+}
+
+json_t *fs_job_party_keys_encode(const uint8_t (*keys)[FS_JOB_KEY_LEN], uint32_t parties)
+{
+    json_t *a = json_array();
+    char fpr[FS_ED25519_FPR_LEN + 1];
+
+    for (uint32_t i = 0; a != NULL && i < parties; i++) {
+        fs_ed25519_fpr_format(keys[i], fpr);
+        if (json_array_append_new(a, json_string(fpr)) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+/* party_keys and allow_unpinned of a spec: one of the two is required. */
+static int spec_pins(const json_t *j, struct fs_job_spec *out, struct fs_err *err)
+{
+    int rc = bool_field(j, "allow_unpinned", &out->allow_unpinned, err);
+
+    if (rc == 0) {
+        rc = fs_job_party_keys_decode(j, out->parties, &out->has_pins, out->party_keys, err);
+    }
+    if (rc == 0 && !out->has_pins && !out->allow_unpinned) {
+        rc = fs_err_set(err, FS_EINVAL,
+                        "party_keys: missing: pin every party's identity fingerprint (printed by "
+                        "'fedsvd agent identity'), or set allow_unpinned to true to trust the "
+                        "keys the server relays");
+    }
+    return rc;
+}
+
+static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
                        struct fs_err *err)
 {
     static const char *const keys[] = {"algorithm",
                                        "name",
                                        "parties",
                                        "threshold",
+                                       "allow_low_threshold",
                                        "shape",
                                        "round_timeout_s",
                                        "join_timeout_s",
@@ -765,6 +837,8 @@ int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
                                        "eigenvalues",
                                        "allow_weak_privacy",
                                        "z0_seed",
+                                       "party_keys",
+                                       "allow_unpinned",
                                        NULL};
     static const char *const fed_keys[] = {"partition",   "party_sizes",    "k", "method",
                                            "standardize", "allow_dropouts", NULL};
@@ -819,6 +893,22 @@ int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
         return rc;
     }
     out->threshold = present ? (uint32_t)x : out->parties / 2 + 1;
+    rc = bool_field(j, "allow_low_threshold", &out->allow_low_threshold, err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (out->threshold < out->parties / 2 + 1 && !out->allow_low_threshold) {
+        /* Bonawitz et al. 2017 need t > n/2 against a server that lies about
+         * who dropped: with t <= n/2 it can split the parties into two views
+         * that each complete an aggregation and unmask */
+        return fs_err_set(err, FS_EINVAL,
+                          "threshold: %u is below %u (floor(parties/2)+1) for %u parties: with a "
+                          "threshold of at most half the parties, two disjoint groups could each "
+                          "complete an aggregation, so a malicious server could show the parties "
+                          "two different views and unmask an input; set allow_low_threshold to "
+                          "true to accept it anyway",
+                          out->threshold, out->parties / 2 + 1, out->parties);
+    }
     if (fs_job_is_fedpower(out->algorithm)) {
         rc = power_shape(j, max_elements, out, err);
     } else {
@@ -899,6 +989,17 @@ int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
     return 0;
 }
 
+int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
+                       struct fs_err *err)
+{
+    int rc = spec_decode(j, max_elements, out, err);
+
+    if (rc == 0) {
+        rc = spec_pins(j, out, err); /* last: the other fields' errors come first */
+    }
+    return rc;
+}
+
 static json_t *shape_json(uint64_t rows, uint64_t cols)
 {
     return json_pack("[I, I]", (json_int_t)rows, (json_int_t)cols);
@@ -920,7 +1021,14 @@ json_t *fs_job_spec_encode(const struct fs_job_spec *s)
         (fs_job_is_fedsvd(s->algorithm) && fed_encode(o, s->parties, &s->fed) != 0) ||
         (fs_job_is_fedpower(s->algorithm) &&
          (json_object_set_new(o, "cols", json_integer((json_int_t)s->cols)) != 0 ||
-          fs_job_fedpower_encode(o, s->algorithm, s->parties, &s->power) != 0))) {
+          fs_job_fedpower_encode(o, s->algorithm, s->parties, &s->power) != 0)) ||
+        json_object_set_new(o, "allow_unpinned", json_boolean(s->allow_unpinned)) != 0 ||
+        (s->allow_low_threshold &&
+         json_object_set_new(o, "allow_low_threshold", json_true()) != 0) ||
+        (s->has_pins && json_object_set_new(o, "party_keys",
+                                            fs_job_party_keys_encode(
+                                                (const uint8_t(*)[FS_JOB_KEY_LEN])s->party_keys,
+                                                s->parties)) != 0)) {
         json_decref(o);
         return NULL;
     }
@@ -936,6 +1044,14 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv)
                   "threshold", (int)inv->threshold, "shape", shape_json(inv->rows, inv->cols));
     int bad = 0;
 
+    if (o != NULL && inv->has_pins &&
+        json_object_set_new(o, "party_keys",
+                            fs_job_party_keys_encode(
+                                (const uint8_t(*)[FS_JOB_KEY_LEN])inv->party_keys, inv->parties)) !=
+            0) {
+        json_decref(o);
+        return NULL;
+    }
     if (o != NULL && inv->is_fedpower) {
         if (json_object_set_new(o, "cols", json_integer((json_int_t)inv->cols)) != 0 ||
             fs_job_fedpower_encode(o, inv->algorithm, inv->parties, &inv->power) != 0) {
@@ -951,9 +1067,6 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv)
     bad |= fed_encode(o, inv->parties, &inv->fed);
     if (inv->masking_url[0] != '\0') {
         bad |= json_object_set_new(o, "masking_url", json_string(inv->masking_url));
-    }
-    if (inv->mask_token[0] != '\0') {
-        bad |= json_object_set_new(o, "mask_token", json_string(inv->mask_token));
     }
     if (inv->maskset[0] != '\0') {
         bad |= json_object_set_new(o, "maskset", json_string(inv->maskset));
@@ -1009,13 +1122,6 @@ static int invitation_fed(const json_t *j, struct fs_invitation *out, struct fs_
         rc = fs_err_set(err, FS_EINVAL, "masking_url: expected an http:// or https:// URL");
     }
     if (rc == 0) {
-        rc = opt_string(j, "mask_token", out->mask_token, sizeof out->mask_token, err);
-    }
-    if (rc == 0 && out->mask_token[0] != '\0' &&
-        !fs_auth_token_valid(out->mask_token, strlen(out->mask_token))) {
-        rc = fs_err_set(err, FS_EINVAL, "mask_token: not a valid token");
-    }
-    if (rc == 0) {
         rc = opt_string(j, "maskset", out->maskset, sizeof out->maskset, err);
     }
     if (rc == 0) {
@@ -1025,6 +1131,62 @@ static int invitation_fed(const json_t *j, struct fs_invitation *out, struct fs_
         }
     }
     return rc;
+}
+
+/* The first member of `in`, at any depth of objects and arrays, that `known`
+ * lacks at the same place: its path into out ("" when there is none). */
+static void first_unknown(const json_t *in, const json_t *known, char *out, size_t cap)
+{
+    out[0] = '\0';
+    if (json_is_object(in) && json_is_object(known)) {
+        const char *key;
+        json_t *v;
+        json_object_foreach((json_t *)in, key, v)
+        {
+            json_t *k = json_object_get(known, key);
+            if (k == NULL) {
+                snprintf(out, cap, "%.64s", key);
+                return;
+            }
+            first_unknown(v, k, out, cap);
+            if (out[0] != '\0') {
+                char sub[128];
+                snprintf(sub, sizeof sub, "%s", out);
+                snprintf(out, cap, "%.64s.%.90s", key, sub);
+                return;
+            }
+        }
+    } else if (json_is_array(in) && json_is_array(known)) {
+        for (size_t i = 0; i < json_array_size(in) && i < json_array_size(known); i++) {
+            first_unknown(json_array_get(in, i), json_array_get(known, i), out, cap);
+            if (out[0] != '\0') {
+                char sub[128];
+                snprintf(sub, sizeof sub, "%s", out);
+                snprintf(out, cap, "[%zu].%.90s", i, sub);
+                return;
+            }
+        }
+    }
+}
+
+/* An invitation has exactly the fields its codec writes for its algorithm
+ * (fs_invitation_encode of what was decoded): any other field, at any
+ * level, is refused as in a job spec, not ignored. */
+static int invitation_known_fields(const json_t *j, const struct fs_invitation *inv,
+                                   struct fs_err *err)
+{
+    json_t *known = fs_invitation_encode(inv);
+    char bad[160];
+
+    if (known == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    first_unknown(j, known, bad, sizeof bad);
+    json_decref(known);
+    if (bad[0] != '\0') {
+        return fs_err_set(err, FS_EINVAL, "unknown field \"%s\"", bad);
+    }
+    return 0;
 }
 
 int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_err *err)
@@ -1077,6 +1239,9 @@ int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_e
     if (rc == 0 && out->party > out->parties) {
         rc = fs_err_set(err, FS_EINVAL, "party: %u outside 1..%u", out->party, out->parties);
     }
+    if (rc == 0) {
+        rc = fs_job_party_keys_decode(j, out->parties, &out->has_pins, out->party_keys, err);
+    }
     if (rc == 0 && fs_job_is_fedsvd(out->algorithm)) {
         rc = invitation_fed(j, out, err);
     }
@@ -1094,6 +1259,9 @@ int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_e
     if (rc == 0) {
         char base[FS_JOB_URL_MAX + 1];
         rc = fs_invitation_server_url(out, base, sizeof base, err);
+    }
+    if (rc == 0) {
+        rc = invitation_known_fields(j, out, err);
     }
     if (rc != 0) {
         fs_invitation_wipe(out);
@@ -1163,4 +1331,67 @@ int fs_job_id_generate(char out[FS_JOB_ID_MAX + 1], struct fs_err *err)
 int fs_wire_secagg_job_id(const char *job_id, uint8_t out[32], struct fs_err *err)
 {
     return fs_sha256(out, job_id, strlen(job_id), err);
+}
+
+int fs_job_maskset_decode(const json_t *j, struct fs_job_maskset *out, struct fs_err *err)
+{
+    static const char *const KEYS[] = {"masking_url", "maskset", "end_token"};
+    const char *key;
+    json_t *v;
+    size_t n;
+    int rc = 0;
+
+    memset(out, 0, sizeof *out);
+    if (!json_is_object(j)) {
+        return fs_err_set(err, FS_EFORMAT, "expected a JSON object");
+    }
+    json_object_foreach((json_t *)j, key, v)
+    {
+        int known = 0;
+        (void)v;
+        for (size_t i = 0; i < sizeof KEYS / sizeof KEYS[0]; i++) {
+            known |= strcmp(key, KEYS[i]) == 0;
+        }
+        if (!known) {
+            return fs_err_set(err, FS_EINVAL, "unknown field \"%.64s\"", key);
+        }
+    }
+    rc = req_string(j, "masking_url", out->masking_url, sizeof out->masking_url, err);
+    if (rc == 0) {
+        rc = req_string(j, "maskset", out->maskset, sizeof out->maskset, err);
+    }
+    if (rc == 0) {
+        rc = req_string(j, "end_token", out->end_token, sizeof out->end_token, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    n = strlen(out->masking_url);
+    while (n > 0 && out->masking_url[n - 1] == '/') {
+        out->masking_url[--n] = '\0';
+    }
+    if ((strncmp(out->masking_url, "http://", 7) != 0 &&
+         strncmp(out->masking_url, "https://", 8) != 0) ||
+        strpbrk(out->masking_url, " \t\r\n@?#") != NULL || n <= 8) {
+        return fs_err_set(err, FS_EINVAL,
+                          "masking_url: expected an http:// or https:// URL without user info, "
+                          "query, fragment or white space");
+    }
+    n = strlen(out->maskset);
+    for (size_t i = 0; i < n; i++) {
+        char c = out->maskset[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-')) {
+            n = 0;
+        }
+    }
+    if (n == 0) {
+        return fs_err_set(err, FS_EINVAL, "maskset: expected 1..%d of [A-Za-z0-9._-]",
+                          FS_MASKSET_ID_MAX);
+    }
+    if (!fs_auth_token_valid(out->end_token, strlen(out->end_token))) {
+        fs_wipe(out->end_token, sizeof out->end_token);
+        return fs_err_set(err, FS_EINVAL, "end_token: not a valid token");
+    }
+    return 0;
 }

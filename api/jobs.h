@@ -24,6 +24,7 @@
 #define FS_INVITATION_VERSION   1
 #define FS_JOB_MAX_PARTIES      1000 /* = FS_SECAGG_MAX_PARTIES */
 #define FS_MASKSET_ID_MAX       64   /* masking-server mask-set id, without NUL */
+#define FS_JOB_KEY_LEN          32   /* an Ed25519 identity public key (party_keys) */
 
 /* The parameters of a fedsvd / fedpca job (docs/wire-fedsvd.md), in the job
  * spec and in invitations. Zero for other algorithms. */
@@ -78,6 +79,8 @@ struct fs_job_spec {
     char name[FS_JOB_NAME_MAX + 1];      /* "" when absent */
     uint32_t parties;                    /* 1..FS_SECAGG_MAX_PARTIES */
     uint32_t threshold;                  /* 1..parties; default floor(parties/2)+1 */
+    int allow_low_threshold;             /* 1: a threshold below floor(parties/2)+1 is
+                                            accepted (refused by default: see docs) */
     uint64_t rows, cols;                 /* secure-sum: every party's matrix shape;
                                             fedsvd/fedpca: the pooled matrix, N x d */
     uint32_t round_timeout_s;            /* default 60 */
@@ -86,6 +89,13 @@ struct fs_job_spec {
     struct fs_job_fedsvd fed;            /* fedsvd / fedpca only */
     struct fs_job_fedpower power;        /* power-method jobs only: there rows = sum of
                                             party_rows, cols = d */
+    /* Pinned identities ("party_keys"): party i+1's Ed25519 identity public
+     * key (its fingerprint, lib/crypto/ed25519.h), distinct. A job without
+     * pins must say allow_unpinned (then the parties trust the identity keys
+     * the server relays). */
+    int allow_unpinned;
+    int has_pins;
+    uint8_t party_keys[FS_JOB_MAX_PARTIES][FS_JOB_KEY_LEN];
 };
 
 /** 1 for "fedpower", "fedpower-utility", "fedpower-private" and "dp-ppm". */
@@ -131,7 +141,7 @@ FS_WUR int fs_job_fedsvd_decode(const json_t *j, const char *algorithm, uint32_t
                                 uint64_t rows, uint64_t cols, struct fs_job_fedsvd *out,
                                 struct fs_err *err);
 
-/** 1 for "fedsvd" and "fedpca" (the lossless jobs of DESIGN.md sec. 5.2). */
+/** 1 for "fedsvd" and "fedpca" (the lossless masked-SVD jobs, docs/wire-fedsvd.md). */
 int fs_job_is_fedsvd(const char *algorithm);
 
 /** Name of a partition ("samples", "features"). */
@@ -153,12 +163,13 @@ uint32_t fs_job_aggregations(const struct fs_job_spec *s);
 void fs_job_party_shape(const struct fs_job_spec *s, uint32_t party, uint64_t *rows,
                         uint64_t *cols);
 
-/** 1 when `name` is an algorithm of DESIGN.md §1 ("secure-sum", "fedsvd", ...). */
+/** 1 when `name` is a job algorithm the server runs ("secure-sum", "fedsvd", ...). */
 int fs_job_algorithm_known(const char *name);
 
 /**
  * Decode and check a job spec (defaults filled in). rows*cols must be at most
- * max_elements. @return 0, FS_EFORMAT, FS_EINVAL.
+ * max_elements. A spec needs party_keys (fs_job_party_keys_decode) or
+ * allow_unpinned true (FS_EINVAL otherwise). @return 0, FS_EFORMAT, FS_EINVAL.
  */
 FS_WUR int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
                               struct fs_err *err);
@@ -185,8 +196,11 @@ struct fs_invitation {
     /* added by whoever created the mask set (fedsvd job create / local), not
      * by the aggregation server: "" when absent */
     char masking_url[FS_JOB_URL_MAX + 1];
-    char mask_token[FS_AUTH_TOKEN_MAX + 1]; /* a secret */
     char maskset[FS_MASKSET_ID_MAX + 1];
+    /* the job's pinned identities, as in the spec: has_pins = 0 for a job
+     * created with allow_unpinned */
+    int has_pins;
+    uint8_t party_keys[FS_JOB_MAX_PARTIES][FS_JOB_KEY_LEN];
 };
 
 /** Encode an invitation. New reference or NULL (OOM). The JSON holds the token. */
@@ -195,7 +209,7 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv);
 /**
  * Decode an invitation. Unknown fields are ignored (later algorithms add
  * some). For fedsvd/fedpca the job parameters are required and checked
- * (sizes add up, shape is this party's); masking_url, mask_token and maskset
+ * (sizes add up, shape is this party's); masking_url and maskset
  * are optional here (the client agent requires them).
  * @return 0, FS_EFORMAT, FS_EINVAL.
  */
@@ -205,6 +219,18 @@ FS_WUR int fs_invitation_decode(const json_t *j, struct fs_invitation *out, stru
 FS_WUR int fs_invitation_fedpower_config(const struct fs_invitation *inv,
                                          struct fs_fedpower_config *cfg, uint64_t *rows,
                                          struct fs_err *err);
+
+/**
+ * Decode a "party_keys" member of j: absent or null gives *has = 0; else an
+ * array of exactly `parties` fingerprints (64 hex digits each,
+ * fs_ed25519_fpr_parse), pairwise distinct, into keys[0..parties).
+ * @return 0, FS_EFORMAT (wrong JSON type), FS_EINVAL (count, digits, repeat).
+ */
+FS_WUR int fs_job_party_keys_decode(const json_t *j, uint32_t parties, int *has,
+                                    uint8_t (*keys)[FS_JOB_KEY_LEN], struct fs_err *err);
+
+/** The "party_keys" array of keys[0..parties) (lower-case fingerprints). New reference or NULL. */
+json_t *fs_job_party_keys_encode(const uint8_t (*keys)[FS_JOB_KEY_LEN], uint32_t parties);
 
 /** Wipe an invitation (it holds a token). */
 void fs_invitation_wipe(struct fs_invitation *inv);
@@ -224,6 +250,22 @@ int fs_job_id_valid(const char *s);
  * @return 0 or FS_ECRYPTO.
  */
 FS_WUR int fs_job_id_generate(char out[FS_JOB_ID_MAX + 1], struct fs_err *err);
+
+/* PUT /v1/jobs/{job}/maskset: the mask set of a fedsvd/fedpca job and the
+ * end token with which the aggregation server deletes it when the job ends. */
+struct fs_job_maskset {
+    char masking_url[FS_JOB_URL_MAX + 1];
+    char maskset[FS_MASKSET_ID_MAX + 1];
+    char end_token[FS_AUTH_TOKEN_MAX + 1]; /* a secret: wipe after use */
+};
+
+/**
+ * Decode {"masking_url", "maskset", "end_token"}: all three required, no
+ * other field; an http(s) URL without user info or white space (trailing
+ * '/' trimmed), an id of 1..64 [A-Za-z0-9._-], a valid token.
+ * @return 0, FS_EFORMAT (types, missing), FS_EINVAL (values, unknown field).
+ */
+FS_WUR int fs_job_maskset_decode(const json_t *j, struct fs_job_maskset *out, struct fs_err *err);
 
 /** The 32-byte SecAgg job id (fs_secagg_config.job_id): SHA-256 of the id string. */
 FS_WUR int fs_wire_secagg_job_id(const char *job_id, uint8_t out[32], struct fs_err *err);

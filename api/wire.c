@@ -312,8 +312,8 @@ static json_t *adv_encode(const struct fs_secagg_adv *a, int with_exp, int has_e
     }
     if (json_object_set_new(o, "party", json_integer(a->id)) != 0 ||
         set_bytes(o, "sign_pk", a->sign_pk, FS_SECAGG_KEY_LEN) != 0 ||
-        set_bytes(o, "c_pk", a->c_pk, FS_SECAGG_KEY_LEN) != 0 ||
-        set_bytes(o, "s_pk", a->s_pk, FS_SECAGG_KEY_LEN) != 0 ||
+        set_bytes(o, "c_pk", a->c_pk, FS_SECAGG_KEY_LEN) != 0 || a->s_pks == NULL ||
+        set_bytes(o, "s_pks", a->s_pks, (size_t)a->nkeys * FS_SECAGG_KEY_LEN) != 0 ||
         set_bytes(o, "sig", a->sig, FS_SECAGG_SIG_LEN) != 0) {
         json_decref(o);
         return NULL;
@@ -331,10 +331,51 @@ json_t *fs_wire_adv_encode(const struct fs_secagg_adv *a, int has_exp, int max_a
     return adv_encode(a, 1, has_exp, max_abs_exp);
 }
 
+/* a->s_pks (new buffer) and a->nkeys from "s_pks": base64url of one 32-byte
+ * key per aggregation, 1..FS_SECAGG_MAX_AGGREGATIONS of them. */
+static int get_mask_keys(const json_t *j, const char *what, struct fs_secagg_adv *a,
+                         struct fs_err *err)
+{
+    json_t *v = json_object_get(j, "s_pks");
+    size_t slen;
+    size_t n = 0;
+    int rc;
+
+    if (v == NULL) {
+        return fs_err_set(err, FS_EFORMAT, "%s.s_pks: missing", what);
+    }
+    if (!json_is_string(v)) {
+        return fs_err_set(err, FS_EFORMAT, "%s.s_pks: expected a base64url string", what);
+    }
+    slen = json_string_length(v);
+    rc = b64_len(slen, &n, err);
+    if (rc != 0) {
+        fs_err_prefix(err, "%s.s_pks: ", what);
+        return rc;
+    }
+    if (n == 0 || n % FS_SECAGG_KEY_LEN != 0 ||
+        n / FS_SECAGG_KEY_LEN > FS_SECAGG_MAX_AGGREGATIONS) {
+        return fs_err_set(err, FS_EINVAL,
+                          "%s.s_pks: %zu bytes, want 1 to %d keys of %d bytes (one per "
+                          "aggregation)",
+                          what, n, FS_SECAGG_MAX_AGGREGATIONS, FS_SECAGG_KEY_LEN);
+    }
+    a->s_pks = malloc(n);
+    if (a->s_pks == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "%s.s_pks: out of memory", what);
+    }
+    a->nkeys = (uint32_t)(n / FS_SECAGG_KEY_LEN);
+    rc = fs_b64url_decode_exact(json_string_value(v), a->s_pks, n, err);
+    if (rc != 0) {
+        fs_err_prefix(err, "%s.s_pks: ", what);
+    }
+    return rc;
+}
+
 static int adv_decode(const json_t *j, const char *what, struct fs_secagg_adv *a, int *has_exp,
                       int *max_abs_exp, struct fs_err *err)
 {
-    static const char *const keys[] = {"party", "sign_pk",     "c_pk", "s_pk",
+    static const char *const keys[] = {"party", "sign_pk",     "c_pk", "s_pks",
                                        "sig",   "max_abs_exp", NULL};
     long long party = 0;
     json_t *e;
@@ -355,13 +396,13 @@ static int adv_decode(const json_t *j, const char *what, struct fs_secagg_adv *a
         rc = get_bytes(j, "c_pk", a->c_pk, FS_SECAGG_KEY_LEN, what, err);
     }
     if (rc == 0) {
-        rc = get_bytes(j, "s_pk", a->s_pk, FS_SECAGG_KEY_LEN, what, err);
+        rc = get_mask_keys(j, what, a, err);
     }
     if (rc == 0) {
         rc = get_bytes(j, "sig", a->sig, FS_SECAGG_SIG_LEN, what, err);
     }
     if (rc != 0) {
-        memset(a, 0, sizeof *a);
+        fs_secagg_adv_clear(a);
         return rc;
     }
     a->id = (uint32_t)party;
@@ -377,7 +418,7 @@ static int adv_decode(const json_t *j, const char *what, struct fs_secagg_adv *a
         /* frexp of a finite nonzero double gives -1073..1024 */
         rc = get_int(j, "max_abs_exp", FS_WIRE_MIN_EXP, FS_WIRE_MAX_EXP, what, &x, err);
         if (rc != 0) {
-            memset(a, 0, sizeof *a);
+            fs_secagg_adv_clear(a);
             return rc;
         }
         if (has_exp != NULL) {
@@ -415,6 +456,35 @@ json_t *fs_wire_roster_encode(const struct fs_secagg_adv *r, size_t k)
     return o;
 }
 
+/* One allocation holding n + 1 advertisements and then every mask key, the
+ * s_pks pointing into it: the caller releases the whole roster with free(). */
+static int roster_flatten(const struct fs_secagg_adv *r, size_t n, struct fs_secagg_adv **out,
+                          struct fs_err *err)
+{
+    size_t head = (n + 1) * sizeof *r;
+    size_t keys = 0;
+    struct fs_secagg_adv *flat;
+    uint8_t *p;
+
+    for (size_t i = 0; i < n; i++) {
+        keys += (size_t)r[i].nkeys * FS_SECAGG_KEY_LEN;
+    }
+    flat = calloc(1, head + keys);
+    if (flat == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "roster: out of memory");
+    }
+    p = (uint8_t *)flat + head;
+    for (size_t i = 0; i < n; i++) {
+        size_t b = (size_t)r[i].nkeys * FS_SECAGG_KEY_LEN;
+        flat[i] = r[i];
+        memcpy(p, r[i].s_pks, b);
+        flat[i].s_pks = p;
+        p += b;
+    }
+    *out = flat;
+    return 0;
+}
+
 int fs_wire_roster_decode(const json_t *j, size_t max, struct fs_secagg_adv **out, size_t *k,
                           struct fs_err *err)
 {
@@ -441,25 +511,27 @@ int fs_wire_roster_decode(const json_t *j, size_t max, struct fs_secagg_adv **ou
     if (r == NULL) {
         return fs_err_set(err, FS_ENOMEM, "roster: out of memory");
     }
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && rc == 0; i++) {
         char what[48];
         snprintf(what, sizeof what, "roster[%zu]", i);
         rc = adv_decode(json_array_get(arr, i), what, &r[i], NULL, NULL, err);
-        if (rc != 0) {
-            free(r);
-            return rc;
-        }
-        for (size_t q = 0; q < i; q++) {
+        for (size_t q = 0; rc == 0 && q < i; q++) {
             if (r[q].id == r[i].id) {
-                uint32_t id = r[i].id;
-                free(r);
-                return fs_err_set(err, FS_EINVAL, "roster[%zu].party: %u repeated", i, id);
+                rc = fs_err_set(err, FS_EINVAL, "roster[%zu].party: %u repeated", i, r[i].id);
             }
         }
     }
-    *out = r;
-    *k = n;
-    return 0;
+    if (rc == 0) {
+        rc = roster_flatten(r, n, out, err);
+    }
+    for (size_t i = 0; i < n; i++) {
+        fs_secagg_adv_clear(&r[i]);
+    }
+    free(r);
+    if (rc == 0) {
+        *k = n;
+    }
+    return rc;
 }
 
 /* ------------------------------------------------------------ R1 */

@@ -44,12 +44,18 @@ FS_WUR int fs_b64url_decode_alloc(const char *s, size_t cap, uint8_t **out, size
 #define FS_WIRE_MIN_EXP (-1074)
 #define FS_WIRE_MAX_EXP 1024
 
-/** {"party", "sign_pk", "c_pk", "s_pk", "sig", "max_abs_exp"} ; has_exp = 0 → null. */
+/**
+ * {"party", "sign_pk", "c_pk", "s_pks", "sig", "max_abs_exp"} ; has_exp = 0 → null.
+ * s_pks: base64url of the mask public keys, 32 bytes per aggregation. Decode
+ * gives a->s_pks a new buffer: release it with fs_secagg_adv_clear (also on
+ * failure nothing is left to release).
+ */
 json_t *fs_wire_adv_encode(const struct fs_secagg_adv *a, int has_exp, int max_abs_exp);
 FS_WUR int fs_wire_adv_decode(const json_t *j, struct fs_secagg_adv *a, int *has_exp,
                               int *max_abs_exp, struct fs_err *err);
 
-/** {"roster": [Advert...]} ; decode allocates *out (free()) with at most max entries. */
+/** {"roster": [Advert...]} ; decode allocates *out with at most max entries, their
+ * mask keys in the same block: one free() releases it all. */
 json_t *fs_wire_roster_encode(const struct fs_secagg_adv *r, size_t k);
 FS_WUR int fs_wire_roster_decode(const json_t *j, size_t max, struct fs_secagg_adv **out, size_t *k,
                                  struct fs_err *err);

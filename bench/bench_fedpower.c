@@ -1,22 +1,22 @@
-/* The power-method family on seed 001's synthetic comparison, in process:
+/* The power-method family on Liu et al. 2023's synthetic comparison, in process:
  * a 3000 x 100 matrix, 100 parties (at least 10 rows each, the rest spread
  * at random), r = k = 10, p = 4, T = 92, sigma = sigma' = 0.1; first the
  * paper's data (integers uniform in 0..5, whose 10th and 11th eigenvalues
  * are nearly equal, so nothing converges to the top-10 in 92 rounds), then
  * a planted spectrum of the same shape (lambda_11 / lambda_10 ~ 0.36).
  *
- * Metrics (DESIGN §6): projection distance ||Z Z^T - Z* Z*^T||_F and sin
+ * Metrics (docs/references.md): projection distance ||Z Z^T - Z* Z*^T||_F and sin
  * theta ||(I - Z* Z*^T) Z||_2 to the top-10 right singular vectors Z* of a
  * thin SVD, with the eigengap lambda_11 / lambda_10 beside every result. Each
  * algorithm runs NSEEDS times (a fresh Z_0 seed and fresh CSPRNG noise each
  * time; FS_BENCH_SEEDS overrides) on the same data; the tables give the mean
  * error per sync and the final mean +- sd, then the paper's ordering claim
  * (utility-enhanced and privacy-enhanced both more accurate than FedPower,
- * seed 001 §6: 18.42 / 6.72 = 2.74 and 18.42 / 13.94 = 1.32) as ratios of the
+ * Liu et al. 2023, §6: 18.42 / 6.72 = 2.74 and 18.42 / 13.94 = 1.32) as ratios of the
  * mean final projection distances, "reproduced" only when the difference
  * exceeds two standard errors. The paper's absolute "distances" exceed every
  * bounded subspace distance for r = 10 (at most sqrt(2 r) = 4.47) and are not
- * reproducible (DESIGN §6).
+ * reproducible.
  *
  * fedpower-private clips the entries of M'_i to m_hat and of Z to z_hat; here
  * m_hat is the largest entry (it clips nothing: the comparison is about the
@@ -24,7 +24,7 @@
  * 0.2 at d = 17711, where entries of a unit vector are ~0.01) or the paper's
  * 0.2 (which at d = 100 clips the larger entries of the iterate and biases it).
  *
- * Privacy: the per-round epsilon that seed 001's Theorem 2 gives for its §6
+ * Privacy: the per-round epsilon that the paper's Theorem 2 gives for its §6
  * parameters (3.064; the paper prints 30.6) and the real total by zCDP
  * (fs_fedpower_privacy_report).
  *
@@ -36,7 +36,7 @@
  * accuracy runs; then the exchange at 3072 bits: per-ciphertext costs, one
  * sync through the fedpower-utility state machines at a reduced size (10
  * parties, d = 100, r = 10) in both modes, and the per-sync and per-job
- * costs extrapolated to seed 001's Netflix run (d = 17711, r = 10, 100
+ * costs extrapolated to the paper's Netflix run (d = 17711, r = 10, 100
  * parties, 23 syncs) with the ciphertext count of a Netflix-sized job.
  * FS_BENCH_FULL=1 adds single runs of fedpower-private at p = 1 and dp-ppm;
  * FS_BENCH_PART=accuracy|privacy|exchange runs one part.
@@ -491,7 +491,7 @@ static void compare(const char *title, int planted)
     free_data(&D);
 }
 
-/* Seed 001 §6: Theorem 2 per round, and the real total. */
+/* Liu et al. 2023, §6: Theorem 2 per round, and the real total. */
 static void privacy_section(void)
 {
     struct fs_err err = {0};
@@ -519,8 +519,8 @@ static void privacy_section(void)
     if (fs_fedpower_privacy_report(&c, rows, &pv, &err) != 0) {
         die("privacy report", &err);
     }
-    printf("\n-- privacy of fedpower-private at seed 001 §6's parameters (r = 10, m^ = 0.05, z^ = "
-           "0.2, sigma = 0.1, delta = 1e-5, T = 92, p = 4, 100 parties)\n");
+    printf("\n-- privacy of fedpower-private at Liu et al. 2023's §6 parameters (r = 10, m^ = "
+           "0.05, z^ = 0.2, sigma = 0.1, delta = 1e-5, T = 92, p = 4, 100 parties)\n");
     printf("  Theorem 2 per round: eps = sqrt(8 r ln(1.25/delta)) m^ z^ / sigma = %.4f (the paper "
            "prints 30.6: a factor m^ z^ / sigma = 0.1 lost)%s\n",
            pv.paper_eps_round, pv.paper_formula_valid ? "" : "; outside the formula's eps < 1");
@@ -810,9 +810,9 @@ static void exchange_costs(void)
          * multiply per extra party */
         double party_ct = el.party / (double)el.cts;
         double srv_group = el.server / (double)el.cts + (np - 10.0) * t.mul;
-        printf("  extrapolated to seed 001's Netflix run (d = 17711, r = 10: 177110 noise values a "
-               "party and sync; 100 parties, 23 syncs), with the per-ciphertext costs measured "
-               "above through the state machines:\n");
+        printf("  extrapolated to Liu et al. 2023's Netflix run (d = 17711, r = 10: 177110 noise "
+               "values a party and sync; 100 parties, 23 syncs), with the per-ciphertext costs "
+               "measured above through the state machines:\n");
         printf("    elementwise: %zu ciphertexts a party and sync (%.2f MB); party %.0f s a sync, "
                "%.0f s (%.1f h) over the job; server %.0f s a sync (%.1f ms a packed group: 100 "
                "multiplies, one decryption, unpacking), %.0f s (%.1f h) over the job\n",
@@ -845,7 +845,7 @@ int main(void)
            "0.1, %d runs per algorithm\n",
            N_ROWS, D_COLS, N_PARTIES, RANK, nseeds);
     if (part == NULL || strcmp(part, "accuracy") == 0) {
-        compare("seed 001's data: 3000 x 100 integers uniform in 0..5", 0);
+        compare("Liu et al. 2023's data: 3000 x 100 integers uniform in 0..5", 0);
         compare("planted spectrum (lambda 10, 9.5, ..., 5.5 | 2, 1.96, ...)", 1);
     }
     if (part == NULL || strcmp(part, "privacy") == 0) {

@@ -1,8 +1,8 @@
 /* bench_fedsvd: the whole FedSVD pipeline in one process — masking server,
  * K parties, secure aggregation with real crypto (X25519, Ed25519, Shamir,
  * AES-CTR masks), server SVD, local recovery — against the centralised
- * fs_svd_thin of the pooled matrix, at the sizes of REFERENCE.md (the seed
- * 003 reference code on a 2-core machine).
+ * fs_svd_thin of the pooled matrix, at the sizes Chai et al. 2021's reference
+ * code was measured at on a 2-core machine (docs/references.md).
  *
  * Data: the paper's power-law synthetic matrix, X = U diag(i^-1) V^T with U
  * the Q of a Gaussian N x d and V Haar (alpha = 1), d = 1000 features.
@@ -404,7 +404,7 @@ struct reference {
     double standalone, masks, apply, server, recover, whole, gib, mape;
 };
 
-/* REFERENCE.md: the seed 003 reference code on a 2-core build machine, d = 1000. */
+/* Chai et al. 2021's reference code on a 2-core build machine, d = 1000 (docs/references.md). */
 static const struct reference refs[] = {
     {2, 10000, 20.2, 2.4, 5.0, 19.5, 17.0, 99.6, 5.0, 1.4e-8},
     {10, 5000, 5.6, 1.3, 4.7, 4.7, 0.2, 64.4, 8.8, 2.0e-7},
@@ -418,7 +418,7 @@ static void print_reference(uint32_t K, size_t N, size_t d, double whole, double
     for (size_t q = 0; q < sizeof refs / sizeof refs[0]; q++) {
         const struct reference *r = &refs[q];
         if (r->K == K && r->N == N) {
-            printf("  seed 003 reference code (REFERENCE.md): standalone %.1f s, masks %.1f s, "
+            printf("  Chai et al.'s reference code (2 cores): standalone %.1f s, masks %.1f s, "
                    "apply+secagg %.1f s,\n    server SVD %.1f s, recover %.1f s, whole %.1f s, "
                    "peak %.1f GiB, MAPE %.1e\n",
                    r->standalone, r->masks, r->apply, r->server, r->recover, r->whole, r->gib,
@@ -429,7 +429,7 @@ static void print_reference(uint32_t K, size_t N, size_t d, double whole, double
         }
     }
     if (K == 10 && N == 10000) {
-        printf("  seed 003 reference code (REFERENCE.md): killed, out of memory (> 23 GiB)\n");
+        printf("  Chai et al.'s reference code (2 cores): killed, out of memory (> 23 GiB)\n");
     }
 }
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# FedSVD with the real services (issue 4, `make bench`): for each
+# FedSVD with the real services (`make bench`): for each
 # configuration K x N (K parties, N samples in total, d = 1000 features,
 # power-law data, alpha = 1) generate the pooled matrix and its K party files
 # (`fedsvd gen powerlaw --out --out-dir --parties`), time the centralised
@@ -48,8 +48,8 @@
 #   RSS       peak resident memory (VmHWM) of the masking-server, the
 #             aggregation-server (also in units of N*d*8: target <= 4) and
 #             the largest client-agent
-#   ref       for 2 x 10000 only: 43.9 s (the seed 003 reference code's
-#             FedSVD steps, REFERENCE.md) / fed wall (target >= 5)
+#   ref       for 2 x 10000 only: 43.9 s (the FedSVD steps of Chai et al.'s
+#             reference code, docs/references.md) / fed wall (target >= 5)
 # Each timed command starts after a `sync`, so no earlier command's file
 # writeback (the 80 MB and larger outputs of the runs before) runs during it.
 # Timings are noisy on a shared machine: FEDSVD_BENCH_REPEAT=R runs every
@@ -193,7 +193,7 @@ console.log(
   (mib(num(mem["masking-server"])) + " / " + mib(aggRss) + " (" + (aggRss / nd8).toFixed(2) + ") / " +
    mib(agentRss) + " MiB").padEnd(30) + " " + ref +
   (s.state === "done" && s1.state === "done" ? "" : "  state " + s.state + "/" + s1.state));
-// issue 4 targets (crit: 10 parties, <= 1.3 at N = 10000, <= 1.2 at N = 50000)
+// the performance targets (crit: 10 parties, <= 1.3 at N = 10000, <= 1.2 at N = 50000)
 const mark = (ok) => (ok ? "met" : "MISSED");
 const t = [];
 if (Number(k) === 10 && (Number(n) === 10000 || Number(n) === 50000)) {

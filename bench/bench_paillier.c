@@ -1,8 +1,8 @@
 /* Paillier at 3072 bits on one core: key generation, textbook / DJN /
  * DJN + fixed-base table encryption, CRT and non-CRT decryption, homomorphic
  * addition, scalar multiplication by a 64-bit constant, serialization and
- * packing; ratios against the baselines and the figures of
- * shared/REFERENCE.md; a window-width sweep for the DJN table; CRT
+ * packing; ratios against the baselines and the published figures
+ * (docs/references.md); a window-width sweep for the DJN table; CRT
  * decryption on two threads; peak RSS. Asserts nothing; about 30 s. */
 #include "crypto/paillier.h"
 #include "crypto/rand.h"

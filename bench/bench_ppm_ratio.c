@@ -1,12 +1,12 @@
-/* Seed 004 §5.2 (Figures 1-2): how much tighter the improved sensitivity
- * bound of the private power method is at the random start.
+/* Nicolas et al. 2024, §5.2 (Figures 1-2): how much tighter the improved
+ * sensitivity bound of the private power method is at the random start.
  *
  * X_0 = Q(Omega), Omega ~ N(0,1)^(n x k), Q the orthonormal factor of its QR
  * factorisation (diag(R) > 0). The two bounds on the sensitivity of A X_0:
  *   Delta^a = sqrt(k) ||X_0||_max          (Hardt & Price 2014, Balcan et al. 2016)
- *   Delta^b = max_j ||X_0[j,:]||_2         (seed 004 Thm. 3.1; what dp-ppm uses)
+ *   Delta^b = max_j ||X_0[j,:]||_2         (Nicolas et al. Thm. 3.1; what dp-ppm uses)
  * and r(k, n) = E[Delta^a] / E[Delta^b], estimated by Monte Carlo and
- * compared with seed 004's Approximation 5.1:
+ * compared with the paper's Approximation 5.1:
  *   E[Delta^a]^2 ~ sqrt(2 s2 log(k n) k^2 / n^2) + k mu / n
  *   E[Delta^b]^2 ~ sqrt(2 s2 log(n) k / n^2) + k mu / n,
  *   mu = n / (n - 2), s2 = 2 n^2 (n - 1) / ((n - 2)^2 (n - 4)).
@@ -148,11 +148,11 @@ int main(void)
     int conservative = 0, rows = 0;
 
     setvbuf(stdout, NULL, _IOLBF, 0);
-    printf("bench_ppm_ratio: seed 004 §5.2, r(k, n) = E[Delta^a] / E[Delta^b] at X_0 = Q(Omega), "
-           "n = %zu\n",
+    printf("bench_ppm_ratio: Nicolas et al. 2024 §5.2, r(k, n) = E[Delta^a] / E[Delta^b] at X_0 = "
+           "Q(Omega), n = %zu\n",
            n);
     printf("  Delta^a = sqrt(k) ||X_0||_max (previous bound), Delta^b = max_j ||X_0[j,:]||_2 "
-           "(seed 004 Thm. 3.1)\n");
+           "(Nicolas et al. 2024 Thm. 3.1)\n");
     check_against_householder();
     printf("  %6s %6s %12s %12s %12s %12s %10s %10s %9s %8s\n", "k", "draws", "E[Delta^a]",
            "approx 5.1", "E[Delta^b]", "approx 5.1", "r empir.", "r approx", "sd(r)", "time");

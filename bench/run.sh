@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Run every benchmark program in BUILD/bench (bench_svd, bench_prg,
-# bench_paillier, bench_fedpower: seed 001's accuracy comparison and the noise
-# exchange's costs, bench_ppm_ratio: seed 004's r(k, n), ...) and print their
-# output, then time `fedsvd svd` end to end (including .npy reading and
-# writing) on a generated 10000 x 1000 matrix. The scale experiment of the
+# bench_paillier, bench_fedpower: Liu et al. 2023's accuracy comparison and the
+# noise exchange's costs, bench_ppm_ratio: Nicolas et al. 2024's r(k, n), ...)
+# and print their output, then time `fedsvd svd` end to end (including .npy
+# reading and writing) on a generated 10000 x 1000 matrix. The scale experiment of the
 # power methods is separate: bench/scale_fedpower.sh (see its header).
-# Last, bench/bench_fedsvd_services.sh: FedSVD with the real services (issue 4:
+# Last, bench/bench_fedsvd_services.sh: FedSVD with the real services (the
 # wall time, critical path, bytes and peak memory of every process).
 # Prints figures and ratios; asserts nothing. Exits non-zero only if a
 # benchmark program fails or a step cannot run.
@@ -69,7 +69,7 @@ awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v f="$(num seconds)" \
     printf "  reconstruction error             %8.1e\n", e
     if (rss != "") printf "  peak RSS                         %8.0f MiB\n", rss / 1024
 }'
-# issue 4's figures: fedsvd with the real services (10 x 10000, 10 x 50000,
+# The performance figures: fedsvd with the real services (10 x 10000, 10 x 50000,
 # 2 x 10000; see the script's header for the columns and the critical path)
 echo "== fedsvd with the real services (bench/bench_fedsvd_services.sh)"
 bench/bench_fedsvd_services.sh "$build" || status=1

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The scale experiment of issue #5 (seed 001 §6 at Netflix size, synthetic):
+# The scale experiment (Liu et al. 2023, §6 at Netflix size, synthetic):
 # 324 468 users x 17 711 items, 96 000 000 ratings 1..5 with power-law item
 # popularity, split by users across 100 parties; r = k = 10, p = 4, T = 92,
 # sigma = sigma' = 0.1; each algorithm runs as REAL processes (`fedsvd local`:

@@ -28,8 +28,12 @@
 
 enum cli_opt_kind {
     CLI_OPT_VALUE = 0, /* --name VALUE or --name=VALUE; the string is borrowed from argv */
-    CLI_OPT_FLAG = 1   /* --name; sets *flag to 1 */
+    CLI_OPT_FLAG = 1,  /* --name; sets *flag to 1 */
+    CLI_OPT_LIST = 2   /* repeatable --name VALUE: value points to an array of CLI_LIST_MAX + 1
+                          NULL pointers, filled in order (NULL-terminated) */
 };
+
+#define CLI_LIST_MAX 1000 /* values of one repeatable option */
 
 struct cli_opt {
     const char *name; /* without the leading "--" */
@@ -42,7 +46,7 @@ struct cli_opt {
  * Parse argv[1..argc-1] against opts. "--help"/"-h" anywhere sets *help and
  * stops parsing (so `fedsvd svd --help --bogus` still prints help). Positional
  * arguments go to pos (up to max_pos, more is a usage error). A repeated
- * option is a usage error, as is an unknown one.
+ * option is a usage error (unless CLI_OPT_LIST), as is an unknown one.
  * @return CLI_OK, or CLI_EUSAGE after printing the one-line reason.
  */
 int cli_parse(const char *cmd, int argc, char **argv, const struct cli_opt *opts, size_t nopts,
@@ -136,6 +140,7 @@ int cmd_convert(int argc, char **argv);
 int cmd_sum(int argc, char **argv);
 int cmd_job(int argc, char **argv);
 int cmd_local(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 
 #endif

@@ -1,4 +1,4 @@
-/* fedsvd compare: the accuracy metrics of DESIGN.md sec. 6 between a result
+/* fedsvd compare: the accuracy metrics (docs/references.md) between a result
  * (--a) and a reference (--b): singular values, subspaces, plain matrices. */
 #include <float.h>
 #include <math.h>

@@ -38,16 +38,21 @@ static void conn_help(const char *token_opt, const char *who)
     printf("  --server URL           the aggregation server, e.g. http://127.0.0.1:8443\n"
            "  --%-20s file holding the %s bearer token (should be mode 0600)\n"
            "  --insecure             do not verify the server's TLS certificate\n"
-           "  --ca-file FILE         verify the server with this PEM bundle\n",
+           "  --ca-file FILE         verify the server with this PEM bundle\n"
+           "  --insecure-http        allow http:// URLs to hosts that are not loopback (tokens\n"
+           "                         and data unencrypted); default: only https:// leaves\n"
+           "                         this machine\n",
            token_opt, who);
 }
 
 static void create_help(void)
 {
     printf("Usage: fedsvd job create --server URL --admin-token-file F --algorithm secure-sum\n"
-           "                         --parties K --shape R,C [--threshold T] [--round-timeout S]\n"
+           "                         --parties K --shape R,C [--threshold T]\n"
+           "                         [--allow-low-threshold] [--round-timeout S]\n"
            "                         [--name LABEL] [--public-url URL] [--out-dir DIR]\n"
            "                         [--format text|json]\n"
+           "                         (--party-key I:FPR for every party | --allow-unpinned)\n"
            "       fedsvd job create --server URL --admin-token-file F --algorithm fedsvd|fedpca\n"
            "                         --shape N,D --party-sizes N1,N2,... [--partition P]\n"
            "                         --masking-server URL --masking-token-file F [--k K]\n"
@@ -58,12 +63,19 @@ static void create_help(void)
            "                         --party-sizes S1,S2,... --k K [--allow-dropouts]\n"
            "                         [...the power-method options below, ...as above]\n"
            "\n"
+           "Every party's identity is pinned: --party-key I:FINGERPRINT for each party i\n"
+           "(collected out of band from each party's operator, who prints it with 'fedsvd\n"
+           "agent identity'), or --allow-unpinned to trust the keys the server relays.\n"
+           "\n"
            "Create a job (POST /v1/jobs) and print its invitations: a JSON array with one\n"
            "invitation per party, each holding that party's secret token. Hand invitation i\n"
            "to party i only (out of band); its operator gives it to the party's client-agent.\n"
            "For fedsvd and fedpca the job's mask set is then created on the masking server\n"
-           "(POST /v1/masksets) and each party's mask token, the masking-server URL and the\n"
-           "mask-set id are added to its invitation: the aggregation server never sees them.\n"
+           "(POST /v1/masksets), each party pinned to its --party-key identity: only that\n"
+           "party's agent can fetch its keys (signed requests; no credential for keys\n"
+           "exists). The masking-server URL and the mask-set id are added to every\n"
+           "invitation, and the mask set's end token goes to the aggregation server, which\n"
+           "deletes the mask set when the job ends.\n"
            "\n"
            "Options:\n");
     conn_help("admin-token-file F", "admin");
@@ -91,7 +103,15 @@ static void create_help(void)
         "                         --masking-server)\n"
         "  --block-size C         largest diagonal block of the masks (default: the masking\n"
         "                         server's choice)\n"
-        "  --threshold T          minimum survivors, 1..K (default floor(K/2)+1)\n"
+        "  --party-key I:FPR      pin party I's identity: FPR is the 64-hex-digit fingerprint\n"
+        "                         of its client-agent ('fedsvd agent identity'); repeat for\n"
+        "                         every party 1..K. Agents and the server refuse any other key\n"
+        "  --allow-unpinned       no pins: the parties trust the identity keys the server\n"
+        "                         relays (a server that substitutes keys is not caught)\n"
+        "  --threshold T          minimum survivors, floor(K/2)+1..K (default floor(K/2)+1)\n"
+        "  --allow-low-threshold  accept a --threshold below floor(K/2)+1: then two disjoint\n"
+        "                         halves of the parties could each complete an aggregation,\n"
+        "                         and a malicious server could unmask an input (tests only)\n"
         "  --round-timeout S      seconds (integer) a round waits for missing parties\n"
         "                         before counting them as dropped (server default 60)\n"
         "  --name LABEL           a free-form label for the job\n"
@@ -214,6 +234,21 @@ static int check_server(const char *cmd, const char *server)
                                server);
     }
     return CLI_OK;
+}
+
+/* A URL written into the invitations: the agents refuse plain HTTP to a
+ * host that is not loopback (unless they run with --insecure-http), so say so
+ * now rather than after the job exists. */
+static int check_invitation_url(const char *cmd, const char *flag, const char *url,
+                                const struct orch_tls *tls)
+{
+    struct fs_err err;
+
+    fs_err_clear(&err);
+    if (url == NULL || !orch_url_ok(url) || fs_http_url_check(url, tls->insecure_http, &err) == 0) {
+        return CLI_OK;
+    }
+    return cli_usage_error(cmd, "%s: %s", flag, err.msg);
 }
 
 static int check_job(const char *cmd, const char *job)
@@ -410,26 +445,37 @@ static int fed_create_args(const char *cmd, const char *alg, const char *part, c
 }
 
 /*
- * Create the job's mask set on the masking server (docs/wire-fedsvd.md) and
- * add masking_url, mask_token and maskset to each party's invitation.
+ * Create the job's mask set on the masking server (docs/wire-fedsvd.md),
+ * each party pinned to its identity (pins: the job's party_keys), so that
+ * only party i's agent can fetch party i's keys; add masking_url and maskset
+ * to each party's invitation, and hand the mask set's end token to the
+ * aggregation server (srv), which deletes the mask set when the job ends.
+ * No credential for mask keys exists, here or anywhere.
  */
 static int fed_create_maskset(const char *cmd, const char *msrv, const char *mtok, const char *mpub,
                               const struct orch_tls *tls, const char *job_id, int features,
                               const size_t *sizes, size_t n, size_t other, size_t block,
-                              json_t *invs)
+                              const json_t *pins, fs_httpc *srv, json_t *invs)
 {
     char base[1024];
     json_t *spec = NULL, *resp = NULL, *parties = json_array();
     const json_t *creds;
-    const char *id;
+    const char *id, *end_token;
     struct fs_err err;
     fs_httpc *m = NULL;
     int rc = CLI_OK;
 
     fs_err_clear(&err);
+    if (!json_is_array(pins) || json_array_size(pins) != n) {
+        json_decref(parties);
+        return cli_usage_error(cmd, "fedsvd and fedpca jobs need --party-key I:FINGERPRINT for "
+                                    "every party: the masking server releases party i's keys "
+                                    "only to requests signed by party i's identity");
+    }
     for (size_t i = 0; parties != NULL && i < n; i++) {
-        json_array_append_new(parties, json_pack("{s:I, s:I}", "party", (json_int_t)(i + 1),
-                                                 features ? "cols" : "rows", (json_int_t)sizes[i]));
+        json_array_append_new(parties, json_pack("{s:I, s:I, s:O}", "party", (json_int_t)(i + 1),
+                                                 features ? "cols" : "rows", (json_int_t)sizes[i],
+                                                 "identity", json_array_get(pins, i)));
     }
     spec = json_pack("{s:s, s:s, s:o, s:I}", "job_id", job_id, "partition",
                      features ? "features" : "samples", "parties", parties,
@@ -454,16 +500,17 @@ static int fed_create_maskset(const char *cmd, const char *msrv, const char *mto
     }
     id = json_string_value(json_object_get(json_object_get(resp, "maskset"), "id"));
     creds = json_object_get(resp, "parties");
-    if (!orch_id_ok(id) || !json_is_array(creds) || json_array_size(creds) != n) {
+    end_token = json_string_value(json_object_get(resp, "end_token"));
+    if (!orch_id_ok(id) || !json_is_array(creds) || json_array_size(creds) != n ||
+        end_token == NULL) {
         rc = cli_runtime_error(cmd,
-                               "POST /v1/masksets: the response lacks an id or %zu mask "
-                               "tokens",
+                               "POST /v1/masksets: the response lacks an id, an end token or %zu "
+                               "parties",
                                n);
         goto out;
     }
     for (size_t i = 0; i < n; i++) {
         const json_t *c = json_array_get(creds, i);
-        const char *tok = json_string_value(json_object_get(c, "mask_token"));
         json_int_t party = json_integer_value(json_object_get(c, "party"));
         json_t *inv = NULL, *v;
         size_t q;
@@ -474,13 +521,17 @@ static int fed_create_maskset(const char *cmd, const char *msrv, const char *mto
                 inv = v;
             }
         }
-        if (tok == NULL || inv == NULL) {
-            rc = cli_runtime_error(cmd, "POST /v1/masksets: no mask token for party %zu", i + 1);
+        if (inv == NULL || !json_equal(json_object_get(c, "identity"), json_array_get(pins, i))) {
+            rc = cli_runtime_error(cmd, "POST /v1/masksets: party %zu is not pinned to its key",
+                                   i + 1);
             goto out;
         }
         json_object_set_new(inv, "masking_url", json_string(base));
-        json_object_set_new(inv, "mask_token", json_string(tok));
         json_object_set_new(inv, "maskset", json_string(id));
+    }
+    if (orch_job_set_maskset(srv, job_id, base, id, end_token, &err) != 0) {
+        rc = cli_runtime_error(cmd, "%s", err.msg);
+        goto out;
     }
     fprintf(stderr, "fedsvd %s: mask set %s created on %s\n", cmd, id, base);
 out:
@@ -560,6 +611,8 @@ static int post_job(const char *cmd, const char *server, const char *tok,
                json_array_size(json_object_get(*resp, "invitations")) != parties) {
         rc = cli_runtime_error(cmd, "POST /v1/jobs: the response lacks the job or %zu invitations",
                                parties);
+    } else if (orch_check_invitation_pins(spec, json_object_get(*resp, "invitations"), &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
     }
     fs_httpc_free(c);
     return rc;
@@ -571,7 +624,7 @@ static int power_create(const char *cmd, const char *server, const char *tok, co
                         const char *s_sizes, const char *s_k, const char *s_thr, const char *s_rt,
                         const char *name, const char *pub, const char *outdir, const char *format,
                         const struct orch_tls *tls, struct orch_power_opts *po, int allow_dropouts,
-                        int fed_only)
+                        int fed_only, const char *const *pkeys, int allow_unpinned, int allow_low)
 {
     size_t *sizes = NULL, nsizes = 0, parties = 0, thr = 0, rt = 0, cols = 0;
     json_int_t shape[2] = {0, 0};
@@ -654,6 +707,9 @@ static int power_create(const char *cmd, const char *server, const char *tok, co
     if (s_thr != NULL) {
         json_object_set_new(spec, "threshold", json_integer((json_int_t)thr));
     }
+    if (allow_low) {
+        json_object_set_new(spec, "allow_low_threshold", json_true());
+    }
     if (s_rt != NULL) {
         json_object_set_new(spec, "round_timeout_s", json_integer((json_int_t)rt));
     }
@@ -662,6 +718,9 @@ static int power_create(const char *cmd, const char *server, const char *tok, co
     }
     if (pub != NULL) {
         json_object_set_new(spec, "server_url", json_string(pub));
+    }
+    if ((rc = orch_party_keys(cmd, pkeys, nsizes, allow_unpinned, spec)) != CLI_OK) {
+        goto out;
     }
     if (outdir != NULL && (rc = cli_mkdir_p(cmd, outdir)) != CLI_OK) {
         goto out;
@@ -686,11 +745,13 @@ static int job_create(int argc, char **argv)
     const char *s_outdir = NULL, *s_format = NULL, *s_ca = NULL;
     const char *s_part = NULL, *s_sizes = NULL, *s_k = NULL, *s_method = NULL, *s_msrv = NULL;
     const char *s_mtok = NULL, *s_mpub = NULL, *s_block = NULL, *s_cols = NULL;
-    int standardize = 0, allow_dropouts = 0, fed = 0, power = 0;
+    int standardize = 0, allow_dropouts = 0, fed = 0, power = 0, allow_unpinned = 0;
+    int allow_low = 0;
+    const char *pkeys[CLI_LIST_MAX + 1] = {NULL};
     struct orch_power_opts po;
     size_t *sizes = NULL, nsizes = 0, kk = 0, block = 0;
     char job_id[ORCH_ID_MAX] = "";
-    struct orch_tls tls = {0, NULL};
+    struct orch_tls tls = {0, NULL, 0};
     struct cli_opt opts[] = {
         {"server", CLI_OPT_VALUE, &s_server, NULL},
         {"admin-token-file", CLI_OPT_VALUE, &s_tok, NULL},
@@ -698,12 +759,14 @@ static int job_create(int argc, char **argv)
         {"parties", CLI_OPT_VALUE, &s_parties, NULL},
         {"shape", CLI_OPT_VALUE, &s_shape, NULL},
         {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
+        {"allow-low-threshold", CLI_OPT_FLAG, NULL, &allow_low},
         {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
         {"name", CLI_OPT_VALUE, &s_name, NULL},
         {"public-url", CLI_OPT_VALUE, &s_pub, NULL},
         {"out-dir", CLI_OPT_VALUE, &s_outdir, NULL},
         {"format", CLI_OPT_VALUE, &s_format, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &tls.insecure},
+        {"insecure-http", CLI_OPT_FLAG, NULL, &tls.insecure_http},
         {"ca-file", CLI_OPT_VALUE, &s_ca, NULL},
         {"partition", CLI_OPT_VALUE, &s_part, NULL},
         {"party-sizes", CLI_OPT_VALUE, &s_sizes, NULL},
@@ -716,6 +779,8 @@ static int job_create(int argc, char **argv)
         {"masking-public-url", CLI_OPT_VALUE, &s_mpub, NULL},
         {"block-size", CLI_OPT_VALUE, &s_block, NULL},
         {"cols", CLI_OPT_VALUE, &s_cols, NULL},
+        {"party-key", CLI_OPT_LIST, pkeys, NULL},
+        {"allow-unpinned", CLI_OPT_FLAG, NULL, &allow_unpinned},
         ORCH_POWER_OPTS(po),
     };
     const char *pos[1];
@@ -738,7 +803,11 @@ static int job_create(int argc, char **argv)
         return CLI_OK;
     }
     tls.ca_file = s_ca;
-    if ((rc = check_server(cmd, s_server)) != CLI_OK) {
+    if ((rc = check_server(cmd, s_server)) != CLI_OK ||
+        (rc = check_invitation_url(cmd, "--public-url", s_pub, &tls)) != CLI_OK ||
+        (rc =
+             check_invitation_url(cmd, s_mpub != NULL ? "--masking-public-url" : "--masking-server",
+                                  s_mpub != NULL ? s_mpub : s_msrv, &tls)) != CLI_OK) {
         return rc;
     }
     power = orch_power_algorithm(s_alg);
@@ -751,7 +820,8 @@ static int job_create(int argc, char **argv)
                             s_thr, s_rt, s_name, s_pub, s_outdir, s_format, &tls, &po,
                             allow_dropouts,
                             s_part != NULL || s_method != NULL || standardize || s_msrv != NULL ||
-                                s_mtok != NULL || s_mpub != NULL || s_block != NULL);
+                                s_mtok != NULL || s_mpub != NULL || s_block != NULL,
+                            pkeys, allow_unpinned, allow_low);
     }
     if (s_alg != NULL && (strcmp(s_alg, "fedsvd") == 0 || strcmp(s_alg, "fedpca") == 0)) {
         fed = 1;
@@ -815,6 +885,9 @@ static int job_create(int argc, char **argv)
     if (s_thr != NULL) {
         json_object_set_new(spec, "threshold", json_integer((json_int_t)thr));
     }
+    if (allow_low) {
+        json_object_set_new(spec, "allow_low_threshold", json_true());
+    }
     if (s_rt != NULL) {
         json_object_set_new(spec, "round_timeout_s", json_integer((json_int_t)rt));
     }
@@ -844,6 +917,15 @@ static int job_create(int argc, char **argv)
             json_object_set_new(spec, "allow_dropouts", json_true());
         }
     }
+    if ((rc = orch_party_keys(cmd, pkeys, parties, allow_unpinned, spec)) != CLI_OK) {
+        goto out;
+    }
+    if (fed && json_object_get(spec, "party_keys") == NULL) {
+        rc = cli_usage_error(cmd, "fedsvd and fedpca jobs need --party-key I:FINGERPRINT for "
+                                  "every party: the masking server releases party i's keys only "
+                                  "to requests signed by party i's identity");
+        goto out;
+    }
     if (s_outdir != NULL && (rc = cli_mkdir_p(cmd, s_outdir)) != CLI_OK) {
         goto out;
     }
@@ -861,13 +943,17 @@ static int job_create(int argc, char **argv)
                                parties);
         goto out;
     }
+    if (orch_check_invitation_pins(spec, invs, &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
     snprintf(job_id, sizeof job_id, "%s", str_or(job, "id", ""));
     if (fed) {
         rc = fed_create_maskset(
             cmd, s_msrv, s_mtok, s_mpub, &tls, job_id,
             s_part != NULL && strcmp(s_part, "features") == 0, sizes, nsizes,
             (size_t)(s_part != NULL && strcmp(s_part, "features") == 0 ? shape[0] : shape[1]),
-            block, (json_t *)invs);
+            block, json_object_get(spec, "party_keys"), c, (json_t *)invs);
         if (rc != CLI_OK) {
             /* a job without masks cannot run: do not leave it waiting */
             char path[ORCH_ID_MAX + 16];
@@ -906,6 +992,7 @@ static int job_status(int argc, char **argv)
         {"job", CLI_OPT_VALUE, &a.job, NULL},
         {"format", CLI_OPT_VALUE, &a.format, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
         {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
     };
     const char *pos[1];
@@ -971,6 +1058,7 @@ static int job_watch(int argc, char **argv)
         {"interval", CLI_OPT_VALUE, &s_interval, NULL},
         {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
         {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
     };
     const char *pos[1];
@@ -1108,6 +1196,7 @@ static int job_result(int argc, char **argv)
         {"format", CLI_OPT_VALUE, &a.format, NULL},
         {"out", CLI_OPT_VALUE, &s_out, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
         {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
     };
     const char *pos[1];
@@ -1180,6 +1269,7 @@ static int job_list(int argc, char **argv)
         {"admin-token-file", CLI_OPT_VALUE, &a.token_file, NULL},
         {"format", CLI_OPT_VALUE, &a.format, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
         {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
     };
     const char *pos[1];
@@ -1240,6 +1330,7 @@ static int job_cancel(int argc, char **argv)
         {"job", CLI_OPT_VALUE, &a.job, NULL},
         {"format", CLI_OPT_VALUE, &a.format, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
         {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
     };
     const char *pos[1];

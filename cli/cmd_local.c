@@ -94,7 +94,8 @@ json_t *local_fail_json(const struct local *L, size_t i)
 void local_help(void)
 {
     printf("Usage: fedsvd local --algorithm secure-sum --party FILE --party FILE [...] --out DIR\n"
-           "                    [--threshold T] [--round-timeout S] [--fail-party I:PHASE]...\n"
+           "                    [--threshold T [--allow-low-threshold]] [--round-timeout S]\n"
+           "                    [--fail-party I:PHASE]...\n"
            "                    [--timeout S] [--keep] [--bin-dir DIR] [--format text|json]\n"
            "       fedsvd local --algorithm fedsvd|fedpca (--party FILE... | --input FILE...\n"
            "                    --parties K) --out DIR [--k K] [--partition samples|features]\n"
@@ -135,7 +136,10 @@ void local_help(void)
            "                       and split them into K parties of near-equal rows (samples)\n"
            "                       or columns (features)\n"
            "  --out DIR            where the results, summary.json and logs/ go (created)\n"
-           "  --threshold T        minimum survivors, 1..K (default floor(K/2)+1)\n"
+           "  --threshold T        minimum survivors, floor(K/2)+1..K (default floor(K/2)+1)\n"
+           "  --allow-low-threshold accept a --threshold below floor(K/2)+1 (for dropout\n"
+           "                       tests: with at most half the parties two disjoint groups\n"
+           "                       could each complete an aggregation)\n"
            "  --round-timeout S    seconds (integer) a round, and joining, waits for missing\n"
            "                       parties before counting them as dropped (default 5;\n"
            "                       fedsvd/fedpca 300: rounds close as soon as all are in;\n"
@@ -467,7 +471,7 @@ int local_init_proc(struct local *L, struct proc *p, const char *name, const cha
     return make_dir(L->cmd, p->dir);
 }
 
-/* Start p on `port`: argv per service (DESIGN.md sec. 8 flags). */
+/* Start p on `port`: argv per service (each service's --help flags). */
 static int start_proc(struct local *L, struct proc *p, uint16_t port, int is_server)
 {
     char listen[32], why[256], conc[16];
@@ -492,6 +496,11 @@ static int start_proc(struct local *L, struct proc *p, uint16_t port, int is_ser
          * change waits for the next one (the default is 200 ms) */
         argv[n++] = (char *)"--poll-ms";
         argv[n++] = (char *)"50";
+    }
+    if (is_server && getenv("FEDSVD_MAX_CONNECTIONS_PER_IP") == NULL) {
+        /* every party connects from 127.0.0.1: no per-address cap */
+        argv[n++] = (char *)"--max-connections-per-ip";
+        argv[n++] = (char *)"0";
     }
     if (p == &L->masker && getenv("FEDSVD_KEYGEN_CONCURRENCY") == NULL) {
         /* the parties ask for their keys at once: generate on every core */
@@ -675,10 +684,43 @@ int local_start_services(struct local *L)
             goto out;
         }
     }
+    /* each agent's identity, pinned in the job as a job creator would */
+    free(L->party_keys);
+    L->party_keys = calloc(L->k, sizeof *L->party_keys);
+    if (L->party_keys == NULL) {
+        rc = cli_runtime_error(L->cmd, "out of memory");
+        goto out;
+    }
+    for (size_t i = 0; i < L->k; i++) {
+        if (orch_agent_identity(L->agents[i].http, L->party_keys[i], &err) != 0) {
+            rc = cli_runtime_error(L->cmd, "%s: %s", L->agents[i].name, err.msg);
+            goto out;
+        }
+    }
 out:
     free(ports);
     free(ps);
     return rc;
+}
+
+int local_pin_spec(struct local *L, json_t *spec)
+{
+    json_t *a;
+
+    if (L->party_keys == NULL) {
+        return cli_runtime_error(L->cmd, "the agents' identities are not known yet");
+    }
+    a = json_array();
+    for (size_t i = 0; a != NULL && i < L->k; i++) {
+        if (json_array_append_new(a, json_string(L->party_keys[i])) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    if (a == NULL || json_object_set_new(spec, "party_keys", a) != 0) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    return CLI_OK;
 }
 
 /* ---- the job ---- */
@@ -699,6 +741,9 @@ static int create_job(struct local *L, json_t **invitations)
                      (json_int_t)(L->fed ? L->n_rows : L->rows),
                      (json_int_t)(L->fed ? L->n_cols : L->cols), "round_timeout_s",
                      (json_int_t)L->round_timeout, "server_url", L->server.url);
+    if (spec != NULL && L->allow_low_threshold) {
+        json_object_set_new(spec, "allow_low_threshold", json_true());
+    }
     if (spec != NULL && L->fed) {
         json_t *sizes = json_array();
         for (size_t i = 0; sizes != NULL && i < L->k; i++) {
@@ -724,6 +769,9 @@ static int create_job(struct local *L, json_t **invitations)
     if (spec == NULL) {
         return cli_runtime_error(L->cmd, "out of memory");
     }
+    if ((rc = local_pin_spec(L, spec)) != CLI_OK) {
+        goto out;
+    }
     if (fs_httpc_json(L->server.http, "POST", "/v1/jobs", spec, &resp, NULL, &err) != 0) {
         rc = cli_fs_error(L->cmd, &err);
         goto out;
@@ -747,24 +795,31 @@ out:
 }
 
 /*
- * fedsvd/fedpca: create the job's mask set on the masking server and merge
- * each party's mask token into its invitation (docs/wire-fedsvd.md). The
- * aggregation server never sees a mask token.
+ * fedsvd/fedpca: create the job's mask set on the masking server, each party
+ * pinned to its agent's identity (so that only agent i can fetch party i's
+ * keys), merge masking_url and maskset into the invitations and give the
+ * mask set's end token to the aggregation server, which deletes the mask set
+ * when the job ends (docs/wire-fedsvd.md). Nobody holds a credential for keys.
  */
 static int create_maskset(struct local *L, json_t *invs)
 {
     json_t *spec = NULL, *resp = NULL, *parties = json_array();
     const json_t *creds;
-    const char *id;
+    const char *id, *end_token;
     struct fs_err err;
     double t0 = cli_now();
     int rc = CLI_OK;
 
     fs_err_clear(&err);
+    if (L->party_keys == NULL) {
+        json_decref(parties);
+        return cli_runtime_error(L->cmd, "the agents' identities are not known yet");
+    }
     for (size_t i = 0; parties != NULL && i < L->k; i++) {
         json_array_append_new(parties,
-                              json_pack("{s:I, s:I}", "party", (json_int_t)(i + 1),
-                                        L->features ? "cols" : "rows", (json_int_t)L->sizes[i]));
+                              json_pack("{s:I, s:I, s:s}", "party", (json_int_t)(i + 1),
+                                        L->features ? "cols" : "rows", (json_int_t)L->sizes[i],
+                                        "identity", L->party_keys[i]));
     }
     spec = json_pack(
         "{s:s, s:s, s:o, s:I, s:s}", "job_id", L->job_id, "partition",
@@ -782,10 +837,12 @@ static int create_maskset(struct local *L, json_t *invs)
     }
     id = json_string_value(json_object_get(json_object_get(resp, "maskset"), "id"));
     creds = json_object_get(resp, "parties");
-    if (!orch_id_ok(id) || !json_is_array(creds) || json_array_size(creds) != L->k) {
+    end_token = json_string_value(json_object_get(resp, "end_token"));
+    if (!orch_id_ok(id) || !json_is_array(creds) || json_array_size(creds) != L->k ||
+        end_token == NULL) {
         rc = cli_runtime_error(L->cmd,
-                               "POST /v1/masksets: the response lacks an id or %zu mask "
-                               "tokens",
+                               "POST /v1/masksets: the response lacks an id, an end token or "
+                               "%zu parties",
                                L->k);
         goto out;
     }
@@ -793,7 +850,6 @@ static int create_maskset(struct local *L, json_t *invs)
     for (size_t i = 0; i < L->k; i++) {
         const json_t *c = json_array_get(creds, i);
         json_t *inv = json_array_get(invs, i);
-        const char *tok = json_string_value(json_object_get(c, "mask_token"));
         json_int_t party = json_integer_value(json_object_get(c, "party"));
         size_t q;
         json_t *v;
@@ -805,13 +861,16 @@ static int create_maskset(struct local *L, json_t *invs)
                 inv = v;
             }
         }
-        if (tok == NULL || inv == NULL) {
-            rc = cli_runtime_error(L->cmd, "POST /v1/masksets: no mask token for party %zu", i + 1);
+        if (inv == NULL) {
+            rc = cli_runtime_error(L->cmd, "POST /v1/masksets: no party %zu", i + 1);
             goto out;
         }
         json_object_set_new(inv, "masking_url", json_string(L->masker.url));
-        json_object_set_new(inv, "mask_token", json_string(tok));
         json_object_set_new(inv, "maskset", json_string(id));
+    }
+    if (orch_job_set_maskset(L->server.http, L->job_id, L->masker.url, id, end_token, &err) != 0) {
+        rc = cli_runtime_error(L->cmd, "aggregation-server: %s", err.msg);
+        goto out;
     }
     L->t_mask = cli_now() - t0;
 out:
@@ -2278,6 +2337,7 @@ void local_free(struct local *L)
     free(L->files);
     free(L->part_ids);
     free(L->agents);
+    free(L->party_keys);
     free(L->fail_at);
     free(L->fail_round);
     free(L->sizes);
@@ -2428,11 +2488,12 @@ int cmd_local(int argc, char **argv)
     const char *s_alg = NULL, *s_out = NULL, *s_thr = NULL, *s_rt = NULL, *s_timeout = NULL;
     const char *s_bin = NULL, *s_format = NULL, *s_k = NULL, *s_part = NULL, *s_block = NULL;
     const char *s_method = NULL, *s_parties = NULL;
-    int keep = 0, standardize = 0, allow_dropouts = 0, verify = 0;
+    int keep = 0, standardize = 0, allow_dropouts = 0, verify = 0, allow_low = 0;
     struct cli_opt opts[] = {
         {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},
         {"out", CLI_OPT_VALUE, &s_out, NULL},
         {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
+        {"allow-low-threshold", CLI_OPT_FLAG, NULL, &allow_low},
         {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
         {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
         {"bin-dir", CLI_OPT_VALUE, &s_bin, NULL},
@@ -2558,6 +2619,7 @@ int cmd_local(int argc, char **argv)
     L.out = s_out;
     L.keep = keep;
     L.thr = L.k / 2 + 1;
+    L.allow_low_threshold = allow_low;
     if ((rc = local_alloc(&L, fail, nfail, LOCAL_FAIL_SECAGG)) != CLI_OK) {
         goto out;
     }

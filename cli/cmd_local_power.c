@@ -1,5 +1,5 @@
 /* fedsvd local for the power methods (fedpower, fedpower-utility,
- * fedpower-private, dp-ppm; DESIGN.md sec. 5.3-5.5): the same real processes
+ * fedpower-private, dp-ppm; docs/wire-fedpower.md): the same real processes
  * as the other algorithms (cmd_local.c, cli/local.h: one aggregation-server,
  * one client-agent per party, no masking server), a job spec with the
  * power-method parameters, and a result of V.npy (d x k), eigenvalues.npy,
@@ -243,7 +243,8 @@ void local_power_help(void)
            "DIR/summary.json (parameters, convergence per sync, with --reference the\n"
            "projection distance and sin theta to it per sync and at the end, the privacy\n"
            "report, phase timings including crypto, bytes and peak memory per process) and\n"
-           "DIR/convergence.svg. Options besides --party, --out, --threshold,\n"
+           "DIR/convergence.svg. Options besides --party, --out, --threshold (below\n"
+           "floor(K/2)+1 only with --allow-low-threshold),\n"
            "--round-timeout (default 300), --fail-party I:PHASE[:R] (R: stop at PHASE of\n"
            "aggregation R, 0-based), --timeout, --keep, --bin-dir, --format:\n");
     orch_power_help();
@@ -416,6 +417,9 @@ static int create_job(struct power *P, json_t **invitations)
     json_object_set_new(P->spec, "name", json_string("fedsvd local"));
     json_object_set_new(P->spec, "parties", json_integer((json_int_t)L->k));
     json_object_set_new(P->spec, "threshold", json_integer((json_int_t)L->thr));
+    if (L->allow_low_threshold) {
+        json_object_set_new(P->spec, "allow_low_threshold", json_true());
+    }
     json_object_set_new(P->spec, "cols", json_integer((json_int_t)P->d));
     json_object_set_new(P->spec, "party_rows", rows);
     json_object_set_new(P->spec, "allow_dropouts", json_boolean(P->allow_dropouts));
@@ -423,6 +427,9 @@ static int create_job(struct power *P, json_t **invitations)
     json_object_set_new(P->spec, "join_timeout_s",
                         json_integer((json_int_t)(L->round_timeout > 60 ? L->round_timeout : 60)));
     json_object_set_new(P->spec, "server_url", json_string(L->server.url));
+    if ((rc = local_pin_spec(L, P->spec)) != CLI_OK) {
+        return rc;
+    }
     if (fs_httpc_json(L->server.http, "POST", "/v1/jobs", P->spec, &resp, NULL, &err) != 0) {
         return cli_fs_error(L->cmd, &err);
     }
@@ -961,6 +968,7 @@ int cmd_local_power(int argc, char **argv)
         {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},
         {"out", CLI_OPT_VALUE, &s_out, NULL},
         {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
+        {"allow-low-threshold", CLI_OPT_FLAG, NULL, &P.L.allow_low_threshold},
         {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
         {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
         {"bin-dir", CLI_OPT_VALUE, &s_bin, NULL},

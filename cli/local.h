@@ -52,6 +52,7 @@ struct local {
     int *fail_at;       /* index into k_phases, or -1 */
     int *fail_round;    /* power methods: the aggregation of fail_at, or -1 (any: the first) */
     size_t thr;
+    int allow_low_threshold; /* --allow-low-threshold: thr below floor(k/2)+1 accepted */
     double round_timeout, timeout;
     int keep, json;
     const char *out;
@@ -89,6 +90,8 @@ struct local {
     json_t *shared_check;                     /* {"file": max |difference| between parties} */
     double t_mask;                            /* seconds to create the mask set */
     json_t *verify;                           /* --verify: the comparison with a centralised SVD */
+    char (*party_keys)[ORCH_FPR_LEN + 1];     /* each agent's identity fingerprint (GET
+                                                 /v1/identity), read once the agents are up */
 };
 
 /* Signal handlers of a run (SIGINT, SIGTERM, SIGHUP set a stop flag that
@@ -146,6 +149,14 @@ int local_init_proc(struct local *L, struct proc *p, const char *name, const cha
 
 /** Start the server (and masker when L->fed) and the L->k agents; wait until all are ready. */
 int local_start_services(struct local *L);
+
+/**
+ * Pin the parties of the job about to be created: spec gets "party_keys",
+ * the identity fingerprint each agent of this run reported (agent i is
+ * party i), so that the job runs exactly as a job with pins collected out of
+ * band does.
+ */
+int local_pin_spec(struct local *L, json_t *spec);
 
 /** Remove result files of an earlier run from L->out (and its party-<i>/ directories). */
 void local_remove_stale(struct local *L);

@@ -1,5 +1,6 @@
 /* fedsvd local --verify: the federated result against a centralised LAPACK
- * SVD of the pooled matrix of the parties in the result (DESIGN.md sec. 6).
+ * SVD of the pooled matrix of the parties in the result (the accuracy metrics
+ * of docs/references.md).
  * Only `fedsvd local` can do this: it is the one place that holds every
  * party's file. */
 #include "local_verify.h"

@@ -1,6 +1,6 @@
 /* fedsvd local --verify: compare a fedsvd/fedpca result in DIR with a
  * centralised LAPACK SVD of the pooled matrix of the parties in the result
- * (DESIGN.md sec. 6: singular values relative to s_1, projection distance of
+ * (docs/references.md: singular values relative to s_1, projection distance of
  * the shared factor, smallest |cosine| of matching shared columns,
  * reconstruction ||X - U S V^T||_F / ||X||_F with the parties' private
  * factors stacked; fedpca on the centred (scaled) matrix). */

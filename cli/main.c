@@ -15,11 +15,12 @@ static const struct command commands[] = {
     {"svd", cmd_svd, "centralised SVD of one matrix (the baseline for federated results)"},
     {"dp", cmd_dp, "differential privacy: calibrate Gaussian noise, convert zCDP to (eps, delta)"},
     {"gen", cmd_gen, "generate synthetic data (.npy/.csv/.mtx), optionally split into parties"},
-    {"compare", cmd_compare, "compare two results with the accuracy metrics of DESIGN.md sec. 6"},
+    {"compare", cmd_compare, "compare two results: singular values, subspaces, matrices"},
     {"convert", cmd_convert, "convert a matrix file between npy, csv and MatrixMarket"},
     {"sum", cmd_sum, "add matrices elementwise (the reference for secure-sum results)"},
     {"job", cmd_job, "create jobs and invitations, watch progress, fetch results (needs a server)"},
     {"local", cmd_local, "run a whole federated job on this machine with real services"},
+    {"agent", cmd_agent, "a client-agent's identity fingerprint, to pin in jobs"},
     {"plot", cmd_plot, "write SVG figures: PCA scatter by class, scree, convergence lines"},
 };
 

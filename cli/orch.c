@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "crypto/ed25519.h"
 #include "crypto/sha256.h"
 
 int orch_client(fs_httpc **out, const char *base_url, const char *token, long timeout_ms,
@@ -29,8 +30,124 @@ int orch_client(fs_httpc **out, const char *base_url, const char *token, long ti
     if (tls != NULL) {
         cfg.insecure = tls->insecure;
         cfg.ca_file = tls->ca_file;
+        cfg.allow_insecure_http = tls->insecure_http;
     }
     return fs_httpc_new(out, &cfg, err);
+}
+
+int orch_agent_identity(fs_httpc *c, char fpr[ORCH_FPR_LEN + 1], struct fs_err *err)
+{
+    uint8_t pk[FS_ED25519_KEY_LEN];
+    json_t *r = NULL;
+    const char *alg;
+    int rc = fs_httpc_json(c, "GET", "/v1/identity", NULL, &r, NULL, err);
+
+    if (rc == 0) {
+        alg = json_string_value(json_object_get(r, "algorithm"));
+        if (alg == NULL || strcmp(alg, "ed25519") != 0) {
+            rc = fs_err_set(err, FS_EFORMAT, "GET /v1/identity: algorithm is not ed25519");
+        } else if (fs_ed25519_fpr_parse(json_string_value(json_object_get(r, "fingerprint")), pk,
+                                        err) != 0) {
+            rc = fs_err_prefix(err, "GET /v1/identity: ");
+        } else {
+            fs_ed25519_fpr_format(pk, fpr);
+        }
+    }
+    json_decref(r);
+    return rc;
+}
+
+int orch_party_keys(const char *cmd, const char *const *items, size_t parties, int allow_unpinned,
+                    json_t *spec)
+{
+    char(*fprs)[ORCH_FPR_LEN + 1] = NULL;
+    json_t *a = NULL;
+    size_t given = 0;
+    int rc = CLI_OK;
+
+    while (items != NULL && items[given] != NULL) {
+        given++;
+    }
+    if (given == 0) {
+        if (!allow_unpinned) {
+            return cli_usage_error(cmd,
+                                   "pin every party's identity with --party-key I:FINGERPRINT "
+                                   "(its operator prints it with 'fedsvd agent identity'), or "
+                                   "give --allow-unpinned to trust the keys the server relays");
+        }
+        json_object_set_new(spec, "allow_unpinned", json_true());
+        return CLI_OK;
+    }
+    fprs = calloc(parties, sizeof *fprs);
+    if (fprs == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
+    }
+    for (size_t i = 0; i < given && rc == CLI_OK; i++) {
+        const char *colon = strchr(items[i], ':');
+        char num[16];
+        size_t party = 0;
+        uint8_t pk[FS_ED25519_KEY_LEN];
+        if (colon == NULL || colon == items[i] || (size_t)(colon - items[i]) >= sizeof num) {
+            rc = cli_usage_error(cmd, "--party-key: expected I:FINGERPRINT, got '%s'", items[i]);
+            break;
+        }
+        memcpy(num, items[i], (size_t)(colon - items[i]));
+        num[colon - items[i]] = '\0';
+        if ((rc = cli_parse_size(cmd, "--party-key", num, 1, parties, &party)) != CLI_OK) {
+            break;
+        }
+        if (fs_ed25519_fpr_parse(colon + 1, pk, NULL) != 0) {
+            rc = cli_usage_error(cmd,
+                                 "--party-key %zu: expected 64 hex digits (the fingerprint "
+                                 "'fedsvd agent identity' prints), got '%s'",
+                                 party, colon + 1);
+            break;
+        }
+        if (fprs[party - 1][0] != '\0') {
+            rc = cli_usage_error(cmd, "--party-key: party %zu given twice", party);
+            break;
+        }
+        fs_ed25519_fpr_format(pk, fprs[party - 1]);
+    }
+    for (size_t p = 0; p < parties && rc == CLI_OK; p++) {
+        if (fprs[p][0] == '\0') {
+            rc = cli_usage_error(cmd,
+                                 "--party-key: party %zu has no key (pin all %zu parties, or "
+                                 "none with --allow-unpinned)",
+                                 p + 1, parties);
+        }
+    }
+    if (rc == CLI_OK) {
+        a = json_array();
+        for (size_t p = 0; a != NULL && p < parties; p++) {
+            json_array_append_new(a, json_string(fprs[p]));
+        }
+        if (a == NULL || json_object_set_new(spec, "party_keys", a) != 0) {
+            rc = cli_runtime_error(cmd, "out of memory");
+        }
+    }
+    free(fprs);
+    return rc;
+}
+
+int orch_check_invitation_pins(const json_t *spec, const json_t *invs, struct fs_err *err)
+{
+    const json_t *want = json_object_get(spec, "party_keys");
+    size_t i;
+    json_t *inv;
+
+    json_array_foreach(invs, i, inv)
+    {
+        const json_t *got = json_object_get(inv, "party_keys");
+        if (want == NULL ? got != NULL && !json_is_null(got) : !json_equal(want, got)) {
+            return fs_err_set(err, FS_EAUTH,
+                              "POST /v1/jobs: invitation %zu does not carry the party keys this "
+                              "job pins: the server altered them; do not hand the invitations "
+                              "out",
+                              i + 1);
+        }
+    }
+    return 0;
 }
 
 int orch_id_ok(const char *s)
@@ -89,6 +206,23 @@ int orch_url_trim(const char *base_url, char *buf, size_t cap, struct fs_err *er
     memcpy(buf, base_url, n);
     buf[n] = '\0';
     return 0;
+}
+
+int orch_job_set_maskset(fs_httpc *c, const char *job_id, const char *masking_url,
+                         const char *maskset, const char *end_token, struct fs_err *err)
+{
+    char path[64 + ORCH_ID_MAX];
+    json_t *body = json_pack("{s:s, s:s, s:s}", "masking_url", masking_url, "maskset", maskset,
+                             "end_token", end_token);
+    int rc;
+
+    if (body == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    snprintf(path, sizeof path, "/v1/jobs/%s/maskset", job_id);
+    rc = fs_httpc_json(c, "PUT", path, body, NULL, NULL, err);
+    json_decref(body);
+    return rc;
 }
 
 int orch_job_get(fs_httpc *c, const char *job_id, json_t **out, struct fs_err *err)

@@ -18,10 +18,11 @@
 
 #define ORCH_ID_MAX 128 /* job / participation ids we accept, including the NUL */
 
-/** TLS options of every networked command (--insecure, --ca-file). */
+/** TLS options of every networked command (--insecure, --ca-file, --insecure-http). */
 struct orch_tls {
     int insecure;        /* 1: do not verify certificates */
     const char *ca_file; /* PEM bundle, or NULL for the system store; borrowed */
+    int insecure_http;   /* 1: allow http:// URLs to hosts that are not loopback */
 };
 
 /**
@@ -42,6 +43,42 @@ int orch_url_ok(const char *s);
 
 /** Copy base_url without trailing '/' into buf. @return 0 or FS_ERANGE. */
 FS_WUR int orch_url_trim(const char *base_url, char *buf, size_t cap, struct fs_err *err);
+
+/* ---- pinned identities ---- */
+
+#define ORCH_FPR_LEN 64 /* hex digits of an identity fingerprint */
+
+/**
+ * A client-agent's identity fingerprint (GET /v1/identity with the operator
+ * token of c), checked (algorithm ed25519, 64 hex digits), lower case, into
+ * fpr (65 bytes).
+ */
+FS_WUR int orch_agent_identity(fs_httpc *c, char fpr[ORCH_FPR_LEN + 1], struct fs_err *err);
+
+/**
+ * The pins of a job spec from `--party-key I:FINGERPRINT` values (items, a
+ * NULL-terminated list; may be empty): every party 1..parties exactly once,
+ * added to spec as "party_keys"; with none given, allow_unpinned must be
+ * set and spec gets "allow_unpinned": true. @return CLI_OK or CLI_EUSAGE
+ * after printing the reason.
+ */
+int orch_party_keys(const char *cmd, const char *const *items, size_t parties, int allow_unpinned,
+                    json_t *spec);
+
+/**
+ * Every invitation must carry the spec's party_keys (or none when the spec
+ * has none): a server that drops or changes the pins is caught before the
+ * invitations go out. @return 0 or FS_EAUTH.
+ */
+FS_WUR int orch_check_invitation_pins(const json_t *spec, const json_t *invs, struct fs_err *err);
+
+/**
+ * PUT /v1/jobs/{id}/maskset on the aggregation server (admin client c): the
+ * job's mask set and its end token (a secret that can only delete that mask
+ * set), so that the server ends the mask set when the job ends.
+ */
+FS_WUR int orch_job_set_maskset(fs_httpc *c, const char *job_id, const char *masking_url,
+                                const char *maskset, const char *end_token, struct fs_err *err);
 
 /** GET /v1/jobs/{id}. @param out new reference. */
 FS_WUR int orch_job_get(fs_httpc *c, const char *job_id, json_t **out, struct fs_err *err);

@@ -142,7 +142,7 @@ int cli_parse(const char *cmd, int argc, char **argv, const struct cli_opt *opts
         if (o == NULL) {
             return cli_usage_error(cmd, "unknown option '%.*s'", (int)(len + 2), a);
         }
-        if (idx < sizeof seen && seen[idx]) {
+        if (idx < sizeof seen && seen[idx] && o->kind != CLI_OPT_LIST) {
             return cli_usage_error(cmd, "option '--%s' given more than once", o->name);
         }
         if (idx < sizeof seen) {
@@ -155,14 +155,23 @@ int cli_parse(const char *cmd, int argc, char **argv, const struct cli_opt *opts
             *o->flag = 1;
             continue;
         }
-        if (eq != NULL) {
-            *o->value = eq + 1;
-            continue;
-        }
-        if (i + 1 >= argc || (looks_like_option(argv[i + 1]) && argv[i + 1][1] == '-')) {
+        if (eq == NULL &&
+            (i + 1 >= argc || (looks_like_option(argv[i + 1]) && argv[i + 1][1] == '-'))) {
             return cli_usage_error(cmd, "option '--%s' needs a value", o->name);
         }
-        *o->value = argv[++i];
+        if (o->kind == CLI_OPT_LIST) {
+            size_t n = 0;
+            while (n < CLI_LIST_MAX && o->value[n] != NULL) {
+                n++;
+            }
+            if (n >= CLI_LIST_MAX) {
+                return cli_usage_error(cmd, "option '--%s' given more than %d times", o->name,
+                                       CLI_LIST_MAX);
+            }
+            o->value[n] = eq != NULL ? eq + 1 : argv[++i];
+            continue;
+        }
+        *o->value = eq != NULL ? eq + 1 : argv[++i];
     }
     return CLI_OK;
 }

@@ -38,8 +38,9 @@ echo "  every service is a real process on 127.0.0.1: masking-server, aggregatio
 echo "  $parties client-agents; each party holds $((70000 / parties)) images and sees only its own"
 echo
 
-# 1. the federated run. Mask blocks of 1024 (>= the 784 features, as DESIGN.md
-# sec. 5.2 asks) keep each party's key download ~150 MB instead of ~600 MB.
+# 1. the federated run. Mask blocks of 1024 (>= the 784 features, so a block's
+# masked rows span no detectable subspace; docs/wire-fedsvd.md) keep each
+# party's key download ~150 MB instead of ~600 MB.
 "$F" local --algorithm fedpca --input "$train" --input "$t10k" --parties "$parties" --k "$k" \
     --block-size 1024 --verify --out "$out/fedpca" --format json >"$out/fedpca.json" 2>"$out/fedpca.log" || {
     echo "demo: fedsvd local failed:" >&2

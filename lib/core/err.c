@@ -16,11 +16,15 @@ void fs_err_clear(struct fs_err *err)
 int fs_err_set(struct fs_err *err, int code, const char *fmt, ...)
 {
     if (err != NULL) {
+        /* formatted aside first: an argument may be err->msg itself
+         * (re-coding an error keeps its text: "%s", err->msg) */
+        char msg[FS_ERR_MSG_MAX];
         va_list ap;
         va_start(ap, fmt);
-        err->code = code;
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        vsnprintf(msg, sizeof msg, fmt, ap);
         va_end(ap);
+        err->code = code;
+        memcpy(err->msg, msg, sizeof err->msg);
     }
     return code;
 }

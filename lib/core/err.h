@@ -1,6 +1,6 @@
 /* fs_err: the caller-owned error record every fallible function fills.
  *
- * Convention (STYLE.md habit 2): a function that can fail returns int, 0 on
+ * Convention: a function that can fail returns int, 0 on
  * success or a negative FS_E* code, and takes `struct fs_err *err` as its
  * last argument (may be NULL when the caller does not want the text). The
  * message carries context (file, line, offset, which value) and never
@@ -39,7 +39,9 @@ struct fs_err {
 void fs_err_clear(struct fs_err *err);
 
 /**
- * Fill err (if not NULL) with code and a printf-style message.
+ * Fill err (if not NULL) with code and a printf-style message. The
+ * arguments may include err->msg (e.g. `fs_err_set(err, FS_EINVAL, "x: %s",
+ * err->msg)` re-codes an error and keeps its text).
  * @return code, so callers can write `return fs_err_set(err, FS_EINVAL, ...)`.
  */
 int fs_err_set(struct fs_err *err, int code, const char *fmt, ...)

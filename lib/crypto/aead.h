@@ -1,6 +1,6 @@
 /* AES-256-GCM authenticated encryption (OpenSSL EVP).
  *
- * Used for Shamir shares sent through the server (DESIGN.md §5.1 R1): the key
+ * Used for Shamir shares sent through the server (secure aggregation, R1): the key
  * is an HKDF of the pairwise X25519 secret and the associated data binds the
  * sender and recipient ids, so a share replayed to another pair fails to open.
  *

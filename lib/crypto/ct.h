@@ -1,4 +1,4 @@
-/* Constant-time comparison and wiping of secrets (STYLE.md habit 8).
+/* Constant-time comparison and wiping of secrets.
  *
  * Use these for keys, tags, tokens and anything derived from them: a plain
  * memcmp returns at the first differing byte and so leaks, through timing,

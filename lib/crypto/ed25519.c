@@ -4,7 +4,10 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 
+#include "../core/hex.h"
 #include "rand.h"
+
+#include <string.h>
 
 /* EVP wants a non-NULL pointer even for an empty message. */
 static const unsigned char empty_msg[1] = {0};
@@ -107,4 +110,27 @@ out:
     EVP_MD_CTX_free(md);
     EVP_PKEY_free(pk);
     return rc;
+}
+
+void fs_ed25519_fpr_format(const uint8_t pub[FS_ED25519_KEY_LEN], char out[FS_ED25519_FPR_LEN + 1])
+{
+    static const char HEX[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < FS_ED25519_KEY_LEN; i++) {
+        out[2 * i] = HEX[pub[i] >> 4];
+        out[2 * i + 1] = HEX[pub[i] & 15];
+    }
+    out[FS_ED25519_FPR_LEN] = '\0';
+}
+
+int fs_ed25519_fpr_parse(const char *s, uint8_t pub[FS_ED25519_KEY_LEN], struct fs_err *err)
+{
+    memset(pub, 0, FS_ED25519_KEY_LEN);
+    if (s == NULL || strnlen(s, FS_ED25519_FPR_LEN + 1) != FS_ED25519_FPR_LEN ||
+        fs_hex_decode(s, pub, FS_ED25519_KEY_LEN) != 0) {
+        memset(pub, 0, FS_ED25519_KEY_LEN);
+        return fs_err_set(err, FS_EINVAL,
+                          "fingerprint: expected 64 hex digits (an Ed25519 public key)");
+    }
+    return 0;
 }

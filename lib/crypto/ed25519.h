@@ -2,7 +2,7 @@
  * OpenSSL EVP_DigestSign/EVP_DigestVerify.
  *
  * Each party's long-term identity key signs its advertised X25519 keys (R0)
- * and the survivor set (R3) in secure aggregation (DESIGN.md §5.1).
+ * and the survivor set (R3) in secure aggregation (lib/proto/secagg.h).
  * The private key is the 32-byte RFC 8032 seed; it is a secret (fs_wipe it).
  * Verification is OpenSSL 3.0's: cofactorless, rejects S >= L. */
 #ifndef FS_CRYPTO_ED25519_H
@@ -15,6 +15,7 @@
 
 #define FS_ED25519_KEY_LEN 32
 #define FS_ED25519_SIG_LEN 64
+#define FS_ED25519_FPR_LEN 64 /* hex digits of a fingerprint, without the NUL */
 
 /**
  * New key pair; the private seed comes from the CSPRNG.
@@ -46,5 +47,23 @@ FS_WUR int fs_ed25519_sign(uint8_t sig[FS_ED25519_SIG_LEN], const uint8_t priv[F
 FS_WUR int fs_ed25519_verify(const uint8_t sig[FS_ED25519_SIG_LEN],
                              const uint8_t pub[FS_ED25519_KEY_LEN], const void *msg, size_t msg_len,
                              struct fs_err *err);
+
+/*
+ * Fingerprints: how operators print and jobs pin a party's identity. A
+ * fingerprint is the public key itself, 64 hex digits (printed in lower
+ * case), so a verifier needs nothing but the fingerprint to compare a key.
+ */
+
+/** Format pub as its fingerprint (64 lower-case hex digits and a NUL). */
+void fs_ed25519_fpr_format(const uint8_t pub[FS_ED25519_KEY_LEN], char out[FS_ED25519_FPR_LEN + 1]);
+
+/**
+ * Parse a fingerprint: exactly 64 hex digits (either case), nothing before
+ * or after. Whether the key is a valid curve point is not checked (a key
+ * that is not never verifies a signature).
+ * @param pub receives the 32 bytes; zeroed on failure.
+ * @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_ed25519_fpr_parse(const char *s, uint8_t pub[FS_ED25519_KEY_LEN], struct fs_err *err);
 
 #endif

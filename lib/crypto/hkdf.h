@@ -1,7 +1,7 @@
 /* HKDF with SHA-256 (RFC 5869) on OpenSSL's EVP_KDF "HKDF".
  *
  * Used to turn a pairwise X25519 secret into AES-256-GCM keys for share
- * encryption and into PRG keys for masks (DESIGN.md §5.1); bind the purpose,
+ * encryption and into PRG keys for masks (lib/proto/secagg.h); bind the purpose,
  * session id and party ids in `info` so that keys for different uses differ. */
 #ifndef FS_CRYPTO_HKDF_H
 #define FS_CRYPTO_HKDF_H

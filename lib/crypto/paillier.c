@@ -2,6 +2,7 @@
 
 #include <limits.h>
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -245,6 +246,8 @@ int fs_paillier_keygen(fs_paillier_sk **out, unsigned bits, struct fs_err *err)
         return fs_err_set(err, FS_EINVAL, "paillier: key size %u bits (even, %u..%u)", bits,
                           FS_PAILLIER_MIN_BITS, FS_PAILLIER_MAX_BITS);
     }
+    /* a process that makes a private key wipes GMP's heap blocks from now on */
+    fs_paillier_gmp_wipe_on_free();
     sk = calloc(1, sizeof *sk);
     if (sk == NULL) {
         return fs_err_set(err, FS_ENOMEM, "paillier: out of memory");
@@ -897,7 +900,14 @@ static void wipe_free(void *p, size_t size)
     }
 }
 
-void fs_paillier_gmp_wipe_on_free(void)
+static void install_wiping(void)
 {
     mp_set_memory_functions(wipe_alloc, wipe_realloc, wipe_free);
+}
+
+void fs_paillier_gmp_wipe_on_free(void)
+{
+    static pthread_once_t once = PTHREAD_ONCE_INIT;
+
+    (void)pthread_once(&once, install_wiping);
 }

@@ -1,4 +1,5 @@
-/* Paillier public-key encryption (DESIGN.md §5.4), g = n + 1, with
+/* Paillier public-key encryption (the noise exchange of fedpower-utility,
+ * lib/proto/noise_exchange.h), g = n + 1, with
  *   - key generation from the OS CSPRNG (fs_rand_bytes; never GMP's twister),
  *   - CRT decryption whose secret exponentiations use mpz_powm_sec,
  *   - re-randomization, homomorphic addition and scalar multiplication,
@@ -48,9 +49,13 @@
  * OPENSSL_cleanse'd through mpz_limbs_modify) before they are freed, and so
  * are the secret temporaries of decryption, key generation, encryption
  * randomness and DJN exponents. GMP's own scratch space (stack/heap inside
- * mpz_powm_sec etc.) and blocks GMP reallocates are not covered by that;
+ * mpz_powm_sec etc.) and blocks GMP reallocates are not covered by that:
  * fs_paillier_gmp_wipe_on_free() installs GMP memory functions that wipe
- * every heap block GMP frees or moves (process-wide; see there). */
+ * every heap block GMP frees or moves (process-wide; see there), and
+ * fs_paillier_keygen installs them itself (once), so every process in which
+ * a Paillier private key lives wipes GMP's heap from before the key's first
+ * number. The aggregation server, which holds the noise exchange's private
+ * key, also installs them at start, before any thread uses GMP. */
 #ifndef FS_CRYPTO_PAILLIER_H
 #define FS_CRYPTO_PAILLIER_H
 
@@ -321,14 +326,17 @@ FS_WUR int fs_paillier_unpack(const struct fs_paillier_packing *pp, const fs_pai
 /* ---- memory hygiene ------------------------------------------------------ */
 
 /**
- * Install GMP memory functions (mp_set_memory_functions) that OPENSSL_cleanse
- * every block GMP frees or moves on realloc, so temporaries of secret
- * computations do not linger on the heap. Process-wide; call once at the
- * start of main() of a process that holds a private key, before other
- * threads use GMP. Safe to call after GMP has allocated (blocks come from
- * malloc either way). Like GMP's defaults, the functions abort() when out of
- * memory (GMP cannot handle a NULL return). Stack scratch (alloca inside GMP)
- * is not covered.
+ * Install GMP memory functions (mp_set_memory_functions): allocation is
+ * malloc; reallocation allocates the new block, copies, then OPENSSL_cleanse's
+ * the old block (with the size GMP passes) before freeing it; free
+ * OPENSSL_cleanse's the block (size from GMP) before freeing it. So
+ * temporaries of secret computations and a private key's limbs do not
+ * linger on the heap. Process-wide and idempotent (pthread_once);
+ * fs_paillier_keygen calls it, and a process that will hold a private key
+ * calls it at the start of main(), before other threads use GMP. Safe after
+ * GMP has allocated (blocks come from malloc either way). Like GMP's
+ * defaults, the functions abort() when out of memory (GMP cannot handle a
+ * NULL return). Stack scratch (alloca inside GMP) is not covered.
  */
 void fs_paillier_gmp_wipe_on_free(void);
 

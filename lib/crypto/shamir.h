@@ -1,6 +1,6 @@
 /* Shamir t-of-n secret sharing of 32-byte secrets over a prime field (GMP).
  *
- * SecAgg (DESIGN.md §5.1 R1/R4) shares each party's mask private key and
+ * SecAgg (rounds R1 and R4, lib/proto/secagg.h) shares each party's mask private key and
  * self-mask seed so that any t survivors can rebuild the secrets of dropped
  * parties, while t - 1 shares reveal nothing: for every candidate secret there
  * is exactly one polynomial of degree t - 1 through it and the t - 1 shares.

@@ -1,6 +1,6 @@
 /* X25519 Diffie-Hellman (RFC 7748) with raw 32-byte keys, on OpenSSL EVP_PKEY.
  *
- * SecAgg (DESIGN.md §5.1) uses two key pairs per party: one whose pairwise
+ * SecAgg (lib/proto/secagg.h) uses two key pairs per party: one whose pairwise
  * secrets key the share encryption, one whose pairwise secrets seed the masks.
  * Private keys are 32 CSPRNG bytes (clamping happens inside X25519, so any 32
  * bytes are a valid private key); they are secrets: wipe them with fs_wipe. */

@@ -50,7 +50,7 @@ FS_WUR int fs_dlaplace_sample(uint64_t t, int64_t *out, size_t n, struct fs_err 
  * As fs_dgauss_sample, but every random byte comes from `prg` (borrowed; its
  * stream advances) instead of the OS CSPRNG: the same seeded stream gives the
  * same samples, so a party's noise can be regenerated from its seed (the
- * seed-mode noise exchange, DESIGN.md §5.4). Only for that use: the seed must
+ * seed-mode noise exchange, lib/proto/noise_exchange.h). Only for that use: the seed must
  * itself come from the CSPRNG and stay secret.
  */
 FS_WUR int fs_dgauss_sample_prg(struct fs_prg *prg, double sigma, int64_t *out, size_t n,

@@ -42,7 +42,7 @@ FS_WUR int fs_zcdp_sigma_for(double eps, double delta, double sens, unsigned rel
                              double *sigma, struct fs_err *err);
 
 /**
- * Seed 001 Theorem 2 (fedpower-private), epsilon of one round:
+ * Liu et al. 2023, Theorem 2 (fedpower-private), epsilon of one round:
  * eps = sqrt(8 r ln(1.25/delta)) * m_hat * z_hat / sigma, with r the rank,
  * m_hat the entry bound of M'_i, z_hat the clip of Z. It rests on the classic
  * Gaussian formula, so it is meaningful only where that one is (eps < 1);

@@ -1,4 +1,4 @@
-/* A privacy ledger's accounting (DESIGN.md §5.5): the zCDP rho a dataset has
+/* A privacy ledger's accounting (docs/privacy-ledger.md): the zCDP rho a dataset has
  * spent, a budget rho_max, and the decision whether one more job fits.
  * Pure arithmetic over entries the caller keeps (the client agent stores
  * them in agent.db); no I/O, no clock.

@@ -1,4 +1,4 @@
-/* FedSVD masks (DESIGN §5.2): a secret random orthogonal n x n matrix
+/* FedSVD masks (docs/wire-fedsvd.md): a secret random orthogonal n x n matrix
  *
  *     M = P · blockdiag(Q_0, ..., Q_{nb-1})
  *
@@ -71,7 +71,7 @@ typedef struct fs_mask_slab {
 
 /**
  * Suggested block size for a mask of dimension n acting next to a data
- * dimension other_dim (DESIGN §5.2): n when n <= FS_MASK_DENSE_MAX (one dense
+ * dimension other_dim: n when n <= FS_MASK_DENSE_MAX (one dense
  * block); otherwise t = max(other_dim, FS_MASK_MIN_BLOCK) (so a block's rows
  * do not span a detectable low-dimensional subspace), capped at max_block
  * (0 = 4 * FS_MASK_DENSE_MAX), returned as the bound ceil(n / floor(n / t))

@@ -1,5 +1,5 @@
 /* Orthogonal Procrustes: the orthogonal D minimising ||Y D - Z||_F is
- * D = U V^T from the SVD Y^T Z = U S V^T. FedPower (DESIGN §5.3) aligns each
+ * D = U V^T from the SVD Y^T Z = U S V^T. FedPower (lib/proto/fedpower.h) aligns each
  * party's iterate Y_i to a reference Z_ref this way before averaging. */
 #ifndef FS_LA_PROCRUSTES_H
 #define FS_LA_PROCRUSTES_H

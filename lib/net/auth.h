@@ -1,4 +1,4 @@
-/* Bearer-token authentication (DESIGN.md §8).
+/* Bearer-token authentication (compared in constant time).
  *
  * A token is a printable-ASCII string (0x21..0x7e, no spaces) of at least
  * FS_AUTH_TOKEN_MIN characters. Servers keep only the SHA-256 digest of each

@@ -3,8 +3,10 @@
 #include "../crypto/rand.h"
 #include "auth.h"
 
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <errno.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -69,6 +71,87 @@ void fs_httpc_config_default(struct fs_httpc_config *cfg)
     cfg->max_body = 16u * 1024 * 1024;
     cfg->max_download = 64ull * 1024 * 1024 * 1024;
     cfg->user_agent = "fedsvd";
+}
+
+int fs_http_host_is_loopback(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (host == NULL) {
+        return 0;
+    }
+    if (strcasecmp(host, "localhost") == 0) {
+        return 1; /* libcurl resolves it to loopback itself, never through DNS */
+    }
+    if (inet_pton(AF_INET, host, &a4) == 1) {
+        return (ntohl(a4.s_addr) >> 24) == 127;
+    }
+    if (inet_pton(AF_INET6, host, &a6) == 1) {
+        return IN6_IS_ADDR_LOOPBACK(&a6) || (IN6_IS_ADDR_V4MAPPED(&a6) && a6.s6_addr[12] == 127);
+    }
+    return 0;
+}
+
+/* The host of url (userinfo skipped, IPv6 brackets removed) into host, and
+ * whether its scheme is https. A host that does not fit comes back "". */
+static void url_host(const char *url, char *host, size_t cap, int *https)
+{
+    const char *sep = strstr(url, "://");
+    const char *a = url;
+    const char *end = NULL;
+    const char *at = NULL;
+    size_t n = 0;
+
+    *https = 0;
+    host[0] = '\0';
+    if (sep != NULL && strcspn(url, "/?#") > (size_t)(sep - url)) {
+        *https = (size_t)(sep - url) == 5 && strncasecmp(url, "https", 5) == 0;
+        a = sep + 3;
+    }
+    end = a + strcspn(a, "/?#");
+    for (const char *p = a; p < end; p++) {
+        if (*p == '@') {
+            at = p;
+        }
+    }
+    if (at != NULL) {
+        a = at + 1;
+    }
+    if (*a == '[') {
+        const char *close_br = memchr(a, ']', (size_t)(end - a));
+        if (close_br == NULL) {
+            return;
+        }
+        a++;
+        n = (size_t)(close_br - a);
+    } else {
+        const char *colon = memchr(a, ':', (size_t)(end - a));
+        n = (size_t)((colon != NULL ? colon : end) - a);
+    }
+    if (n < cap) {
+        memcpy(host, a, n);
+        host[n] = '\0';
+    }
+}
+
+int fs_http_url_check(const char *url, int allow_insecure_http, struct fs_err *err)
+{
+    char host[256];
+    int https = 0;
+
+    if (url == NULL) {
+        return fs_err_set(err, FS_EINVAL, "http client: no URL");
+    }
+    url_host(url, host, sizeof host, &https);
+    if (https || allow_insecure_http || fs_http_host_is_loopback(host)) {
+        return 0;
+    }
+    return fs_err_set(err, FS_EINVAL,
+                      "refusing plain HTTP to '%.200s', which is not a loopback address: tokens "
+                      "and data would cross the network unencrypted; use an https:// URL (or "
+                      "--insecure-http to allow it)",
+                      host);
 }
 
 static void wipe_free(char *s)
@@ -145,6 +228,12 @@ int fs_httpc_new(fs_httpc **out, const struct fs_httpc_config *cfg, struct fs_er
     if (fail) {
         rc = fs_err_set(err, FS_ENOMEM, "http client: out of memory");
         goto out;
+    }
+    if (c->base_url != NULL) {
+        rc = fs_http_url_check(c->base_url, c->cfg.allow_insecure_http, err);
+        if (rc != 0) {
+            goto out;
+        }
     }
     if (c->cfg.max_body == 0) {
         c->cfg.max_body = 16u * 1024 * 1024;
@@ -470,7 +559,13 @@ static int setup(fs_httpc *c, struct xfer *x, const char *url, int64_t size,
         snprintf(line, sizeof line, "Accept: %s", rq->accept);
         l = curl_slist_append(l, line);
     }
-    if (c->auth_header != NULL) {
+    if (rq->authorization != NULL) {
+        char auth[640];
+        int n = snprintf(auth, sizeof auth, "Authorization: %s", rq->authorization);
+        bad |= n < 0 || (size_t)n >= sizeof auth || strpbrk(rq->authorization, "\r\n") != NULL;
+        l = curl_slist_append(l, auth);
+        OPENSSL_cleanse(auth, sizeof auth);
+    } else if (c->auth_header != NULL) {
         l = curl_slist_append(l, c->auth_header);
     }
     *hdrs = l;
@@ -594,6 +689,10 @@ int fs_httpc_do(fs_httpc *c, const struct fs_httpc_req *rq, struct fs_httpc_resp
     n = snprintf(url, sizeof url, "%s%s", c->base_url != NULL ? c->base_url : "", rq->path);
     if (n < 0 || (size_t)n >= sizeof url) {
         return fs_err_set(err, FS_EINVAL, "%s %s: URL too long", rq->method, rq->path);
+    }
+    rc = fs_http_url_check(url, c->cfg.allow_insecure_http, err);
+    if (rc != 0) {
+        return rc;
     }
     if (rq->upload_file != NULL) {
         x.up = fopen(rq->upload_file, "rb");

@@ -1,4 +1,4 @@
-/* HTTP client on libcurl (DESIGN.md §8): timeouts, capped response
+/* HTTP client on libcurl: timeouts, capped response
  * bodies, retries with exponential backoff and CSPRNG jitter, bearer
  * tokens, TLS verification on unless told otherwise, streamed uploads and
  * downloads (temp file + rename), problem+json errors as fs_err messages.
@@ -40,14 +40,37 @@ struct fs_httpc_config {
     size_t max_body;         /* in-memory response body cap; default 16 MiB */
     uint64_t max_download;   /* file download cap; default 64 GiB */
     int insecure;            /* 1: do not verify TLS certificates or host names */
+    int allow_insecure_http; /* 1: allow http:// (and scheme-less) URLs to hosts that are
+                                not loopback; default 0: only https:// leaves the machine
+                                (see fs_http_url_check) */
     const char *ca_file;     /* PEM bundle to verify the server with; NULL = system store */
     const char *user_agent;  /* default "fedsvd" */
 };
 
+/**
+ * 1 when host (as written in a URL or a --listen value, IPv6 without
+ * brackets) is a loopback address: "localhost", an IPv4 literal in
+ * 127.0.0.0/8 (dotted quad), "::1" or an IPv4-mapped 127.x address. Anything
+ * else (names, other spellings of 127.0.0.1, zone ids) is 0.
+ */
+int fs_http_host_is_loopback(const char *host);
+
+/**
+ * The rule every client applies before connecting: plain HTTP only to
+ * loopback. A URL that is not https:// (http://, or no scheme, which libcurl
+ * would treat as http) must name a loopback host (userinfo skipped, IPv6 in
+ * brackets) unless allow_insecure_http is set. Nothing is resolved and no
+ * connection is made.
+ * @return 0, or FS_EINVAL with a message naming the URL's host and the
+ *         --insecure-http flag.
+ */
+FS_WUR int fs_http_url_check(const char *url, int allow_insecure_http, struct fs_err *err);
+
 /** Fill cfg with the defaults above (base_url/token NULL). */
 void fs_httpc_config_default(struct fs_httpc_config *cfg);
 
-/** New client (cfg copied). @return 0, FS_ENOMEM, FS_EINVAL (bad token), FS_EIO (libcurl init). */
+/** New client (cfg copied). @return 0, FS_ENOMEM, FS_EINVAL (bad token, or a base_url
+ *  refused by fs_http_url_check), FS_EIO (libcurl init). */
 FS_WUR int fs_httpc_new(fs_httpc **out, const struct fs_httpc_config *cfg, struct fs_err *err);
 
 /** Free (token wiped). Accepts NULL. */
@@ -86,8 +109,11 @@ struct fs_httpc_req {
     const char *download_file; /* a 2xx body goes to this file (temp + rename), capped at
                                   cfg.max_download; other bodies go to resp->body */
     enum fs_httpc_retry retry;
-    long timeout_ms; /* this request's whole-attempt limit: 0 = cfg.timeout_ms, < 0 = none
-                        (long polls, very large transfers) */
+    long timeout_ms;           /* this request's whole-attempt limit: 0 = cfg.timeout_ms, < 0 = none
+                                  (long polls, very large transfers) */
+    const char *authorization; /* this request's Authorization value (e.g. a signature,
+                                  lib/crypto/reqsig.h) instead of the bearer token; NULL =
+                                  the client's token. Sent as is on every attempt. */
 };
 
 /** A response. Clear with fs_httpc_resp_clear. */
@@ -109,7 +135,8 @@ void fs_httpc_resp_clear(struct fs_httpc_resp *resp);
  *             last response seen.
  * @return 0; FS_EIO (connection/transport failed after the retries, or file
  *         I/O); FS_ERANGE (response body over the cap); FS_ECRYPTO (TLS
- *         verification failed); FS_EINVAL (bad request description).
+ *         verification failed); FS_EINVAL (bad request description, or a
+ *         URL refused by fs_http_url_check: nothing was sent).
  */
 FS_WUR int fs_httpc_do(fs_httpc *c, const struct fs_httpc_req *rq, struct fs_httpc_resp *resp,
                        struct fs_err *err);

@@ -3,11 +3,14 @@
 
 #include "log.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -55,6 +58,20 @@ struct route {
     size_t nsegs;
 };
 
+/* A connection under the request deadline (see http_server.h), from
+ * libmicrohttpd's connection-started to connection-closed notification; the
+ * socket is closed only after the latter, so the watchdog may shut it down
+ * while the entry is in the list. Fields under the server's tmu. */
+struct conn_track {
+    struct conn_track *prev;
+    struct conn_track *next;
+    int fd;
+    int cut;             /* the watchdog shut it down */
+    int64_t start_ms;    /* when the connection became ready for its current request */
+    int64_t deadline_ms; /* 0: none (request complete, handler or response running) */
+    char addr[INET6_ADDRSTRLEN];
+};
+
 struct fs_http_server {
     struct fs_http_server_config cfg;
     char *host;
@@ -66,6 +83,13 @@ struct fs_http_server {
     uint16_t port;
     atomic_long in_flight;
     atomic_int running;
+    /* request deadlines: the tracked connections and their watchdog */
+    pthread_mutex_t tmu;
+    pthread_cond_t tcv;
+    struct conn_track *tracks;
+    pthread_t watchdog;
+    int have_watchdog;
+    int wd_stop;
 };
 
 struct fs_http_resp {
@@ -82,6 +106,7 @@ struct kv {
 struct fs_http_req {
     fs_http_server *srv;
     struct MHD_Connection *conn;
+    struct conn_track *track; /* NULL: no request deadline */
     const struct route *route;
     const char *method_name; /* static string, safe to log */
     const char *method_raw;  /* libmicrohttpd's copy, valid during the request */
@@ -122,6 +147,8 @@ void fs_http_server_config_default(struct fs_http_server_config *cfg)
     cfg->max_connections = 256;
     cfg->max_per_ip = 0;
     cfg->timeout_s = 30;
+    cfg->request_timeout_s = 300;
+    cfg->min_body_rate = 64 * 1024;
     cfg->conn_memory_limit = 64 * 1024;
     cfg->drain_max = 1024 * 1024;
     cfg->log_requests = 1;
@@ -1030,6 +1057,153 @@ static void read_body_headers(fs_http_req *req)
     req->expect100 = ex != NULL && strcasecmp(ex, "100-continue") == 0;
 }
 
+/* ------------------------------------------------------- request deadlines */
+
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Arm t's deadline: restart = 1 counts from now (the connection is ready for
+ * a new request), else from the current request's start; body bytes add
+ * body / min_body_rate seconds. */
+static void track_arm(fs_http_server *s, struct conn_track *t, int restart, uint64_t body)
+{
+    int64_t extra = 0;
+
+    if (s->cfg.min_body_rate > 0) {
+        extra = (int64_t)(body / s->cfg.min_body_rate) * 1000 +
+                (int64_t)(body % s->cfg.min_body_rate) * 1000 / s->cfg.min_body_rate;
+    }
+    pthread_mutex_lock(&s->tmu);
+    if (restart) {
+        t->start_ms = mono_ms();
+    }
+    t->deadline_ms = t->start_ms + (int64_t)s->cfg.request_timeout_s * 1000 + extra;
+    pthread_mutex_unlock(&s->tmu);
+}
+
+static void track_disarm(fs_http_server *s, struct conn_track *t)
+{
+    pthread_mutex_lock(&s->tmu);
+    t->deadline_ms = 0;
+    pthread_mutex_unlock(&s->tmu);
+}
+
+/* The request's body allowance changed (headers in, chunked bytes came):
+ * the declared length, or what came so far, at most what the framework
+ * reads before it closes (max_body + drain_max). */
+static void deadline_update(fs_http_req *req)
+{
+    uint64_t cap = req->srv->cfg.drain_max;
+    uint64_t body = req->has_cl ? req->cl : req->received;
+
+    if (req->track == NULL || req->queued) {
+        return;
+    }
+    if (req->route != NULL) {
+        cap += req->route->r.max_body;
+    }
+    track_arm(req->srv, req->track, 0, body < cap ? body : cap);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode toe)
+{
+    fs_http_server *s = cls;
+    struct conn_track *t = *socket_context;
+
+    if (toe == MHD_CONNECTION_NOTIFY_CLOSED) {
+        if (t != NULL) {
+            pthread_mutex_lock(&s->tmu);
+            if (t->prev != NULL) {
+                t->prev->next = t->next;
+            } else {
+                s->tracks = t->next;
+            }
+            if (t->next != NULL) {
+                t->next->prev = t->prev;
+            }
+            pthread_mutex_unlock(&s->tmu);
+            free(t);
+            *socket_context = NULL;
+        }
+        return;
+    }
+    if (toe != MHD_CONNECTION_NOTIFY_STARTED || s->cfg.request_timeout_s == 0) {
+        return;
+    }
+    t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        fs_log(FS_LOG_WARN, "out of memory: a connection has no request deadline", NULL);
+        return;
+    }
+    {
+        const union MHD_ConnectionInfo *fd =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        const union MHD_ConnectionInfo *ca =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        if (fd == NULL) {
+            free(t);
+            return;
+        }
+        t->fd = fd->connect_fd;
+        if (ca != NULL && ca->client_addr != NULL) {
+            const struct sockaddr *sa = ca->client_addr;
+            if (sa->sa_family == AF_INET) {
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
+                          t->addr, sizeof t->addr);
+            } else if (sa->sa_family == AF_INET6) {
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+                          t->addr, sizeof t->addr);
+            }
+        }
+    }
+    pthread_mutex_lock(&s->tmu);
+    t->next = s->tracks;
+    if (s->tracks != NULL) {
+        s->tracks->prev = t;
+    }
+    s->tracks = t;
+    pthread_mutex_unlock(&s->tmu);
+    track_arm(s, t, 1, 0);
+    *socket_context = t;
+}
+
+/* Every 100 ms: shut down the connections whose request is past its
+ * deadline; libmicrohttpd then sees the end of the stream and closes them. */
+static void *watchdog_main(void *arg)
+{
+    fs_http_server *s = arg;
+
+    pthread_mutex_lock(&s->tmu);
+    while (!s->wd_stop) {
+        struct timespec ts;
+        int64_t now = mono_ms();
+        for (struct conn_track *t = s->tracks; t != NULL; t = t->next) {
+            if (!t->cut && t->deadline_ms != 0 && now >= t->deadline_ms) {
+                t->cut = 1;
+                shutdown(t->fd, SHUT_RDWR);
+                fs_log_pack(FS_LOG_WARN, "request too slow: connection closed", "{s:s, s:I}",
+                            "client", t->addr[0] != '\0' ? t->addr : "?", "seconds",
+                            (json_int_t)((now - t->start_ms) / 1000));
+            }
+        }
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_nsec += 100 * 1000 * 1000;
+        if (ts.tv_nsec >= 1000 * 1000 * 1000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000 * 1000 * 1000;
+        }
+        pthread_cond_timedwait(&s->tcv, &s->tmu, &ts);
+    }
+    pthread_mutex_unlock(&s->tmu);
+    return NULL;
+}
+
 /* Queue the response in req->resp (a 500 problem when none was set).
  * @return MHD_YES, or MHD_NO to close the connection. */
 static enum MHD_Result queue(fs_http_req *req)
@@ -1039,6 +1213,9 @@ static enum MHD_Result queue(fs_http_req *req)
     if (req->resp.mr == NULL &&
         fs_http_problem(&req->resp, 500, "internal", NULL, "the handler set no response") != 0) {
         return MHD_NO;
+    }
+    if (req->track != NULL) {
+        track_disarm(req->srv, req->track); /* the request is in: the response is not limited */
     }
     r = MHD_queue_response(req->conn, req->resp.status, req->resp.mr);
     req->queued = 1;
@@ -1063,8 +1240,8 @@ static enum MHD_Result reject(fs_http_req *req)
     return MHD_YES;
 }
 
-static enum MHD_Result first_call(fs_http_server *s, struct MHD_Connection *conn, const char *url,
-                                  const char *method, void **con_cls)
+static enum MHD_Result first_call_inner(fs_http_server *s, struct MHD_Connection *conn,
+                                        const char *url, const char *method, void **con_cls)
 {
     fs_http_req *req = calloc(1, sizeof *req);
     const struct route *rt = NULL;
@@ -1076,6 +1253,11 @@ static enum MHD_Result first_call(fs_http_server *s, struct MHD_Connection *conn
     clock_gettime(CLOCK_MONOTONIC, &req->t0);
     req->srv = s;
     req->conn = conn;
+    if (s->cfg.request_timeout_s > 0) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        req->track = ci != NULL ? ci->socket_context : NULL;
+    }
     req->method_raw = method;
     req->method_name = method_name(method_bit(method));
     *con_cls = req;
@@ -1133,6 +1315,18 @@ static enum MHD_Result first_call(fs_http_server *s, struct MHD_Connection *conn
     return MHD_YES;
 }
 
+/* The headers are in: the deadline grows with the body to come. */
+static enum MHD_Result first_call(fs_http_server *s, struct MHD_Connection *conn, const char *url,
+                                  const char *method, void **con_cls)
+{
+    enum MHD_Result r = first_call_inner(s, conn, url, method, con_cls);
+
+    if (*con_cls != NULL) {
+        deadline_update(*con_cls);
+    }
+    return r;
+}
+
 static int append_body(fs_http_req *req, const char *data, size_t n)
 {
     size_t need = req->blen + n + 1;
@@ -1166,6 +1360,9 @@ static enum MHD_Result body_piece(fs_http_req *req, const char *data, size_t n)
     req->received += n;
     if (req->queued) {
         return MHD_YES;
+    }
+    if (!req->has_cl) {
+        deadline_update(req); /* chunked: the allowance follows the bytes received */
     }
     if (req->draining) {
         req->drained += n;
@@ -1211,6 +1408,9 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     if (req->queued) {
         return MHD_YES;
     }
+    if (req->track != NULL) {
+        track_disarm(req->srv, req->track); /* the request is in: handlers are not limited */
+    }
     if (!req->draining) {
         int rc = req->route->r.handler(req, &req->resp, req->route->r.ctx);
         if (rc != 0 && req->resp.mr == NULL) {
@@ -1251,6 +1451,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     e.completed = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
     if (s->cfg.on_request != NULL) {
         s->cfg.on_request(&e, s->cfg.hook_ctx);
+    }
+    if (req->track != NULL) {
+        track_arm(s, req->track, 1, 0); /* the next request on this connection */
     }
     if (s->cfg.log_requests) {
         fs_log_pack(FS_LOG_INFO, "request", "{s:s, s:s, s:i, s:f, s:I, s:I, s:b}", "method",
@@ -1293,11 +1496,17 @@ int fs_http_server_new(fs_http_server **out, const struct fs_http_server_config 
                        struct fs_err *err)
 {
     fs_http_server *s = calloc(1, sizeof *s);
+    pthread_condattr_t ca;
 
     *out = NULL;
     if (s == NULL) {
         return fs_err_set(err, FS_ENOMEM, "http: out of memory");
     }
+    pthread_mutex_init(&s->tmu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&s->tcv, &ca);
+    pthread_condattr_destroy(&ca);
     if (cfg != NULL) {
         s->cfg = *cfg;
     } else {
@@ -1305,7 +1514,7 @@ int fs_http_server_new(fs_http_server **out, const struct fs_http_server_config 
     }
     s->host = strdup(s->cfg.host != NULL ? s->cfg.host : "127.0.0.1");
     if (s->host == NULL) {
-        free(s);
+        fs_http_server_free(s);
         return fs_err_set(err, FS_ENOMEM, "http: out of memory");
     }
     s->cfg.host = s->host;
@@ -1425,14 +1634,17 @@ int fs_http_server_start(fs_http_server *s, struct fs_err *err)
         flags |= MHD_USE_TLS;
         opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, cert};
         opts[no++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, key};
+        opts[no++] =
+            (struct MHD_OptionItem){MHD_OPTION_HTTPS_PRIORITIES, 0, (void *)FS_HTTP_TLS_PRIORITIES};
     }
     opts[no++] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
 
     s->d = MHD_start_daemon(
         flags, s->cfg.port, NULL, NULL, on_access, s, MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
         MHD_OPTION_SOCK_ADDR, ai->ai_addr, MHD_OPTION_NOTIFY_COMPLETED, on_completed, s,
-        MHD_OPTION_UNESCAPE_CALLBACK, unescape_identity, s, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        s->cfg.conn_memory_limit, MHD_OPTION_CONNECTION_LIMIT, (unsigned int)s->cfg.max_connections,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, s, MHD_OPTION_UNESCAPE_CALLBACK,
+        unescape_identity, s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, s->cfg.conn_memory_limit,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned int)s->cfg.max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned int)s->cfg.max_per_ip,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned int)s->cfg.timeout_s, MHD_OPTION_ARRAY, opts,
         MHD_OPTION_END);
@@ -1440,6 +1652,16 @@ int fs_http_server_start(fs_http_server *s, struct fs_err *err)
         rc = fs_err_set(err, FS_EIO, "http: cannot listen on %s:%u (address in use or not local?)",
                         s->host, (unsigned)s->cfg.port);
         goto out;
+    }
+    if (s->cfg.request_timeout_s > 0) {
+        s->wd_stop = 0;
+        if (pthread_create(&s->watchdog, NULL, watchdog_main, s) != 0) {
+            MHD_stop_daemon(s->d);
+            s->d = NULL;
+            rc = fs_err_set(err, FS_EIO, "http: cannot start the request deadline thread");
+            goto out;
+        }
+        s->have_watchdog = 1;
     }
     info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info != NULL ? info->port : s->cfg.port;
@@ -1488,6 +1710,14 @@ void fs_http_server_stop(fs_http_server *s, unsigned grace_ms)
     }
     MHD_stop_daemon(s->d);
     s->d = NULL;
+    if (s->have_watchdog) {
+        pthread_mutex_lock(&s->tmu);
+        s->wd_stop = 1;
+        pthread_cond_signal(&s->tcv);
+        pthread_mutex_unlock(&s->tmu);
+        pthread_join(s->watchdog, NULL);
+        s->have_watchdog = 0;
+    }
     atomic_store(&s->running, 0);
     fs_log_pack(FS_LOG_INFO, "stopped", "{s:i}", "port", (int)s->port);
 }
@@ -1505,5 +1735,7 @@ void fs_http_server_free(fs_http_server *s)
     free(s->tls_cert);
     free(s->tls_key);
     free(s->host);
+    pthread_cond_destroy(&s->tcv);
+    pthread_mutex_destroy(&s->tmu);
     free(s);
 }

@@ -1,4 +1,4 @@
-/* A small HTTP/1.1 server framework on libmicrohttpd 0.9.75 (DESIGN.md §8).
+/* A small HTTP/1.1 server framework on libmicrohttpd 0.9.75.
  *
  * Usage:
  *
@@ -32,6 +32,18 @@
  *     is buffered; the total is still capped at max_body.
  *  6. route.handler runs once the whole body is in, and sets the response.
  *
+ * Slow clients: besides the idle timeout (cfg.timeout_s) and the connection
+ * caps (cfg.max_connections, cfg.max_per_ip), every request has a deadline
+ * (cfg.request_timeout_s + body bytes / cfg.min_body_rate) counted from the
+ * moment its connection was ready for it (accepted, or the previous response
+ * sent). A client still sending headers or body when it passes is
+ * disconnected (a warning is logged with its address), however steadily it
+ * trickles bytes. The deadline stops once the request is complete: handlers
+ * and responses are not limited by it.
+ *
+ * TLS: versions 1.2 and 1.3 only, AEAD ciphers with forward secrecy
+ * (FS_HTTP_TLS_PRIORITIES).
+ *
  * When a request is rejected while its body is still coming, the framework
  * discards up to drain_max further bytes so the client reads a clean error
  * reply, then closes the connection if the client keeps sending.
@@ -57,6 +69,14 @@
 #define FS_HTTP_MAX_PARAMS          8  /* {param} segments per pattern */
 #define FS_HTTP_MAX_SEGMENTS        32 /* path segments per request / pattern */
 #define FS_HTTP_MAX_QUERY           32 /* query parameters per request (more: 400) */
+
+/* The GnuTLS priority string of HTTPS servers: TLS 1.3 and 1.2 only, AES-GCM
+ * and ChaCha20-Poly1305, ECDHE key exchange (forward secrecy), no SHA-1
+ * signatures, the server's order. */
+#define FS_HTTP_TLS_PRIORITIES                                                                     \
+    "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2:-CIPHER-ALL:+AES-256-GCM:+AES-128-GCM:"            \
+    "+CHACHA20-POLY1305:-MAC-ALL:+AEAD:-KX-ALL:+ECDHE-ECDSA:+ECDHE-RSA:-SIGN-RSA-SHA1:"            \
+    "-SIGN-ECDSA-SHA1:-SIGN-DSA-SHA1:%SERVER_PRECEDENCE"
 
 typedef struct fs_http_server fs_http_server;
 typedef struct fs_http_req fs_http_req;
@@ -105,18 +125,26 @@ struct fs_http_log_entry {
 };
 
 struct fs_http_server_config {
-    const char *host;         /* numeric IPv4/IPv6 address or name; NULL = "127.0.0.1"; copied */
-    uint16_t port;            /* 0 = ephemeral; see fs_http_server_port */
-    unsigned threads;         /* >0: thread pool of that size (epoll);
-                                 0: one thread per connection (for long-polling) */
-    unsigned max_connections; /* total concurrent connections */
-    unsigned max_per_ip;      /* concurrent connections per client IP; 0 = unlimited */
-    unsigned timeout_s;       /* idle connection timeout (slowloris). libmicrohttpd has no
-                                 whole-request deadline: a client trickling bytes stays
-                                 connected; the connection limits bound that. */
-    size_t conn_memory_limit; /* per-connection memory: request line + headers + read buffer */
-    uint64_t drain_max;       /* body bytes discarded after a rejection before closing */
-    int log_requests;         /* 1: one JSON log line per request (fs_log, info) */
+    const char *host;           /* numeric IPv4/IPv6 address or name; NULL = "127.0.0.1"; copied */
+    uint16_t port;              /* 0 = ephemeral; see fs_http_server_port */
+    unsigned threads;           /* >0: thread pool of that size (epoll);
+                                   0: one thread per connection (for long-polling) */
+    unsigned max_connections;   /* total concurrent connections */
+    unsigned max_per_ip;        /* concurrent connections per client IP; 0 = unlimited.
+                                   Connections over it are closed at once. */
+    unsigned timeout_s;         /* idle connection timeout: nothing received or sent */
+    unsigned request_timeout_s; /* whole-request deadline (slow clients): a request's
+                                   headers and body must have arrived within this many
+                                   seconds of the connection being ready for it, plus
+                                   body bytes / min_body_rate; else the connection is
+                                   closed. 0 = none. */
+    unsigned min_body_rate;     /* bytes per second a body is given (the declared
+                                   Content-Length, or the bytes received so far for a
+                                   chunked body, at most max_body + drain_max); 0 = the
+                                   deadline does not grow with the body */
+    size_t conn_memory_limit;   /* per-connection memory: request line + headers + read buffer */
+    uint64_t drain_max;         /* body bytes discarded after a rejection before closing */
+    int log_requests;           /* 1: one JSON log line per request (fs_log, info) */
     /* optional, e.g. metrics: called once per request when it completes, on
      * the server's threads (concurrently); e is valid for the call only */
     void (*on_request)(const struct fs_http_log_entry *e, void *hook_ctx);
@@ -126,8 +154,9 @@ struct fs_http_server_config {
 };
 
 /**
- * Defaults: 127.0.0.1:0, 4 threads, 256 connections, 0 per IP, 30 s timeout,
- * 64 KiB connection memory, 1 MiB drain, request log on, no TLS.
+ * Defaults: 127.0.0.1:0, 4 threads, 256 connections, 0 per IP, 30 s idle
+ * timeout, 300 s request deadline plus 1 s per 64 KiB of body, 64 KiB
+ * connection memory, 1 MiB drain, request log on, no TLS.
  */
 void fs_http_server_config_default(struct fs_http_server_config *cfg);
 

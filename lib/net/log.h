@@ -1,4 +1,4 @@
-/* JSON-lines logger: one object per line on stderr (DESIGN.md §8).
+/* JSON-lines logger: one object per line on stderr.
  *
  *   {"ts":"2024-05-01T12:00:00.123Z","level":"info","msg":"request","status":200,...}
  *

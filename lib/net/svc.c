@@ -2,15 +2,18 @@
 #include "svc.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "../core/fdio.h"
+#include "http_client.h"
 #include "log.h"
 
 static int set_bool(void *field, const char *val, const char *src, struct fs_err *err)
@@ -84,6 +87,18 @@ static int set_opt(const struct fs_svc_opt *o, void *cfg, const char *val, const
     return fs_err_set(err, FS_EINTERNAL, "config: bad option kind");
 }
 
+static int is_bool_word(const char *v)
+{
+    static const char *const words[] = {"0", "1", "true", "false", "yes", "no"};
+
+    for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
+        if (strcmp(v, words[i]) == 0) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* The table entry argument a names (--flag or --flag=value), or nopts. */
 static size_t find_flag(const struct fs_svc_opt *opts, size_t nopts, const char *a)
 {
@@ -119,6 +134,8 @@ int fs_svc_opts_parse(const struct fs_svc_opt *opts, size_t nopts, void *cfg, in
             rc = fs_err_set(err, FS_EINVAL, "unknown argument \"%.64s\" (see --help)", a);
         } else if (eq != NULL) {
             given[k] = eq + 1;
+        } else if (opts[k].kind == FS_SVC_BOOL && (i + 1 >= argc || !is_bool_word(argv[i + 1]))) {
+            given[k] = "1"; /* a bare boolean flag: --insecure-http */
         } else if (i + 1 < argc) {
             given[k] = argv[++i];
         } else {
@@ -217,14 +234,100 @@ const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap)
     return NULL;
 }
 
+int fs_svc_check_listen(const char *host, int tls, int insecure_http, struct fs_err *err)
+{
+    if (tls || fs_http_host_is_loopback(host)) {
+        return 0;
+    }
+    if (!insecure_http) {
+        return fs_err_set(err, FS_EINVAL,
+                          "refusing to listen on %.100s without TLS: tokens and data would "
+                          "cross the network unencrypted. Give --tls-cert and --tls-key, listen "
+                          "on a loopback address (127.0.0.1, ::1) behind a TLS-terminating "
+                          "proxy, or pass --insecure-http (FEDSVD_INSECURE_HTTP=1) on a network "
+                          "you trust",
+                          host);
+    }
+    fs_log_pack(FS_LOG_WARN,
+                "plain HTTP on a non-loopback address (--insecure-http): tokens and data cross "
+                "the network unencrypted",
+                "{s:s}", "host", host);
+    return 0;
+}
+
+/* path with group or other permission bits: chmod to the owner's bits,
+ * warning that it was done. A file that does not exist is fine. */
+static int tighten(const char *path, mode_t keep, const char *what, struct fs_err *err)
+{
+    struct stat sb;
+    char was[8];
+    char now[8];
+
+    if (stat(path, &sb) != 0) {
+        return errno == ENOENT ? 0 : fs_err_set(err, FS_EIO, "%s: %s", path, strerror(errno));
+    }
+    if ((sb.st_mode & 077) == 0) {
+        return 0;
+    }
+    if (chmod(path, sb.st_mode & keep) != 0) {
+        if (errno != EPERM) {
+            return fs_err_set(err, FS_EIO, "%s is open to other users and chmod failed: %s", path,
+                              strerror(errno));
+        }
+        /* not its owner (e.g. a volume root given to the service's group) */
+        snprintf(was, sizeof was, "%04o", (unsigned)(sb.st_mode & 07777));
+        fs_log_pack(FS_LOG_WARN, "open to other users and not ours to make private", "{s:s, s:s}",
+                    "path", path, "mode", was);
+        return 0;
+    }
+    snprintf(was, sizeof was, "%04o", (unsigned)(sb.st_mode & 07777));
+    snprintf(now, sizeof now, "%04o", (unsigned)(sb.st_mode & keep));
+    fs_log_pack(FS_LOG_WARN, what, "{s:s, s:s, s:s}", "path", path, "mode_was", was, "mode", now);
+    return 0;
+}
+
+int fs_svc_private_dir(const char *path, struct fs_err *err)
+{
+    struct stat sb;
+    int rc = fs_mkdir_p(path, err); /* new directories are 0700 */
+
+    if (rc != 0) {
+        return rc;
+    }
+    if (stat(path, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+        return fs_err_set(err, FS_EIO, "%s: not a directory", path);
+    }
+    return tighten(path, 0700, "data directory was open to other users: made it private", err);
+}
+
 int fs_svc_db_open(const char *path, int fsync_full, const char *schema, sqlite3 **out,
                    struct fs_err *err)
 {
+    static const char *const sfx[] = {"-wal", "-shm", "-journal"};
     sqlite3 *db = NULL;
     char *msg = NULL;
+    char side[PATH_MAX + 16];
     int rc = 0;
+    int fd = -1;
 
     *out = NULL;
+    /* The database holds the service's secrets: create it 0600 before SQLite
+     * does (it creates -wal and -shm with the database's permissions), and
+     * make an existing one private, with its side files. */
+    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        return fs_err_set(err, FS_EIO, "%s: cannot open: %s", path, strerror(errno));
+    }
+    close(fd);
+    rc = tighten(path, 0600, "database was open to other users: made it private", err);
+    for (size_t i = 0; rc == 0 && i < sizeof sfx / sizeof sfx[0]; i++) {
+        if (snprintf(side, sizeof side, "%s%s", path, sfx[i]) < (int)sizeof side) {
+            rc = tighten(side, 0600, "database file was open to other users: made it private", err);
+        }
+    }
+    if (rc != 0) {
+        return rc;
+    }
     if (sqlite3_open_v2(path, &db,
                         SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_FULLMUTEX,
                         NULL) != SQLITE_OK) {

@@ -1,6 +1,6 @@
 /* What the services share around their HTTP API: the table of flags (each
  * with its FEDSVD_* environment variable and default), the port file, and
- * where openapi.yaml is (DESIGN.md §8).
+ * where openapi.yaml is.
  *
  * A service describes its configuration struct with a table of fs_svc_opt
  * (offsets into the struct) and lets fs_svc_opts_parse fill it: a flag given
@@ -38,7 +38,8 @@ struct fs_svc_opt {
 };
 
 /**
- * Fill the configuration struct cfg from argv (--flag value or --flag=value),
+ * Fill the configuration struct cfg from argv (--flag value or --flag=value;
+ * a boolean flag alone, not followed by 0/1/true/false/yes/no, means 1),
  * then the environment (an empty variable counts as unset), then the
  * defaults. cfg is not cleared first. "--help" / "-h" set *help to 1 and the
  * rest is still parsed. Prints nothing.
@@ -55,6 +56,25 @@ FS_WUR int fs_svc_opts_parse(const struct fs_svc_opt *opts, size_t nopts, void *
  */
 FS_WUR int fs_svc_check_admin_tls(const char *admin_token_file, const char *tls_cert,
                                   const char *tls_key, struct fs_err *err);
+
+/**
+ * The rule every service applies to its --listen host: plain HTTP only on
+ * loopback (fs_http_host_is_loopback: 127.0.0.0/8, ::1, localhost). Without
+ * TLS on any other address (0.0.0.0 included) it refuses unless insecure_http
+ * (--insecure-http, FEDSVD_INSECURE_HTTP=1), and then logs a warning (call it
+ * at every start, after the log level is set).
+ * @return 0, or FS_EINVAL with the message to print before exiting.
+ */
+FS_WUR int fs_svc_check_listen(const char *host, int tls, int insecure_http, struct fs_err *err);
+
+/**
+ * Create the data directory path (and its parents) 0700; an existing one
+ * that group or others may access is made 0700 with a warning in the log
+ * (one this user does not own and cannot chmod, such as a volume root given
+ * to the service's group, is only warned about).
+ * @return 0, or FS_EIO (cannot create, not a directory, chmod failed).
+ */
+FS_WUR int fs_svc_private_dir(const char *path, struct fs_err *err);
 
 /** Print intro, then every flag with its variable, default and help, then --help. */
 void fs_svc_opts_usage(FILE *out, const char *intro, const struct fs_svc_opt *opts, size_t nopts);
@@ -98,7 +118,10 @@ void fs_svc_base_url(char *out, size_t cap, int tls, const char *host, uint16_t 
 
 /**
  * Open (creating it if need be) the SQLite database of a service's state at
- * path: a connection serialized by SQLite (FULLMUTEX), a 5 s busy timeout,
+ * path: the file is created 0600 (so are its -wal and -shm, which SQLite
+ * gives the database's permissions); an existing database or side file that
+ * group or others may read is made 0600 with a warning in the log. Then a
+ * connection serialized by SQLite (FULLMUTEX), a 5 s busy timeout,
  * WAL, synchronous=FULL when fsync_full (survives power loss) else NORMAL
  * (survives a killed process), foreign keys enforced; then run schema, which
  * must be idempotent (CREATE ... IF NOT EXISTS).

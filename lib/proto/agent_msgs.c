@@ -175,11 +175,10 @@ static int parse_invitation(const json_t *j, uint64_t max_elements, struct fs_ag
                         (unsigned long long)out->inv.global_rows,
                         (unsigned long long)out->inv.global_cols, (unsigned long long)max_elements);
     } else if (out->inv.is_fedsvd &&
-               (out->inv.masking_url[0] == '\0' || out->inv.mask_token[0] == '\0' ||
-                out->inv.maskset[0] == '\0')) {
+               (out->inv.masking_url[0] == '\0' || out->inv.maskset[0] == '\0')) {
         rc = fs_err_set(err, FS_EINVAL,
-                        "invitation: a %s job needs masking_url, mask_token and maskset (added "
-                        "when the mask set is created: fedsvd job create does it)",
+                        "invitation: a %s job needs masking_url and maskset (added when the mask "
+                        "set is created: fedsvd job create does it)",
                         out->inv.algorithm);
     } else if (out->inv.is_fedsvd && !url_ok(out->inv.masking_url)) {
         rc = fs_err_set(err, FS_EINVAL,

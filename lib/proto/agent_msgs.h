@@ -45,8 +45,10 @@ struct fs_agent_request {
  * as fs_invitation_decode (api/jobs.h) plus: algorithm secure-sum, fedsvd,
  * fedpca or a power-method one, rows * cols <= max_elements (also for the pooled matrix of a
  * fedsvd/fedpca job), a job URL without user info, query, fragment or white
- * space; fedsvd/fedpca also need masking_url (same rules), mask_token and
- * maskset. format defaults to "auto"; fail_at may be absent or null.
+ * space; fedsvd/fedpca also need masking_url (same rules) and maskset (the
+ * agent fetches its keys with requests signed by its identity key: no
+ * credential for them is in the invitation). format defaults to "auto"; fail_at may be absent or
+ * null.
  * @return 0, FS_EFORMAT (wrong JSON types: 400), FS_EINVAL (422); the
  *         message names the field. fs_invitation_wipe(&out->inv) afterwards.
  */

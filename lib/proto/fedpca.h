@@ -1,5 +1,5 @@
-/* Federated PCA on top of FedSVD (DESIGN §5.2 "fedpca", seed 003 §5.1 done
- * properly): centre (and optionally scale) with the global mean (and
+/* Federated PCA on top of FedSVD (the "fedpca" job; Chai et al. 2021, §5.1,
+ * done properly): centre (and optionally scale) with the global mean (and
  * variance), then FedSVD of the centred data. Pure state machine for the
  * party side; the aggregation server only runs secure aggregation and
  * fs_fedsvd_server_*; the masking server only hands out fs_fedsvd_keys.

@@ -1,16 +1,16 @@
-/* The federated power method family (DESIGN.md §5.3-5.5) as pure state
+/* The federated power method family (docs/references.md) as pure state
  * machines: a party side and a server side, fed messages and returning
  * messages, with no sockets, files or clocks.
  *
- *   fedpower          seed 001 Alg. 1 (Guo et al.): plain uploads, local and
+ *   fedpower          Liu et al. 2023, Alg. 1 (Guo et al.): plain uploads, local and
  *                     server Gaussian noise, Procrustes alignment.
- *   fedpower-utility  seed 001 Alg. 2: uploads through secure aggregation,
+ *   fedpower-utility  Liu et al. 2023, Alg. 2: uploads through secure aggregation,
  *                     then the encrypted noise exchange (noise_exchange.h)
  *                     removes every party's noise but one.
- *   fedpower-private  seed 001 Alg. 3: noise every iteration, no alignment,
+ *   fedpower-private  Liu et al. 2023, Alg. 3: noise every iteration, no alignment,
  *                     secure aggregation at syncs, Z clipped to z_hat, entries
  *                     of M'_i bounded by m_hat, distributed DP noise.
- *   dp-ppm            seed 004 Alg. 2: p = 1, per-party N(0, Delta_l^2 nu^2),
+ *   dp-ppm            Nicolas et al. 2024, Alg. 2: p = 1, per-party N(0, Delta_l^2 nu^2),
  *                     Delta_l the largest row norm of the public iterate,
  *                     zCDP accounting.
  *
@@ -48,9 +48,10 @@
  *   fedpower   local noise N(0, ||Z_(t-1)^(i)||_max^2 sigma^2) on each party's
  *              aligned Y at a sync, server noise N(0, max_i ||Z||_max^2
  *              sigma'^2) on the weighted sum; sigma, sigma' given or from
- *              (eps, delta) by Guo et al.'s formulas (seed 001 §3) with R =
- *              ceil(T/p) syncs. No formal guarantee (seed 001 §5).
- *   utility    N(0, sigma^2) on each party's Y at a sync (seed 001 Alg. 2),
+ *              (eps, delta) by Guo et al.'s formulas (Liu et al. 2023, §3)
+ *              with R = ceil(T/p) syncs. No formal guarantee (Liu et al.
+ *              2023, §5).
+ *   utility    N(0, sigma^2) on each party's Y at a sync (Liu et al. Alg. 2),
  *              i.e. w_i sigma on its weighted upload, entered in the ring;
  *              after the exchange w_j N_j remains. No formal guarantee.
  *   private    every iteration. At a sync party i's weighted upload has
@@ -63,9 +64,9 @@
  *              gets the full sigma on its own Y. Either way every iteration is
  *              a Gaussian mechanism with Delta / sigma, and the accountant
  *              counts T releases (plus the eigenvalue release).
- *   dp-ppm     p = 1; seed 004's relation is on the aggregate A = sum_i w_i
+ *   dp-ppm     p = 1; Nicolas et al.'s relation is on the aggregate A = sum_i w_i
  *              M'_i itself: per party N_Z(0, Delta_l^2 sigma^2 / t), sum >=
- *              Delta_l^2 sigma^2 over >= t survivors (seed 004 uses nu =
+ *              Delta_l^2 sigma^2 over >= t survivors (the paper uses nu =
  *              sigma / sqrt(s) for s parties; we use t so that dropouts never
  *              weaken the guarantee).
  * All noise that is not secret-shared is also discrete: values are rounded
@@ -120,7 +121,7 @@ enum fs_fedpower_calib {
 };
 
 enum fs_fedpower_dppm_calib {
-    FS_FEDPOWER_DPPPM_PAPER = 0, /* sigma = eps^-1 sqrt(4 L ln(1/delta)) (seed 004) */
+    FS_FEDPOWER_DPPPM_PAPER = 0, /* sigma = eps^-1 sqrt(4 L ln(1/delta)) (Nicolas et al.) */
     FS_FEDPOWER_DPPPM_ZCDP = 1   /* the smallest sigma whose zCDP total converts to eps */
 };
 
@@ -214,7 +215,7 @@ struct fs_fedpower_privacy {
     double eps_round;       /* optimal conversion of rho_round */
     double eps_total;       /* optimal conversion (CKS20) of rho_total: the real total */
     double paper_eps_round; /* the paper's own per-round formula */
-    double paper_eps_total; /* its basic composition (seed 004: its simple conversion) */
+    double paper_eps_total; /* its basic composition (Nicolas et al.: simple conversion) */
     double paper_delta_total;
     int paper_formula_valid; /* the classic Gaussian formula needs eps_round < 1 */
     int weak;                /* eps_total > FS_FEDPOWER_WEAK_EPS (or no formal guarantee) */

@@ -54,7 +54,7 @@ int fpw_real_noise(double *y, size_t n, double sigma, struct fs_err *err);
 int fpw_ring_add_noise(uint64_t *v, const int64_t *noise, size_t n, int64_t cap,
                        struct fs_err *err);
 
-/* Largest row 2-norm of a (Delta_l of seed 004). */
+/* Largest row 2-norm of a (Delta_l of Nicolas et al. 2024). */
 double fpw_max_row_norm(const fs_mat *a);
 
 /* Largest singular value of a (d x r, r small) via its Gram matrix. */

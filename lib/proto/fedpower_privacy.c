@@ -1,7 +1,7 @@
 /* Resolution of a job's public parameters (σ from (ε, δ), fixed point) and
  * its privacy report.
  *
- * Accounting (DESIGN.md §5.5). Each noisy release is a Gaussian mechanism
+ * Accounting (zCDP; docs/privacy-ledger.md). Each noisy release is a Gaussian mechanism
  * in the integer domain: the query is rounded to the grid 2^-f (which can
  * move each of its `dim` entries by at most one unit, so the integer
  * sensitivity is Delta 2^f + sqrt(dim)) and discrete Gaussian noise is
@@ -101,7 +101,7 @@ static int resolve_sigma(const struct fs_fedpower_config *cfg, const uint64_t *r
                 return fs_err_set(err, FS_EINVAL,
                                   "fedpower: sigma from (eps, delta) needs the row counts");
             }
-            /* Guo et al. (seed 001 §3), with R = ceil(T/p) noisy syncs */
+            /* Guo et al. (Liu et al. 2023, §3), with R = ceil(T/p) noisy syncs */
             pl->sigma = R / (cfg->eps * (double)min_s) * sqrt(2.0 * log(1.25 * R / cfg->delta));
             pl->sigma_server = pl->sigma * (double)max_s / (double)total;
         }
@@ -127,7 +127,7 @@ static int resolve_sigma(const struct fs_fedpower_config *cfg, const uint64_t *r
         pl->sens_ray = 1.0 + FPW_ORTH_SLACK;
         if (cfg->calib == FS_FEDPOWER_SIGMA_FROM_EPS) {
             if (cfg->dppm_calib == FS_FEDPOWER_DPPPM_PAPER) {
-                /* seed 004 Alg. 1-2: sigma = eps^-1 sqrt(4 L ln(1/delta)) */
+                /* Nicolas et al. 2024, Alg. 1-2: sigma = eps^-1 sqrt(4 L ln(1/delta)) */
                 pl->sigma = sqrt(4.0 * releases * log(1.0 / cfg->delta)) / cfg->eps;
             } else {
                 rc = fs_zcdp_sigma_for(cfg->eps, cfg->delta, 1.0 + CALIB_MARGIN, releases,
@@ -224,7 +224,7 @@ static void fill_nonformal(const struct fs_fedpower_config *cfg, struct fpw_plan
     set_text(pv->relation, sizeof pv->relation,
              "Guo et al.: one row of one party's M_i changes; their noise assumes a sensitivity "
              "of ||Z||_max / min_i s_i per sync, which ignores the alignment D and the "
-             "orthogonalisation (seed 001 §5), so no formal guarantee holds");
+             "orthogonalisation (Liu et al. 2023, §5), so no formal guarantee holds");
     if (cfg->alg == FS_FEDPOWER_PLAIN) {
         set_text(pv->server_learns, sizeof pv->server_learns,
                  "every party's noisy aligned update Y'_i and ||Z_i||_max at each sync, and "
@@ -298,11 +298,11 @@ static int fill_formal(const struct fs_fedpower_config *cfg, struct fpw_plan *pl
             sp_min = fmin(sp_min, two_f * pl->w_max * pl->sigma_ray / sqrt_t);
         }
         set_text(pv->relation, sizeof pv->relation,
-                 "seed 001 Alg. 3: one party's M'_i changes in one entry (j, k) and, M'_i being "
-                 "symmetric, its mirror (k, j), each by at most 2 m_hat (entries bounded by "
-                 "m_hat); Delta = 2 sqrt(2 r) m_hat z_hat per iteration (the paper's Theorem 1 "
-                 "counts one entry: 2 sqrt(r) m_hat z_hat). Protects covariance entries, not "
-                 "rows.");
+                 "Liu et al. 2023, Alg. 3: one party's M'_i changes in one entry (j, k) and, "
+                 "M'_i being symmetric, its mirror (k, j), each by at most 2 m_hat (entries "
+                 "bounded by m_hat); Delta = 2 sqrt(2 r) m_hat z_hat per iteration (the "
+                 "paper's Theorem 1 counts one entry: 2 sqrt(r) m_hat z_hat). Protects "
+                 "covariance entries, not rows.");
         set_text(pv->server_learns, sizeof pv->server_learns,
                  "the secure sum of w_i M'_i Z at each sync, noised with variance >= (w_max "
                  "sigma)^2 in total over >= t survivors (distributed discrete Gaussian; party i "
@@ -317,9 +317,9 @@ static int fill_formal(const struct fs_fedpower_config *cfg, struct fpw_plan *pl
         }
         sp_min = two_f * pl->sigma * lo_row / sqrt_t;
         set_text(pv->relation, sizeof pv->relation,
-                 "seed 004 eq. (12): the aggregate A = sum_i w_i M'_i changes by a symmetric C "
-                 "with sqrt(sum_j ||C_j,:||_1^2) <= 1; Delta_l = max_j ||Z_l[j,:]||_2 of the "
-                 "public iterate (Thm. 3.1)");
+                 "Nicolas et al. 2024, eq. (12): the aggregate A = sum_i w_i M'_i changes by a "
+                 "symmetric C with sqrt(sum_j ||C_j,:||_1^2) <= 1; Delta_l = max_j "
+                 "||Z_l[j,:]||_2 of the public iterate (Thm. 3.1)");
         set_text(pv->server_learns, sizeof pv->server_learns,
                  "the secure sum of w_i M'_i Z + noise each iteration (variance >= Delta_l^2 "
                  "sigma^2 in total over >= t survivors), the survivor sets, and the noised sum "

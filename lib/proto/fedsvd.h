@@ -1,5 +1,5 @@
-/* Lossless federated SVD (Chai et al., seed 003, as corrected in DESIGN
- * §5.2 and §7): the pure pieces of the three roles, with no sockets, files or
+/* Lossless federated SVD (Chai et al. 2021, with the corrections listed in
+ * docs/references.md): the pure pieces of the three roles, with no sockets, files or
  * clocks. Services move the messages; secure aggregation is lib/proto/secagg.
  *
  * Roles and messages (samples partition; party i holds rows R_i of the N x d
@@ -73,7 +73,7 @@
  * A party dropping after its upload (at consistency or unmasking) is in U3:
  * its rows are in the result. For features the same holds with columns.
  *
- * Fixed point (DESIGN §5.1). Each party advertises e_i with max|X'_i| <=
+ * Fixed point. Each party advertises e_i with max|X'_i| <=
  * 2^e_i, computed WITHOUT forming X'_i: |X'_i[r,c]| <= rho_i ||T_i[:,c]||_2,
  * T_i = Y_i B_c, rho_i = max_r ||A_c[r, R_i]||_2 <= 1 (Cauchy-Schwarz on one
  * row of the slab), times 1 + 2^-20 for rounding. The public exponent E is

@@ -1,4 +1,4 @@
-/* Encrypted noise exchange of fedpower-utility (DESIGN.md §5.4; seed 001
+/* Encrypted noise exchange of fedpower-utility (Liu et al. 2023,
  * Alg. 2 steps 8-13 with its all-ones selector fixed) as two pure state
  * machines. No sockets, files or clocks.
  *

@@ -1,10 +1,11 @@
-/* Secure aggregation (Bonawitz et al. 2017, as summarised in seed 001
- * Appendix A) as two pure state machines, one per side. No sockets, files or
+/* Secure aggregation (Bonawitz et al. 2017, as summarised in Liu et al.
+ * 2023, Appendix A) as two pure state machines, one per side. No sockets, files or
  * clocks: callers move the messages (HTTP, or a unit test's loop) and decide
  * when a round closes (deadline or everyone in).
  *
  * One job = one key setup, then `aggregations` sums:
  *   R0 AdvertiseKeys   client: fs_secagg_client_advertise  -> server: add_adv, close_adv
+ *                      (identity key, share-encryption key, one mask key per aggregation)
  *   R1 ShareKeys       client: share_keys(roster)          -> server: add_shares, close_shares
  *                      client: receive_shares(cts for me)
  * and for each aggregation r = 0, 1, ... (server: begin(r, len)):
@@ -13,24 +14,37 @@
  * close_consistency R4 Unmasking       client: unmask(U4 signatures)        -> server: add_reveals,
  * finish -> sum
  *
- * Choices (DESIGN.md §5.1): X25519 key agreement, Ed25519 signatures,
+ * Choices: X25519 key agreement, Ed25519 signatures,
  * AES-256-GCM share encryption under HKDF of the pairwise secret (ids and the
  * session bound in the associated data), masks from AES-256-CTR keyed by an
  * HKDF of (secret, session id, aggregation index, vector length), Shamir over
  * the field of lib/crypto/shamir.h, arithmetic in Z_2^64. The session id is a
  * SHA-256 of the job id, the parameters and every advertised key.
  *
- * Fresh masks per aggregation: pairwise masks are keyed by the aggregation
- * index; self-mask seeds are drawn independently per aggregation and all
- * shared in R1, so revealing one aggregation's seed reveals no other's.
+ * Fresh keys per aggregation: every aggregation r has its own X25519 mask
+ * key pair per party (s_sk[r], s_pks[r], all advertised and signed in R0) and
+ * its own self-mask seed; R1 shares each of them separately. The pairwise
+ * masks of aggregation r come from s_sk[r] only. So whatever one aggregation
+ * reveals about a party (its seed if it survives, its mask key s_sk[r] if it
+ * drops) says nothing about any other aggregation's masks.
+ *
+ * The rule both sides enforce, across the whole job and not only within one
+ * aggregation: for one party and one aggregation, never both its self-mask
+ * seed and its mask key. A client reveals, in aggregation r, a seed share
+ * (survivor) or a share of s_sk[r] (dropped), never both, and a share of
+ * s_sk[r] only for r; the server accepts exactly one kind per party per
+ * aggregation and checks a reconstructed key against s_pks[r]. Without
+ * per-aggregation keys a party that survives aggregation r (seed revealed)
+ * and drops in r' (key revealed) would be fully unmasked in r.
  * A party whose mask key was reconstructed (it dropped during an
  * aggregation) stays dropped for the rest of the job.
  *
  * Threat model: honest-but-curious server, and clients that may drop at any
- * point. Identity (signing) keys are trusted on first use: the server learns
- * them in R0 and cannot be stopped from substituting a party it impersonates
- * without an external PKI. Clients refuse to reveal both kinds of share for
- * the same peer and check that t parties signed the same survivor set. */
+ * point. Identity (signing) keys are pinned by the job when it says so (the
+ * service layer checks advertisements and rosters against the pins);
+ * otherwise they are trusted on first use. Clients refuse to reveal both
+ * kinds of share for the same peer and check that t parties signed the same
+ * survivor set. */
 #ifndef FS_PROTO_SECAGG_H
 #define FS_PROTO_SECAGG_H
 
@@ -49,18 +63,24 @@
 struct fs_secagg_config {
     uint32_t n;            /* expected parties, ids 1..n */
     uint32_t t;            /* threshold: survivors needed at every round, 1 <= t <= n */
-    uint32_t aggregations; /* sums this job will run; self-mask seeds for all are shared in R1 */
+    uint32_t aggregations; /* sums this job will run; keys and seeds for all are shared in R1 */
     uint32_t chunk_words;  /* upload chunk size in uint64 words; 0 = FS_SECAGG_DEFAULT_CHUNK */
     uint8_t job_id[32];    /* binds every key, signature and mask to this job */
 };
 
-/* R0 message: a party's public keys, signed with its identity key. */
+/* R0 message: a party's public keys, signed with its identity key.
+ * s_pks holds one X25519 mask public key per aggregation (nkeys of them,
+ * nkeys == cfg.aggregations). Who owns s_pks depends on where the struct came
+ * from: borrowed from the client (fs_secagg_client_advertise) or the server
+ * (fs_secagg_server_roster), owned by the holder after fs_secagg_adv_copy or a
+ * wire decode (release with fs_secagg_adv_clear). */
 struct fs_secagg_adv {
     uint32_t id;
+    uint32_t nkeys;                     /* mask keys in s_pks */
     uint8_t sign_pk[FS_SECAGG_KEY_LEN]; /* Ed25519 identity */
     uint8_t c_pk[FS_SECAGG_KEY_LEN];    /* X25519, encrypts shares */
-    uint8_t s_pk[FS_SECAGG_KEY_LEN];    /* X25519, seeds pairwise masks */
-    uint8_t sig[FS_SECAGG_SIG_LEN];     /* over job id, id, c_pk, s_pk */
+    uint8_t *s_pks;                     /* nkeys x 32: X25519 mask key of aggregation r at r*32 */
+    uint8_t sig[FS_SECAGG_SIG_LEN];     /* over job id, id, nkeys, c_pk, SHA-256(s_pks) */
 };
 
 /* R1 message: the encrypted bundle of shares `from` made for `to`. */
@@ -83,6 +103,19 @@ struct fs_secagg_reveal {
     uint8_t share[FS_SHAMIR_SHARE_LEN];
 };
 
+/** Deep copy: dst gets its own s_pks (release with fs_secagg_adv_clear). */
+FS_WUR int fs_secagg_adv_copy(struct fs_secagg_adv *dst, const struct fs_secagg_adv *src,
+                              struct fs_err *err);
+
+/** Free an owned s_pks and zero the struct. Accepts NULL. */
+void fs_secagg_adv_clear(struct fs_secagg_adv *a);
+
+/** 1 when both advertise the same keys and signature, else 0. */
+int fs_secagg_adv_equal(const struct fs_secagg_adv *a, const struct fs_secagg_adv *b);
+
+/** The mask public key a advertised for aggregation r (NULL if r >= nkeys). Borrowed. */
+const uint8_t *fs_secagg_adv_mask_pk(const struct fs_secagg_adv *a, uint32_t r);
+
 /** Check a configuration (ranges, t <= n, caps). @return 0 or FS_EINVAL. */
 FS_WUR int fs_secagg_config_check(const struct fs_secagg_config *cfg, struct fs_err *err);
 
@@ -98,22 +131,23 @@ typedef struct fs_secagg_client fs_secagg_client;
 
 /**
  * New client state for party `id` (1..n) with its long-term Ed25519 identity
- * private key (copied; wiped on free). Generates the X25519 key pairs and the
- * self-mask seeds from the CSPRNG.
+ * private key (copied; wiped on free). Generates, from the CSPRNG, the
+ * share-encryption key pair, one mask key pair per aggregation and one
+ * self-mask seed per aggregation.
  * @param out new state, free with fs_secagg_client_free.
  */
 FS_WUR int fs_secagg_client_new(const struct fs_secagg_config *cfg, uint32_t id,
                                 const uint8_t sign_sk[FS_SECAGG_KEY_LEN], fs_secagg_client **out,
                                 struct fs_err *err);
 
-/** R0: this party's advertisement. */
+/** R0: this party's advertisement; out->s_pks is borrowed from c (valid until it is freed). */
 FS_WUR int fs_secagg_client_advertise(fs_secagg_client *c, struct fs_secagg_adv *out,
                                       struct fs_err *err);
 
 /**
  * R1: verify the roster the server forwarded (>= t advertisements, distinct
- * ids, valid signatures, ours unchanged), fix the session id, and share the
- * mask key and every self-mask seed with each other roster member.
+ * ids, valid signatures, ours unchanged), fix the session id, and share
+ * every aggregation's mask key and self-mask seed with each other roster member.
  * @param out new array of k-1 ciphertexts (one per other member), free with
  *        fs_secagg_share_cts_free.
  */
@@ -155,8 +189,9 @@ FS_WUR int fs_secagg_client_consistency(fs_secagg_client *c, const uint32_t *u3,
  * R4: given the signatures on U3 the server collected (ids and signatures,
  * at least t valid ones from distinct members of U3 required), reveal a
  * self-seed share for each survivor and a mask-key share for each active
- * party not in U3. Refuses (FS_EAUTH / FS_ESTATE) rather than ever revealing
- * both kinds for one peer.
+ * party not in U3 (a share of that party's mask key for this aggregation
+ * only). Refuses (FS_EAUTH / FS_ESTATE) rather than ever revealing both kinds
+ * for one peer.
  * @param out new array (free()) of *nout reveals.
  */
 FS_WUR int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
@@ -165,6 +200,19 @@ FS_WUR int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
 
 /** The session id (valid after share_keys). */
 const uint8_t *fs_secagg_client_session(const fs_secagg_client *c);
+
+/**
+ * Pinned identities (the job's party_keys): pins[i] is party i+1's Ed25519
+ * identity public key, n entries (copied). From then on share_keys refuses
+ * (FS_EAUTH) a roster whose entry for a party carries another identity key:
+ * a server that substitutes a party's keys is caught before any share is
+ * made, and since every R1 ciphertext is keyed by the roster's X25519 keys,
+ * which the pinned identity signs, shares only ever reach pinned parties.
+ * Call before share_keys. @return 0; FS_EAUTH when this party's own identity
+ * is not pins[id-1]; FS_EINVAL (n is not the job's), FS_ESTATE, FS_ENOMEM.
+ */
+FS_WUR int fs_secagg_client_set_pins(fs_secagg_client *c, const uint8_t (*pins)[FS_SECAGG_KEY_LEN],
+                                     uint32_t n, struct fs_err *err);
 
 /** Free, wiping every secret. Accepts NULL. */
 void fs_secagg_client_free(fs_secagg_client *c);
@@ -211,6 +259,18 @@ enum fs_secagg_phase fs_secagg_server_phase(const fs_secagg_server *s);
 
 /** Why the server aborted (empty string if it has not). */
 const char *fs_secagg_server_abort_reason(const fs_secagg_server *s);
+
+/*
+ * Repeats: every add_* below is idempotent, also after its round has closed:
+ * the server keeps what it needs to recognise the message it accepted from
+ * each party (the advertisement and the shares for the job, the masked
+ * chunks (their SHA-256, or the chunk store), the consistency signature and
+ * the reveals of the current aggregation until the next one begins). An
+ * identical repeat of an accepted message then returns 0 and changes
+ * nothing, so a party whose response was lost does not fail; anything else
+ * for a closed round (other bytes, or a message that was never accepted) is
+ * FS_ECONFLICT.
+ */
 
 /** R0: accept an advertisement. An identical repeat is accepted (idempotent); a different one is
  * FS_ECONFLICT. */
@@ -309,5 +369,22 @@ void fs_secagg_server_set_threads(fs_secagg_server *s, unsigned threads);
 
 /** Free. Accepts NULL. */
 void fs_secagg_server_free(fs_secagg_server *s);
+
+/**
+ * Pinned identities on the server (the job's party_keys, n entries, copied;
+ * see fs_secagg_client_set_pins): add_adv then refuses (FS_EAUTH, nothing
+ * stored) an advertisement whose sign_pk is not the pin of its party.
+ * Call before the first add_adv. @return 0, FS_EINVAL, FS_ESTATE, FS_ENOMEM.
+ */
+FS_WUR int fs_secagg_server_set_pins(fs_secagg_server *s, const uint8_t (*pins)[FS_SECAGG_KEY_LEN],
+                                     uint32_t n, struct fs_err *err);
+
+/**
+ * The pin rule alone: 0 when the job is unpinned or a->sign_pk is the pin of
+ * party a->id, else FS_EAUTH naming both fingerprints (a caller may answer
+ * it differently from a bad signature).
+ */
+FS_WUR int fs_secagg_server_check_pin(const fs_secagg_server *s, const struct fs_secagg_adv *a,
+                                      struct fs_err *err);
 
 #endif

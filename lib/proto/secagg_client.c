@@ -21,11 +21,11 @@ struct peer {
     int in_roster;
     int in_u2;
     int active;
-    int mask_revealed; /* we revealed a share of its mask key: dropped for good */
-    struct fs_secagg_adv adv;
-    uint8_t key_share[FS_SHAMIR_SHARE_LEN]; /* our share of its mask key */
-    uint8_t *seed_shares;                   /* aggregations x share: our shares of its seeds */
-    uint8_t pair_key[32];                   /* this aggregation's pairwise PRG key */
+    int mask_revealed;        /* we revealed a share of its mask key: dropped for good */
+    struct fs_secagg_adv adv; /* owns its s_pks (a copy of the roster's) */
+    uint8_t *key_shares;      /* aggregations x share: our shares of its mask keys */
+    uint8_t *seed_shares;     /* aggregations x share: our shares of its seeds */
+    uint8_t pair_key[32];     /* this aggregation's pairwise PRG key */
 };
 
 struct fs_secagg_client {
@@ -36,8 +36,8 @@ struct fs_secagg_client {
     uint8_t sign_pk[32];
     uint8_t c_sk[32];
     uint8_t c_pk[32];
-    uint8_t s_sk[32];
-    uint8_t s_pk[32];
+    uint8_t *s_sks; /* aggregations x 32: mask private key of each aggregation */
+    uint8_t *s_pks; /* aggregations x 32: their public keys, as advertised */
     uint8_t *seeds; /* aggregations x 32 self-mask seeds */
     uint8_t session[32];
     struct peer *peers; /* index 1..n */
@@ -47,6 +47,7 @@ struct fs_secagg_client {
     uint8_t self_key[32];
     uint32_t *u3;
     size_t n3;
+    uint8_t (*pins)[FS_SECAGG_KEY_LEN]; /* pinned identities, n; NULL = unpinned */
 };
 
 static size_t seeds_bytes(const struct fs_secagg_config *cfg)
@@ -57,6 +58,21 @@ static size_t seeds_bytes(const struct fs_secagg_config *cfg)
 static size_t seed_shares_bytes(const struct fs_secagg_config *cfg)
 {
     return (size_t)cfg->aggregations * FS_SHAMIR_SHARE_LEN;
+}
+
+/* Wipe and free a peer's shares of its secrets. */
+static void peer_drop_shares(const struct fs_secagg_config *cfg, struct peer *p)
+{
+    if (p->seed_shares != NULL) {
+        fs_wipe(p->seed_shares, seed_shares_bytes(cfg));
+        free(p->seed_shares);
+        p->seed_shares = NULL;
+    }
+    if (p->key_shares != NULL) {
+        fs_wipe(p->key_shares, seed_shares_bytes(cfg));
+        free(p->key_shares);
+        p->key_shares = NULL;
+    }
 }
 
 int fs_secagg_client_new(const struct fs_secagg_config *cfg, uint32_t id,
@@ -82,7 +98,9 @@ int fs_secagg_client_new(const struct fs_secagg_config *cfg, uint32_t id,
     c->id = id;
     c->peers = calloc((size_t)cfg->n + 1, sizeof *c->peers);
     c->seeds = malloc(seeds_bytes(cfg));
-    if (c->peers == NULL || c->seeds == NULL) {
+    c->s_sks = malloc(seeds_bytes(cfg));
+    c->s_pks = malloc(seeds_bytes(cfg));
+    if (c->peers == NULL || c->seeds == NULL || c->s_sks == NULL || c->s_pks == NULL) {
         rc = fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
         goto fail;
     }
@@ -91,8 +109,8 @@ int fs_secagg_client_new(const struct fs_secagg_config *cfg, uint32_t id,
     if (rc == 0) {
         rc = fs_x25519_keygen(c->c_sk, c->c_pk, err);
     }
-    if (rc == 0) {
-        rc = fs_x25519_keygen(c->s_sk, c->s_pk, err);
+    for (uint32_t r = 0; rc == 0 && r < cfg->aggregations; r++) {
+        rc = fs_x25519_keygen(c->s_sks + (size_t)r * 32, c->s_pks + (size_t)r * 32, err);
     }
     if (rc == 0) {
         rc = fs_rand_bytes(c->seeds, seeds_bytes(cfg), err);
@@ -110,17 +128,22 @@ fail:
 int fs_secagg_client_advertise(fs_secagg_client *c, struct fs_secagg_adv *out, struct fs_err *err)
 {
     uint8_t msg[SA_ADV_MSG_MAX];
-    size_t n;
+    size_t n = 0;
+    int rc;
 
     if (c->stage > ST_ADVERTISED) {
         return fs_err_set(err, FS_ESTATE, "secagg: keys already shared");
     }
     memset(out, 0, sizeof *out);
     out->id = c->id;
+    out->nkeys = c->cfg.aggregations;
     memcpy(out->sign_pk, c->sign_pk, 32);
     memcpy(out->c_pk, c->c_pk, 32);
-    memcpy(out->s_pk, c->s_pk, 32);
-    n = sa_adv_msg(&c->cfg, out, msg);
+    out->s_pks = c->s_pks;
+    rc = sa_adv_msg(&c->cfg, out, msg, &n, err);
+    if (rc != 0) {
+        return rc;
+    }
     c->stage = ST_ADVERTISED;
     return fs_ed25519_sign(out->sig, c->sign_sk, msg, n, err);
 }
@@ -154,20 +177,28 @@ static int take_roster(fs_secagg_client *c, const struct fs_secagg_adv *roster, 
     for (size_t i = 0; i < k; i++) {
         const struct fs_secagg_adv *a = &sorted[i];
         uint8_t msg[SA_ADV_MSG_MAX];
-        size_t n;
+        size_t n = 0;
         if (a->id < 1 || a->id > c->cfg.n || (i > 0 && a->id == sorted[i - 1].id)) {
             rc = fs_err_set(err, FS_EINVAL, "secagg: roster has invalid or repeated id %u", a->id);
             goto out;
         }
-        n = sa_adv_msg(&c->cfg, a, msg);
+        rc = sa_adv_msg(&c->cfg, a, msg, &n, err);
+        if (rc != 0) {
+            goto out;
+        }
         rc = fs_ed25519_verify(a->sig, a->sign_pk, msg, n, err);
         if (rc != 0) {
             fs_err_set(err, FS_EAUTH, "secagg: roster entry %u has a bad signature", a->id);
             rc = FS_EAUTH;
             goto out;
         }
+        rc = sa_pin_check((const uint8_t(*)[FS_SECAGG_KEY_LEN])c->pins, a, err);
+        if (rc != 0) {
+            goto out;
+        }
         if (a->id == c->id) {
-            if (!fs_ct_eq(a->c_pk, c->c_pk, 32) || !fs_ct_eq(a->s_pk, c->s_pk, 32) ||
+            if (!fs_ct_eq(a->c_pk, c->c_pk, 32) ||
+                !fs_ct_eq(a->s_pks, c->s_pks, seeds_bytes(&c->cfg)) ||
                 !fs_ct_eq(a->sign_pk, c->sign_pk, 32)) {
                 rc = fs_err_set(err, FS_EAUTH, "secagg: roster alters our own keys");
                 goto out;
@@ -179,18 +210,22 @@ static int take_roster(fs_secagg_client *c, const struct fs_secagg_adv *roster, 
         rc = fs_err_set(err, FS_EINVAL, "secagg: roster does not include party %u", c->id);
         goto out;
     }
-    for (size_t i = 0; i < k; i++) {
+    for (size_t i = 0; i < k && rc == 0; i++) {
         struct peer *p = &c->peers[sorted[i].id];
-        p->in_roster = 1;
-        p->adv = sorted[i];
+        fs_secagg_adv_clear(&p->adv);
+        rc = fs_secagg_adv_copy(&p->adv, &sorted[i], err);
+        p->in_roster = rc == 0;
     }
-    rc = sa_session_id(&c->cfg, sorted, k, c->session, err);
+    if (rc == 0) {
+        rc = sa_session_id(&c->cfg, sorted, k, c->session, err);
+    }
 out:
     free(sorted);
     return rc;
 }
 
-/* Plaintext for recipient index j: from, to, key share, seed shares. */
+/* Plaintext for recipient index j: from, to, then per aggregation the
+ * mask-key share and the seed share. */
 static void build_bundle(const fs_secagg_client *c, uint32_t to,
                          const struct fs_shamir_share *key_sh,
                          const struct fs_shamir_share *seed_sh, size_t k, size_t j, uint8_t *pt)
@@ -199,9 +234,9 @@ static void build_bundle(const fs_secagg_client *c, uint32_t to,
 
     sa_put_u32(pt, c->id);
     sa_put_u32(pt + 4, to);
-    fs_shamir_share_encode(&key_sh[j], pt + off);
-    off += FS_SHAMIR_SHARE_LEN;
     for (uint32_t r = 0; r < c->cfg.aggregations; r++) {
+        fs_shamir_share_encode(&key_sh[(size_t)r * k + j], pt + off);
+        off += FS_SHAMIR_SHARE_LEN;
         fs_shamir_share_encode(&seed_sh[(size_t)r * k + j], pt + off);
         off += FS_SHAMIR_SHARE_LEN;
     }
@@ -231,7 +266,7 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
         return rc;
     }
     xs = malloc(k * sizeof *xs);
-    key_sh = calloc(k, sizeof *key_sh);
+    key_sh = calloc(k * c->cfg.aggregations, sizeof *key_sh);
     seed_sh = calloc(k * c->cfg.aggregations, sizeof *seed_sh);
     cts = calloc(k, sizeof *cts);
     pt = malloc(pt_len);
@@ -248,10 +283,13 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
             xs[k++] = (uint16_t)v;
         }
     }
-    rc = fs_shamir_split_at(c->s_sk, c->cfg.t, xs, k, key_sh, err);
     for (uint32_t r = 0; rc == 0 && r < c->cfg.aggregations; r++) {
-        rc = fs_shamir_split_at(c->seeds + (size_t)r * 32, c->cfg.t, xs, k, seed_sh + (size_t)r * k,
+        rc = fs_shamir_split_at(c->s_sks + (size_t)r * 32, c->cfg.t, xs, k, key_sh + (size_t)r * k,
                                 err);
+        if (rc == 0) {
+            rc = fs_shamir_split_at(c->seeds + (size_t)r * 32, c->cfg.t, xs, k,
+                                    seed_sh + (size_t)r * k, err);
+        }
     }
     if (rc != 0) {
         goto out;
@@ -259,13 +297,16 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
     /* Keep our own shares of our own secrets: we reveal our seed share too. */
     {
         struct peer *me = &c->peers[c->id];
+        peer_drop_shares(&c->cfg, me);
         me->seed_shares = malloc(seed_shares_bytes(&c->cfg));
-        if (me->seed_shares == NULL) {
+        me->key_shares = malloc(seed_shares_bytes(&c->cfg));
+        if (me->seed_shares == NULL || me->key_shares == NULL) {
             rc = fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
             goto out;
         }
-        fs_shamir_share_encode(&key_sh[self_j], me->key_share);
         for (uint32_t r = 0; r < c->cfg.aggregations; r++) {
+            fs_shamir_share_encode(&key_sh[(size_t)r * k + self_j],
+                                   me->key_shares + (size_t)r * FS_SHAMIR_SHARE_LEN);
             fs_shamir_share_encode(&seed_sh[(size_t)r * k + self_j],
                                    me->seed_shares + (size_t)r * FS_SHAMIR_SHARE_LEN);
         }
@@ -306,7 +347,7 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
 out:
     fs_secagg_share_cts_free(cts, nct);
     if (key_sh != NULL) {
-        fs_wipe(key_sh, k * sizeof *key_sh);
+        fs_wipe(key_sh, k * c->cfg.aggregations * sizeof *key_sh);
     }
     if (seed_sh != NULL) {
         fs_wipe(seed_sh, k * c->cfg.aggregations * sizeof *seed_sh);
@@ -357,24 +398,23 @@ static int take_bundle(fs_secagg_client *c, const struct fs_secagg_share_ct *ct,
         return fs_err_set(err, FS_EAUTH, "secagg: share bundle from %u does not authenticate",
                           ct->from);
     }
+    peer_drop_shares(&c->cfg, p);
     p->seed_shares = malloc(seed_shares_bytes(&c->cfg));
-    if (p->seed_shares == NULL) {
+    p->key_shares = malloc(seed_shares_bytes(&c->cfg));
+    if (p->seed_shares == NULL || p->key_shares == NULL) {
+        peer_drop_shares(&c->cfg, p);
         return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
     }
-    for (uint32_t r = 0; r <= c->cfg.aggregations; r++) {
-        const uint8_t *enc = pt + 8 + (size_t)r * FS_SHAMIR_SHARE_LEN;
+    for (size_t q = 0; q < 2 * (size_t)c->cfg.aggregations; q++) {
+        const uint8_t *enc = pt + 8 + q * FS_SHAMIR_SHARE_LEN;
+        uint8_t *dst = q % 2 == 0 ? p->key_shares : p->seed_shares;
         rc = fs_shamir_share_decode(&sh, enc, FS_SHAMIR_SHARE_LEN, err);
         if (rc != 0 || sh.x != c->id) {
-            free(p->seed_shares);
-            p->seed_shares = NULL;
+            peer_drop_shares(&c->cfg, p);
+            fs_wipe(&sh, sizeof sh);
             return fs_err_set(err, FS_EAUTH, "secagg: bad share from party %u", ct->from);
         }
-        if (r == 0) {
-            memcpy(p->key_share, enc, FS_SHAMIR_SHARE_LEN);
-        } else {
-            memcpy(p->seed_shares + (size_t)(r - 1) * FS_SHAMIR_SHARE_LEN, enc,
-                   FS_SHAMIR_SHARE_LEN);
-        }
+        memcpy(dst + (q / 2) * FS_SHAMIR_SHARE_LEN, enc, FS_SHAMIR_SHARE_LEN);
     }
     fs_wipe(&sh, sizeof sh);
     p->in_u2 = 1;
@@ -409,9 +449,7 @@ int fs_secagg_client_receive_shares(fs_secagg_client *c, const struct fs_secagg_
         for (uint32_t v = 1; v <= c->cfg.n; v++) {
             if (v != c->id && c->peers[v].in_u2) {
                 c->peers[v].in_u2 = 0;
-                fs_wipe(c->peers[v].seed_shares, seed_shares_bytes(&c->cfg));
-                free(c->peers[v].seed_shares);
-                c->peers[v].seed_shares = NULL;
+                peer_drop_shares(&c->cfg, &c->peers[v]);
             }
         }
         return rc;
@@ -467,7 +505,9 @@ int fs_secagg_client_begin(fs_secagg_client *c, uint32_t r, uint64_t len, const 
         struct peer *p = &c->peers[ids[i]];
         p->active = 1;
         if (ids[i] != c->id) {
-            rc = sa_pair_mask_key(c->s_sk, p->adv.s_pk, c->session, r, len, p->pair_key, err);
+            /* this aggregation's own key pair on both sides: see secagg.h */
+            rc = sa_pair_mask_key(c->s_sks + (size_t)r * 32, fs_secagg_adv_mask_pk(&p->adv, r),
+                                  c->session, r, len, p->pair_key, err);
         }
     }
     if (rc != 0) {
@@ -666,8 +706,10 @@ int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
             memcpy(rv[n].share, p->seed_shares + (size_t)c->round * FS_SHAMIR_SHARE_LEN,
                    FS_SHAMIR_SHARE_LEN);
         } else {
+            /* only this aggregation's mask key: every other one stays secret */
             rv[n].kind = FS_SECAGG_MASK_KEY;
-            memcpy(rv[n].share, p->key_share, FS_SHAMIR_SHARE_LEN);
+            memcpy(rv[n].share, p->key_shares + (size_t)c->round * FS_SHAMIR_SHARE_LEN,
+                   FS_SHAMIR_SHARE_LEN);
             p->mask_revealed = 1;
         }
         n++;
@@ -690,10 +732,8 @@ void fs_secagg_client_free(fs_secagg_client *c)
     }
     if (c->peers != NULL) {
         for (uint32_t v = 0; v <= c->cfg.n; v++) {
-            if (c->peers[v].seed_shares != NULL) {
-                fs_wipe(c->peers[v].seed_shares, seed_shares_bytes(&c->cfg));
-                free(c->peers[v].seed_shares);
-            }
+            peer_drop_shares(&c->cfg, &c->peers[v]);
+            fs_secagg_adv_clear(&c->peers[v].adv);
         }
         fs_wipe(c->peers, ((size_t)c->cfg.n + 1) * sizeof *c->peers);
         free(c->peers);
@@ -702,7 +742,41 @@ void fs_secagg_client_free(fs_secagg_client *c)
         fs_wipe(c->seeds, seeds_bytes(&c->cfg));
         free(c->seeds);
     }
+    if (c->s_sks != NULL) {
+        fs_wipe(c->s_sks, seeds_bytes(&c->cfg));
+        free(c->s_sks);
+    }
+    free(c->s_pks);
     free(c->u3);
+    free(c->pins);
     fs_wipe(c, sizeof *c);
     free(c);
+}
+
+/* ------------------------------------------------------------ pinned identities */
+
+int fs_secagg_client_set_pins(fs_secagg_client *c, const uint8_t (*pins)[FS_SECAGG_KEY_LEN],
+                              uint32_t n, struct fs_err *err)
+{
+    char mine[FS_ED25519_FPR_LEN + 1];
+
+    if (n != c->cfg.n) {
+        return fs_err_set(err, FS_EINVAL, "secagg: %u pins for %u parties", n, c->cfg.n);
+    }
+    if (c->stage > ST_ADVERTISED) {
+        return fs_err_set(err, FS_ESTATE, "secagg: pins come before the roster");
+    }
+    if (memcmp(pins[c->id - 1], c->sign_pk, FS_SECAGG_KEY_LEN) != 0) {
+        fs_ed25519_fpr_format(c->sign_pk, mine);
+        return fs_err_set(err, FS_EAUTH,
+                          "this agent's identity %s is not the one pinned for party %u", mine,
+                          c->id);
+    }
+    free(c->pins);
+    c->pins = malloc((size_t)n * sizeof *c->pins);
+    if (c->pins == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    memcpy(c->pins, pins, (size_t)n * sizeof *c->pins);
+    return 0;
 }

@@ -7,14 +7,15 @@
 #include <string.h>
 
 #include "../crypto/ct.h"
+#include "../crypto/ed25519.h"
 #include "../crypto/hkdf.h"
 #include "../crypto/prg.h"
 #include "../crypto/sha256.h"
 #include "../crypto/x25519.h"
 
-static const char ADV_TAG[] = "fedsvd/secagg/v1/adv";
+static const char ADV_TAG[] = "fedsvd/secagg/v2/adv";
 static const char U3_TAG[] = "fedsvd/secagg/v1/u3";
-static const char SESSION_TAG[] = "fedsvd/secagg/v1/session";
+static const char SESSION_TAG[] = "fedsvd/secagg/v2/session";
 static const char SHARE_INFO[] = "fedsvd/secagg/v1/share-enc";
 static const char PAIR_INFO[] = "fedsvd/secagg/v1/pair-mask";
 static const char SELF_INFO[] = "fedsvd/secagg/v1/self-mask";
@@ -62,8 +63,59 @@ uint32_t sa_chunk_words(const struct fs_secagg_config *cfg)
 
 size_t sa_share_pt_len(const struct fs_secagg_config *cfg)
 {
-    /* from, to, mask-key share, one self-seed share per aggregation */
-    return 8 + (size_t)FS_SHAMIR_SHARE_LEN * (1 + (size_t)cfg->aggregations);
+    /* from, to, then per aggregation a mask-key share and a self-seed share */
+    return 8 + (size_t)FS_SHAMIR_SHARE_LEN * 2 * (size_t)cfg->aggregations;
+}
+
+int fs_secagg_adv_copy(struct fs_secagg_adv *dst, const struct fs_secagg_adv *src,
+                       struct fs_err *err)
+{
+    uint8_t *pks = NULL;
+
+    if (src->nkeys > FS_SECAGG_MAX_AGGREGATIONS || (src->nkeys > 0 && src->s_pks == NULL)) {
+        return fs_err_set(err, FS_EINVAL, "secagg: advertisement of party %u has %u mask keys",
+                          src->id, src->nkeys);
+    }
+    if (src->nkeys > 0) {
+        pks = malloc((size_t)src->nkeys * FS_SECAGG_KEY_LEN);
+        if (pks == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+        }
+        memcpy(pks, src->s_pks, (size_t)src->nkeys * FS_SECAGG_KEY_LEN);
+    }
+    *dst = *src;
+    dst->s_pks = pks;
+    return 0;
+}
+
+void fs_secagg_adv_clear(struct fs_secagg_adv *a)
+{
+    if (a == NULL) {
+        return;
+    }
+    free(a->s_pks);
+    memset(a, 0, sizeof *a);
+}
+
+int fs_secagg_adv_equal(const struct fs_secagg_adv *a, const struct fs_secagg_adv *b)
+{
+    if (a->id != b->id || a->nkeys != b->nkeys || memcmp(a->sign_pk, b->sign_pk, 32) != 0 ||
+        memcmp(a->c_pk, b->c_pk, 32) != 0 || memcmp(a->sig, b->sig, FS_SECAGG_SIG_LEN) != 0) {
+        return 0;
+    }
+    if (a->nkeys == 0) {
+        return 1;
+    }
+    return a->s_pks != NULL && b->s_pks != NULL &&
+           memcmp(a->s_pks, b->s_pks, (size_t)a->nkeys * FS_SECAGG_KEY_LEN) == 0;
+}
+
+const uint8_t *fs_secagg_adv_mask_pk(const struct fs_secagg_adv *a, uint32_t r)
+{
+    if (r >= a->nkeys || a->s_pks == NULL) {
+        return NULL;
+    }
+    return a->s_pks + (size_t)r * FS_SECAGG_KEY_LEN;
 }
 
 size_t fs_secagg_share_ct_len(const struct fs_secagg_config *cfg)
@@ -82,22 +134,35 @@ void fs_secagg_share_cts_free(struct fs_secagg_share_ct *cts, size_t k)
     free(cts);
 }
 
-size_t sa_adv_msg(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *a,
-                  uint8_t buf[SA_ADV_MSG_MAX])
+int sa_adv_msg(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *a,
+               uint8_t buf[SA_ADV_MSG_MAX], size_t *len, struct fs_err *err)
 {
     size_t n = 0;
+    int rc;
 
+    *len = 0;
+    if (a->nkeys != cfg->aggregations || a->s_pks == NULL) {
+        return fs_err_set(err, FS_EINVAL,
+                          "secagg: advertisement of party %u has %u mask keys, the job runs %u "
+                          "aggregations",
+                          a->id, a->nkeys, cfg->aggregations);
+    }
     memcpy(buf, ADV_TAG, sizeof ADV_TAG);
     n += sizeof ADV_TAG;
     memcpy(buf + n, cfg->job_id, 32);
     n += 32;
     sa_put_u32(buf + n, a->id);
     n += 4;
+    sa_put_u32(buf + n, a->nkeys);
+    n += 4;
     memcpy(buf + n, a->c_pk, 32);
     n += 32;
-    memcpy(buf + n, a->s_pk, 32);
+    rc = fs_sha256(buf + n, a->s_pks, (size_t)a->nkeys * FS_SECAGG_KEY_LEN, err);
     n += 32;
-    return n;
+    if (rc == 0) {
+        *len = n;
+    }
+    return rc;
 }
 
 int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *roster, size_t k,
@@ -133,8 +198,13 @@ int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv
         if (rc == 0) {
             rc = fs_sha256_update(h, roster[i].c_pk, 32, err);
         }
+        if (rc == 0 && (roster[i].nkeys != cfg->aggregations || roster[i].s_pks == NULL)) {
+            rc = fs_err_set(err, FS_EINVAL, "secagg: roster entry %u has %u mask keys, want %u",
+                            roster[i].id, roster[i].nkeys, cfg->aggregations);
+        }
         if (rc == 0) {
-            rc = fs_sha256_update(h, roster[i].s_pk, 32, err);
+            rc = fs_sha256_update(h, roster[i].s_pks, (size_t)roster[i].nkeys * FS_SECAGG_KEY_LEN,
+                                  err);
         }
     }
     if (rc == 0) {
@@ -355,4 +425,22 @@ int sa_sorted_ids(const uint32_t *ids, size_t k, uint32_t n, uint32_t **out, str
     }
     *out = s;
     return 0;
+}
+
+/* ------------------------------------------------------------ pinned identities */
+
+int sa_pin_check(const uint8_t (*pins)[FS_SECAGG_KEY_LEN], const struct fs_secagg_adv *a,
+                 struct fs_err *err)
+{
+    char got[FS_ED25519_FPR_LEN + 1];
+    char want[FS_ED25519_FPR_LEN + 1];
+
+    if (pins == NULL || memcmp(pins[a->id - 1], a->sign_pk, FS_SECAGG_KEY_LEN) == 0) {
+        return 0;
+    }
+    fs_ed25519_fpr_format(a->sign_pk, got);
+    fs_ed25519_fpr_format(pins[a->id - 1], want);
+    return fs_err_set(err, FS_EAUTH,
+                      "party %u's identity key %s is not the one pinned for it (%s): refused",
+                      a->id, got, want);
 }

@@ -14,9 +14,11 @@ uint32_t sa_get_u32(const uint8_t *p);
 uint32_t sa_chunk_words(const struct fs_secagg_config *cfg);
 size_t sa_share_pt_len(const struct fs_secagg_config *cfg);
 
-/* The bytes an advertisement's signature covers; returns their length. */
-size_t sa_adv_msg(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *a,
-                  uint8_t buf[SA_ADV_MSG_MAX]);
+/* The bytes an advertisement's signature covers (the mask keys by their
+ * SHA-256), *len of them; FS_EINVAL when a does not carry one mask key per
+ * aggregation. */
+int sa_adv_msg(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *a,
+               uint8_t buf[SA_ADV_MSG_MAX], size_t *len, struct fs_err *err);
 
 /* Session id over the parameters and the roster (sorted by id). */
 int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv *roster, size_t k,
@@ -48,5 +50,11 @@ int sa_prg_apply_streams(const struct fs_prg_term *st, size_t ns, uint64_t *v, u
 
 /* Sorted copy of a party-id set, checked (1..n, no repeats, non-empty). */
 int sa_sorted_ids(const uint32_t *ids, size_t k, uint32_t n, uint32_t **out, struct fs_err *err);
+
+/* Pinned identities: 0 when pins is NULL (unpinned) or a->sign_pk is
+ * pins[a->id - 1] (a->id in 1..n, checked by the caller), else FS_EAUTH
+ * with both fingerprints in err. */
+int sa_pin_check(const uint8_t (*pins)[FS_SECAGG_KEY_LEN], const struct fs_secagg_adv *a,
+                 struct fs_err *err);
 
 #endif

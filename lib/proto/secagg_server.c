@@ -55,7 +55,8 @@ struct fs_secagg_server {
     size_t u3msg_len;
     struct fs_shamir_share **rv; /* per party id: shares about it, up to |U4| */
     size_t *nrv;
-    unsigned threads; /* for unmasking; 1 = the caller's thread only */
+    unsigned threads;                   /* for unmasking; 1 = the caller's thread only */
+    uint8_t (*pins)[FS_SECAGG_KEY_LEN]; /* pinned identities, n; NULL = unpinned */
 };
 
 static int abort_job(fs_secagg_server *s, struct fs_err *err, const char *fmt, ...)
@@ -90,6 +91,33 @@ static int want_phase(const fs_secagg_server *s, enum fs_secagg_phase ph, const 
 static int party_ok(const fs_secagg_server *s, uint32_t id)
 {
     return id >= 1 && id <= s->cfg.n;
+}
+
+/* The round of `ph` is over (not aborted): an add_* for it can only be the
+ * repeat of a message already accepted, which is answered as the first one
+ * was (0) when its bytes are identical, FS_ECONFLICT otherwise (a lost
+ * response must not fail the honest party whose message counts). The
+ * messages of R2-R4 are kept until the next aggregation begins. */
+static int round_closed(const fs_secagg_server *s, enum fs_secagg_phase ph)
+{
+    switch (s->phase) {
+    case FS_SECAGG_ABORTED:
+    case FS_SECAGG_ADVERTISE:
+        return 0;
+    case FS_SECAGG_SHARE:
+        return ph == FS_SECAGG_ADVERTISE;
+    case FS_SECAGG_READY:
+        return ph == FS_SECAGG_ADVERTISE || ph == FS_SECAGG_SHARE || s->has_round;
+    default:
+        return ph < s->phase;
+    }
+}
+
+static int closed_conflict(struct fs_err *err, const char *what, uint32_t from)
+{
+    return fs_err_set(err, FS_ECONFLICT,
+                      "secagg: %s is closed and party %u's message is not the one accepted", what,
+                      from);
 }
 
 int fs_secagg_server_new(const struct fs_secagg_config *cfg,
@@ -144,28 +172,45 @@ const char *fs_secagg_server_abort_reason(const fs_secagg_server *s)
 int fs_secagg_server_add_adv(fs_secagg_server *s, const struct fs_secagg_adv *a, struct fs_err *err)
 {
     uint8_t msg[SA_ADV_MSG_MAX];
-    size_t n;
-    int rc = want_phase(s, FS_SECAGG_ADVERTISE, "key advertisement", err);
+    size_t n = 0;
+    int rc;
 
+    if (round_closed(s, FS_SECAGG_ADVERTISE)) {
+        if (party_ok(s, a->id) && s->p[a->id].in_u1 && fs_secagg_adv_equal(&s->p[a->id].adv, a)) {
+            return 0;
+        }
+        return closed_conflict(err, "key advertisement", a->id);
+    }
+    rc = want_phase(s, FS_SECAGG_ADVERTISE, "key advertisement", err);
     if (rc != 0) {
         return rc;
     }
     if (!party_ok(s, a->id)) {
         return fs_err_set(err, FS_EINVAL, "secagg: party id %u outside 1..%u", a->id, s->cfg.n);
     }
-    n = sa_adv_msg(&s->cfg, a, msg);
+    rc = sa_pin_check((const uint8_t(*)[FS_SECAGG_KEY_LEN])s->pins, a, err);
+    if (rc != 0) {
+        return rc;
+    }
+    rc = sa_adv_msg(&s->cfg, a, msg, &n, err);
+    if (rc != 0) {
+        return rc;
+    }
     if (fs_ed25519_verify(a->sig, a->sign_pk, msg, n, err) != 0) {
         return fs_err_set(err, FS_EAUTH, "secagg: advertisement of party %u has a bad signature",
                           a->id);
     }
     if (s->p[a->id].in_u1) {
-        if (memcmp(&s->p[a->id].adv, a, sizeof *a) == 0) {
+        if (fs_secagg_adv_equal(&s->p[a->id].adv, a)) {
             return 0;
         }
         return fs_err_set(err, FS_ECONFLICT, "secagg: party %u already advertised other keys",
                           a->id);
     }
-    s->p[a->id].adv = *a;
+    rc = fs_secagg_adv_copy(&s->p[a->id].adv, a, err);
+    if (rc != 0) {
+        return rc;
+    }
     s->p[a->id].in_u1 = 1;
     return 0;
 }
@@ -224,10 +269,14 @@ int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
     size_t want_len = fs_secagg_share_ct_len(&s->cfg);
     struct fs_secagg_share_ct *by_to = NULL;
     uint8_t *seen = NULL;
-    int rc = want_phase(s, FS_SECAGG_SHARE, "share upload", err);
+    int closed = round_closed(s, FS_SECAGG_SHARE);
+    int rc = closed ? 0 : want_phase(s, FS_SECAGG_SHARE, "share upload", err);
 
     if (rc != 0) {
         return rc;
+    }
+    if (closed && (!party_ok(s, from) || !s->p[from].in_u2)) {
+        return closed_conflict(err, "share exchange", from);
     }
     if (!party_ok(s, from) || !s->p[from].in_u1) {
         return fs_err_set(err, FS_EINVAL, "secagg: party %u did not advertise keys", from);
@@ -257,10 +306,10 @@ int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
         seen[to] = 1;
     }
     if (s->p[from].in_u2) {
-        rc =
-            same_cts(&s->p[from], cts, k)
-                ? 0
-                : fs_err_set(err, FS_ECONFLICT, "secagg: party %u already sent other shares", from);
+        rc = same_cts(&s->p[from], cts, k) ? 0
+             : closed                      ? closed_conflict(err, "share exchange", from)
+                      : fs_err_set(err, FS_ECONFLICT, "secagg: party %u already sent other shares",
+                                   from);
         goto out;
     }
     by_to = calloc((size_t)s->cfg.n + 1, sizeof *by_to);
@@ -478,14 +527,15 @@ int fs_secagg_server_add_masked(fs_secagg_server *s, uint32_t from, uint64_t idx
     return fs_secagg_server_add_masked_ex(s, from, idx, y, m, NULL, err);
 }
 
-/* Party from re-sent chunk idx: 1 if it equals what was accepted, 0 if not. */
+/* Party from re-sent chunk idx: 1 if it equals what was accepted, 0 if not,
+ * a negative FS_E* code if the stored chunk cannot be read back. */
 static int same_chunk(fs_secagg_server *s, uint32_t from, uint64_t idx, const uint64_t *y, size_t m,
                       const uint8_t *h, struct fs_err *err)
 {
     if (s->has_store) {
         int rc = s->store.get(s->store.ctx, from, idx, s->scratch, m, err);
         if (rc != 0) {
-            return -rc;
+            return rc < 0 ? rc : FS_EIO;
         }
         return memcmp(s->scratch, y, m * sizeof *y) == 0;
     }
@@ -500,13 +550,18 @@ int fs_secagg_server_add_masked_ex(fs_secagg_server *s, uint32_t from, uint64_t 
     struct sparty *p;
     uint64_t off;
     size_t want;
-    int rc = want_phase(s, FS_SECAGG_MASKED, "masked input upload", err);
+    int closed = round_closed(s, FS_SECAGG_MASKED);
+    int rc = closed ? 0 : want_phase(s, FS_SECAGG_MASKED, "masked input upload", err);
 
     if (is_new != NULL) {
         *is_new = 0;
     }
     if (rc != 0) {
         return rc;
+    }
+    if (closed && (!party_ok(s, from) || !s->p[from].active || s->p[from].chunk_have == NULL ||
+                   idx >= s->nchunks || !s->p[from].chunk_have[idx])) {
+        return closed_conflict(err, "masked input", from);
     }
     if (!party_ok(s, from) || !s->p[from].active) {
         return fs_err_set(err, FS_EINVAL, "secagg: party %u is not active in aggregation %u", from,
@@ -534,11 +589,14 @@ int fs_secagg_server_add_masked_ex(fs_secagg_server *s, uint32_t from, uint64_t 
     }
     if (p->chunk_have[idx]) {
         rc = same_chunk(s, from, idx, y, m, h, err);
-        if (rc < 0) {
-            return -rc;
+        if (rc < 0 && !closed) {
+            return rc;
         }
         if (rc == 1) {
             return 0;
+        }
+        if (closed) {
+            return closed_conflict(err, "masked input", from);
         }
         return fs_err_set(err, FS_ECONFLICT,
                           "secagg: chunk %llu of party %u re-sent with other "
@@ -618,8 +676,16 @@ int fs_secagg_server_add_consistency(fs_secagg_server *s, uint32_t from,
                                      const uint8_t sig[FS_SECAGG_SIG_LEN], struct fs_err *err)
 {
     struct sparty *p;
-    int rc = want_phase(s, FS_SECAGG_CONSISTENCY, "consistency signature", err);
+    int rc;
 
+    if (round_closed(s, FS_SECAGG_CONSISTENCY)) {
+        if (party_ok(s, from) && s->p[from].in_u4 &&
+            fs_ct_eq(s->p[from].sig, sig, FS_SECAGG_SIG_LEN)) {
+            return 0;
+        }
+        return closed_conflict(err, "consistency check", from);
+    }
+    rc = want_phase(s, FS_SECAGG_CONSISTENCY, "consistency signature", err);
     if (rc != 0) {
         return rc;
     }
@@ -715,10 +781,14 @@ int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
 {
     struct fs_shamir_share *decoded = NULL;
     uint8_t h[32];
-    int rc = want_phase(s, FS_SECAGG_UNMASK, "unmasking shares", err);
+    int closed = round_closed(s, FS_SECAGG_UNMASK);
+    int rc = closed ? 0 : want_phase(s, FS_SECAGG_UNMASK, "unmasking shares", err);
 
     if (rc != 0) {
         return rc;
+    }
+    if (closed && (!party_ok(s, from) || !s->p[from].revealed || k > s->cfg.n)) {
+        return closed_conflict(err, "unmasking", from);
     }
     if (!party_ok(s, from) || !s->p[from].in_u4) {
         return fs_err_set(err, FS_EINVAL, "secagg: party %u did not sign the survivors", from);
@@ -733,6 +803,9 @@ int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
     if (s->p[from].revealed) {
         if (fs_ct_eq(h, s->p[from].reveal_hash, 32)) {
             return 0;
+        }
+        if (closed) {
+            return closed_conflict(err, "unmasking", from);
         }
         return fs_err_set(err, FS_ECONFLICT, "secagg: party %u already revealed other shares",
                           from);
@@ -782,8 +855,10 @@ static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *
     if (rc != 0) {
         return abort_job(s, err, "mask key of dropped party %u does not reconstruct", d);
     }
+    /* the key of this aggregation only (see secagg.h): no other one is revealed */
     rc = fs_x25519_public(pk, sk, err);
-    if (rc != 0 || !fs_ct_eq(pk, s->p[d].adv.s_pk, 32)) {
+    if (rc != 0 || fs_secagg_adv_mask_pk(&s->p[d].adv, s->round) == NULL ||
+        !fs_ct_eq(pk, fs_secagg_adv_mask_pk(&s->p[d].adv, s->round), 32)) {
         fs_wipe(sk, sizeof sk);
         return abort_job(s, err,
                          "reconstructed mask key of party %u does not match its "
@@ -792,7 +867,8 @@ static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *
     }
     for (size_t i = 0; rc == 0 && i < s->nset[3]; i++) {
         uint32_t u = s->set[3][i];
-        rc = sa_pair_mask_key(sk, s->p[u].adv.s_pk, s->session, s->round, s->len, out[i].key, err);
+        rc = sa_pair_mask_key(sk, fs_secagg_adv_mask_pk(&s->p[u].adv, s->round), s->session,
+                              s->round, s->len, out[i].key, err);
         /* u added +PRG if u > d, -PRG otherwise: undo it. */
         out[i].sign = u > d ? -1 : 1;
     }
@@ -895,6 +971,7 @@ void fs_secagg_server_free(fs_secagg_server *s)
     if (s->p != NULL) {
         for (uint32_t v = 1; v <= s->cfg.n; v++) {
             fs_secagg_share_cts_free(s->p[v].cts_by_to, (size_t)s->cfg.n + 1);
+            fs_secagg_adv_clear(&s->p[v].adv); /* the roster borrows these */
         }
     }
     free(s->p);
@@ -907,5 +984,37 @@ void fs_secagg_server_free(fs_secagg_server *s)
     free(s->roster);
     free(s->sum);
     free(s->scratch);
+    free(s->pins);
     free(s);
+}
+
+/* ------------------------------------------------------------ pinned identities */
+
+int fs_secagg_server_set_pins(fs_secagg_server *s, const uint8_t (*pins)[FS_SECAGG_KEY_LEN],
+                              uint32_t n, struct fs_err *err)
+{
+    if (n != s->cfg.n) {
+        return fs_err_set(err, FS_EINVAL, "secagg: %u pins for %u parties", n, s->cfg.n);
+    }
+    for (uint32_t v = 1; v <= s->cfg.n; v++) {
+        if (s->p[v].in_u1) {
+            return fs_err_set(err, FS_ESTATE, "secagg: pins come before the advertisements");
+        }
+    }
+    free(s->pins);
+    s->pins = malloc((size_t)n * sizeof *s->pins);
+    if (s->pins == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    memcpy(s->pins, pins, (size_t)n * sizeof *s->pins);
+    return 0;
+}
+
+int fs_secagg_server_check_pin(const fs_secagg_server *s, const struct fs_secagg_adv *a,
+                               struct fs_err *err)
+{
+    if (!party_ok(s, a->id)) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party id %u outside 1..%u", a->id, s->cfg.n);
+    }
+    return sa_pin_check((const uint8_t(*)[FS_SECAGG_KEY_LEN])s->pins, a, err);
 }

@@ -34,6 +34,16 @@ static const struct fs_svc_opt OPTS[] = {
      "HTTP worker threads"},
     {"--max-connections", "FEDSVD_MAX_CONNECTIONS", FS_SVC_U32, OFF(max_connections), 0, "512", 4,
      65536, "concurrent HTTP connections"},
+    {"--max-connections-per-ip", "FEDSVD_MAX_CONNECTIONS_PER_IP", FS_SVC_U32, OFF(max_per_ip), 0,
+     "64", 0, 65536,
+     "concurrent connections from one client address (more are closed at once), so that a few "
+     "slow clients cannot take them all; 0 = no cap (behind a proxy every client has its "
+     "address)"},
+    {"--request-timeout-s", "FEDSVD_REQUEST_TIMEOUT_S", FS_SVC_U32, OFF(request_timeout_s), 0,
+     "300", 0, 86400,
+     "a request's headers and body must arrive within this many seconds, plus 1 s per 64 KiB "
+     "of body (chunk uploads at 64 KiB/s or faster always fit); slower clients are "
+     "disconnected. 0 = no deadline"},
     {"--shutdown-grace-ms", "FEDSVD_SHUTDOWN_GRACE_MS", FS_SVC_U32, OFF(shutdown_grace_ms), 0,
      "5000", 0, 600000, "on SIGTERM/SIGINT, how long requests in flight may take to finish"},
     {"--openapi", "FEDSVD_OPENAPI", FS_SVC_STR, OFF(openapi), SZ(openapi), "", 0, 0,
@@ -43,6 +53,14 @@ static const struct fs_svc_opt OPTS[] = {
      "PEM certificate: serve HTTPS (with --tls-key)"},
     {"--tls-key", "FEDSVD_TLS_KEY", FS_SVC_STR, OFF(tls_key), SZ(tls_key), "", 0, 0,
      "PEM private key (unencrypted) for --tls-cert"},
+    {"--insecure-http", "FEDSVD_INSECURE_HTTP", FS_SVC_BOOL, OFF(insecure_http), 0, "0", 0, 1,
+     "allow plain HTTP on an address that is not loopback (without it, such a --listen "
+     "needs --tls-cert): only on a network you trust or behind a TLS-terminating proxy; "
+     "warned about at every start"},
+    {"--masking-ca-file", "FEDSVD_MASKING_CA_FILE", FS_SVC_STR, OFF(masking_ca_file),
+     SZ(masking_ca_file), "", 0, 0,
+     "PEM bundle to verify https masking servers with when a job ends and its mask set is "
+     "deleted (default: the system store)"},
     {"--port-file", "FEDSVD_PORT_FILE", FS_SVC_STR, OFF(port_file), SZ(port_file), "", 0, 0,
      "once listening, write the bound port to this file (for --listen HOST:0)"},
     {"--fsync", "FEDSVD_FSYNC", FS_SVC_BOOL, OFF(fsync), 0, "0", 0, 1,

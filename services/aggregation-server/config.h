@@ -1,5 +1,5 @@
 /* aggregation-server configuration: flags, then FEDSVD_* environment
- * variables, then defaults (DESIGN.md §8). */
+ * variables, then defaults. */
 #ifndef AGGSRV_CONFIG_H
 #define AGGSRV_CONFIG_H
 
@@ -18,7 +18,8 @@ struct agg_config {
     char openapi[AGG_PATH_MAX]; /* "" = search next to the binary */
     char tls_cert[AGG_PATH_MAX];
     char tls_key[AGG_PATH_MAX];
-    char port_file[AGG_PATH_MAX]; /* "" = none */
+    char port_file[AGG_PATH_MAX];       /* "" = none */
+    char masking_ca_file[AGG_PATH_MAX]; /* verifies masking servers at a job's end; "" = system */
     enum fs_log_level log_level;
     uint64_t max_body;      /* JSON request bodies */
     uint64_t max_elements;  /* rows * cols of a job */
@@ -27,8 +28,11 @@ struct agg_config {
     uint64_t upload_buffer; /* bytes of chunk bodies held in memory at once */
     uint32_t threads;       /* HTTP worker threads */
     uint32_t max_connections;
+    uint32_t max_per_ip;        /* concurrent connections per client address; 0 = no cap */
+    uint32_t request_timeout_s; /* whole-request deadline (headers and body); 0 = none */
     uint32_t shutdown_grace_ms;
-    int fsync; /* 1: fsync chunk files, SQLite synchronous=FULL */
+    int insecure_http; /* 1: plain HTTP allowed on a non-loopback --listen address */
+    int fsync;         /* 1: fsync chunk files, SQLite synchronous=FULL */
     int help;
 };
 

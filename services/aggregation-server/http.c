@@ -13,6 +13,7 @@
 #include "../../api/jobs.h"
 #include "../../api/problem.h"
 #include "../../api/wire.h"
+#include "crypto/ct.h"
 #include "io/matio.h"
 #include "net/log.h"
 #include "powerjob.h"
@@ -499,6 +500,46 @@ static int h_jobs_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fail(resp, FS_EINVAL, "%s", "state must be running, done or failed");
     }
     return reply_json(resp, NULL, 200, agg_mgr_list(rc_->app->mgr, state));
+}
+
+/* PUT /v1/jobs/{job}/maskset (admin): a fedsvd/fedpca job's mask set and its
+ * end token; once the job is no longer running the server ends the mask set
+ * (maskend.h). The end token is kept in server.db until then and is never
+ * shown (not in the job's status, not in the log). */
+static int h_job_maskset(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    struct rq *q = rq_of(req);
+    struct fs_job_maskset m;
+    struct fs_err err = {0};
+    json_t *body = NULL;
+    json_t *st = NULL;
+    const char *alg;
+    int rc;
+
+    if (body_json(req, resp, &body) != 0) {
+        return 0;
+    }
+    rc = fs_job_maskset_decode(body, &m, &err);
+    json_decref(body);
+    if (rc != 0) {
+        return problem(resp, &err);
+    }
+    st = agg_job_status(q->job);
+    alg = json_string_value(json_object_get(st, "algorithm"));
+    if (alg == NULL || !fs_job_is_fedsvd(alg)) {
+        rc = fail(resp, FS_EINVAL, "%s", "only a fedsvd or fedpca job has a mask set");
+    } else if (agg_store_maskset_set(rc_->app->st, agg_job_id(q->job), m.masking_url, m.maskset,
+                                     m.end_token, &err) != 0) {
+        rc = problem(resp, &err);
+    } else {
+        fs_log_pack(FS_LOG_INFO, "mask set registered", "{s:s, s:s}", "job", agg_job_id(q->job),
+                    "maskset", m.maskset);
+        rc = fs_http_resp_empty(resp, 204);
+    }
+    json_decref(st);
+    fs_wipe(&m, sizeof m);
+    return rc;
 }
 
 static int h_job_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
@@ -1126,7 +1167,8 @@ static const struct route_def ROUTES[] = {
     {"GET", "/v1/jobs", 0, A_ADMIN, h_jobs_list},
     {"GET", "/v1/jobs/{job}", 0, A_ANY, h_job_get},
     {"DELETE", "/v1/jobs/{job}", 0, A_ADMIN, h_job_delete},
-    {"POST", "/v1/jobs/{job}/keys", 1, A_PARTY, h_keys_post},
+    {"PUT", "/v1/jobs/{job}/maskset", 1, A_ADMIN, h_job_maskset},
+    {"POST", "/v1/jobs/{job}/keys", 3, A_PARTY, h_keys_post}, /* one mask key per aggregation */
     {"GET", "/v1/jobs/{job}/keys", 0, A_ANY, h_keys_get},
     {"POST", "/v1/jobs/{job}/shares", 3, A_PARTY, h_shares_post},
     {"GET", "/v1/jobs/{job}/shares", 0, A_PARTY, h_shares_get},

@@ -460,6 +460,16 @@ static int job_new_sm(agg_job *j, struct fs_err *err)
     st.get = cs_get;
     st.drop = cs_drop;
     rc = fs_secagg_server_new(&j->cfg, &st, &j->sm, err);
+    if (rc == 0 && j->spec.has_pins) {
+        /* pinned identities: an advertisement under another key is refused */
+        rc = fs_secagg_server_set_pins(
+            j->sm, (const uint8_t(*)[FS_SECAGG_KEY_LEN])j->spec.party_keys, j->n, err);
+        if (rc != 0) {
+            fs_secagg_server_free(j->sm);
+            j->sm = NULL;
+            return rc;
+        }
+    }
     if (rc == 0) {
         /* unmasking (a PRG pass per party over the sum) on every core: the
          * job's other work waits for it */
@@ -738,6 +748,12 @@ static int apply_adv(agg_job *j, const struct fs_secagg_adv *a, int has_exp, int
                           a->id);
     }
     pthread_mutex_unlock(&j->mu);
+    if (fs_secagg_server_check_pin(j->sm, a, err) != 0) {
+        /* a key that is not the job's pin for this party: 403, nothing stored */
+        char why[FS_ERR_MSG_MAX];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return fs_err_set(err, AGG_EFORBIDDEN, "%s", why);
+    }
     rc = fs_secagg_server_add_adv(j->sm, a, err);
     if (rc != 0) {
         after_sm_error(j, rc, err);
@@ -1892,6 +1908,91 @@ void leave(agg_job *j)
     wake(j->mgr);
 }
 
+/* mu held: `want` of aggregation r has closed for good, but what was
+ * accepted in it may still be known (same aggregation, job not over), so a
+ * repeat of an accepted message can be recognised. */
+static int repeatable_locked(const agg_job *j, enum jphase want, uint32_t r)
+{
+    if (j->phase == JP_FAILED || j->phase == JP_DONE || j->phase == JP_FACTOR) {
+        return 0;
+    }
+    if (!j->finishing && pos_of(j, j->phase, j->r) <= pos_of(j, want, r)) {
+        return 0;
+    }
+    return want == JP_R0 || want == JP_R1 || r == j->r;
+}
+
+/* sm_mu held: the state machine has closed the secagg round of `want` too
+ * (so its add_* accepts nothing new there, only an identical repeat). */
+static int sm_closed(const agg_job *j, enum jphase want)
+{
+    enum fs_secagg_phase ph = fs_secagg_server_phase(j->sm);
+
+    switch (want) {
+    case JP_R0:
+        return ph != FS_SECAGG_ADVERTISE && ph != FS_SECAGG_ABORTED;
+    case JP_R1:
+        return ph != FS_SECAGG_ADVERTISE && ph != FS_SECAGG_SHARE && ph != FS_SECAGG_ABORTED;
+    case JP_R2:
+        return ph == FS_SECAGG_CONSISTENCY || ph == FS_SECAGG_UNMASK || ph == FS_SECAGG_READY;
+    case JP_R3:
+        return ph == FS_SECAGG_UNMASK || ph == FS_SECAGG_READY;
+    case JP_R4:
+        return ph == FS_SECAGG_READY;
+    default:
+        return 1; /* not a secagg round: the caller compares with the job's own record */
+    }
+}
+
+/*
+ * enter() for a message that repeats one the party may already have had
+ * accepted (docs: "an identical repeat succeeds"; a lost response must not
+ * fail an honest party). When the round has closed but its messages are
+ * still known, sm_mu is taken anyway, *closed is set and *closed_err keeps
+ * the "is closed" answer: the caller accepts only an identical repeat
+ * (changing nothing) and answers anything else with *closed_err.
+ */
+static int enter_repeat(agg_job *j, enum jphase want, uint32_t r, uint32_t party, int *closed,
+                        struct fs_err *closed_err, struct fs_err *err)
+{
+    int rc = enter(j, want, r, party, closed_err);
+    int ok;
+
+    *closed = 0;
+    if (rc != FS_ECONFLICT) {
+        if (rc != 0 && err != NULL) {
+            *err = *closed_err;
+        }
+        return rc;
+    }
+    pthread_mutex_lock(&j->sm_mu);
+    pthread_mutex_lock(&j->mu);
+    ok = repeatable_locked(j, want, r);
+    pthread_mutex_unlock(&j->mu);
+    if (!ok || j->sm == NULL || !sm_closed(j, want)) {
+        pthread_mutex_unlock(&j->sm_mu);
+        if (err != NULL) {
+            *err = *closed_err;
+        }
+        return rc;
+    }
+    *closed = 1;
+    return 0;
+}
+
+/* The answer to a message for a closed round: 0 (an identical repeat: the
+ * state machine or the job's record said so), else the "is closed" error. */
+static int closed_verdict(int rc, const struct fs_err *closed_err, struct fs_err *err)
+{
+    if (rc == 0) {
+        return 0;
+    }
+    if (err != NULL) {
+        *err = *closed_err;
+    }
+    return closed_err->code;
+}
+
 /* ------------------------------------------------------------ public: party messages */
 
 const char *agg_job_id(const agg_job *j)
@@ -1932,6 +2033,9 @@ int agg_job_auth(agg_job *j, const char *token, size_t len, uint32_t *party, str
 int agg_job_post_adv(agg_job *j, uint32_t party, const json_t *body, struct fs_err *err)
 {
     struct fs_secagg_adv a;
+    struct fs_err cerr = {0};
+    int closed = 0;
+    int same_exp = 0;
     int has_exp = 0;
     int e = 0;
     int rc = fs_wire_adv_decode(body, &a, &has_exp, &e, err);
@@ -1940,15 +2044,28 @@ int agg_job_post_adv(agg_job *j, uint32_t party, const json_t *body, struct fs_e
         return rc;
     }
     if (a.id != party) {
-        return fs_err_set(err, AGG_EFORBIDDEN, "advert for party %u sent with party %u's token",
-                          a.id, party);
+        uint32_t id = a.id;
+        fs_secagg_adv_clear(&a);
+        return fs_err_set(err, AGG_EFORBIDDEN, "advert for party %u sent with party %u's token", id,
+                          party);
     }
-    rc = enter(j, JP_R0, 0, party, err);
+    rc = enter_repeat(j, JP_R0, 0, party, &closed, &cerr, err);
     if (rc != 0) {
+        fs_secagg_adv_clear(&a);
         return rc;
     }
-    rc = apply_adv(j, &a, has_exp, e, now_wall(), err);
+    if (closed) {
+        pthread_mutex_lock(&j->mu);
+        same_exp = j->joined[party] && j->has_exp[party] == (uint8_t)has_exp &&
+                   (!has_exp || j->exp[party] == e);
+        pthread_mutex_unlock(&j->mu);
+        rc = closed_verdict(same_exp ? fs_secagg_server_add_adv(j->sm, &a, err) : FS_ECONFLICT,
+                            &cerr, err);
+    } else {
+        rc = apply_adv(j, &a, has_exp, e, now_wall(), err);
+    }
     leave(j);
+    fs_secagg_adv_clear(&a); /* the state machine keeps its own copy */
     return rc;
 }
 
@@ -1974,6 +2091,8 @@ int agg_job_get_roster(agg_job *j, json_t **out, struct fs_err *err)
 int agg_job_post_shares(agg_job *j, uint32_t party, const json_t *body, struct fs_err *err)
 {
     struct fs_secagg_share_ct *cts = NULL;
+    struct fs_err cerr = {0};
+    int closed = 0;
     size_t k = 0;
     int rc =
         fs_wire_shares_decode(body, 0, party, fs_secagg_share_ct_len(&j->cfg), j->n, &cts, &k, err);
@@ -1981,9 +2100,11 @@ int agg_job_post_shares(agg_job *j, uint32_t party, const json_t *body, struct f
     if (rc != 0) {
         return rc;
     }
-    rc = enter(j, JP_R1, 0, party, err);
+    rc = enter_repeat(j, JP_R1, 0, party, &closed, &cerr, err);
     if (rc == 0) {
-        rc = apply_shares(j, party, cts, k, body, now_wall(), err);
+        rc = closed ? closed_verdict(fs_secagg_server_add_shares(j->sm, party, cts, k, err), &cerr,
+                                     err)
+                    : apply_shares(j, party, cts, k, body, now_wall(), err);
         leave(j);
     }
     fs_secagg_share_cts_free(cts, k);
@@ -2109,14 +2230,16 @@ int agg_job_chunk_check(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, si
     }
     pthread_mutex_lock(&j->mu);
     rc = check_phase_locked(j, JP_R2, r, party, err);
-    nchunks = j->nchunks;
-    len = j->len;
-    if (rc == 0 && j->fed && !agg_is_stats(j, r) && !j->has_pubexp[party]) {
+    if (rc == FS_ECONFLICT && repeatable_locked(j, JP_R2, r)) {
+        rc = 0; /* perhaps an identical repeat: agg_job_put_chunk decides */
+    } else if (rc == 0 && j->fed && !agg_is_stats(j, r) && !j->has_pubexp[party]) {
         rc = fs_err_set(err, FS_ECONFLICT,
                         "party %u: report the public exponent (POST .../public-exponent) before "
                         "uploading",
                         party);
     }
+    nchunks = j->nchunks;
+    len = j->len;
     pthread_mutex_unlock(&j->mu);
     if (rc != 0) {
         return rc;
@@ -2136,11 +2259,13 @@ int agg_job_chunk_check(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, si
 int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, const uint64_t *y,
                       size_t m, struct fs_err *err)
 {
+    struct fs_err cerr = {0};
+    int closed = 0;
     int rc;
 
     rc = agg_exists(j, r, err);
     if (rc == 0) {
-        rc = enter(j, JP_R2, r, party, err);
+        rc = enter_repeat(j, JP_R2, r, party, &closed, &cerr, err);
     }
     if (rc != 0) {
         return rc;
@@ -2151,7 +2276,9 @@ int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, cons
         leave(j);
         return fs_err_set(err, FS_EINVAL, "chunk %llu: wrong length", (unsigned long long)idx);
     }
-    rc = apply_masked(j, party, idx, y, m, now_wall(), err);
+    rc = closed
+             ? closed_verdict(fs_secagg_server_add_masked(j->sm, party, idx, y, m, err), &cerr, err)
+             : apply_masked(j, party, idx, y, m, now_wall(), err);
     leave(j);
     return rc;
 }
@@ -2159,18 +2286,22 @@ int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, cons
 int agg_job_post_sig(agg_job *j, uint32_t party, uint32_t r, const json_t *body, struct fs_err *err)
 {
     uint8_t sig[FS_SECAGG_SIG_LEN];
+    struct fs_err cerr = {0};
+    int closed = 0;
     int rc = agg_exists(j, r, err);
 
     if (rc == 0) {
         rc = fs_wire_sig_decode(body, sig, err);
     }
     if (rc == 0) {
-        rc = enter(j, JP_R3, r, party, err);
+        rc = enter_repeat(j, JP_R3, r, party, &closed, &cerr, err);
     }
     if (rc != 0) {
         return rc;
     }
-    rc = apply_sig(j, party, sig, now_wall(), err);
+    rc = closed
+             ? closed_verdict(fs_secagg_server_add_consistency(j->sm, party, sig, err), &cerr, err)
+             : apply_sig(j, party, sig, now_wall(), err);
     leave(j);
     return rc;
 }
@@ -2179,6 +2310,8 @@ int agg_job_post_reveals(agg_job *j, uint32_t party, uint32_t r, const json_t *b
                          struct fs_err *err)
 {
     struct fs_secagg_reveal *rv = NULL;
+    struct fs_err cerr = {0};
+    int closed = 0;
     size_t k = 0;
     int rc = agg_exists(j, r, err);
 
@@ -2189,9 +2322,11 @@ int agg_job_post_reveals(agg_job *j, uint32_t party, uint32_t r, const json_t *b
     if (rc != 0) {
         return rc;
     }
-    rc = enter(j, JP_R4, r, party, err);
+    rc = enter_repeat(j, JP_R4, r, party, &closed, &cerr, err);
     if (rc == 0) {
-        rc = apply_reveals(j, party, rv, k, body, now_wall(), err);
+        rc = closed ? closed_verdict(fs_secagg_server_add_reveals(j->sm, party, rv, k, err), &cerr,
+                                     err)
+                    : apply_reveals(j, party, rv, k, body, now_wall(), err);
         leave(j);
     }
     fs_wipe(rv, k * sizeof *rv);
@@ -2203,6 +2338,8 @@ int agg_job_post_exponent(agg_job *j, uint32_t party, uint32_t r, const json_t *
                           struct fs_err *err)
 {
     uint8_t sealed[FS_FEDSVD_SEALED_EXP_LEN];
+    struct fs_err cerr = {0};
+    int closed = 0;
     int rc = agg_exists(j, r, err);
 
     if (rc == 0 && !j->fed) {
@@ -2212,12 +2349,21 @@ int agg_job_post_exponent(agg_job *j, uint32_t party, uint32_t r, const json_t *
         rc = fs_wire_exp_decode(body, sealed, err);
     }
     if (rc == 0) {
-        rc = enter(j, JP_EXP, r, party, err);
+        rc = enter_repeat(j, JP_EXP, r, party, &closed, &cerr, err);
     }
     if (rc != 0) {
         return rc;
     }
-    rc = apply_sealed(j, party, sealed, now_wall(), err);
+    if (closed) {
+        pthread_mutex_lock(&j->mu);
+        rc = j->has_sealed[party] && fs_ct_eq(j->sealed[party], sealed, FS_FEDSVD_SEALED_EXP_LEN)
+                 ? 0
+                 : FS_ECONFLICT;
+        pthread_mutex_unlock(&j->mu);
+        rc = closed_verdict(rc, &cerr, err);
+    } else {
+        rc = apply_sealed(j, party, sealed, now_wall(), err);
+    }
     leave(j);
     return rc;
 }
@@ -2225,6 +2371,8 @@ int agg_job_post_exponent(agg_job *j, uint32_t party, uint32_t r, const json_t *
 int agg_job_post_pubexp(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
                         struct fs_err *err)
 {
+    struct fs_err cerr = {0};
+    int closed = 0;
     int e = 0;
     int rc = agg_exists(j, r, err);
 
@@ -2237,12 +2385,19 @@ int agg_job_post_pubexp(agg_job *j, uint32_t party, uint32_t r, const json_t *bo
         rc = fs_wire_pubexp_decode(body, &e, err);
     }
     if (rc == 0) {
-        rc = enter(j, JP_R2, r, party, err);
+        rc = enter_repeat(j, JP_R2, r, party, &closed, &cerr, err);
     }
     if (rc != 0) {
         return rc;
     }
-    rc = apply_pubexp(j, party, e, now_wall(), err);
+    if (closed) {
+        pthread_mutex_lock(&j->mu);
+        rc = j->has_pubexp[party] && j->pubexp[party] == e ? 0 : FS_ECONFLICT;
+        pthread_mutex_unlock(&j->mu);
+        rc = closed_verdict(rc, &cerr, err);
+    } else {
+        rc = apply_pubexp(j, party, e, now_wall(), err);
+    }
     leave(j);
     return rc;
 }
@@ -2350,9 +2505,12 @@ static json_t *invitation_json(const agg_job *j, uint32_t party, const char *tok
     inv.parties = j->n;
     inv.threshold = j->spec.threshold;
     fs_job_party_shape(&j->spec, party, &inv.rows, &inv.cols);
+    inv.has_pins = j->spec.has_pins; /* every party learns every pin */
+    memcpy(inv.party_keys, j->spec.party_keys, sizeof inv.party_keys);
     if (j->fed) {
-        /* masking_url, mask_token and maskset are added by whoever creates
-         * the mask set: this server never holds a credential for masks */
+        /* masking_url and maskset are added by whoever creates the mask
+         * set; the keys go only to requests signed by each party's pinned
+         * identity: this server never holds a credential for masks */
         inv.is_fedsvd = 1;
         inv.global_rows = j->spec.rows;
         inv.global_cols = j->spec.cols;
@@ -2739,6 +2897,7 @@ static int replay_event(void *ctx, const struct agg_event *ev, struct fs_err *er
         if (rc == 0) {
             rc = apply_adv(j, &a, has, e, ev->at, err);
         }
+        fs_secagg_adv_clear(&a);
     } else if (strcmp(ev->kind, "shares") == 0) {
         struct fs_secagg_share_ct *cts = NULL;
         size_t k = 0;
@@ -2907,6 +3066,29 @@ static void apply_snapshot(agg_job *j, const char *snap, const char *result)
     json_decref(o);
 }
 
+/* A job stored by an earlier version was accepted under the rules of its
+ * day: one without pins ran trusting the keys the server relays, one with a
+ * threshold below a majority was allowed then. Keep loading it (with a
+ * warning) rather than dropping a running job on an upgrade. */
+static void grandfather_spec(json_t *sj, const char *id)
+{
+    json_int_t n = json_integer_value(json_object_get(sj, "parties"));
+    json_t *t = json_object_get(sj, "threshold");
+
+    if (json_object_get(sj, "party_keys") == NULL &&
+        json_object_get(sj, "allow_unpinned") == NULL) {
+        json_object_set_new(sj, "allow_unpinned", json_true());
+        fs_log_pack(FS_LOG_WARN, "job stored without pinned identities: loaded as unpinned",
+                    "{s:s}", "job", id);
+    }
+    if (json_is_integer(t) && json_integer_value(t) < n / 2 + 1 &&
+        json_object_get(sj, "allow_low_threshold") == NULL) {
+        json_object_set_new(sj, "allow_low_threshold", json_true());
+        fs_log_pack(FS_LOG_WARN, "job stored with a threshold below a majority: loaded as allowed",
+                    "{s:s}", "job", id);
+    }
+}
+
 static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err)
 {
     agg_mgr *m = ctx;
@@ -2922,6 +3104,9 @@ static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err
         json_decref(sj);
         fs_log(FS_LOG_ERROR, "skipping a job row with a bad id", NULL);
         return 0;
+    }
+    if (json_is_object(sj)) {
+        grandfather_spec(sj, row->id);
     }
     rc = sj == NULL ? fs_err_set(&jerr, FS_EFORMAT, "bad spec JSON")
                     : fs_job_spec_decode(sj, UINT64_MAX / 4, &spec, &jerr);

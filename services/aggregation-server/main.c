@@ -1,4 +1,4 @@
-/* aggregation-server: coordinates fedsvd jobs (DESIGN.md §1, §4, §8).
+/* aggregation-server: coordinates fedsvd jobs (openapi.yaml, docs/wire-*.md).
  *
  * Threads: the HTTP server's pool runs the handlers; one driver thread
  * closes rounds (every party in, or the deadline passed); one worker per
@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "config.h"
-#include "core/fdio.h"
+#include "crypto/paillier.h"
 #include "http.h"
 #include "jobmgr.h"
+#include "maskend.h"
 #include "net/auth.h"
 #include "net/http_server.h"
 #include "net/log.h"
@@ -40,6 +42,7 @@ static void *driver_main(void *arg)
 
 int main(int argc, char **argv)
 {
+    agg_maskend *maskend = NULL;
     struct agg_config cfg;
     struct agg_app app;
     struct agg_mgr_config mcfg;
@@ -66,6 +69,15 @@ int main(int argc, char **argv)
         fprintf(stderr, "aggregation-server: --listen: %s\n", err.msg);
         return 2;
     }
+    if (fs_svc_check_listen(host, cfg.tls_cert[0] != '\0', cfg.insecure_http, &err) != 0) {
+        fprintf(stderr, "aggregation-server: %s\n", err.msg);
+        return 2;
+    }
+    /* Every file this process creates (database, chunks, results) is private. */
+    umask(077);
+    /* fedpower-utility's noise exchange keeps a Paillier private key here:
+     * GMP wipes every heap block it frees, installed before any thread runs. */
+    fs_paillier_gmp_wipe_on_free();
     /* Signals go to the main thread only: block them before any thread starts. */
     fs_svc_block_signals(&sigs);
 
@@ -77,7 +89,7 @@ int main(int argc, char **argv)
         fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
         goto out;
     }
-    if (fs_mkdir_p(cfg.data_dir, &err) != 0 ||
+    if (fs_svc_private_dir(cfg.data_dir, &err) != 0 ||
         agg_store_open(cfg.data_dir, cfg.fsync, &app.st, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
         goto out;
@@ -102,6 +114,8 @@ int main(int argc, char **argv)
     hcfg.port = port;
     hcfg.threads = cfg.threads;
     hcfg.max_connections = cfg.max_connections;
+    hcfg.max_per_ip = cfg.max_per_ip;
+    hcfg.request_timeout_s = cfg.request_timeout_s;
     hcfg.conn_memory_limit = 256 * 1024; /* large upload pieces: fewer reads and callbacks */
     hcfg.log_requests = 1;
     hcfg.on_request = agg_http_on_request;
@@ -129,6 +143,10 @@ int main(int argc, char **argv)
         goto out;
     }
     have_driver = 1;
+    if (agg_maskend_start(app.st, cfg.masking_ca_file, cfg.insecure_http, &maskend, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
+        goto out;
+    }
     if (cfg.port_file[0] != '\0' &&
         fs_svc_write_port_file(cfg.port_file, fs_http_server_port(app.srv), &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot write the port file", "{s:s}", "error", err.msg);
@@ -143,6 +161,7 @@ int main(int argc, char **argv)
     fs_http_server_stop(app.srv, cfg.shutdown_grace_ms);
     status = 0;
 out:
+    agg_maskend_stop(maskend);
     if (have_driver) {
         atomic_store(&g_stop_driver, 1);
         pthread_join(driver, NULL);

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <openssl/crypto.h>
+
 #include "net/svc.h"
 
 struct agg_store {
@@ -37,7 +39,15 @@ static const char SCHEMA[] = "CREATE TABLE IF NOT EXISTS jobs ("
                              "  idx INTEGER NOT NULL,"
                              "  body BLOB,"
                              "  at REAL NOT NULL,"
-                             "  PRIMARY KEY (job_id, seq));";
+                             "  PRIMARY KEY (job_id, seq));"
+                             "CREATE TABLE IF NOT EXISTS job_masksets ("
+                             "  job_id TEXT PRIMARY KEY REFERENCES jobs(id),"
+                             "  masking_url TEXT NOT NULL,"
+                             "  maskset TEXT NOT NULL,"
+                             "  end_token TEXT,"
+                             "  attempts INTEGER NOT NULL DEFAULT 0,"
+                             "  next_try_unix REAL NOT NULL DEFAULT 0,"
+                             "  ended_at REAL);";
 
 static int db_err(agg_store *st, struct fs_err *err, const char *what)
 {
@@ -297,6 +307,156 @@ int agg_store_tokens_load(agg_store *st, const char *id, uint32_t n, uint8_t (*d
     } else if (got != n) {
         rc = fs_err_set(err, FS_EFORMAT, "server.db: job %s has %u token digests, want %u", id, got,
                         n);
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int agg_store_maskset_set(agg_store *st, const char *job_id, const char *masking_url,
+                          const char *maskset, const char *end_token, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "INSERT INTO job_masksets (job_id, masking_url, maskset, end_token) "
+                           "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(job_id) DO NOTHING;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 2, masking_url, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 3, maskset, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s, 4, end_token, -1, SQLITE_STATIC);
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, err, "insert mask set");
+        goto out;
+    }
+    if (sqlite3_changes(st->db) == 0) {
+        /* a repeat is fine (a retried PUT), another mask set is not */
+        sqlite3_finalize(s);
+        s = NULL;
+        if (sqlite3_prepare_v2(st->db,
+                               "SELECT 1 FROM job_masksets WHERE job_id = ?1 AND masking_url = ?2 "
+                               "AND maskset = ?3 AND end_token IS ?4;",
+                               -1, &s, NULL) != SQLITE_OK) {
+            rc = db_err(st, err, "prepare");
+            goto out;
+        }
+        sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 2, masking_url, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 3, maskset, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s, 4, end_token, -1, SQLITE_STATIC);
+        if (sqlite3_step(s) != SQLITE_ROW) {
+            rc = fs_err_set(err, FS_ECONFLICT, "job %s already has another mask set", job_id);
+        }
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+int agg_store_maskset_due(agg_store *st, double now_unix, uint32_t max_attempts,
+                          int (*cb)(void *ctx, const struct agg_maskset_row *row,
+                                    struct fs_err *err),
+                          void *ctx, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    struct agg_maskset_row *rows = NULL;
+    size_t n = 0;
+    int step = SQLITE_DONE;
+    int rc = 0;
+
+    /* Copy the rows first: cb makes network calls and must not hold the lock. */
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT m.job_id, m.masking_url, m.maskset, m.end_token, m.attempts "
+                           "FROM job_masksets m JOIN jobs j ON j.id = m.job_id WHERE j.state != "
+                           "'running' AND m.end_token IS NOT NULL AND m.attempts < ?1 AND "
+                           "m.next_try_unix <= ?2 LIMIT 16;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        pthread_mutex_unlock(&st->mu);
+        goto out;
+    }
+    sqlite3_bind_int64(s, 1, max_attempts);
+    sqlite3_bind_double(s, 2, now_unix);
+    rows = calloc(16, sizeof *rows);
+    while (rows != NULL && n < 16 && (step = sqlite3_step(s)) == SQLITE_ROW) {
+        struct agg_maskset_row *r = &rows[n];
+        const char *v[4];
+        for (int c = 0; c < 4; c++) {
+            v[c] = (const char *)sqlite3_column_text(s, c);
+        }
+        if (v[0] == NULL || v[1] == NULL || v[2] == NULL || v[3] == NULL) {
+            continue;
+        }
+        r->job_id = strdup(v[0]);
+        r->masking_url = strdup(v[1]);
+        r->maskset = strdup(v[2]);
+        r->end_token = strdup(v[3]);
+        r->attempts = (uint32_t)sqlite3_column_int64(s, 4);
+        n++;
+    }
+    if (rows == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+    } else if (step != SQLITE_DONE && step != SQLITE_ROW) {
+        rc = db_err(st, err, "select mask sets");
+    }
+    sqlite3_finalize(s);
+    s = NULL;
+    pthread_mutex_unlock(&st->mu);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (rows[i].job_id == NULL || rows[i].masking_url == NULL || rows[i].maskset == NULL ||
+            rows[i].end_token == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        } else {
+            rc = cb(ctx, &rows[i], err);
+        }
+    }
+out:
+    for (size_t i = 0; rows != NULL && i < n; i++) {
+        free(rows[i].job_id);
+        free(rows[i].masking_url);
+        free(rows[i].maskset);
+        if (rows[i].end_token != NULL) {
+            OPENSSL_cleanse(rows[i].end_token, strlen(rows[i].end_token));
+        }
+        free(rows[i].end_token);
+    }
+    free(rows);
+    return rc;
+}
+
+int agg_store_maskset_result(agg_store *st, const char *job_id, int ended, double next_try_unix,
+                             double now_unix, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int rc = 0;
+
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           ended ? "UPDATE job_masksets SET end_token = NULL, ended_at = ?2, "
+                                   "attempts = attempts + 1 WHERE job_id = ?1;"
+                                 : "UPDATE job_masksets SET attempts = attempts + 1, "
+                                   "next_try_unix = ?3 WHERE job_id = ?1;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
+    if (ended) {
+        sqlite3_bind_double(s, 2, now_unix);
+    } else {
+        sqlite3_bind_double(s, 3, next_try_unix);
+    }
+    if (sqlite3_step(s) != SQLITE_DONE) {
+        rc = db_err(st, err, "update mask set");
     }
 out:
     sqlite3_finalize(s);

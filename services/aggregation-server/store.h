@@ -79,6 +79,41 @@ FS_WUR int agg_store_events_load(agg_store *st, const char *id,
                                            struct fs_err *err),
                                  void *ctx, struct fs_err *err);
 
+/* ---- the mask set of a fedsvd/fedpca job (PUT /v1/jobs/{job}/maskset) ---- */
+
+/**
+ * Record job_id's mask set and its end token (a secret that can only delete
+ * that mask set, kept until the end call succeeds). A repeat of the same
+ * values is a no-op. @return 0, FS_ECONFLICT (another mask set), FS_EIO.
+ */
+FS_WUR int agg_store_maskset_set(agg_store *st, const char *job_id, const char *masking_url,
+                                 const char *maskset, const char *end_token, struct fs_err *err);
+
+struct agg_maskset_row {
+    char *job_id;
+    char *masking_url;
+    char *maskset;
+    char *end_token; /* a secret (wiped after the call) */
+    uint32_t attempts;
+};
+
+/**
+ * Call cb for (up to 16) mask sets whose job is no longer running, whose end
+ * call has not succeeded, was tried fewer than max_attempts times and is due
+ * (next try <= now_unix). The lock is not held during cb; rows are borrowed.
+ */
+FS_WUR int agg_store_maskset_due(agg_store *st, double now_unix, uint32_t max_attempts,
+                                 int (*cb)(void *ctx, const struct agg_maskset_row *row,
+                                           struct fs_err *err),
+                                 void *ctx, struct fs_err *err);
+
+/**
+ * The outcome of an end call: ended (the end token is erased) or not (tried
+ * again at next_try_unix).
+ */
+FS_WUR int agg_store_maskset_result(agg_store *st, const char *job_id, int ended,
+                                    double next_try_unix, double now_unix, struct fs_err *err);
+
 /** 1 when the database answers a trivial query. */
 int agg_store_ping(agg_store *st);
 

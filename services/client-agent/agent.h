@@ -51,13 +51,16 @@ struct agent_config {
     const char *ca_file;  /* CA bundle for the servers, or NULL (system store) */
     const char *tls_cert; /* operator API over HTTPS when both are set */
     const char *tls_key;
-    const char *port_file; /* write the bound port here once listening, or NULL */
-    int insecure;          /* do not verify the servers' TLS certificates */
-    uint64_t max_elements; /* largest dataset, rows * cols */
-    unsigned max_running;  /* participations running at once */
-    unsigned poll_ms;      /* job status polling interval */
-    unsigned stall_s;      /* fail a participation whose job shows no change for this long */
-    unsigned patience_s;   /* how long unreachable servers / 5xx are tolerated */
+    const char *port_file;      /* write the bound port here once listening, or NULL */
+    int insecure;               /* do not verify the servers' TLS certificates */
+    int insecure_http;          /* allow plain HTTP off loopback: server URLs and --listen */
+    unsigned max_per_ip;        /* operator API: connections per client address, 0 = no cap */
+    unsigned request_timeout_s; /* operator API: whole-request deadline, 0 = none */
+    uint64_t max_elements;      /* largest dataset, rows * cols */
+    unsigned max_running;       /* participations running at once */
+    unsigned poll_ms;           /* job status polling interval */
+    unsigned stall_s;           /* fail a participation whose job shows no change for this long */
+    unsigned patience_s;        /* how long unreachable servers / 5xx are tolerated */
     enum fs_log_level log_level;
     struct fs_ledger_budget budget; /* privacy budget per dataset (budget.set = 0: none) */
 };
@@ -155,6 +158,8 @@ void store_unlock(agent_store *s);
 FS_WUR int files_identity_ensure(const char *data_dir, struct fs_err *err);
 /** Load the identity key (caller wipes it with fs_wipe after use). */
 FS_WUR int files_identity_load(const char *data_dir, uint8_t sk[32], struct fs_err *err);
+/** The identity's public key: what GET /v1/identity prints and jobs pin. */
+FS_WUR int files_identity_public(const char *data_dir, uint8_t pk[32], struct fs_err *err);
 /** SHA-256 of a file, streamed. */
 FS_WUR int files_sha256(const char *path, uint8_t out[32], struct fs_err *err);
 /** RFC 3339 UTC time now, "2026-11-23T10:00:00Z". */
@@ -231,7 +236,7 @@ FS_WUR int fed_finish(struct fed_party *f, const double *s, size_t r, fs_mat *vc
                       const uint32_t *u3, size_t n3, const char *dir, json_t *files, json_t *info,
                       struct fs_err *err);
 
-/* ---- ledger.c: the privacy ledger (DESIGN.md §5.5, docs/privacy-ledger.md) ---- */
+/* ---- ledger.c: the privacy ledger (docs/privacy-ledger.md) ---- */
 
 #define LEDGER_DATASET_ID_MAX 128   /* an operator-given dataset.id, bytes */
 #define LEDGER_LIST_MAX       10000 /* entries listed by GET /v1/privacy-ledger */

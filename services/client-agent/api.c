@@ -5,8 +5,10 @@
 
 #include "../../api/problem.h"
 #include "crypto/ct.h"
+#include "crypto/ed25519.h"
 #include "crypto/rand.h"
 #include "io/matio.h"
+#include "net/http_client.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -105,7 +107,73 @@ static int reply_err(fs_http_resp *resp, const struct fs_err *err)
     }
 }
 
+/* ---- GET /v1/identity ---- */
+
+static int h_identity(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agent *ag = ctx;
+    char fpr[FS_ED25519_FPR_LEN + 1];
+    uint8_t pk[FS_ED25519_KEY_LEN];
+    struct fs_err err;
+
+    (void)req;
+    fs_err_clear(&err);
+    if (files_identity_public(ag->cfg.data_dir, pk, &err) != 0) {
+        err.code = FS_EINTERNAL;
+        return reply_err(resp, &err);
+    }
+    fs_ed25519_fpr_format(pk, fpr);
+    return fs_http_resp_json(resp, 200,
+                             json_pack("{s:s, s:s}", "algorithm", "ed25519", "fingerprint", fpr));
+}
+
 /* ---- POST /v1/participations ---- */
+
+/* The invitation's server URLs: plain http:// to a host that is not loopback
+ * would carry the party's token and data in the clear, so it is refused (422)
+ * unless the agent runs with --insecure-http. Checked again by the HTTP
+ * client before every request. */
+static int check_urls(const struct agent *ag, const struct fs_agent_request *rq, struct fs_err *err)
+{
+    if (fs_http_url_check(rq->base_url, ag->cfg.insecure_http, err) != 0) {
+        return fs_err_prefix(err, "invitation: job_url: ");
+    }
+    if (rq->inv.masking_url[0] != '\0' &&
+        fs_http_url_check(rq->inv.masking_url, ag->cfg.insecure_http, err) != 0) {
+        return fs_err_prefix(err, "invitation: masking_url: ");
+    }
+    return 0;
+}
+
+/* A pinned job names this agent's identity for the party it invites:
+ * anything else is a mix-up (another party's invitation, another agent's
+ * data dir) that would only fail later in the protocol. 422 material. */
+static int check_own_pin(const struct agent *ag, const struct fs_invitation *inv,
+                         struct fs_err *err)
+{
+    char mine[FS_ED25519_FPR_LEN + 1];
+    char pinned[FS_ED25519_FPR_LEN + 1];
+    uint8_t pk[FS_ED25519_KEY_LEN];
+    int rc;
+
+    if (!inv->has_pins) {
+        return 0;
+    }
+    rc = files_identity_public(ag->cfg.data_dir, pk, err);
+    if (rc != 0) {
+        err->code = FS_EINTERNAL;
+        return FS_EINTERNAL;
+    }
+    if (memcmp(pk, inv->party_keys[inv->party - 1], sizeof pk) == 0) {
+        return 0;
+    }
+    fs_ed25519_fpr_format(pk, mine);
+    fs_ed25519_fpr_format(inv->party_keys[inv->party - 1], pinned);
+    return fs_err_set(err, FS_EINVAL,
+                      "this agent's identity %s is not the one pinned for party %u (%s): is this "
+                      "invitation for this agent?",
+                      mine, inv->party, pinned);
+}
 
 /* Load and check the dataset against the invitation: 422 material. */
 static int load_dataset(const struct agent *ag, struct fs_agent_request *rq, fs_mat **out,
@@ -301,6 +369,12 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
         goto out;
     }
     rc = fs_agent_request_parse(body, ag->cfg.max_elements, &p->req, &err);
+    if (rc == 0) {
+        rc = check_urls(ag, &p->req, &err);
+    }
+    if (rc == 0) {
+        rc = check_own_pin(ag, &p->req.inv, &err);
+    }
     if (rc == 0) {
         rc = p->req.inv.is_fedpower ? load_power_dataset(ag, &p->req, &p->data, &p->sparse, &err)
                                     : load_dataset(ag, &p->req, &p->data, &err);
@@ -744,6 +818,7 @@ int api_routes(struct agent *ag, struct fs_err *err)
          .auth = ag->auth,
          .handler = h_create},
         {.method = "GET", .pattern = "/v1/participations", .auth = ag->auth, .handler = h_list},
+        {.method = "GET", .pattern = "/v1/identity", .auth = ag->auth, .handler = h_identity},
         {.method = "GET", .pattern = "/v1/participations/{id}", .auth = ag->auth, .handler = h_get},
         {.method = "DELETE",
          .pattern = "/v1/participations/{id}",

@@ -100,6 +100,18 @@ int files_identity_ensure(const char *data_dir, struct fs_err *err)
     return rc;
 }
 
+int files_identity_public(const char *data_dir, uint8_t pk[32], struct fs_err *err)
+{
+    uint8_t sk[32];
+    int rc = files_identity_load(data_dir, sk, err);
+
+    if (rc == 0) {
+        rc = fs_ed25519_public(pk, sk, err);
+    }
+    fs_wipe(sk, sizeof sk);
+    return rc;
+}
+
 int files_sha256(const char *path, uint8_t out[32], struct fs_err *err)
 {
     fs_sha256_ctx *h = NULL;

@@ -1,4 +1,4 @@
-/* The privacy ledger (DESIGN.md §5.5, docs/privacy-ledger.md): the zCDP rho
+/* The privacy ledger (docs/privacy-ledger.md): the zCDP rho
  * each dataset has spent in power-method jobs, kept in agent.db next to the
  * participations, checked against --privacy-budget when a participation is
  * created and shown at GET /v1/privacy-ledger. The arithmetic is

@@ -40,12 +40,19 @@ static const char USAGE[] =
     "(FEDSVD_INSECURE=1)\n"
     "  --ca-file FILE              PEM CA bundle for the servers (FEDSVD_CA_FILE; default: "
     "system)\n"
+    "  --insecure-http             allow plain http:// server URLs to hosts that are not\n"
+    "                              loopback, and a non-loopback --listen without TLS\n"
+    "                              (FEDSVD_INSECURE_HTTP=1); otherwise such invitations are\n"
+    "                              refused (422) and such a --listen stops the agent\n"
     "  --tls-cert-file FILE        serve the operator API over HTTPS with this certificate ...\n"
     "  --tls-key-file FILE         ... and key (FEDSVD_TLS_CERT_FILE, FEDSVD_TLS_KEY_FILE;\n"
     "                              aliases --tls-cert, --tls-key)\n"
     "  --openapi FILE              the contract served at /openapi.yaml (FEDSVD_OPENAPI;\n"
     "                              default: the repository's, found from the binary's path,\n"
-    "                              or /usr/share/fedsvd/openapi.yaml; else 404)\n"
+    "                              or /usr/share/fedsvd/openapi.yaml; else 404)\n";
+
+/* (two strings: C99 compilers need not support literals over 4095 bytes) */
+static const char USAGE2[] =
     "  --max-elements N            largest dataset, rows x cols (FEDSVD_MAX_ELEMENTS;\n"
     "                              default 134217728)\n"
     "  --max-participations N      participations running at once (FEDSVD_MAX_PARTICIPATIONS;\n"
@@ -56,6 +63,12 @@ static const char USAGE[] =
     "  --server-patience S         how long an unreachable server or 5xx answers are\n"
     "                              tolerated (FEDSVD_SERVER_PATIENCE; default 120)\n"
     "  --port-file FILE            write the bound port there once listening (FEDSVD_PORT_FILE)\n"
+    "  --max-connections-per-ip N  operator API: connections from one client address, 0 = no\n"
+    "                              cap (FEDSVD_MAX_CONNECTIONS_PER_IP; default 32)\n"
+    "  --request-timeout-s S       operator API: a request's headers and body must arrive\n"
+    "                              within S seconds plus 1 s per 64 KiB of body, else the\n"
+    "                              client is disconnected; 0 = none (FEDSVD_REQUEST_TIMEOUT_S;\n"
+    "                              default 300)\n"
     "  --log-level LEVEL           debug, info, warn, error (FEDSVD_LOG_LEVEL; default info)\n"
     "  --privacy-budget RHO        zCDP rho each dataset may spend in power-method jobs\n"
     "                              (FEDSVD_PRIVACY_BUDGET; default none: jobs are only\n"
@@ -77,6 +90,9 @@ struct raw {
     const char *data_dir;
     const char *token_file;
     const char *insecure;
+    const char *insecure_http;
+    const char *max_per_ip;
+    const char *request_timeout;
     const char *ca_file;
     const char *tls_cert;
     const char *tls_key;
@@ -111,6 +127,9 @@ static const struct opt OPTS[] = {
     OPT("--operator-token-file", "FEDSVD_OPERATOR_TOKEN_FILE", token_file, 0),
     OPT("--token-file", "FEDSVD_TOKEN_FILE", token_file, 0),
     OPT("--insecure", "FEDSVD_INSECURE", insecure, 1),
+    OPT("--insecure-http", "FEDSVD_INSECURE_HTTP", insecure_http, 1),
+    OPT("--max-connections-per-ip", "FEDSVD_MAX_CONNECTIONS_PER_IP", max_per_ip, 0),
+    OPT("--request-timeout-s", "FEDSVD_REQUEST_TIMEOUT_S", request_timeout, 0),
     OPT("--ca-file", "FEDSVD_CA_FILE", ca_file, 0),
     OPT("--tls-cert-file", "FEDSVD_TLS_CERT_FILE", tls_cert, 0),
     OPT("--tls-key-file", "FEDSVD_TLS_KEY_FILE", tls_key, 0),
@@ -161,6 +180,7 @@ static int parse_args(int argc, char **argv, struct raw *r)
         int found = 0;
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             fputs(USAGE, stdout);
+            fputs(USAGE2, stdout);
             return 0;
         }
         eq = strchr(a, '=');
@@ -312,6 +332,20 @@ static int build_config(const struct raw *r, struct agent_config *c)
         return usage_error("--insecure / FEDSVD_INSECURE: expected 1/0/true/false, got %s",
                            r->insecure);
     }
+    if (parse_bool(r->insecure_http, &c->insecure_http) != 0) {
+        return usage_error(
+            "--insecure-http / FEDSVD_INSECURE_HTTP: expected 1/0/true/false, got %s",
+            r->insecure_http);
+    }
+    if (parse_u64(r->max_per_ip, 0, 65536, 32, &v) != 0) {
+        return usage_error("--max-connections-per-ip: expected 0..65536, got %s", r->max_per_ip);
+    }
+    c->max_per_ip = (unsigned)v;
+    if (parse_u64(r->request_timeout, 0, 86400, 300, &v) != 0) {
+        return usage_error("--request-timeout-s: expected 0..86400 seconds, got %s",
+                           r->request_timeout);
+    }
+    c->request_timeout_s = (unsigned)v;
     if (parse_u64(r->max_elements, 1, (uint64_t)1 << 40, DEFAULT_MAX_ELEMENTS, &c->max_elements) !=
         0) {
         return usage_error("--max-elements: expected 1..2^40, got %s", r->max_elements);
@@ -427,6 +461,12 @@ int main(int argc, char **argv)
         return rc;
     }
     fs_log_set_level(ag->cfg.log_level);
+    if (fs_svc_check_listen(ag->cfg.host, ag->cfg.tls_cert != NULL, ag->cfg.insecure_http, &err) !=
+        0) {
+        fprintf(stderr, "client-agent: %s\n", err.msg);
+        free(ag);
+        return 2;
+    }
     if (ag->cfg.openapi == NULL) {
         ag->cfg.openapi = fs_svc_find_openapi(NULL, openapi, sizeof openapi);
     }
@@ -440,7 +480,7 @@ int main(int argc, char **argv)
     fs_svc_block_signals(&sigs);
 
     rc = 1;
-    if (fs_mkdir_p(ag->cfg.data_dir, &err) != 0) {
+    if (fs_svc_private_dir(ag->cfg.data_dir, &err) != 0) {
         rc = fail("cannot create the data directory", &err);
         goto out;
     }
@@ -480,6 +520,8 @@ int main(int argc, char **argv)
     hcfg.hook_ctx = ag;
     hcfg.tls_cert_file = ag->cfg.tls_cert;
     hcfg.tls_key_file = ag->cfg.tls_key;
+    hcfg.max_per_ip = ag->cfg.max_per_ip;
+    hcfg.request_timeout_s = ag->cfg.request_timeout_s;
     if (fs_http_server_new(&ag->http, &hcfg, &err) != 0 || api_routes(ag, &err) != 0 ||
         fs_http_server_start(ag->http, &err) != 0) {
         rc = fail("cannot start the HTTP server", &err);
@@ -496,6 +538,12 @@ int main(int argc, char **argv)
                 (json_int_t)ag->cfg.max_elements, "max_participations", (int)ag->cfg.max_running);
     if (ag->cfg.insecure) {
         fs_log(FS_LOG_WARN, "TLS verification towards servers is off (--insecure)", NULL);
+    }
+    if (ag->cfg.insecure_http) {
+        fs_log(FS_LOG_WARN,
+               "plain http:// server URLs to hosts that are not loopback are allowed "
+               "(--insecure-http)",
+               NULL);
     }
 
     (void)fs_svc_wait_signal(&sigs);

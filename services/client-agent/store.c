@@ -36,7 +36,7 @@ static const char SCHEMA[] =
     " cols INTEGER NOT NULL,"
     " fail_at TEXT NOT NULL DEFAULT '',"
     " job_url TEXT NOT NULL,"
-    " invitation TEXT NOT NULL);" /* without the token */
+    " invitation TEXT NOT NULL);" /* without the party token; no mask credential exists */
     "CREATE INDEX IF NOT EXISTS participations_job ON participations (job_id, party);";
 
 #define COLS                                                                                       \
@@ -81,6 +81,21 @@ int store_open(const char *path, agent_store **out, unsigned *n_marked, struct f
     }
     if (n_marked != NULL) {
         *n_marked = (unsigned)sqlite3_changes(s->db);
+    }
+    /* Credentials never stay at rest: a stored invitation holds neither the
+     * party token nor (as an older version stored it) a mask token. Scrub
+     * what an older version left, with secure_delete so that the old page
+     * contents are overwritten, then fold the WAL into the database. */
+    if (sqlite3_exec(s->db,
+                     "PRAGMA secure_delete = ON;"
+                     "UPDATE participations SET invitation = json_remove(invitation, "
+                     "'$.mask_token', '$.token') WHERE json_valid(invitation) AND "
+                     "(json_type(invitation, '$.mask_token') IS NOT NULL OR "
+                     "json_type(invitation, '$.token') IS NOT NULL);"
+                     "PRAGMA wal_checkpoint(TRUNCATE);",
+                     NULL, NULL, NULL) != SQLITE_OK) {
+        rc = db_err(s->db, err, "scrubbing stored invitations");
+        goto out;
     }
 out:
     sqlite3_finalize(st);

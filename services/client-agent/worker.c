@@ -12,6 +12,7 @@
 
 #include "../../api/problem.h"
 #include "crypto/ct.h"
+#include "crypto/reqsig.h"
 #include "io/matio.h"
 #include "la/fixedpt.h"
 #include "maskkeys.h"
@@ -337,17 +338,34 @@ static int in_set(const uint32_t *ids, size_t k, uint32_t id)
     return 0;
 }
 
-/* One GET on the masking server into resp (a 2xx, else an error). */
-static int mask_get(fs_httpc *mc, const char *path, const char *accept, struct fs_httpc_resp *resp,
+/* One GET on the masking server into resp (a 2xx, else an error), signed
+ * by the party's identity key sk (lib/crypto/reqsig.h: the path without its
+ * query string, this mask set, this party, now). */
+static int mask_get(fs_httpc *mc, const struct fs_invitation *inv, const uint8_t sk[32],
+                    const char *path, const char *accept, struct fs_httpc_resp *resp,
                     struct fs_err *err)
 {
     struct fs_httpc_req rq;
+    char bare[FS_REQSIG_PATH_MAX + 1];
+    char auth[FS_REQSIG_HEADER_MAX];
+    size_t n = strcspn(path, "?");
     int rc;
 
+    if (n > FS_REQSIG_PATH_MAX) {
+        return fs_err_set(err, FS_EINVAL, "masking server path too long");
+    }
+    memcpy(bare, path, n);
+    bare[n] = '\0';
+    rc = fs_reqsig_sign(sk, "GET", bare, inv->maskset, inv->party, (int64_t)time(NULL), NULL, auth,
+                        err);
+    if (rc != 0) {
+        return rc;
+    }
     memset(&rq, 0, sizeof rq);
     rq.method = "GET";
     rq.path = path;
     rq.accept = accept;
+    rq.authorization = auth;
     rq.timeout_ms = -1; /* the server may generate the slab in this request */
     rc = fs_httpc_do(mc, &rq, resp, err);
     if (rc == 0) {
@@ -369,7 +387,7 @@ static void mask_resp_wipe(struct fs_httpc_resp *resp)
  * each checked against the manifest (length, SHA-256, .npy header) as it
  * arrives and wiped once copied. FS_ECONFLICT: the server generated the keys
  * again meanwhile (another keys_id): start over. */
-static int fetch_keys_once(struct wk *w, fs_httpc *mc, uint64_t max_bytes,
+static int fetch_keys_once(struct wk *w, fs_httpc *mc, const uint8_t sk[32], uint64_t max_bytes,
                            struct fs_fedsvd_keys **keys, int *again, struct fs_err *err)
 {
     const struct fs_invitation *inv = &w->p->req.inv;
@@ -386,7 +404,7 @@ static int fetch_keys_once(struct wk *w, fs_httpc *mc, uint64_t max_bytes,
     memset(&resp, 0, sizeof resp);
     memset(&man, 0, sizeof man);
     snprintf(base, sizeof base, "/v1/masksets/%s/parties/%u/keys", inv->maskset, inv->party);
-    rc = mask_get(mc, base, "application/json", &resp, err);
+    rc = mask_get(mc, inv, sk, base, "application/json", &resp, err);
     if (rc == 0) {
         count(w, 0, resp.len);
         j = json_loadb(resp.body != NULL ? resp.body : "", resp.len, JSON_REJECT_DUPLICATES, &je);
@@ -412,7 +430,7 @@ static int fetch_keys_once(struct wk *w, fs_httpc *mc, uint64_t max_bytes,
             char name[48];
             fs_maskkeys_file_name(p, which, name, sizeof name);
             snprintf(path, sizeof path, "%s/%s?keys_id=%s", base, name, keys_id);
-            rc = mask_get(mc, path, "application/x-npy", &resp, err);
+            rc = mask_get(mc, inv, sk, path, "application/x-npy", &resp, err);
             *again = rc == FS_ECONFLICT;
             if (rc == 0) {
                 count(w, 0, resp.len);
@@ -430,7 +448,8 @@ static int fetch_keys_once(struct wk *w, fs_httpc *mc, uint64_t max_bytes,
     return rc;
 }
 
-/* GET the party's keys from the masking server (docs/wire-fedsvd.md) and
+/* GET the party's keys from the masking server (docs/wire-fedsvd.md) with
+ * requests signed by the agent's identity key (the one the job pinned), and
  * build the fedsvd/fedpca party state. Everything secret is wiped at once. */
 static int fetch_keys(struct wk *w, struct fs_err *err)
 {
@@ -438,14 +457,19 @@ static int fetch_keys(struct wk *w, struct fs_err *err)
     struct fs_httpc_config hc;
     struct fs_fedsvd_keys *keys = NULL;
     fs_httpc *mc = NULL;
+    uint8_t sk[32];
     double t0 = mono_s();
     uint64_t max_bytes;
     int rc;
 
+    rc = files_identity_load(w->ag->cfg.data_dir, sk, err);
+    if (rc != 0) {
+        return rc;
+    }
     fs_httpc_config_default(&hc);
     hc.base_url = inv->masking_url;
-    hc.token = inv->mask_token;
     hc.insecure = w->ag->cfg.insecure;
+    hc.allow_insecure_http = w->ag->cfg.insecure_http;
     hc.ca_file = w->ag->cfg.ca_file;
     /* a party's slab of A: about 8 b n_i bytes (b the block size); the
      * largest file is one piece's block */
@@ -464,7 +488,7 @@ static int fetch_keys(struct wk *w, struct fs_err *err)
     rc = fs_httpc_new(&mc, &hc, err);
     for (int attempt = 0; rc == 0; attempt++) {
         int again = 0;
-        rc = fetch_keys_once(w, mc, max_bytes, &keys, &again, err);
+        rc = fetch_keys_once(w, mc, sk, max_bytes, &keys, &again, err);
         if (!again || attempt >= 2) {
             break;
         }
@@ -474,6 +498,7 @@ static int fetch_keys(struct wk *w, struct fs_err *err)
                     "{s:s}", "participation", w->p->rec.id);
         rc = 0;
     }
+    fs_wipe(sk, sizeof sk);
     if (rc == 0) {
         rc = fed_new(inv, w->p->data, keys, &w->fed, err); /* takes keys */
     }
@@ -631,6 +656,12 @@ static int step_advertise(struct wk *w, struct fs_err *err)
             rc = fs_secagg_client_new(&w->cfg, w->p->req.inv.party, sk, &w->sc, err);
         }
         fs_wipe(sk, sizeof sk);
+        if (rc == 0 && w->p->req.inv.has_pins) {
+            /* the job's pins: a roster carrying another key is refused */
+            rc = fs_secagg_client_set_pins(
+                w->sc, (const uint8_t(*)[FS_SECAGG_KEY_LEN])w->p->req.inv.party_keys, w->cfg.n,
+                err);
+        }
         if (rc == 0) {
             rc = fs_secagg_client_advertise(w->sc, &w->adv, err);
         }
@@ -1788,6 +1819,7 @@ static void *worker_main(void *arg)
     hc.base_url = p->req.base_url;
     hc.token = p->req.inv.token;
     hc.insecure = ag->cfg.insecure;
+    hc.allow_insecure_http = ag->cfg.insecure_http;
     hc.ca_file = ag->cfg.ca_file;
     hc.max_body = JSON_BODY_MAX;
     hc.max_download = ag->cfg.max_elements * 8 + (1u << 20);

@@ -42,6 +42,16 @@ static const struct fs_svc_opt OPTS[] = {
      1, 86400, "drop a party's generated key files when unused for this long"},
     {"--max-connections", "FEDSVD_MAX_CONNECTIONS", FS_SVC_U32, OFF(max_connections), 0, "128", 4,
      4096, "concurrent HTTP connections (one thread each)"},
+    {"--max-connections-per-ip", "FEDSVD_MAX_CONNECTIONS_PER_IP", FS_SVC_U32, OFF(max_per_ip), 0,
+     "32", 0, 4096,
+     "concurrent connections from one client address (more are closed at once), so that a few "
+     "slow clients cannot take them all; 0 = no cap (behind a proxy every client has its "
+     "address)"},
+    {"--request-timeout-s", "FEDSVD_REQUEST_TIMEOUT_S", FS_SVC_U32, OFF(request_timeout_s), 0,
+     "300", 0, 86400,
+     "a request's headers and body must arrive within this many seconds (plus 1 s per 64 KiB "
+     "of body); slower clients are disconnected. Key generation and downloads are not "
+     "limited by it. 0 = no deadline"},
     {"--idle-timeout-s", "FEDSVD_IDLE_TIMEOUT_S", FS_SVC_U32, OFF(idle_timeout_s), 0, "30", 1, 3600,
      "close a connection that sends nothing for this long (a key download being generated is "
      "not idle)"},
@@ -54,6 +64,10 @@ static const struct fs_svc_opt OPTS[] = {
      "PEM certificate: serve HTTPS (with --tls-key)"},
     {"--tls-key", "FEDSVD_TLS_KEY", FS_SVC_STR, OFF(tls_key), SZ(tls_key), "", 0, 0,
      "PEM private key (unencrypted) for --tls-cert"},
+    {"--insecure-http", "FEDSVD_INSECURE_HTTP", FS_SVC_BOOL, OFF(insecure_http), 0, "0", 0, 1,
+     "allow plain HTTP on an address that is not loopback (without it, such a --listen "
+     "needs --tls-cert): only on a network you trust or behind a TLS-terminating proxy; "
+     "warned about at every start"},
     {"--fsync", "FEDSVD_FSYNC", FS_SVC_BOOL, OFF(fsync), 0, "0", 0, 1,
      "1: commit SQLite with synchronous=FULL (survives power loss); seed files are always "
      "fsynced"},

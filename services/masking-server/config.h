@@ -1,5 +1,5 @@
 /* masking-server configuration: flags, then FEDSVD_* environment variables,
- * then defaults (DESIGN.md §8). */
+ * then defaults. */
 #ifndef MSK_CONFIG_H
 #define MSK_CONFIG_H
 
@@ -27,7 +27,10 @@ struct msk_config {
     uint64_t keys_cache_bytes;   /* soft cap of the key cache (keygen.h) */
     uint32_t keys_cache_ttl_s;   /* cached keys unused this long are dropped */
     uint32_t max_connections;
-    uint32_t idle_timeout_s; /* close connections idle this long (slowloris) */
+    uint32_t max_per_ip;        /* concurrent connections per client address; 0 = no cap */
+    uint32_t request_timeout_s; /* whole-request deadline (headers and body); 0 = none */
+    uint32_t idle_timeout_s;    /* close connections idle this long (slowloris) */
+    int insecure_http;          /* 1: plain HTTP allowed on a non-loopback --listen address */
     uint32_t shutdown_grace_ms;
     int fsync; /* 1: SQLite synchronous=FULL (seed files are always fsynced) */
     int help;

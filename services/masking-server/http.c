@@ -7,11 +7,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/time.h>
 #include <time.h>
 
 #include "../../api/problem.h"
+#include "crypto/ed25519.h"
 #include "crypto/rand.h"
+#include "crypto/reqsig.h"
 #include "net/log.h"
 #include "net/metrics.h"
 #include "spec.h"
@@ -22,6 +25,7 @@
 #define PROBLEM_GONE     "gone" /* 410: the mask set was deleted */
 #define JOB_ID_HEADER    "X-Fedsvd-Job-Id"
 #define KEYS_ID_HEADER   "X-Fedsvd-Keys-Id"
+#define EXPIRE_BATCH     64 /* mask sets expired per sweep step */
 
 struct msk_metrics {
     fs_http_metrics *http;
@@ -83,6 +87,17 @@ static int problem(fs_http_resp *resp, const struct fs_err *err)
         return rc;
     }
     return fs_http_problem(resp, status, code, NULL, "%s", err->msg);
+}
+
+/* 401 on a key route: the challenge names the signature scheme. */
+static int sig_unauthorized(fs_http_resp *resp, const char *msg)
+{
+    int rc = fs_http_problem(resp, 401, FS_PROBLEM_UNAUTHORIZED, NULL, "%s", msg);
+
+    if (rc == 0 && fs_http_resp_header(resp, "WWW-Authenticate", FS_REQSIG_SCHEME) != 0) {
+        fs_log(FS_LOG_WARN, "cannot add WWW-Authenticate", NULL);
+    }
+    return rc;
 }
 
 static int fail(fs_http_resp *resp, int code, const char *msg)
@@ -187,6 +202,7 @@ struct row_copy {
     char *state;
     char *created_at;
     char *deleted_at;
+    double expires_unix; /* 0: never */
 };
 
 static void row_copy_clear(struct row_copy *r)
@@ -213,6 +229,7 @@ static int row_copy_set(struct row_copy *c, const struct msk_row *row, struct fs
     c->state = dup_or_null(row->state);
     c->created_at = dup_or_null(row->created_at);
     c->deleted_at = dup_or_null(row->deleted_at);
+    c->expires_unix = row->expires_unix;
     if (c->id == NULL || c->job_id == NULL || c->spec == NULL || c->state == NULL ||
         c->created_at == NULL || (row->deleted_at != NULL && c->deleted_at == NULL)) {
         row_copy_clear(c);
@@ -254,7 +271,7 @@ static int copy_many(void *ctx, const struct msk_row *row, struct fs_err *err)
 }
 
 /* Caps that accept every spec this server ever stored (the flags may have changed since). */
-static const struct msk_caps STORED_CAPS = {1000, FS_FEDSVD_MAX_DIM, UINT64_MAX};
+static const struct msk_caps STORED_CAPS = {1000, FS_FEDSVD_MAX_DIM, UINT64_MAX, 1};
 
 static int stored_spec(const char *text, struct msk_spec *spec, struct fs_err *err)
 {
@@ -288,6 +305,7 @@ static int party_json(void *ctx, const struct msk_party_row *r, struct fs_err *e
 {
     struct party_ctx *pc = ctx;
     const struct msk_spec *s = pc->spec;
+    char fpr[FS_ED25519_FPR_LEN + 1];
     json_t *o;
 
     if (r->party < 1 || r->party > s->parties) {
@@ -299,6 +317,13 @@ static int party_json(void *ctx, const struct msk_party_row *r, struct fs_err *e
         "offset", (json_int_t)msk_spec_offset(s, r->party), "key_bytes",
         (json_int_t)msk_spec_key_bytes(s, r->party), "downloads", (json_int_t)r->downloads,
         "first_download_at", str_or_null(r->first_at), "last_download_at", str_or_null(r->last_at));
+    if (o != NULL && s->identities != NULL) {
+        fs_ed25519_fpr_format(s->identities[r->party - 1], fpr);
+        if (json_object_set_new(o, "identity", json_string(fpr)) != 0) {
+            json_decref(o);
+            o = NULL;
+        }
+    }
     if (o == NULL || json_array_append_new(pc->arr, o) != 0) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
@@ -316,6 +341,7 @@ static int status_json(struct msk_app *app, const struct row_copy *row, json_t *
     size_t bp;
     size_t bs;
     const char *state = row->state;
+    char expires[32];
     int rc;
 
     *out = NULL;
@@ -341,12 +367,19 @@ static int status_json(struct msk_app *app, const struct row_copy *row, json_t *
     }
     msk_spec_shape(&spec, &rows, &cols);
     msk_spec_blocks(&spec, &bp, &bs);
-    *out = json_pack("{s:s, s:s, s:s, s:s, s:[I,I], s:{s:I, s:I}, s:o, s:s, s:o}", "id", row->id,
-                     "job_id", row->job_id, "state", state, "partition",
+    if (row->expires_unix > 0) {
+        time_t t = (time_t)row->expires_unix;
+        struct tm tm;
+        gmtime_r(&t, &tm);
+        strftime(expires, sizeof expires, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    }
+    *out = json_pack("{s:s, s:s, s:s, s:s, s:[I,I], s:{s:I, s:I}, s:o, s:s, s:o, s:o}", "id",
+                     row->id, "job_id", row->job_id, "state", state, "partition",
                      spec.partition == FS_FEDSVD_SAMPLES ? "samples" : "features", "shape",
                      (json_int_t)rows, (json_int_t)cols, "block_size", "partitioned",
                      (json_int_t)bp, "shared", (json_int_t)bs, "parties", pc.arr, "created_at",
-                     row->created_at, "deleted_at", str_or_null(row->deleted_at));
+                     row->created_at, "deleted_at", str_or_null(row->deleted_at), "expires_at",
+                     str_or_null(row->expires_unix > 0 ? expires : NULL));
     msk_spec_clear(&spec);
     if (*out == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
@@ -495,31 +528,16 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 /* ------------------------------------------------------------ mask sets (admin) */
 
-/* New tokens and their digests for n parties. tokens: n x (FS_AUTH_TOKEN_GEN_LEN + 1). */
-static int make_tokens(uint32_t n, char (*tokens)[FS_AUTH_TOKEN_GEN_LEN + 1],
-                       uint8_t (*digests)[32], struct fs_err *err)
-{
-    for (uint32_t i = 0; i < n; i++) {
-        int rc = fs_auth_token_generate(tokens[i], err);
-        if (rc == 0) {
-            rc = fs_auth_digest(tokens[i], FS_AUTH_TOKEN_GEN_LEN, digests[i], err);
-        }
-        if (rc != 0) {
-            return rc;
-        }
-    }
-    return 0;
-}
-
 /* Insert the mask set: seed file first, then the row (see store.h). */
 static int persist(struct msk_app *app, const char *id, const struct msk_spec *spec,
-                   const uint8_t (*digests)[32], struct fs_err *err)
+                   const uint8_t end_digest[FS_AUTH_DIGEST_LEN], struct fs_err *err)
 {
     uint8_t seed[MSK_SEED_LEN];
     char created[32];
     double unix_s = now_iso(created);
     char *text = NULL;
     json_t *canon = msk_spec_encode(spec);
+    struct msk_new m;
     int rc;
 
     if (canon == NULL || (text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS)) == NULL) {
@@ -533,8 +551,17 @@ static int persist(struct msk_app *app, const char *id, const struct msk_spec *s
     }
     OPENSSL_cleanse(seed, sizeof seed);
     if (rc == 0) {
-        rc = msk_store_insert(app->st, id, spec->job_id, text, created, unix_s, digests,
-                              spec->parties, err);
+        memset(&m, 0, sizeof m);
+        m.id = id;
+        m.job_id = spec->job_id;
+        m.spec_json = text;
+        m.created_at = created;
+        m.created_unix = unix_s;
+        m.expires_unix = unix_s + (double)spec->ttl_s;
+        m.end_digest = end_digest;
+        m.identities = (const uint8_t(*)[32])spec->identities;
+        m.parties = spec->parties;
+        rc = msk_store_insert(app->st, &m, err);
         if (rc != 0) {
             struct fs_err e2 = {0};
             if (msk_store_seed_destroy(app->st, id, &e2) != 0) {
@@ -547,16 +574,18 @@ static int persist(struct msk_app *app, const char *id, const struct msk_spec *s
     return rc;
 }
 
-static json_t *credentials(const char *base, const char *id, uint32_t n,
-                           char (*tokens)[FS_AUTH_TOKEN_GEN_LEN + 1])
+/* The parties of the create response: number, pinned identity, keys URL (no credential). */
+static json_t *party_urls(const char *base, const char *id, const struct msk_spec *spec)
 {
     json_t *arr = json_array();
 
-    for (uint32_t i = 0; arr != NULL && i < n; i++) {
+    for (uint32_t i = 0; arr != NULL && i < spec->parties; i++) {
         char url[MSK_URL_MAX + 128];
+        char fpr[FS_ED25519_FPR_LEN + 1];
         snprintf(url, sizeof url, "%s/v1/masksets/%s/parties/%u/keys", base, id, i + 1);
+        fs_ed25519_fpr_format(spec->identities[i], fpr);
         if (json_array_append_new(arr, json_pack("{s:I, s:s, s:s}", "party", (json_int_t)(i + 1),
-                                                 "mask_token", tokens[i], "keys_url", url)) != 0) {
+                                                 "identity", fpr, "keys_url", url)) != 0) {
             json_decref(arr);
             return NULL;
         }
@@ -567,17 +596,17 @@ static json_t *credentials(const char *base, const char *id, uint32_t n,
 static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct msk_app *app = ctx;
-    const struct msk_caps caps = {app->cfg->max_parties, app->cfg->max_dim,
-                                  app->cfg->max_key_bytes};
+    const struct msk_caps caps = {app->cfg->max_parties, app->cfg->max_dim, app->cfg->max_key_bytes,
+                                  0};
     struct msk_spec spec;
     struct fs_err err = {0};
     char id[MSK_ID_LEN + 1];
     char base[MSK_URL_MAX + 1];
-    char(*tokens)[FS_AUTH_TOKEN_GEN_LEN + 1] = NULL;
-    uint8_t(*digests)[32] = NULL;
+    char end_token[FS_AUTH_TOKEN_GEN_LEN + 1] = "";
+    uint8_t end_digest[FS_AUTH_DIGEST_LEN];
     json_t *body = NULL;
     json_t *status = NULL;
-    json_t *creds = NULL;
+    json_t *parties = NULL;
     size_t rows;
     size_t cols;
     int rc;
@@ -592,15 +621,9 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
         rc = problem(resp, &err);
         goto out;
     }
-    tokens = calloc(spec.parties, sizeof *tokens);
-    digests = calloc(spec.parties, sizeof *digests);
-    if (tokens == NULL || digests == NULL) {
-        rc = fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory");
-        goto out;
-    }
-    if (msk_id_generate(id, &err) != 0 || make_tokens(spec.parties, tokens, digests, &err) != 0 ||
-        persist(app, id, &spec, (const uint8_t(*)[32])digests, &err) != 0 ||
-        status_of(app, id, &status, &err) != 0) {
+    if (msk_id_generate(id, &err) != 0 || fs_auth_token_generate(end_token, &err) != 0 ||
+        fs_auth_digest(end_token, strlen(end_token), end_digest, &err) != 0 ||
+        persist(app, id, &spec, end_digest, &err) != 0 || status_of(app, id, &status, &err) != 0) {
         rc = problem(resp, &err);
         goto out;
     }
@@ -609,34 +632,39 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
     } else {
         request_base_url(req, app, base, sizeof base);
     }
-    creds = credentials(base, id, spec.parties, tokens);
-    if (creds == NULL) {
+    parties = party_urls(base, id, &spec);
+    if (parties == NULL) {
         rc = fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
         goto out;
     }
     msk_spec_shape(&spec, &rows, &cols);
-    fs_log_pack(FS_LOG_INFO, "mask set created", "{s:s, s:s, s:s, s:i, s:I, s:I}", "maskset", id,
-                "job", spec.job_id, "partition",
+    fs_log_pack(FS_LOG_INFO, "mask set created", "{s:s, s:s, s:s, s:i, s:I, s:I, s:I}", "maskset",
+                id, "job", spec.job_id, "partition",
                 spec.partition == FS_FEDSVD_SAMPLES ? "samples" : "features", "parties",
-                (int)spec.parties, "rows", (json_int_t)rows, "cols", (json_int_t)cols);
-    rc = reply_json(resp, 201, json_pack("{s:o, s:o}", "maskset", status, "parties", creds));
+                (int)spec.parties, "rows", (json_int_t)rows, "cols", (json_int_t)cols, "ttl_s",
+                (json_int_t)spec.ttl_s);
+    /* end_token: deletes this mask set (POST .../end) and nothing else; its
+     * job's aggregation server keeps it and calls that when the job ends. */
+    rc = reply_json(resp, 201,
+                    json_pack("{s:o, s:o, s:s}", "maskset", status, "parties", parties, "end_token",
+                              end_token));
     status = NULL;
-    creds = NULL;
+    parties = NULL;
     if (rc == 0) {
         char loc[64];
         snprintf(loc, sizeof loc, "/v1/masksets/%s", id);
         if (fs_http_resp_header(resp, "Location", loc) != 0) {
             fs_log(FS_LOG_WARN, "cannot add Location", NULL);
         }
+        if (fs_http_resp_header(resp, "Cache-Control", "no-store") != 0) {
+            fs_log(FS_LOG_WARN, "cannot add Cache-Control", NULL);
+        }
     }
 out:
     json_decref(status);
-    json_decref(creds);
-    if (tokens != NULL) {
-        OPENSSL_cleanse(tokens, spec.parties * sizeof *tokens);
-    }
-    free(tokens);
-    free(digests);
+    json_decref(parties);
+    OPENSSL_cleanse(end_token, sizeof end_token);
+    OPENSSL_cleanse(end_digest, sizeof end_digest);
     msk_spec_clear(&spec);
     return rc;
 }
@@ -708,83 +736,162 @@ static int h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return reply_json(resp, 200, s);
 }
 
+/* Delete mask set id for `why` ("deleted", "job ended", "expired"): the
+ * row first, then its generated keys and its seed (also when it was deleted
+ * already: a crash may have left the seed behind). */
+static int delete_set(struct msk_app *app, const char *id, const char *why, struct fs_err *err)
+{
+    char at[32];
+    int changed = 0;
+    int rc;
+
+    (void)now_iso(at);
+    rc = msk_store_mark_deleted(app->st, id, at, &changed, err);
+    if (rc != 0) {
+        return rc;
+    }
+    msk_keygen_drop(app->kg, id); /* the generated key files too */
+    rc = msk_store_seed_destroy(app->st, id, err);
+    if (rc == 0 && changed) {
+        fs_log_pack(FS_LOG_INFO, "mask set deleted", "{s:s, s:s}", "maskset", id, "reason", why);
+    }
+    return rc;
+}
+
 static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct msk_app *app = ctx;
     struct fs_err err = {0};
-    char at[32];
-    int changed = 0;
     json_t *s = NULL;
     const char *id = admin_id(req, resp);
 
     if (id == NULL) {
         return 0;
     }
-    (void)now_iso(at);
-    if (msk_store_mark_deleted(app->st, id, at, &changed, &err) != 0) {
+    if (delete_set(app, id, "deleted by the admin", &err) != 0 ||
+        status_of(app, id, &s, &err) != 0) {
         return problem(resp, &err);
-    }
-    /* Also when it was deleted already: a crash may have left the seed behind. */
-    msk_keygen_drop(app->kg, id); /* the generated key files too */
-    if (msk_store_seed_destroy(app->st, id, &err) != 0) {
-        return problem(resp, &err);
-    }
-    if (status_of(app, id, &s, &err) != 0) {
-        return problem(resp, &err);
-    }
-    if (changed) {
-        fs_log_pack(FS_LOG_INFO, "mask set deleted", "{s:s}", "maskset", id);
     }
     return reply_json(resp, 200, s);
 }
 
-/* ------------------------------------------------------------ keys (party) */
-
-/* Who may fetch {party}'s keys of {maskset}: 0 when the caller is that party, else a problem
- * response is set. */
-static int keys_auth(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, const char *id,
-                     uint32_t *party)
+/* POST /v1/masksets/{maskset}/end with the mask set's end token (its job
+ * ended): delete it. The end token can do nothing else. */
+static int h_end(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
+    struct msk_app *app = ctx;
     struct fs_err err = {0};
+    const char *id = fs_http_req_param(req, "maskset");
     const char *tok = NULL;
     size_t len = 0;
-    uint32_t want = 0;
-    uint32_t who = 0;
-    char state[16];
+    int match = 0;
+    json_t *s = NULL;
     int rc;
 
     if (fs_auth_parse_bearer(fs_http_req_header(req, "Authorization"), &tok, &len, &err) != 0) {
-        return problem(resp, &err) || 1;
-    }
-    if (fs_auth_check_token(app->admin, tok, len, NULL, NULL) == 0) {
-        return fs_http_problem(resp, 403, FS_PROBLEM_FORBIDDEN, NULL,
-                               "the admin token cannot download keys; use the party's mask "
-                               "token") ||
-               1;
+        return problem(resp, &err);
     }
     if (!msk_id_valid(id)) {
-        return fail(resp, FS_EAUTH, "the token is not valid for this mask set") || 1;
+        return fail(resp, FS_ENOTFOUND, "no such mask set (ids look like m-<32 hex digits>)");
     }
-    rc = msk_store_match_token(app->st, id, tok, len, &who, state, &err);
-    if (rc == FS_ENOTFOUND || (rc == 0 && who == 0)) {
-        return fail(resp, FS_EAUTH, "the token is not valid for this mask set") || 1;
-    }
+    rc = msk_store_match_end(app->st, id, tok, len, &match, &err);
     if (rc != 0) {
-        return problem(resp, &err) || 1;
+        return problem(resp, &err);
     }
-    if (parse_party(fs_http_req_param(req, "party"), &want) != 0 || want != who) {
+    if (!match) {
+        return fail(resp, FS_EAUTH,
+                    "not this mask set's end token (the one its create response returned; the "
+                    "admin deletes with DELETE /v1/masksets/{maskset})");
+    }
+    if (delete_set(app, id, "its job ended", &err) != 0 || status_of(app, id, &s, &err) != 0) {
+        return problem(resp, &err);
+    }
+    return reply_json(resp, 200, s);
+}
+
+void msk_http_expire_due(struct msk_app *app)
+{
+    char ids[EXPIRE_BATCH][MSK_ID_LEN + 1];
+    struct fs_err err = {0};
+    struct timeval tv;
+    size_t n = 0;
+
+    gettimeofday(&tv, NULL);
+    if (msk_store_expired(app->st, (double)tv.tv_sec, ids, EXPIRE_BATCH, &n, &err) != 0) {
+        fs_log_pack(FS_LOG_WARN, "cannot list expired mask sets", "{s:s}", "error", err.msg);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (delete_set(app, ids[i], "its ttl_s expired", &err) != 0) {
+            fs_log_pack(FS_LOG_ERROR, "cannot delete an expired mask set", "{s:s, s:s}", "maskset",
+                        ids[i], "error", err.msg);
+        }
+    }
+}
+
+/* ------------------------------------------------------------ keys (party) */
+
+/* Who may fetch {party}'s keys of {maskset}: only a request signed by that
+ * party's pinned identity key (lib/crypto/reqsig.h). No bearer token of any
+ * kind (the admin's, an end token, anything a job creator holds) is accepted
+ * here. 0 when the request is authentic and *party is the path's party;
+ * else the problem response is set. */
+static int keys_auth(fs_http_req *req, fs_http_resp *resp, const char *id,
+                     const struct msk_spec *spec, uint32_t *party)
+{
+    struct fs_err err = {0};
+    struct fs_reqsig rs;
+    const char *hdr = fs_http_req_header(req, "Authorization");
+    uint32_t want = 0;
+
+    if (hdr != NULL && !fs_reqsig_is_scheme(hdr) && strncasecmp(hdr, "Bearer ", 7) == 0) {
         return fs_http_problem(resp, 403, FS_PROBLEM_FORBIDDEN, NULL,
-                               "this mask token is party %u's: it can fetch only "
-                               "/v1/masksets/%s/parties/%u/keys",
-                               who, id, who) ||
+                               "bearer tokens (the admin token included) cannot download keys: "
+                               "a party's keys go only to a request signed by its pinned "
+                               "identity key (Authorization: %s)",
+                               FS_REQSIG_SCHEME) ||
                1;
     }
-    if (strcmp(state, "active") != 0) {
-        return fs_http_problem(resp, 410, PROBLEM_GONE, NULL,
-                               "mask set %s was deleted: its masks are gone for good", id) ||
+    if (fs_reqsig_parse(hdr, &rs, &err) != 0) {
+        return sig_unauthorized(resp, err.msg) || 1;
+    }
+    if (spec == NULL) {
+        return sig_unauthorized(resp, "the signature is not valid for this mask set") || 1;
+    }
+    if (spec->identities == NULL) {
+        return fs_http_problem(resp, 403, FS_PROBLEM_FORBIDDEN, NULL,
+                               "mask set %s has no pinned identities (an older server created "
+                               "it): delete it and create a new one",
+                               id) ||
                1;
     }
-    *party = who;
+    if (parse_party(fs_http_req_param(req, "party"), &want) != 0 || want > spec->parties) {
+        return fs_http_problem(resp, 403, FS_PROBLEM_FORBIDDEN, NULL,
+                               "mask set %s has parties 1..%u", id, spec->parties) ||
+               1;
+    }
+    if (rs.party != want) {
+        /* Say so only when the signature is that other party's, else it is just invalid. */
+        if (rs.party <= spec->parties &&
+            fs_reqsig_verify(&rs, spec->identities[rs.party - 1], fs_http_req_method(req),
+                             fs_http_req_path(req), id, (int64_t)time(NULL), &err) == 0) {
+            return fs_http_problem(resp, 403, FS_PROBLEM_FORBIDDEN, NULL,
+                                   "signed by party %u's identity: it can fetch only "
+                                   "/v1/masksets/%s/parties/%u/keys",
+                                   rs.party, id, rs.party) ||
+                   1;
+        }
+        return sig_unauthorized(resp, "the signature is not valid for this mask set and party") ||
+               1;
+    }
+    if (fs_reqsig_verify(&rs, spec->identities[want - 1], fs_http_req_method(req),
+                         fs_http_req_path(req), id, (int64_t)time(NULL), &err) != 0) {
+        if (err.code != FS_EAUTH) {
+            return problem(resp, &err) || 1;
+        }
+        return sig_unauthorized(resp, err.msg) || 1;
+    }
+    *party = want;
     return 0;
 }
 
@@ -880,14 +987,35 @@ static int keys_load(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, 
 
     memset(k, 0, sizeof *k);
     k->id = fs_http_req_param(req, "maskset");
-    if (keys_auth(app, req, resp, k->id, &k->party) != 0) {
+    rc =
+        msk_id_valid(k->id) ? msk_store_get(app->st, k->id, copy_one, &k->row, &err) : FS_ENOTFOUND;
+    if (rc == FS_ENOTFOUND) {
+        (void)keys_auth(req, resp, k->id, NULL, &k->party); /* 403 for bearers, else 401 */
         return -1;
     }
-    rc = msk_store_get(app->st, k->id, copy_one, &k->row, &err);
     if (rc == 0) {
         rc = stored_spec(k->row.spec, &k->spec, &err);
     }
-    if (rc == 0 && piece != SIZE_MAX && piece >= msk_spec_pieces(&k->spec, k->party)) {
+    if (rc != 0) {
+        (void)problem(resp, &err);
+        return -1;
+    }
+    if (keys_auth(req, resp, k->id, &k->spec, &k->party) != 0) {
+        return -1;
+    }
+    if (strcmp(k->row.state, "active") != 0) {
+        (void)gone(resp, k->id);
+        return -1;
+    }
+    if (k->row.expires_unix > 0 && (double)time(NULL) >= k->row.expires_unix) {
+        if (delete_set(app, k->id, "its ttl_s expired", &err) != 0) {
+            fs_log_pack(FS_LOG_ERROR, "cannot delete an expired mask set", "{s:s, s:s}", "maskset",
+                        k->id, "error", err.msg);
+        }
+        (void)gone(resp, k->id);
+        return -1;
+    }
+    if (piece != SIZE_MAX && piece >= msk_spec_pieces(&k->spec, k->party)) {
         (void)fail(resp, FS_ENOTFOUND, "no such piece: see the keys manifest for the pieces");
         return -1;
     }
@@ -1047,6 +1175,7 @@ static const struct route_def ROUTES[] = {
     {"GET", "/v1/masksets", 0, 1, h_list},
     {"GET", "/v1/masksets/{maskset}", 0, 1, h_get},
     {"DELETE", "/v1/masksets/{maskset}", 0, 1, h_delete},
+    {"POST", "/v1/masksets/{maskset}/end", 0, 0, h_end},
     {"GET", "/v1/masksets/{maskset}/parties/{party}/keys", 0, 0, h_keys},
     {"GET", "/v1/masksets/{maskset}/parties/{party}/keys/{piece}/rows.npy", 0, 0, h_keyfile_rows},
     {"GET", "/v1/masksets/{maskset}/parties/{party}/keys/{piece}/block.npy", 0, 0, h_keyfile_block},

@@ -1,5 +1,6 @@
 /* HTTP surface of the masking server (docs/wire-fedsvd.md): routes, admin
- * and mask-token authentication, problem+json errors, /metrics. Handlers
+ * authentication, the parties' signed key requests (lib/crypto/reqsig.h),
+ * end tokens, expiry, problem+json errors, /metrics. Handlers
  * decode, authenticate, call the store (store.h) and the key generator
  * (keygen.h); they do no mask arithmetic. */
 #ifndef MSK_HTTP_H
@@ -36,6 +37,12 @@ void msk_http_free(struct msk_app *app);
 
 /** Register every route on app->srv. */
 FS_WUR int msk_http_routes(struct msk_app *app, struct fs_err *err);
+
+/**
+ * Delete every active mask set whose ttl_s has run out (row, generated keys,
+ * seed file), a batch at a time; failures are logged. Called periodically.
+ */
+void msk_http_expire_due(struct msk_app *app);
 
 /** The server's on_request hook (hook_ctx = app): counts requests and bytes. */
 void msk_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx);

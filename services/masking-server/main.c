@@ -1,5 +1,5 @@
 /* masking-server: creates the secret masks of FedSVD jobs and hands each
- * party only its own keys (DESIGN.md §1, §5.2, §8; docs/wire-fedsvd.md).
+ * party only its own keys (docs/wire-fedsvd.md).
  *
  * Threads: one HTTP thread per connection (libmicrohttpd
  * THREAD_PER_CONNECTION), because the first request for a party's keys
@@ -7,7 +7,8 @@
  * pool it would hold up every other connection of its thread. Later requests
  * (the party's .npy files) are served from the key cache (keygen.h).
  * --max-connections bounds the threads, --keygen-concurrency the generations
- * running at once; one more thread sweeps the key cache. The main
+ * running at once; one more thread sweeps the key cache and one deletes mask
+ * sets whose ttl_s ran out (every EXPIRE_EVERY_S seconds). The main
  * thread waits for SIGTERM/SIGINT, then stops accepting, lets requests in
  * flight finish (--shutdown-grace-ms; waiting downloads get 503) and exits 0.
  * Everything is in SQLite and the seed files before a 201 is sent, so a
@@ -19,10 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "config.h"
-#include "core/fdio.h"
 #include "http.h"
 #include "keygen.h"
 #include "net/auth.h"
@@ -31,20 +32,33 @@
 #include "net/svc.h"
 #include "store.h"
 
-/* The data directory holds the seeds: refuse to share it with group or others. */
-static void private_dir(const char *path)
-{
-    struct stat sb;
+#define EXPIRE_EVERY_S 5
 
-    if (stat(path, &sb) == 0 && (sb.st_mode & 077) != 0) {
-        if (chmod(path, sb.st_mode & 0700) == 0) {
-            fs_log_pack(FS_LOG_WARN, "--data-dir was accessible to others; made it 0700", "{s:s}",
-                        "data_dir", path);
-        } else {
-            fs_log_pack(FS_LOG_WARN, "--data-dir is accessible to others", "{s:s}", "data_dir",
-                        path);
+/* The expiry thread: deletes expired mask sets until told to stop. */
+struct expirer {
+    struct msk_app *app;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+};
+
+static void *expire_loop(void *arg)
+{
+    struct expirer *e = arg;
+
+    pthread_mutex_lock(&e->mu);
+    while (!e->stop) {
+        struct timespec until;
+        pthread_mutex_unlock(&e->mu);
+        msk_http_expire_due(e->app);
+        pthread_mutex_lock(&e->mu);
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += EXPIRE_EVERY_S;
+        while (!e->stop && pthread_cond_timedwait(&e->cv, &e->mu, &until) == 0) {
         }
     }
+    pthread_mutex_unlock(&e->mu);
+    return NULL;
 }
 
 int main(int argc, char **argv)
@@ -58,9 +72,16 @@ int main(int argc, char **argv)
     sigset_t sigs;
     struct msk_keygen_opts kopts;
     size_t swept = 0;
+    struct expirer exp;
+    pthread_t exp_thread;
+    int exp_started = 0;
     int status = 1;
 
     memset(&app, 0, sizeof app);
+    memset(&exp, 0, sizeof exp);
+    exp.app = &app;
+    pthread_mutex_init(&exp.mu, NULL);
+    pthread_cond_init(&exp.cv, NULL);
     if (msk_config_parse(argc, argv, &cfg, &err) != 0) {
         fprintf(stderr, "masking-server: %s\n", err.msg);
         return 2;
@@ -72,6 +93,10 @@ int main(int argc, char **argv)
     fs_log_set_level(cfg.log_level);
     if (fs_http_parse_listen(cfg.listen, host, sizeof host, &port, &err) != 0) {
         fprintf(stderr, "masking-server: --listen: %s\n", err.msg);
+        return 2;
+    }
+    if (fs_svc_check_listen(host, cfg.tls_cert[0] != '\0', cfg.insecure_http, &err) != 0) {
+        fprintf(stderr, "masking-server: %s\n", err.msg);
         return 2;
     }
     /* Every file this process creates (database, WAL, seeds) is private. */
@@ -91,11 +116,11 @@ int main(int argc, char **argv)
         fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
         goto out;
     }
-    if (fs_mkdir_p(cfg.data_dir, &err) != 0) {
+    /* The data directory holds the seeds: never shared with group or others. */
+    if (fs_svc_private_dir(cfg.data_dir, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
         goto out;
     }
-    private_dir(cfg.data_dir);
     if (msk_store_open(cfg.data_dir, cfg.fsync, &app.st, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
         goto out;
@@ -118,6 +143,8 @@ int main(int argc, char **argv)
     hcfg.port = port;
     hcfg.threads = 0; /* one thread per connection: see the comment at the top */
     hcfg.max_connections = cfg.max_connections;
+    hcfg.max_per_ip = cfg.max_per_ip;
+    hcfg.request_timeout_s = cfg.request_timeout_s;
     hcfg.timeout_s = cfg.idle_timeout_s;
     hcfg.log_requests = 1;
     hcfg.on_request = msk_http_on_request;
@@ -140,6 +167,11 @@ int main(int argc, char **argv)
         fs_log_pack(FS_LOG_ERROR, "cannot write the port file", "{s:s}", "error", err.msg);
         goto out;
     }
+    if (pthread_create(&exp_thread, NULL, expire_loop, &exp) != 0) {
+        fs_log(FS_LOG_ERROR, "cannot start the expiry thread", NULL);
+        goto out;
+    }
+    exp_started = 1;
     atomic_store(&app.ready, 1);
     fs_log_pack(FS_LOG_INFO, "listening", "{s:s, s:i, s:s, s:b}", "host", host, "port",
                 (int)fs_http_server_port(app.srv), "data_dir", cfg.data_dir, "tls", app.tls);
@@ -150,6 +182,15 @@ int main(int argc, char **argv)
     fs_http_server_stop(app.srv, cfg.shutdown_grace_ms);
     status = 0;
 out:
+    if (exp_started) {
+        pthread_mutex_lock(&exp.mu);
+        exp.stop = 1;
+        pthread_cond_signal(&exp.cv);
+        pthread_mutex_unlock(&exp.mu);
+        pthread_join(exp_thread, NULL);
+    }
+    pthread_cond_destroy(&exp.cv);
+    pthread_mutex_destroy(&exp.mu);
     msk_keygen_close(app.kg);
     fs_http_server_free(app.srv);
     msk_keygen_free(app.kg);

@@ -5,11 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "crypto/ed25519.h"
 #include "crypto/rand.h"
 #include "la/mask.h"
 
-static const char *const TOP_KEYS[] = {"job_id", "partition",  "parties",    "cols",
-                                       "rows",   "block_size", "server_url", NULL};
+static const char *const TOP_KEYS[] = {"job_id",     "partition",  "parties", "cols", "rows",
+                                       "block_size", "server_url", "ttl_s",   NULL};
 
 static int key_known(const char *key, const char *const *keys)
 {
@@ -118,11 +119,51 @@ static int string_field(const json_t *obj, const char *key, int required, const 
     return 0;
 }
 
+/* parties[i].identity: a fingerprint (64 hex digits), distinct from the earlier parties'. */
+static int identity_field(const json_t *p, size_t i, const struct msk_caps *caps,
+                          struct msk_spec *s, struct fs_err *err)
+{
+    json_t *v = json_object_get(p, "identity");
+    struct fs_err e2 = {0};
+
+    if (v == NULL && caps->stored && i == 0) {
+        return 0; /* stored by an older version: no identities at all */
+    }
+    if (v == NULL || json_is_null(v)) {
+        return fs_err_set(err, FS_EFORMAT,
+                          "parties[%zu].identity: missing (the party agent's identity "
+                          "fingerprint, 64 hex digits: only a request signed by that key gets "
+                          "its keys)",
+                          i);
+    }
+    if (!json_is_string(v)) {
+        return fs_err_set(err, FS_EFORMAT, "parties[%zu].identity: expected a string", i);
+    }
+    if (s->identities == NULL) {
+        s->identities = calloc(s->parties, sizeof *s->identities);
+        if (s->identities == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+    }
+    if (fs_ed25519_fpr_parse(json_string_value(v), s->identities[i], &e2) != 0) {
+        return fs_err_set(err, FS_EINVAL, "parties[%zu].identity: %s", i, e2.msg);
+    }
+    for (size_t k = 0; k < i; k++) {
+        if (memcmp(s->identities[k], s->identities[i], sizeof s->identities[i]) == 0) {
+            return fs_err_set(err, FS_EINVAL,
+                              "parties[%zu].identity: the same as parties[%zu]'s (each party "
+                              "has its own identity key)",
+                              i, k);
+        }
+    }
+    return 0;
+}
+
 static int decode_parties(const json_t *arr, const struct msk_caps *caps, struct msk_spec *s,
                           struct fs_err *err)
 {
-    static const char *const ROW_KEYS[] = {"party", "rows", NULL};
-    static const char *const COL_KEYS[] = {"party", "cols", NULL};
+    static const char *const ROW_KEYS[] = {"party", "rows", "identity", NULL};
+    static const char *const COL_KEYS[] = {"party", "cols", "identity", NULL};
     const char *size_key = s->partition == FS_FEDSVD_SAMPLES ? "rows" : "cols";
     size_t n;
     uint64_t total = 0;
@@ -166,6 +207,11 @@ static int decode_parties(const json_t *arr, const struct msk_caps *caps, struct
         }
         if (rc == 0) {
             rc = size_field(p, size_key, caps->max_dim, 1, &s->sizes[i], where, err);
+        }
+        if (rc == 0 && (i == 0 || s->identities != NULL)) {
+            rc = identity_field(p, i, caps, s, err);
+        } else if (rc == 0 && json_object_get(p, "identity") != NULL) {
+            rc = fs_err_set(err, FS_EINTERNAL, "stored spec: identities only for some parties");
         }
         if (rc != 0) {
             return rc;
@@ -266,6 +312,11 @@ static int decode(const json_t *j, const struct msk_caps *caps, struct msk_spec 
         rc = decode_blocks(json_object_get(j, "block_size"), caps, s, err);
     }
     if (rc == 0) {
+        size_t ttl = 0;
+        rc = size_field(j, "ttl_s", MSK_TTL_MAX_S, 0, &ttl, "", err);
+        s->ttl_s = ttl != 0 ? (uint32_t)ttl : MSK_TTL_DEFAULT_S;
+    }
+    if (rc == 0) {
         rc = string_field(j, "server_url", 0, &str, err);
     }
     if (rc != 0) {
@@ -326,6 +377,7 @@ void msk_spec_clear(struct msk_spec *s)
         return;
     }
     free(s->sizes);
+    free(s->identities);
     memset(s, 0, sizeof *s);
 }
 
@@ -339,19 +391,29 @@ json_t *msk_spec_encode(const struct msk_spec *s)
         return NULL;
     }
     for (uint32_t i = 0; i < s->parties; i++) {
-        if (json_array_append_new(parties, json_pack("{s:I, s:I}", "party", (json_int_t)(i + 1),
-                                                     size_key, (json_int_t)s->sizes[i])) != 0) {
+        json_t *p = json_pack("{s:I, s:I}", "party", (json_int_t)(i + 1), size_key,
+                              (json_int_t)s->sizes[i]);
+        if (p != NULL && s->identities != NULL) {
+            char fpr[FS_ED25519_FPR_LEN + 1];
+            fs_ed25519_fpr_format(s->identities[i], fpr);
+            if (json_object_set_new(p, "identity", json_string(fpr)) != 0) {
+                json_decref(p);
+                p = NULL;
+            }
+        }
+        if (json_array_append_new(parties, p) != 0) {
             json_decref(parties);
             return NULL;
         }
     }
     out = json_pack(
-        "{s:s, s:s, s:o, s:I, s:{s:o, s:o}}", "job_id", s->job_id, "partition",
+        "{s:s, s:s, s:o, s:I, s:{s:o, s:o}, s:I}", "job_id", s->job_id, "partition",
         s->partition == FS_FEDSVD_SAMPLES ? "samples" : "features", "parties", parties,
         s->partition == FS_FEDSVD_SAMPLES ? "cols" : "rows", (json_int_t)s->shared, "block_size",
         "partitioned",
         s->block_partitioned != 0 ? json_integer((json_int_t)s->block_partitioned) : json_null(),
-        "shared", s->block_shared != 0 ? json_integer((json_int_t)s->block_shared) : json_null());
+        "shared", s->block_shared != 0 ? json_integer((json_int_t)s->block_shared) : json_null(),
+        "ttl_s", (json_int_t)s->ttl_s);
     return out;
 }
 

@@ -20,11 +20,18 @@
 #define MSK_JOB_ID_MAX 64  /* job_id, bytes */
 #define MSK_URL_MAX    512 /* server_url, bytes */
 
+/* ttl_s: the mask set is deleted (its seed destroyed, its keys gone) this
+ * long after its creation unless its job ended (or the admin deleted it)
+ * before. */
+#define MSK_TTL_DEFAULT_S (7u * 86400u)
+#define MSK_TTL_MAX_S     (90u * 86400u)
+
 /* Caps from the configuration. */
 struct msk_caps {
     uint32_t max_parties;
     uint64_t max_dim;
     uint64_t max_key_bytes;
+    int stored; /* 1: a spec this server stored (an older version's may lack identities) */
 };
 
 struct msk_spec {
@@ -36,6 +43,13 @@ struct msk_spec {
     size_t block_partitioned; /* requested max block of the secret mask; 0 = default */
     size_t block_shared;      /* requested max block of the shared mask; 0 = default */
     char server_url[MSK_URL_MAX + 1]; /* "" = none (not stored) */
+    /* identities[i]: party i+1's pinned Ed25519 identity public key (its
+     * fingerprint in the JSON), pairwise distinct; only a request signed by
+     * it gets that party's keys (lib/crypto/reqsig.h). Owned, parties
+     * entries; NULL only for a stored spec of an older version (no party can
+     * fetch its keys then). */
+    uint8_t (*identities)[32];
+    uint32_t ttl_s; /* 1..MSK_TTL_MAX_S; MSK_TTL_DEFAULT_S when the spec has none */
 };
 
 /**

@@ -34,13 +34,15 @@ static const char SCHEMA[] =
     "  state TEXT NOT NULL,"
     "  created_at TEXT NOT NULL,"
     "  created_unix REAL NOT NULL,"
-    "  deleted_at TEXT);"
+    "  deleted_at TEXT,"
+    "  expires_unix REAL,"
+    "  end_digest BLOB);"
     "CREATE UNIQUE INDEX IF NOT EXISTS masksets_active_job ON masksets(job_id) "
     "  WHERE state = 'active';"
     "CREATE TABLE IF NOT EXISTS mask_parties ("
     "  maskset_id TEXT NOT NULL REFERENCES masksets(id),"
     "  party INTEGER NOT NULL,"
-    "  digest BLOB NOT NULL,"
+    "  identity BLOB NOT NULL,"
     "  downloads INTEGER NOT NULL DEFAULT 0,"
     "  first_download_at TEXT,"
     "  last_download_at TEXT,"
@@ -49,6 +51,60 @@ static const char SCHEMA[] =
 static int db_err(msk_store *st, struct fs_err *err, const char *what)
 {
     return fs_err_set(err, FS_EIO, "masking.db: %s: %s", what, sqlite3_errmsg(st->db));
+}
+
+/* 1 when table has column col. */
+static int has_column(msk_store *st, const char *table, const char *col)
+{
+    sqlite3_stmt *s = NULL;
+    char sql[96];
+    int found = 0;
+
+    snprintf(sql, sizeof sql, "PRAGMA table_info(%s);", table);
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) == SQLITE_OK) {
+        while (!found && sqlite3_step(s) == SQLITE_ROW) {
+            const char *name = (const char *)sqlite3_column_text(s, 1);
+            found = name != NULL && strcmp(name, col) == 0;
+        }
+    }
+    sqlite3_finalize(s);
+    return found;
+}
+
+/* A database of the version with mask tokens: the token digests become the
+ * identity column (those mask sets have no identities: nobody can fetch
+ * their keys any more), and the masksets gain expiry and end-token columns. */
+static int migrate(msk_store *st, struct fs_err *err)
+{
+    static const char *const STEPS[][3] = {
+        {"mask_parties", "digest", "ALTER TABLE mask_parties RENAME COLUMN digest TO identity;"},
+        {"masksets", "-expires_unix", "ALTER TABLE masksets ADD COLUMN expires_unix REAL;"},
+        {"masksets", "-end_digest", "ALTER TABLE masksets ADD COLUMN end_digest BLOB;"},
+    };
+    char *msg = NULL;
+
+    for (size_t i = 0; i < sizeof STEPS / sizeof STEPS[0]; i++) {
+        int absent = STEPS[i][1][0] == '-';
+        int has = has_column(st, STEPS[i][0], STEPS[i][1] + absent);
+        if (has == absent) { /* rename when present, add when absent */
+            continue;
+        }
+        if (sqlite3_exec(st->db, STEPS[i][2], NULL, NULL, &msg) != SQLITE_OK) {
+            int rc = fs_err_set(err, FS_EIO, "masking.db: upgrade: %s",
+                                msg != NULL ? msg : "exec failed");
+            sqlite3_free(msg);
+            return rc;
+        }
+    }
+    if (sqlite3_exec(st->db,
+                     "CREATE INDEX IF NOT EXISTS masksets_expiry ON masksets(expires_unix) "
+                     "WHERE state = 'active';",
+                     NULL, NULL, &msg) != SQLITE_OK) {
+        int rc = fs_err_set(err, FS_EIO, "masking.db: index: %s", msg != NULL ? msg : "failed");
+        sqlite3_free(msg);
+        return rc;
+    }
+    return 0;
 }
 
 static int mkdir_0700(const char *path, struct fs_err *err)
@@ -83,10 +139,13 @@ int msk_store_open(const char *dir, int fsync_full, msk_store **out, struct fs_e
         goto out;
     }
     rc = fs_svc_db_open(path, fsync_full, SCHEMA, &st->db, err);
+    if (rc == 0) {
+        rc = migrate(st, err);
+    }
     if (rc != 0) {
         goto out;
     }
-    /* The database holds no secret (token digests only), but keep it private anyway. */
+    /* The database holds no secret (public keys, end-token digests), but keep it private. */
     (void)chmod(path, 0600);
 out:
     if (rc != 0) {
@@ -353,9 +412,7 @@ static int exec_locked(msk_store *st, const char *sql, struct fs_err *err)
     return 0;
 }
 
-int msk_store_insert(msk_store *st, const char *id, const char *job_id, const char *spec_json,
-                     const char *created_at, double created_unix, const uint8_t (*digests)[32],
-                     uint32_t n, struct fs_err *err)
+int msk_store_insert(msk_store *st, const struct msk_new *m, struct fs_err *err)
 {
     sqlite3_stmt *s1 = NULL;
     sqlite3_stmt *s2 = NULL;
@@ -368,33 +425,37 @@ int msk_store_insert(msk_store *st, const char *id, const char *job_id, const ch
     }
     if (sqlite3_prepare_v2(st->db,
                            "INSERT INTO masksets (id, job_id, spec, state, created_at, "
-                           "created_unix) VALUES (?, ?, ?, 'active', ?, ?);",
+                           "created_unix, expires_unix, end_digest) VALUES (?, ?, ?, 'active', "
+                           "?, ?, ?, ?);",
                            -1, &s1, NULL) != SQLITE_OK ||
         sqlite3_prepare_v2(st->db,
-                           "INSERT INTO mask_parties (maskset_id, party, digest) VALUES (?, ?, ?);",
+                           "INSERT INTO mask_parties (maskset_id, party, identity) VALUES (?, ?, "
+                           "?);",
                            -1, &s2, NULL) != SQLITE_OK) {
         rc = db_err(st, err, "prepare");
         goto rollback;
     }
-    sqlite3_bind_text(s1, 1, id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s1, 2, job_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s1, 3, spec_json, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s1, 4, created_at, -1, SQLITE_STATIC);
-    sqlite3_bind_double(s1, 5, created_unix);
+    sqlite3_bind_text(s1, 1, m->id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s1, 2, m->job_id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s1, 3, m->spec_json, -1, SQLITE_STATIC);
+    sqlite3_bind_text(s1, 4, m->created_at, -1, SQLITE_STATIC);
+    sqlite3_bind_double(s1, 5, m->created_unix);
+    sqlite3_bind_double(s1, 6, m->expires_unix);
+    sqlite3_bind_blob(s1, 7, m->end_digest, FS_AUTH_DIGEST_LEN, SQLITE_STATIC);
     if (sqlite3_step(s1) != SQLITE_DONE) {
         if (sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_UNIQUE) {
             rc = fs_err_set(err, FS_ECONFLICT,
-                            "job %s already has an active mask set (delete it first)", job_id);
+                            "job %s already has an active mask set (delete it first)", m->job_id);
         } else {
             rc = db_err(st, err, "insert mask set");
         }
         goto rollback;
     }
-    for (uint32_t i = 0; i < n; i++) {
+    for (uint32_t i = 0; i < m->parties; i++) {
         sqlite3_reset(s2);
-        sqlite3_bind_text(s2, 1, id, -1, SQLITE_STATIC);
+        sqlite3_bind_text(s2, 1, m->id, -1, SQLITE_STATIC);
         sqlite3_bind_int64(s2, 2, (sqlite3_int64)i + 1);
-        sqlite3_bind_blob(s2, 3, digests[i], 32, SQLITE_STATIC);
+        sqlite3_bind_blob(s2, 3, m->identities[i], 32, SQLITE_STATIC);
         if (sqlite3_step(s2) != SQLITE_DONE) {
             rc = db_err(st, err, "insert party");
             goto rollback;
@@ -433,6 +494,7 @@ static int rows_run(msk_store *st, sqlite3_stmt *s, msk_row_fn cb, void *ctx, si
         r.state = col_text(s, 3);
         r.created_at = col_text(s, 4);
         r.deleted_at = col_text(s, 5);
+        r.expires_unix = sqlite3_column_type(s, 6) == SQLITE_NULL ? 0 : sqlite3_column_double(s, 6);
         rc = cb(ctx, &r, err);
         (*count)++;
     }
@@ -442,7 +504,7 @@ static int rows_run(msk_store *st, sqlite3_stmt *s, msk_row_fn cb, void *ctx, si
     return rc;
 }
 
-#define ROW_COLS "id, job_id, spec, state, created_at, deleted_at"
+#define ROW_COLS "id, job_id, spec, state, created_at, deleted_at, expires_unix"
 
 int msk_store_get(msk_store *st, const char *id, msk_row_fn cb, void *ctx, struct fs_err *err)
 {
@@ -527,23 +589,20 @@ out:
     return rc;
 }
 
-int msk_store_match_token(msk_store *st, const char *id, const char *token, size_t len,
-                          uint32_t *party, char state[16], struct fs_err *err)
+int msk_store_match_end(msk_store *st, const char *id, const char *token, size_t len, int *match,
+                        struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     uint8_t d[FS_AUTH_DIGEST_LEN];
-    uint32_t match = 0;
-    int step = SQLITE_DONE;
     int rc;
 
-    *party = 0;
-    state[0] = '\0';
+    *match = 0;
     rc = fs_auth_digest(token, len, d, err);
     if (rc != 0) {
         return rc;
     }
     pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db, "SELECT state FROM masksets WHERE id = ?;", -1, &s, NULL) !=
+    if (sqlite3_prepare_v2(st->db, "SELECT end_digest FROM masksets WHERE id = ?;", -1, &s, NULL) !=
         SQLITE_OK) {
         rc = db_err(st, err, "prepare");
         goto out;
@@ -553,37 +612,47 @@ int msk_store_match_token(msk_store *st, const char *id, const char *token, size
         rc = fs_err_set(err, FS_ENOTFOUND, "no mask set");
         goto out;
     }
-    snprintf(state, 16, "%s", col_text(s, 0) != NULL ? col_text(s, 0) : "");
-    sqlite3_finalize(s);
-    s = NULL;
-    if (sqlite3_prepare_v2(st->db,
-                           "SELECT party, digest FROM mask_parties WHERE maskset_id = ? ORDER BY "
-                           "party;",
-                           -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
-        goto out;
+    if (sqlite3_column_bytes(s, 0) == FS_AUTH_DIGEST_LEN) {
+        *match = CRYPTO_memcmp(sqlite3_column_blob(s, 0), d, FS_AUTH_DIGEST_LEN) == 0;
     }
-    sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
-    /* Compare with every party (no early exit): the time depends only on K. */
-    while ((step = sqlite3_step(s)) == SQLITE_ROW) {
-        const void *blob = sqlite3_column_blob(s, 1);
-        uint32_t p = (uint32_t)sqlite3_column_int64(s, 0);
-        int eq;
-        if (blob == NULL || sqlite3_column_bytes(s, 1) != FS_AUTH_DIGEST_LEN) {
-            continue;
-        }
-        eq = CRYPTO_memcmp(blob, d, FS_AUTH_DIGEST_LEN) == 0;
-        match = eq ? p : match;
-    }
-    if (step != SQLITE_DONE) {
-        rc = db_err(st, err, "select parties");
-        goto out;
-    }
-    *party = match;
 out:
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->mu);
     OPENSSL_cleanse(d, sizeof d);
+    return rc;
+}
+
+int msk_store_expired(msk_store *st, double now_unix, char (*ids)[MSK_ID_LEN + 1], size_t cap,
+                      size_t *n, struct fs_err *err)
+{
+    sqlite3_stmt *s = NULL;
+    int step = SQLITE_DONE;
+    int rc = 0;
+
+    *n = 0;
+    pthread_mutex_lock(&st->mu);
+    if (sqlite3_prepare_v2(st->db,
+                           "SELECT id FROM masksets WHERE state = 'active' AND expires_unix IS NOT "
+                           "NULL AND expires_unix <= ? ORDER BY expires_unix LIMIT ?;",
+                           -1, &s, NULL) != SQLITE_OK) {
+        rc = db_err(st, err, "prepare");
+        goto out;
+    }
+    sqlite3_bind_double(s, 1, now_unix);
+    sqlite3_bind_int64(s, 2, (sqlite3_int64)cap);
+    while (*n < cap && (step = sqlite3_step(s)) == SQLITE_ROW) {
+        const char *id = col_text(s, 0);
+        if (id != NULL && msk_id_valid(id)) {
+            memcpy(ids[*n], id, MSK_ID_LEN + 1);
+            (*n)++;
+        }
+    }
+    if (step != SQLITE_DONE && step != SQLITE_ROW) {
+        rc = db_err(st, err, "select expired");
+    }
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
     return rc;
 }
 

@@ -4,8 +4,10 @@
  *     masksets     one row per mask set: id, job_id, canonical spec (JSON),
  *                  state (active | deleted), created_at, deleted_at; at most
  *                  one active mask set per job_id (a partial unique index)
- *     mask_parties per mask set and party: the SHA-256 digest of the party's
- *                  mask token and its download counters
+ *                  expires_unix (created + ttl_s) and the SHA-256 digest
+ *                  of its end token (lets its job's end delete it)
+ *     mask_parties per mask set and party: the party's pinned identity
+ *                  (Ed25519 public key) and its download counters
  *   seeds/<id>.seed   the 32-byte master seed of an active mask set, mode
  *                  0600, written to a temp file, fsynced and renamed; the
  *                  only secret the server keeps. Destroyed (overwritten with
@@ -22,6 +24,7 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "spec.h"
 
 #define MSK_SEED_LEN 32
 
@@ -67,14 +70,25 @@ FS_WUR int msk_store_sweep_seeds(msk_store *st, size_t *n, struct fs_err *err);
 
 /* ---- mask sets ---- */
 
+/* A mask set to insert (everything borrowed). */
+struct msk_new {
+    const char *id;
+    const char *job_id;
+    const char *spec_json; /* canonical */
+    const char *created_at;
+    double created_unix;
+    double expires_unix;
+    const uint8_t *end_digest;       /* 32 bytes: SHA-256 of the end token */
+    const uint8_t (*identities)[32]; /* parties entries */
+    uint32_t parties;
+};
+
 /**
- * Insert an active mask set and its n token digests (party 1..n) in one
+ * Insert an active mask set and its parties' identities (party 1..n) in one
  * transaction. @return 0, FS_ECONFLICT (an active mask set for job_id
  * exists), FS_EIO.
  */
-FS_WUR int msk_store_insert(msk_store *st, const char *id, const char *job_id,
-                            const char *spec_json, const char *created_at, double created_unix,
-                            const uint8_t (*digests)[32], uint32_t n, struct fs_err *err);
+FS_WUR int msk_store_insert(msk_store *st, const struct msk_new *m, struct fs_err *err);
 
 struct msk_row {
     const char *id;
@@ -83,6 +97,7 @@ struct msk_row {
     const char *state;
     const char *created_at;
     const char *deleted_at; /* NULL while active */
+    double expires_unix;    /* 0: never (an older version's mask set) */
 };
 
 struct msk_party_row {
@@ -111,13 +126,18 @@ FS_WUR int msk_store_parties(msk_store *st, const char *id, msk_party_fn cb, voi
                              struct fs_err *err);
 
 /**
- * Which party of mask set id the token belongs to: compares its SHA-256
- * with every party's digest in constant time. *party = 0 when none matches.
- * state (16 bytes) receives the mask set's state.
- * @return 0, FS_ENOTFOUND (no such mask set), FS_EIO, FS_ECRYPTO.
+ * Whether token is mask set id's end token (SHA-256 compared in constant time).
+ * @return 0 (*match 0 or 1), FS_ENOTFOUND (no such mask set), FS_EIO, FS_ECRYPTO.
  */
-FS_WUR int msk_store_match_token(msk_store *st, const char *id, const char *token, size_t len,
-                                 uint32_t *party, char state[16], struct fs_err *err);
+FS_WUR int msk_store_match_end(msk_store *st, const char *id, const char *token, size_t len,
+                               int *match, struct fs_err *err);
+
+/**
+ * Up to cap active mask sets whose expires_unix <= now_unix, soonest first,
+ * into ids; *n receives how many.
+ */
+FS_WUR int msk_store_expired(msk_store *st, double now_unix, char (*ids)[MSK_ID_LEN + 1],
+                             size_t cap, size_t *n, struct fs_err *err);
 
 /**
  * Mark id deleted (at deleted_at). *changed = 1 when it was active.

@@ -67,6 +67,25 @@ for i in $(seq 1 $K); do
 done
 check "agents ready" curl -sf "${AURL[$K]}/readyz" -o /dev/null
 
+# each agent's identity fingerprint (GET /v1/identity): the jobs pin them
+FPR=()
+for i in $(seq 1 $K); do
+  FPR[$i]=$(curl -sf -H "Authorization: Bearer $OP" "${AURL[$i]}/v1/identity" | node "$JLIB" get - .fingerprint)
+done
+PINS=$(printf '"%s",' "${FPR[@]:1}")
+PINS="[${PINS%,}]"
+check "GET /v1/identity: 64 hex digits" bash -c "printf '%s' '${FPR[1]}' | grep -Eq '^[0-9a-f]{64}$'"
+check "GET /v1/identity: one fingerprint per agent" \
+  test "$(printf '%s\n' "${FPR[@]:1}" | sort -u | wc -l)" -eq "$K"
+check "GET /v1/identity: operator token required" \
+  test "$(curl -s -o /dev/null -w '%{http_code}' "${AURL[1]}/v1/identity")" = 401
+if [ -x "$BIN/fedsvd" ]; then
+  check "fedsvd agent identity prints the agent's fingerprint" \
+    test "$("$BIN/fedsvd" agent identity --agent "${AURL[2]}" --token-file "$T/op.token")" = "${FPR[2]}"
+  check "fedsvd agent identity --data-dir agrees" \
+    test "$("$BIN/fedsvd" agent identity --data-dir "$T/agent2")" = "${FPR[2]}"
+fi
+
 # data: party i holds a ROWS x COLS matrix (values of all magnitudes and signs)
 # (seeded: 53-bit uniform mantissas times 1e-6 .. 1e6, either sign, written
 # in the shortest form that reads back exactly)
@@ -94,9 +113,11 @@ make_data 5 7
 
 # run_job NAME FAIL_AT_JSON_PER_PARTY...: creates a job, posts participations, waits
 run_job() {
-  local name=$1 threshold=$2; shift 2
+  local name=$1 threshold=$2 low=""; shift 2
+  # below a majority (a dropout test): the job must say so
+  [ $((threshold * 2)) -le "$K" ] && low=',"allow_low_threshold":true'
   curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
-    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":$threshold,\"shape\":$SHAPE,\"round_timeout_s\":3}" \
+    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":$threshold$low,\"shape\":$SHAPE,\"round_timeout_s\":3,\"party_keys\":$PINS}" \
     "$SURL/v1/jobs" >"$T/$name.job.json"
   node --input-type=module - "$JLIB" "$T" "$name" "$K" "$OP" "${AURL[@]:1}" -- "$@" <<'EOF'
 import fs from 'node:fs';
@@ -203,7 +224,7 @@ make_data 5 7
 # party 4 never shows up: R0 closes at its 3 s deadline (restarted with the server)
 run_job_async() {
   curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
-    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3}" \
+    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3,\"party_keys\":$PINS}" \
     "$SURL/v1/jobs" >"$T/restart.job.json"
   node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[@]:1}" <<'EOF'
 import fs from 'node:fs';
@@ -233,6 +254,56 @@ P=$(pid_of restart 0)
 curl -s -H "Authorization: Bearer $OP" -o "$T/restart.sum.npy" \
   "${AURL[1]}/v1/participations/$P/result/sum.npy"
 check "restart: sum of parties 1-3" sumcheck "$T/restart.sum.npy" 1,2,3
+
+# ---- 6. pinned identities
+create_job() { # NAME SPEC_EXTRA: create a job, write NAME.job.json
+  curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
+    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3,$2}" \
+    "$SURL/v1/jobs" >"$T/$1.job.json"
+}
+# an agent refuses at once an invitation that pins another identity for its party
+create_job mine "\"party_keys\":$PINS"
+node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[1]}" <<'EOF' >"$T/mine.out"
+const [lib, T, op, url] = process.argv.slice(2);
+const { readJson, request } = await import(lib);
+const job = readJson(`${T}/mine.job.json`);
+/* party 2's invitation, handed to agent 1 by mistake */
+const body = { invitation: job.invitations[1], dataset: { path: `${T}/x2.csv`, format: 'csv' } };
+const r = await request('POST', `${url}/v1/participations`, { token: op, json: body });
+console.log(r.status, r.body.toString());
+EOF
+check "pins: an invitation pinning another identity is refused (422)" grep -q '^422 ' "$T/mine.out"
+check "pins: ... naming this agent's identity and the party" \
+  grep -q "this agent's identity ${FPR[1]} is not the one pinned for party 2" "$T/mine.out"
+
+# the server relays a substituted key. It ignores pins (it holds the job as
+# allow_unpinned), parties 1-3 are told the real pins, and party 4's slot is
+# taken by another agent than the one pinned (agent 4 joins with an identity
+# that is not party 4's pin): parties 1-3 refuse the roster.
+create_job subst '"allow_unpinned":true'
+node --input-type=module - "$JLIB" "$T" "$OP" "$PINS" "${AURL[@]:1}" <<'EOF'
+import fs from 'node:fs';
+const [lib, T, op, pinsJson, ...urls] = process.argv.slice(2);
+const { readJson, postJson } = await import(lib);
+const job = readJson(`${T}/subst.job.json`);
+const pins = JSON.parse(pinsJson);
+pins[3] = 'ab'.repeat(32); /* party 4's real identity: not agent 4's */
+const ids = [];
+for (let i = 0; i < 4; i++) {
+  const inv = { ...job.invitations[i] };
+  if (i < 3) inv.party_keys = pins;
+  const body = { invitation: inv, dataset: { path: `${T}/x${inv.party}.csv`, format: 'csv' } };
+  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
+}
+fs.writeFileSync(`${T}/subst.ids.json`, JSON.stringify({ job: job.job.id, ids }));
+EOF
+wait_parts subst
+for i in 0 1 2; do
+  check "subst: party $((i + 1)) refused the roster" test "$(state_of subst $i state)" = failed
+  check "subst: party $((i + 1)) says party 4's key is not the pinned one" \
+    bash -c "node '$JLIB' get '$T/subst.parts.json' '[$i].error' | grep -q \"party 4's identity key ${FPR[4]} is not the one pinned for it\""
+done
+grep -h '"error"' "$T/subst.parts.json" | head -n 1 | sed 's/^/   /'
 
 for f in "$T"/agent*.log "$T/server.log"; do
   check "no party token in $(basename "$f")" node - "$f" "$T" <<'EOF'

@@ -1,15 +1,22 @@
 #!/bin/bash
 # client-agent with fedsvd/fedpca jobs against a real masking-server and
 # aggregation-server on loopback, the job made with `fedsvd job create`
-# (which creates the mask set and puts the mask tokens into the
-# invitations): 3 agents run a fedsvd and a fedpca job; each party's result
+# (which pins each agent's identity, creates the mask set with those
+# identities and registers its end token with the aggregation server; the
+# invitations carry no credential for keys): 3 agents run a fedsvd and a
+# fedpca job, each fetching its keys with requests signed by its identity
+# key; each party's result
 # files are checked against a centralised `fedsvd svd` of the pooled data;
 # the server's manifest carries only what it may know. A fedpca job whose
 # aggregation server is killed (-9) mid-job and restarted (event replay
-# across aggregations) still gives the exact result. Then the agent's
-# refusals: an invitation without mask token (422), a dataset of the wrong
-# shape (422), a wrong mask token (the participation fails naming the
-# masking server's 401), and no token of any kind in any log.
+# across aggregations) still gives the exact result. The job creator's
+# complete view (every invitation, both servers' admin tokens) fetches no
+# key and no key file (403), while each party's identity gets its own keys
+# only; a finished (or cancelled) job's keys are gone (410: the aggregation
+# server ended the mask set). Then the agent's refusals: an invitation
+# without maskset (422), a dataset of the wrong shape (422), an agent that
+# is not the pinned party; no token of any kind in any log, and agent.db
+# (with its -wal) holds no party token once the participations ended.
 #
 #   tests/agent/fed_test.sh [BIN_DIR]      (default build/bin)
 # Ends with "N passed, N failed".
@@ -20,6 +27,7 @@ for b in client-agent aggregation-server masking-server fedsvd; do
 done
 command -v node >/dev/null || { echo "no node (the tests' JSON and HTTP helpers)"; echo "0 passed, 1 failed"; exit 1; }
 JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
+RS=$(dirname "$JLIB")/reqsig.mjs
 jget() { node "$JLIB" get "$@"; }
 F=$BIN/fedsvd
 T=$(mktemp -d)
@@ -70,6 +78,11 @@ for i in $(seq 1 $K); do
 done
 for _ in $(seq 100); do curl -sf "$SURL/readyz" >/dev/null && curl -sf "$MURL/readyz" >/dev/null && break; sleep 0.05; done
 check "servers and agents ready" curl -sf "${AURL[$K]}/readyz" -o /dev/null
+# every job pins the agents' identities, as their operators would print them
+PKEYS=()
+for i in $(seq 1 $K); do
+  PKEYS+=(--party-key "$i:$("$F" agent identity --agent "${AURL[$i]}" --token-file "$T/op.token")")
+done
 
 # data: party i holds rows of a 240 x 20 matrix
 "$F" gen planted --rows 240 --cols 20 --rank 4 --noise 0.2 --seed 5 --out-dir "$T/d" --parties 3 \
@@ -82,7 +95,7 @@ check "servers and agents ready" curl -sf "${AURL[$K]}/readyz" -o /dev/null
 # join NAME ALG [extra job-create args]: job create, one participation per agent, wait
 join() {
   local name=$1 alg=$2; shift 2
-  "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm "$alg" \
+  "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm "$alg" "${PKEYS[@]}" \
     --shape 240,20 --party-sizes 60,100,80 --masking-server "$MURL" \
     --masking-token-file "$T/madmin.token" --round-timeout 30 --out-dir "$T/$name" "$@" \
     --format json >"$T/$name.create.json" 2>"$T/$name.create.err"
@@ -126,8 +139,9 @@ EOF
 
 echo "== fedsvd through fedsvd job create"
 join svd fedsvd
-check "job create wrote 3 invitations with mask tokens" \
-  bash -c "grep -q mask_token '$T/svd/invitation-1.json' && grep -q masking_url '$T/svd/invitation-3.json'"
+check "job create wrote 3 invitations with the mask set, without any mask credential" \
+  bash -c "grep -q masking_url '$T/svd/invitation-3.json' && grep -q maskset '$T/svd/invitation-1.json' &&
+    ! grep -q mask_token '$T'/svd/invitation-*.json"
 check "invitations are 0600" bash -c "[ \"\$(stat -c %a '$T/svd/invitation-2.json')\" = 600 ]"
 check "every participation done" [ "$(jget "$T/svd.out.json" '.parts[*].state')" = '["done","done","done"]' ]
 for i in 1 2 3; do
@@ -170,7 +184,7 @@ echo "== the aggregation server killed (-9) in the middle of a fedpca job, resta
   >/dev/null
 "$F" svd --input "$T/big/party-1.npy" --input "$T/big/party-2.npy" --input "$T/big/party-3.npy" \
   --center --k 3 --out "$T/refbig" >/dev/null
-"$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedpca --k 3 \
+"$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedpca --k 3 "${PKEYS[@]}" \
   --shape 9000,40 --party-sizes 3000,3000,3000 --masking-server "$MURL" \
   --masking-token-file "$T/madmin.token" --round-timeout 60 --out-dir "$T/kill" >/dev/null 2>&1
 SPORT=$(cat "$T/sport")
@@ -244,6 +258,58 @@ done
 grep -q '"job resumed"' "$T/server.log" && check "the server log says the job resumed" true ||
   check "the server log says the job resumed" false
 
+echo "== the job creator's complete view fetches no keys; each party only its own"
+# a job not run yet: its mask set is active
+"$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedsvd "${PKEYS[@]}" \
+  --shape 240,20 --party-sizes 60,100,80 --masking-server "$MURL" \
+  --masking-token-file "$T/madmin.token" --round-timeout 30 --out-dir "$T/view" >/dev/null 2>&1
+MS=$(jget "$T/view/invitation-1.json" .maskset)
+mstate() { curl -s -H "Authorization: Bearer $MADMIN" "$MURL/v1/masksets/$1" >"$T/mstate.json"; jget "$T/mstate.json" .state; }
+check "the mask set of a job not run yet is active" [ "$(mstate "$MS")" = active ]
+# every credential the job creator holds: each invitation's tokens, both servers' admin tokens
+CREDS=("$ADMIN" "$MADMIN")
+for p in "$T"/view/invitation-*.json; do
+  for f in .token .mask_token; do v=$(jget "$p" "$f" 2>/dev/null); [ -n "$v" ] && [ "$v" != null ] && CREDS+=("$v"); done
+done
+codes=""
+for tok in "${CREDS[@]}"; do
+  for i in 1 2 3; do
+    for f in keys keys/0/rows.npy keys/0/block.npy; do
+      c=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $tok" "$MURL/v1/masksets/$MS/parties/$i/$f")
+      codes="$codes $c"
+    done
+  done
+done
+check "each key and key-file request with the creator's ${#CREDS[@]} credentials: 403 (got:$(echo $codes | tr ' ' '\n' | sort | uniq -c | tr '\n' ' '))" \
+  bash -c '[ -n "$1" ] && [ -z "$(echo $1 | tr " " "\n" | grep -v "^403$")" ]' _ "$codes"
+sget() { # KEYFILE PARTY PATH -> status (the maskset from the path)
+  local id=${3#/v1/masksets/}
+  curl -s -o "$T/sget.out" -w '%{http_code}' \
+    -H "Authorization: $(node "$RS" header "$1" GET "$3" "${id%%/*}" "$2")" "$MURL$3"
+}
+check "party 1's identity gets party 1's keys" [ "$(sget "$T/agent1/identity.key" 1 "/v1/masksets/$MS/parties/1/keys")" = 200 ]
+check "  ... and they are party 1's" [ "$(jget "$T/sget.out" .party)" = 1 ]
+check "party 2's identity gets party 2's keys" [ "$(sget "$T/agent2/identity.key" 2 "/v1/masksets/$MS/parties/2/keys")" = 200 ]
+check "party 1's identity cannot fetch party 2's keys (signed as party 1): 403" \
+  [ "$(sget "$T/agent1/identity.key" 1 "/v1/masksets/$MS/parties/2/keys")" = 403 ]
+check "party 1's identity cannot fetch party 2's keys (claiming party 2): 401" \
+  [ "$(sget "$T/agent1/identity.key" 2 "/v1/masksets/$MS/parties/2/keys")" = 401 ]
+check "party 1's identity cannot fetch party 2's key file: 403" \
+  [ "$(sget "$T/agent1/identity.key" 1 "/v1/masksets/$MS/parties/2/keys/0/block.npy")" = 403 ]
+
+echo "== a finished job's keys are gone"
+SMS=$(jget "$T/svd/invitation-1.json" .maskset)
+ended() { for _ in $(seq 100); do [ "$(mstate "$1")" = deleted ] && return 0; sleep 0.1; done; return 1; }
+check "the aggregation server ended the finished fedsvd job's mask set" ended "$SMS"
+check "its keys can no longer be downloaded, not even by the party: 410" \
+  [ "$(sget "$T/agent1/identity.key" 1 "/v1/masksets/$SMS/parties/1/keys")" = 410 ]
+check "  ... its seed file is gone" test ! -e "$T/masking/seeds/$SMS.seed"
+check "the server log records it (registered, ended)" \
+  bash -c 'grep -q "mask set registered" "$1" && grep -q "mask set ended" "$1"' _ "$T/server.log"
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$(jget "$T/view/invitation-1.json" .job_id)"
+check "cancelling a job ends its mask set too" ended "$MS"
+check "  ... 410 for its party" [ "$(sget "$T/agent1/identity.key" 1 "/v1/masksets/$MS/parties/1/keys")" = 410 ]
+
 echo "== refusals"
 INV=$(ls "$T"/svd/invitation-1.json)
 post() { # AGENT BODY -> status code
@@ -257,31 +323,51 @@ const inv = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
 eval(process.argv[3] || "");
 console.log(JSON.stringify({ invitation: inv, dataset: { path: process.argv[2] } }));' "$@"
 }
-body=$(mkbody "$INV" "$T/d/party-1.npy" 'delete inv.mask_token')
-check "invitation without mask_token: 422" [ "$(post 1 "$body")" = 422 ]
-check "  ... naming it" grep -q mask_token "$T/post.out"
+body=$(mkbody "$INV" "$T/d/party-1.npy" 'delete inv.maskset')
+check "invitation without maskset: 422" [ "$(post 1 "$body")" = 422 ]
+check "  ... naming it" grep -q maskset "$T/post.out"
 body=$(mkbody "$INV" "$T/d/party-2.npy")
 check "dataset of another party's shape: 422" [ "$(post 1 "$body")" = 422 ]
-# a fresh job whose party 1 gets a made-up mask token
+"$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedsvd --allow-unpinned \
+  --shape 240,20 --party-sizes 60,100,80 --masking-server "$MURL" \
+  --masking-token-file "$T/madmin.token" --round-timeout 3 --out-dir "$T/unpinned" >"$T/unpinned.out" 2>&1
+check "fedsvd job create without pins is refused (the mask set needs the identities)" \
+  bash -c '[ ! -e "$1/invitation-1.json" ] && grep -q "party-key" "$2"' _ "$T/unpinned" "$T/unpinned.out"
+# a fresh job that pins party 1 to agent 2's identity (and 2 to agent 1's): agent 1 is not party 1
 "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedsvd \
+  --party-key "1:${PKEYS[3]#2:}" --party-key "2:${PKEYS[1]#1:}" --party-key "${PKEYS[5]}" \
   --shape 240,20 --party-sizes 60,100,80 --masking-server "$MURL" \
   --masking-token-file "$T/madmin.token" --round-timeout 3 --out-dir "$T/bad" >/dev/null 2>&1
-body=$(mkbody "$T/bad/invitation-1.json" "$T/d/party-1.npy" 'inv.mask_token = "x".repeat(43)')
+body=$(mkbody "$T/bad/invitation-1.json" "$T/d/party-1.npy")
 code=$(post 1 "$body")
 PID1=$(sed -n 's/.*"id": *"\(p-[0-9a-f]*\)".*/\1/p' "$T/post.out")
-check "wrong mask token: accepted ($code), then ..." [ "$code" = 201 ]
 st=""
-for _ in $(seq 100); do
-  st=$(curl -s -H "Authorization: Bearer $OP" "${AURL[1]}/v1/participations/$PID1")
-  echo "$st" | grep -q '"state": *"failed"' && break
-  sleep 0.1
+if [ "$code" = 201 ]; then
+  for _ in $(seq 100); do
+    st=$(curl -s -H "Authorization: Bearer $OP" "${AURL[1]}/v1/participations/$PID1")
+    echo "$st" | grep -q '"state": *"failed"' && break
+    sleep 0.1
+  done
+fi
+check "an agent that is not the pinned party gets nowhere (refused: $code, or the participation fails)" \
+  bash -c '[ "$1" = 422 ] || echo "$2" | grep -q "\"state\": *\"failed\""' _ "$code" "$st"
+
+echo "== agent.db keeps no party token once the participations ended"
+for i in 1 2 3; do
+  toks=$(for p in "$T"/*/invitation-$i.json; do jget "$p" .token; done)
+  found=0
+  for tok in $toks; do
+    for f in "$T/agent$i"/agent.db "$T/agent$i"/agent.db-wal; do
+      [ -e "$f" ] && grep -qaF -- "$tok" "$f" && found=1
+    done
+  done
+  check "agent $i: agent.db and its -wal hold none of its $(echo $toks | wc -w) party tokens nor a mask_token; no token file left" \
+    bash -c '[ "$1" = 0 ] && ! grep -qa mask_token "$2"/agent.db* && [ -z "$(ls "$2"/participations/*/token 2>/dev/null)" ]' _ "$found" "$T/agent$i"
 done
-check "  ... the participation fails naming the masking server's 401" \
-  bash -c "echo '$st' | grep -q 'masking server' && echo '$st' | grep -q 401"
 
 echo "== secrets stay out of logs"
 for f in "$T"/*.log; do
-  tokens=$(for p in "$T"/*/invitation-*.json; do jget "$p" .token; jget "$p" .mask_token; done)
+  tokens=$(for p in "$T"/*/invitation-*.json; do jget "$p" .token; done)
   leak=0
   for tok in $tokens $ADMIN $MADMIN $OP; do grep -qF -- "$tok" "$f" && leak=1; done
   check "no token in $(basename "$f")" [ "$leak" = 0 ]

@@ -287,7 +287,8 @@ if [ "$have_services" -eq 1 ]; then
         done
         run job create --server "http://127.0.0.1:$port" --admin-token-file "$root/admin.token" \
             --algorithm fedpower-private --party-sizes 80,80,80 --cols 30 --k 3 --rank 4 \
-            --iterations 8 --epsilon 2 --clip-z 1 --bound-m 50 --out-dir "$PW/inv" --format json
+            --iterations 8 --epsilon 2 --clip-z 1 --bound-m 50 --out-dir "$PW/inv" --format json \
+            --allow-unpinned
         if [ "$RC" -eq 0 ] && [ -f "$PW/inv/invitation-3.json" ] &&
             [ "$(jget "$PW/inv/invitation-2.json" .algorithm)" = fedpower-private ] &&
             [ "$(jget "$PW/inv/invitation-2.json" .rank)" = 4 ] &&
@@ -299,11 +300,27 @@ if [ "$have_services" -eq 1 ]; then
         fi
         run job create --server "http://127.0.0.1:$port" --admin-token-file "$root/admin.token" \
             --algorithm dp-ppm --party-sizes 80,80,80 --cols 30 --k 3 --iterations 500 \
-            --sigma 0.5 --value-bound 10
+            --sigma 0.5 --value-bound 10 --allow-unpinned
         if [ "$RC" -eq 1 ] && one_line_stderr && grep -qi 'epsilon' "$ERR"; then
             ok "job create: a weak dp-ppm job is refused by the server (exit 1)"
         else
             fail "job create weak dp-ppm: exit $RC"
+        fi
+        # a threshold below a majority: refused with the reason, unless asked for
+        run job create --server "http://127.0.0.1:$port" --admin-token-file "$root/admin.token" \
+            --algorithm secure-sum --parties 4 --shape 3,2 --threshold 2 --allow-unpinned
+        if [ "$RC" -eq 1 ] && grep -q 'allow_low_threshold' "$ERR" && grep -q 'disjoint' "$ERR"; then
+            ok "job create: threshold 2 of 4 is refused by the server (exit 1), it says why"
+        else
+            fail "job create threshold 2 of 4: exit $RC $(head -c 300 "$ERR")"
+        fi
+        run job create --server "http://127.0.0.1:$port" --admin-token-file "$root/admin.token" \
+            --algorithm secure-sum --parties 4 --shape 3,2 --threshold 2 --allow-low-threshold \
+            --allow-unpinned --out-dir "$PW/inv-low" --format json
+        if [ "$RC" -eq 0 ] && [ "$(jget "$PW/inv-low/invitation-4.json" .threshold)" = 2 ]; then
+            ok "job create --allow-low-threshold: threshold 2 of 4 accepted"
+        else
+            fail "job create --allow-low-threshold: exit $RC $(head -c 300 "$ERR")"
         fi
         kill -TERM "$srv_pid" 2>/dev/null
         wait "$srv_pid" 2>/dev/null

@@ -91,7 +91,7 @@ one_line_stderr() {
 }
 
 echo "== help and version"
-for c in "" "svd" "dp" "dp calibrate" "dp convert" "gen" "compare" "convert"; do
+for c in "" "svd" "dp" "dp calibrate" "dp convert" "gen" "compare" "convert" "agent" "agent identity"; do
     # shellcheck disable=SC2086
     run $c --help
     if [ "$RC" -eq 0 ] && grep -q '^Usage: fedsvd' "$OUT"; then
@@ -135,6 +135,42 @@ usage() { # NAME ARGS...
 }
 run
 if [ "$RC" -eq 2 ]; then ok "no arguments (exit 2)"; else fail "no arguments: exit $RC"; fi
+# pinned identities: fedsvd agent identity, job create --party-key / --allow-unpinned
+FA=$(printf 'a%.0s' $(seq 64))
+FB=$(printf 'B%.0s' $(seq 64))
+JC=(job create --server http://127.0.0.1:9 --admin-token-file /dev/null --algorithm secure-sum
+    --parties 2 --shape 3,4)
+usage "agent without subcommand" agent
+usage "agent unknown subcommand" agent frob
+usage "agent identity without --agent or --data-dir" agent identity
+usage "agent identity with both" agent identity --agent http://127.0.0.1:9 --data-dir "$T"
+usage "agent identity --agent without --token-file" agent identity --agent http://127.0.0.1:9
+usage "agent identity --agent not a URL" agent identity --agent 127.0.0.1:9 --token-file /dev/null
+usage "job create without --party-key or --allow-unpinned" "${JC[@]}"
+grep -q 'allow-unpinned' "$ERR" && grep -q 'fedsvd agent identity' "$ERR" &&
+    ok "  ... saying what to do" || fail "  ... saying what to do: $(cat "$ERR")"
+usage "job create with one party of two pinned" "${JC[@]}" --party-key "1:$FA"
+usage "job create --party-key for party 3 of 2" "${JC[@]}" --party-key "1:$FA" --party-key "3:$FB"
+usage "job create --party-key twice for a party" "${JC[@]}" --party-key "1:$FA" --party-key "1:$FB"
+usage "job create --party-key with 63 digits" "${JC[@]}" --party-key "1:${FA:1}" --party-key "2:$FB"
+usage "job create --party-key without a party" "${JC[@]}" --party-key "$FA" --party-key "2:$FB"
+usage "job create --party-key 0:" "${JC[@]}" --party-key "0:$FA" --party-key "2:$FB"
+# well-formed pins get as far as the (absent) server: a runtime error, exit 1
+expect_rc "job create with every party pinned reaches the server" 1 "${JC[@]}" \
+    --party-key "2:$FB" --party-key "1:$FA"
+expect_rc "job create --allow-unpinned reaches the server" 1 "${JC[@]}" --allow-unpinned
+# --data-dir: the fingerprint of the identity.key there (RFC 8032 test 1's key pair)
+mkdir -m 700 "$T/agentdir"
+printf '\x9d\x61\xb1\x9d\xef\xfd\x5a\x60\xba\x84\x4a\xf4\x92\xec\x2c\xc4\x44\x49\xc5\x69\x7b\x32\x69\x19\x70\x3b\xac\x03\x1c\xae\x7f\x60' \
+    >"$T/agentdir/identity.key"
+run agent identity --data-dir "$T/agentdir"
+[ "$RC" -eq 0 ] && [ "$(cat "$OUT")" = d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a ] &&
+    ok "agent identity --data-dir: the public key of identity.key" ||
+    fail "agent identity --data-dir: exit $RC, '$(cat "$OUT")'"
+run agent identity --data-dir "$T/agentdir" --format json
+[ "$RC" -eq 0 ] && grep -q '"algorithm": *"ed25519"' "$OUT" && grep -q '"fingerprint": *"d75a98' "$OUT" &&
+    ok "agent identity --format json" || fail "agent identity --format json: $(cat "$OUT")"
+expect_rc "agent identity --data-dir without identity.key" 1 agent identity --data-dir "$T"
 usage "unknown command" frobnicate
 usage "unknown global option" --frob
 usage "unknown svd option" svd --input x.npy --bogus 1

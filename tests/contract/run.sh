@@ -251,7 +251,7 @@ if [ -n "$JOB" ]; then
     fi
 fi
 if "$F" job create --server "$S" --admin-token-file "$T/admin.token" --algorithm secure-sum \
-    --parties 4 --shape 40,12 --threshold 3 --round-timeout 30 --public-url "$S" \
+    --parties 4 --shape 40,12 --threshold 3 --round-timeout 30 --public-url "$S" --allow-unpinned \
     --out-dir "$T/inv" --format json >"$T/c.json" 2>"$T/c.err"; then
     perms=$(stat -c %a "$T/inv/invitation-1.json" 2>/dev/null)
     if [ -s "$T/inv/invitation-4.json" ] && [ "$perms" = "600" ] &&
@@ -271,9 +271,14 @@ if "$F" job create --server "$S" --admin-token-file "$T/admin.token" --algorithm
 else
     fail "fedsvd job create: $(cat "$T/c.err")"
 fi
+FPR1=$(printf 'a1%.0s' $(seq 32))
+FPR2=$(printf 'B2%.0s' $(seq 32))
+FPR2L=$(printf 'b2%.0s' $(seq 32))
 if "$F" job create --server "$S" --admin-token-file "$T/admin.token" --algorithm secure-sum \
-    --parties 2 --shape 40,12 >"$T/c2.out" 2>"$T/c2.err" && grep -q '"token"' "$T/c2.out"; then
-    ok "fedsvd job create prints the invitations ($(cat "$T/c2.err"))"
+    --parties 2 --shape 40,12 --party-key "2:$FPR2" --party-key "1:$FPR1" >"$T/c2.out" 2>"$T/c2.err" &&
+    grep -q '"token"' "$T/c2.out" &&
+    [ "$(node "$ROOT/tests/lib/json.mjs" get "$T/c2.out" '[1].party_keys')" = "[\"$FPR1\",\"$FPR2L\"]" ]; then
+    ok "fedsvd job create --party-key: the invitations carry the pins, in party order ($(cat "$T/c2.err"))"
 else
     fail "fedsvd job create to stdout: $(cat "$T/c2.err")"
 fi

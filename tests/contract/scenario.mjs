@@ -121,10 +121,27 @@ async function health() {
   }
 }
 
+// Each agent's identity fingerprint (GET /v1/identity): the jobs pin them,
+// party i+1 = agent i.
+const pins = [];
+
+async function identities() {
+  for (let i = 0; i < A.length; i++) {
+    const r = await call(A[i], 'GET', '/v1/identity', { token: op });
+    if (expect(`agent ${i + 1} GET /v1/identity`, r, 200) && /^[0-9a-f]{64}$/.test(r.json.fingerprint)) {
+      pins.push(r.json.fingerprint);
+    } else {
+      fail(`agent ${i + 1} GET /v1/identity: no fingerprint`);
+    }
+  }
+  expect('GET /v1/identity without a token', await call(A[0], 'GET', '/v1/identity', { direct: true }),
+    401);
+}
+
 async function createJob(parties, threshold, timeout) {
   const spec = {
     algorithm: 'secure-sum', name: 'contract', parties, threshold, shape: cfg.shape,
-    round_timeout_s: timeout, server_url: S,
+    round_timeout_s: timeout, server_url: S, party_keys: pins.slice(0, parties),
   };
   const r = await call(S, 'POST', '/v1/jobs', { token: admin, json: spec });
   if (!expect(`POST /v1/jobs (${parties} parties)`, r, 201)) {
@@ -139,8 +156,25 @@ async function serverErrors(job, inv) {
   expect('POST /v1/jobs threshold > parties', await call(S, 'POST', '/v1/jobs', {
     token: admin, json: { algorithm: 'secure-sum', parties: 2, threshold: 3, shape: cfg.shape },
   }), 422, 'invalid');
+  expect('POST /v1/jobs threshold below a majority', await call(S, 'POST', '/v1/jobs', {
+    token: admin,
+    json: { algorithm: 'secure-sum', parties: 4, threshold: 2, shape: cfg.shape, allow_unpinned: true },
+  }), 422, 'invalid');
   expect('GET /v1/jobs/{unknown}', await call(S, 'GET', `/v1/jobs/${NOJOB}`, { token: admin }), 404,
     'not_found');
+  expect('POST /v1/jobs without party_keys or allow_unpinned', await call(S, 'POST', '/v1/jobs', {
+    token: admin, json: { algorithm: 'secure-sum', parties: 2, shape: cfg.shape },
+  }), 422, 'invalid');
+  expect('POST /v1/jobs with one key for two parties', await call(S, 'POST', '/v1/jobs', {
+    token: admin, json: { algorithm: 'secure-sum', parties: 2, shape: cfg.shape, party_keys: [pins[0]] },
+  }), 422, 'invalid');
+  const un = await call(S, 'POST', '/v1/jobs', {
+    token: admin, json: { algorithm: 'secure-sum', parties: 2, shape: cfg.shape, allow_unpinned: true },
+  });
+  if (expect('POST /v1/jobs allow_unpinned', un, 201)) {
+    expect('DELETE /v1/jobs/{unpinned}', await call(S, 'DELETE', `/v1/jobs/${un.json.job.id}`,
+      { token: admin }), 200);
+  }
   const lp = await call(S, 'GET', '/v1/jobs', { token: inv[0].token });
   if ([401, 403].includes(lp.status) && lp.type === 'application/problem+json') {
     ok(`GET /v1/jobs with a party token: ${lp.status} ${lp.json && lp.json.code}`);
@@ -179,7 +213,7 @@ async function serverErrors(job, inv) {
     `/v1/jobs/${id}/keys`, {
       token: inv[0].token,
       json: {
-        party: 2, sign_pk: 'A'.repeat(43), c_pk: 'A'.repeat(43), s_pk: 'A'.repeat(43),
+        party: 2, sign_pk: 'A'.repeat(43), c_pk: 'A'.repeat(43), s_pks: 'A'.repeat(43),
         sig: 'A'.repeat(86), max_abs_exp: 3,
       },
     }), 403, 'forbidden');
@@ -349,7 +383,7 @@ async function createFedJob(algorithm, extra) {
     algorithm, name: `contract ${algorithm}`, parties: 3, threshold: 3,
     shape: [3 * cfg.shape[0], cfg.shape[1]], partition: 'samples',
     party_sizes: [cfg.shape[0], cfg.shape[0], cfg.shape[0]], round_timeout_s: 30, server_url: S,
-    ...extra,
+    party_keys: pins.slice(0, 3), ...extra,
   };
   const r = await call(S, 'POST', '/v1/jobs', { token: admin, json: spec });
   if (!expect(`POST /v1/jobs (${algorithm})`, r, 201)) {
@@ -360,7 +394,7 @@ async function createFedJob(algorithm, extra) {
     headers: { authorization: `Bearer ${cfg.maskingToken}`, 'content-type': 'application/json' },
     body: JSON.stringify({
       job_id: r.json.job.id, partition: 'samples', cols: cfg.shape[1],
-      parties: [1, 2, 3].map((p) => ({ party: p, rows: cfg.shape[0] })),
+      parties: [1, 2, 3].map((p) => ({ party: p, rows: cfg.shape[0], identity: pins[p - 1] })),
     }),
   });
   const mj = await m.json();
@@ -369,9 +403,26 @@ async function createFedJob(algorithm, extra) {
     return null;
   }
   for (const inv of r.json.invitations) {
-    const c = mj.parties.find((x) => x.party === inv.party);
-    Object.assign(inv, { masking_url: cfg.masking, maskset: mj.maskset.id, mask_token: c.mask_token });
+    Object.assign(inv, { masking_url: cfg.masking, maskset: mj.maskset.id });
   }
+  // the end token goes to the aggregation server, which ends the mask set with the job
+  expect(`PUT /v1/jobs/{id}/maskset (${algorithm})`, await call(S, 'PUT',
+    `/v1/jobs/${r.json.job.id}/maskset`, {
+      token: admin, json: { masking_url: cfg.masking, maskset: mj.maskset.id, end_token: mj.end_token },
+    }), 204);
+  expect(`PUT /v1/jobs/{id}/maskset again, same values (${algorithm})`, await call(S, 'PUT',
+    `/v1/jobs/${r.json.job.id}/maskset`, {
+      token: admin, json: { masking_url: cfg.masking, maskset: mj.maskset.id, end_token: mj.end_token },
+    }), 204);
+  expect(`PUT /v1/jobs/{id}/maskset with another mask set (${algorithm})`, await call(S, 'PUT',
+    `/v1/jobs/${r.json.job.id}/maskset`, {
+      token: admin, json: { masking_url: cfg.masking, maskset: 'm-0', end_token: mj.end_token },
+    }), 409, 'conflict');
+  expect(`PUT /v1/jobs/{id}/maskset with a party token (${algorithm})`, await call(S, 'PUT',
+    `/v1/jobs/${r.json.job.id}/maskset`, {
+      token: r.json.invitations[0].token,
+      json: { masking_url: cfg.masking, maskset: mj.maskset.id, end_token: mj.end_token },
+    }), 403);
   return r.json;
 }
 
@@ -464,6 +515,7 @@ async function fedRun(tag, job, files) {
 
 try {
   await health();
+  await identities();
   const job = await createJob(3, 2, 3);
   const inv = job.invitations;
   fs.writeFileSync(`${cfg.out}/job-id`, job.job.id);

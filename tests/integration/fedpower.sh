@@ -206,6 +206,12 @@ else
     fail "services did not start: $(tail -n 3 "$T/server.log")"
     finish
 fi
+# the jobs pin each agent's identity (GET /v1/identity)
+PINS=""
+for i in $(seq 1 $K); do
+    PINS="$PINS${PINS:+, }\"$(curl -sf -H "Authorization: Bearer $OP" "${AURL[$i]}/v1/identity" |
+        node "$JLIB" get - .fingerprint)\""
+done
 
 # run_job NAME SPEC_JSON FAIL_AT...: create the job (admin), give invitation i
 # to agent i with its dataset and fail_at ("-" = none), wait (60 s at most)
@@ -279,7 +285,8 @@ check_parties() {
 }
 
 ALL="\"parties\": $K, \"threshold\": 3, \"cols\": $D, \"party_rows\": [120, 90, 100, 110],
-     \"k\": $KK, \"rank\": $RR, \"iterations\": $TT, \"sync_every\": 1, \"round_timeout_s\": 20"
+     \"k\": $KK, \"rank\": $RR, \"iterations\": $TT, \"sync_every\": 1, \"round_timeout_s\": 20,
+     \"party_keys\": [$PINS]"
 
 echo "== fedpower, no noise (plain uploads)"
 run_job plain "{\"algorithm\": \"fedpower\", $ALL}" && {
@@ -351,9 +358,9 @@ run_job dpppm "{\"algorithm\": \"dp-ppm\", $ALL, \"sigma\": $S_DP, \"value_bound
     check_parties dpppm "$T/ref" "$(tol "$(awk -v s=$S_DP -v k=$K 'BEGIN { print s * sqrt(k / 3) }')" "$GAP")" 1,2,3,4
 
 echo "== dp-ppm, party 3 stops before its masked input of round 2 (allow_dropouts, threshold 2)"
-DROP="\"parties\": $K, \"threshold\": 2, \"cols\": $D, \"party_rows\": [120, 90, 100, 110],
+DROP="\"parties\": $K, \"threshold\": 2, \"allow_low_threshold\": true, \"cols\": $D, \"party_rows\": [120, 90, 100, 110],
      \"k\": $KK, \"rank\": $RR, \"iterations\": $TT, \"sync_every\": 1, \"round_timeout_s\": 2,
-     \"allow_dropouts\": true"
+     \"allow_dropouts\": true, \"party_keys\": [$PINS]"
 run_job drop "{\"algorithm\": \"dp-ppm\", $DROP, \"sigma\": $S_DP, \"value_bound\": $VB,
     \"allow_weak_privacy\": true}" - - masked_input:2 - && {
     if [ "$(state_of drop 2 state)" = failed ] && grep -q 'fail_at masked_input' "$T/drop.parts.json"; then

@@ -9,7 +9,7 @@
 //   get FILE PATH        print the value at PATH of the JSON document in FILE
 //                        ("-": stdin). PATH is a chain of .name, [N] and [*]
 //                        (every element: maps the rest of the path over an
-//                        array), e.g. .parties[0].mask_token,
+//                        array), e.g. .parties[0].identity,
 //                        .maskset.parties[*].cols, .participations.length
 //                        (an array's or string's length). Strings print raw,
 //                        anything else as compact JSON ([1,1,0], true, null).

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # masking-server against the real binary on 127.0.0.1 with curl
 # (docs/wire-fedsvd.md): configuration (flags, FEDSVD_* variables, --help),
-# health/metrics/openapi, creating a mask set, each party downloading its own
-# keys (the manifest and every .npy file, checked for dtype, shape and SHA-256;
-# the files come from the key cache, not a new generation), every error reply
-# (401/403/404/400/409/410/413/415/422, also on the key files), logs free of
-# tokens, SIGTERM exit 0, a restart serving identical keys, DELETE destroying
-# the seed, and health answering while a large slab is being generated.
+# health/metrics/openapi, creating a mask set (each party pinned to an
+# identity key), each party downloading its own keys with requests signed by
+# its identity (the manifest and every .npy file, checked for dtype, shape and
+# SHA-256; the files come from the key cache, not a new generation), every
+# error reply (401/403/404/400/409/410/413/415/422, also on the key files; no
+# bearer token, the admin's included, fetches keys; another party's identity,
+# a bad signature or a stale timestamp is refused), the end token deleting the
+# mask set, ttl_s expiry, logs free of tokens, SIGTERM exit 0, a restart
+# serving identical keys, DELETE destroying the seed, and health answering
+# while a large slab is being generated.
 # The numeric checks (slabs stack to an orthogonal A, B from its seed, a whole
 # FedSVD on the served keys) are in tests/unit/test_masksrv_e2e.c.
 #
@@ -28,6 +32,7 @@ check() {
 }
 HERE=$(cd "$(dirname "$0")" && pwd)
 JLIB=$HERE/../lib/json.mjs
+RS=$HERE/../lib/reqsig.mjs
 if [ ! -x "$SRV" ] || ! command -v curl >/dev/null || ! command -v node >/dev/null; then
   echo "FAIL need $SRV, curl and node"
   failn=1
@@ -46,6 +51,14 @@ trap cleanup EXIT
 ADMIN=masking-admin-token-0123456789abcdef
 printf '%s\n' "$ADMIN" >"$T/admin.token"
 chmod 600 "$T/admin.token"
+# identity keys: k<i> pins party i of the specs post_spec sends, o<i> those of a second set
+FP=()
+OFP=()
+for i in 1 2 3 4 5; do
+  node "$RS" keygen "$T/k$i" && node "$RS" keygen "$T/o$i"
+  FP[$i]=$(node "$RS" fpr "$T/k$i")
+  OFP[$i]=$(node "$RS" fpr "$T/o$i")
+done
 DATA=$T/data
 LOG=$T/server.log
 
@@ -96,8 +109,29 @@ req() {
   [ -n "$tok" ] && auth=(-H "Authorization: Bearer $tok")
   CODE=$(curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' -X "$m" "${auth[@]}" "$@" "$U$p")
 }
-post_spec() { # TOKEN JSON
+# with_ids JSON FPR...: each party object without "identity" gets FPR[party] (JSON that
+# does not parse is passed through)
+with_ids() {
+  node -e 'let j; try { j = JSON.parse(process.argv[1]); } catch (e) { console.log(process.argv[1]); process.exit(0); }
+    const f = process.argv.slice(2);
+    if (j && Array.isArray(j.parties)) for (const p of j.parties)
+      if (p && typeof p === "object" && Number.isInteger(p.party) && !("identity" in p) && f[p.party - 1]) p.identity = f[p.party - 1];
+    console.log(JSON.stringify(j));' "$@"
+}
+post_spec() { # TOKEN JSON: parties pinned to k1..k5 (IDS=o: to o1..o5)
+  local ids=("${FP[@]:1}")
+  [ "${IDS:-}" = o ] && ids=("${OFP[@]:1}")
+  req POST /v1/masksets "$1" -H 'Content-Type: application/json' --data-binary "$(with_ids "$2" "${ids[@]}")"
+}
+post_raw() { # TOKEN JSON: as is
   req POST /v1/masksets "$1" -H 'Content-Type: application/json' --data-binary "$2"
+}
+# sreq KEYFILE PARTY PATH [TS]: GET PATH signed with KEYFILE's identity as PARTY (ts: now)
+sreq() {
+  local id=${3#/v1/masksets/}
+  id=${id%%/*}
+  CODE=$(curl -s -o "$T/body" -D "$T/hdr" -w '%{http_code}' \
+    -H "Authorization: $(node "$RS" header "$1" GET "$3" "$id" "$2" ${4:-})" "$U$3")
 }
 # jget PATH: a field of the JSON in $T/body (tests/lib/json.mjs get: .a.b[0], [*], .length)
 jget() { node "$JLIB" get "$T/body" "$1"; }
@@ -141,20 +175,24 @@ post_spec "$ADMIN" "$SPEC"
 check "create 201" test "$CODE" = 201
 cp "$T/body" "$T/created.json"
 schema MaskSetCreated "$T/created.json" "create response"
-printf '%s' "$SPEC" >"$T/spec.json"
+with_ids "$SPEC" "${FP[@]:1}" >"$T/spec.json"
 schema MaskSetSpec "$T/spec.json" "the request"
 ID=$(jget ".maskset.id")
-TOK1=$(jget ".parties[0].mask_token")
-TOK2=$(jget ".parties[1].mask_token")
-TOK3=$(jget ".parties[2].mask_token")
+END1=$(jget ".end_token")
 KB1=$(jget ".maskset.parties[0].key_bytes")
 check "create: Location header" grep -qi "^location: /v1/masksets/$ID" "$T/hdr"
-check "create: id and 43-char tokens" bash -c '[[ "$1" =~ ^m-[0-9a-f]{32}$ ]] && [ ${#2} -eq 43 ] && [ ${#3} -eq 43 ] && [ "$2" != "$3" ]' _ "$ID" "$TOK1" "$TOK2"
-check "create: keys_url and status fields" node - "$T/created.json" "$U" <<'JS'
+check "create: id and a 43-char end token" bash -c '[[ "$1" =~ ^m-[0-9a-f]{32}$ ]] && [ ${#2} -eq 43 ]' _ "$ID" "$END1"
+check "create: no credential for keys in the response (no mask_token)" bash -c '! grep -q mask_token "$1"' _ "$T/created.json"
+check "create: keys_url, pinned identities and status fields" node - "$T/created.json" "$U" "${FP[1]}" "${FP[2]}" "${FP[3]}" <<'JS'
 const assert = require('node:assert');
 const d = JSON.parse(require('node:fs').readFileSync(process.argv[2], 'utf8'));
 const base = process.argv[3];
+const fps = process.argv.slice(4);
 const m = d.maskset;
+assert.deepStrictEqual(d.parties.map((p) => p.identity), fps);
+assert.deepStrictEqual(m.parties.map((p) => p.identity), fps);
+assert(/^\d{4}-\d\d-\d\dT/.test(m.expires_at) &&
+  Date.parse(m.expires_at) - Date.parse(m.created_at) === 7 * 86400 * 1000, m.expires_at);
 assert.deepStrictEqual([m.state, m.partition, m.shape], ['active', 'samples', [100, 16]]);
 assert.deepStrictEqual(m.block_size, { partitioned: 100, shared: 16 });
 assert.deepStrictEqual(m.parties.map((p) => p.offset), [0, 30, 75]);
@@ -167,15 +205,16 @@ SEED=$DATA/seeds/$ID.seed
 check "seed file 0600, 32 bytes, data dir 0700" bash -c '[ "$(stat -c %a "$1")" = 600 ] && [ "$(stat -c %s "$1")" = 32 ] && [ "$(stat -c %a "$2")" = 700 ] && [ "$(stat -c %a "$2/masking.db")" = 600 ]' _ "$SEED" "$DATA"
 
 # ---- keys: each party its own (a JSON manifest and two .npy files per slab piece)
-# fetch_files MANIFEST TOKEN DIR [QUERY]: every file of the manifest into DIR/<piece>-<name>;
-# fails unless each answers 200 application/x-npy
+# fetch_files MANIFEST KEYFILE DIR [QUERY]: every file of the manifest into DIR/<piece>-<name>,
+# each request signed by KEYFILE's identity; fails unless each answers 200 application/x-npy
 fetch_files() {
-  local man=$1 tok=$2 dir=$3 q=${4:-} n f
+  local man=$1 key=$2 dir=$3 q=${4:-} n f party
   mkdir -p "$dir"
+  party=$(node "$JLIB" get "$man" .party)
   for f in $(node -e 'const m = JSON.parse(require("node:fs").readFileSync(process.argv[1], "utf8"));
       for (const p of m.pieces) console.log(p.rows_file.name + " " + p.block_file.name);' "$man"); do
     n=${f//\//-}
-    req GET "/v1/masksets/$(node "$JLIB" get "$man" .maskset)/parties/$(node "$JLIB" get "$man" .party)/keys/$f$q" "$tok"
+    sreq "$key" "$party" "/v1/masksets/$(node "$JLIB" get "$man" .maskset)/parties/$party/keys/$f$q"
     [ "$CODE" = 200 ] && grep -qi '^content-type: application/x-npy' "$T/hdr" || { echo "     $f: $CODE"; return 1; }
     cp "$T/body" "$dir/$n"
   done
@@ -228,7 +267,7 @@ for (const p of m.pieces) {
 assert.strictEqual(col, m.offset + m.size, 'pieces cover the range');
 JS
 }
-req GET "/v1/masksets/$ID/parties/1/keys" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/1/keys"
 cp "$T/body" "$T/man1.json"
 check "party 1 gets its keys manifest (200, JSON)" bash -c '[ "$1" = 200 ] && grep -qi "^content-type: application/json" "$2"' _ "$CODE" "$T/hdr"
 schema KeysManifest "$T/man1.json" "keys manifest"
@@ -246,19 +285,19 @@ assert.deepStrictEqual([p.piece, p.block, p.col0, p.r, p.c, p.rows_file.name, p.
 assert.strictEqual(m.bytes, Number(process.argv[3]));
 assert.strictEqual(p.rows_file.bytes + p.block_file.bytes, m.bytes);
 JS
-check "party 1 fetches every .npy file of its manifest" fetch_files "$T/man1.json" "$TOK1" "$T/files1"
+check "party 1 fetches every .npy file of its manifest" fetch_files "$T/man1.json" "$T/k1" "$T/files1"
 check "each .npy parses with the manifest's dtype, order, shape, length and SHA-256" npy_ok "$T/man1.json" "$T/files1"
 req GET /metrics ""
 check "manifest and files came from one generation (the files are cached, not regenerated)" bash -c 'grep -q "^fedsvd_mask_keygen_seconds_count 1$" "$1" && grep -q "^fedsvd_mask_keys_cache_entries 0$" "$1"' _ "$T/body"
-req GET "/v1/masksets/$ID/parties/1/keys/0/block.npy?keys_id=$KID1" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/1/keys/0/block.npy?keys_id=$KID1"
 check "a file fetched again once the party had all: generated again, bit-identical" bash -c '[ "$1" = 200 ] && cmp -s "$2" "$3"' _ "$CODE" "$T/body" "$T/files1/0-block.npy"
-req GET "/v1/masksets/$ID/parties/1/keys/0/rows.npy?keys_id=$(printf '0%.0s' $(seq 64))" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/1/keys/0/rows.npy?keys_id=$(printf '0%.0s' $(seq 64))"
 expect "a file of other keys (keys_id differs): 409" 409 conflict
-req GET "/v1/masksets/$ID/parties/2/keys" "$TOK2"
+sreq "$T/k2" 2 "/v1/masksets/$ID/parties/2/keys"
 cp "$T/body" "$T/man2.json"
 check "party 2 gets its keys" test "$CODE" = 200
 fetch_and_check() { fetch_files "$1" "$2" "$3" && npy_ok "$1" "$3"; }
-check "party 2 fetches its files, which parse and match" fetch_and_check "$T/man2.json" "$TOK2" "$T/files2"
+check "party 2 fetches its files, which parse and match" fetch_and_check "$T/man2.json" "$T/k2" "$T/files2"
 check "the parties share B's seed and the group key, not the slab" node - "$T/man1.json" "$T/man2.json" <<'JS'
 const fs = require('node:fs');
 const [a, b] = process.argv.slice(2).map((f) => JSON.parse(fs.readFileSync(f, 'utf8')));
@@ -267,71 +306,98 @@ process.exit(a.b_seed === b.b_seed && a.group_key === b.group_key && a.keys_id !
 JS
 
 # ---- keys: who may not
-req GET "/v1/masksets/$ID/parties/1/keys" "$TOK2"
-expect "another party's token: 403" 403 forbidden
+K1=/v1/masksets/$ID/parties/1/keys
+sreq "$T/k2" 2 "$K1"
+expect "party 2's identity on party 1's keys (signed as party 2): 403" 403 forbidden
+check "  ... the detail names whose identity it is" grep -q "signed by party 2's identity" "$T/body"
+sreq "$T/k2" 1 "$K1"
+expect "party 2's identity on party 1's keys (claiming party 1): 401" 401 unauthorized
+schema Problem "$T/body" "a 401"
+check "401 carries WWW-Authenticate: Fedsvd-Sig" grep -qi '^www-authenticate: fedsvd-sig' "$T/hdr"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/3/keys"
+expect "party 1's identity (signed as party 1) on party 3's keys: 403" 403 forbidden
 schema Problem "$T/body" "a 403"
-req GET "/v1/masksets/$ID/parties/3/keys" "$TOK1"
-expect "party 1's token on party 3's keys: 403" 403 forbidden
-req GET "/v1/masksets/$ID/parties/1/keys" "$ADMIN"
+sreq "$T/o1" 1 "$K1"
+expect "an identity the mask set does not pin: 401" 401 unauthorized
+sreq "$T/k1" 1 "$K1" $(($(date +%s) - 301))
+expect "a signature 301 s old: 401" 401 unauthorized
+check "  ... the detail says the clock" grep -q "clock" "$T/body"
+sreq "$T/k1" 1 "$K1" $(($(date +%s) + 400))
+expect "a signature 400 s in the future: 401" 401 unauthorized
+H=$(node "$RS" header "$T/k1" GET "/v1/masksets/$ID/parties/1/keys/0/rows.npy" "$ID" 1)
+req GET "$K1" "" -H "Authorization: $H"
+expect "a signature of another route (a key file) on the manifest: 401" 401 unauthorized
+req GET "$K1" "" -H "Authorization: ${H%?}$( [ "${H: -1}" = 0 ] && echo 1 || echo 0)"
+expect "a signature with one hex digit changed: 401" 401 unauthorized
+req GET "$K1" "" -H "Authorization: Fedsvd-Sig party=1,ts=1,nonce=00,sig=00"
+expect "a malformed Fedsvd-Sig header: 401" 401 unauthorized
+req GET "$K1" "$ADMIN"
 expect "the admin token cannot download keys: 403" 403 forbidden
-req GET "/v1/masksets/$ID/parties/1/keys" "made-up-token-0123456789abcdef"
-expect "unknown token: 401" 401 unauthorized
-req GET "/v1/masksets/$ID/parties/1/keys" ""
-expect "no token: 401" 401 unauthorized
-check "401 carries WWW-Authenticate: Bearer" grep -qi '^www-authenticate: bearer' "$T/hdr"
-req GET "/v1/masksets/$ID/parties/1/keys" "" -H "Authorization: Basic dXNlcjpwYXNz"
+req GET "$K1" "$END1"
+expect "the end token cannot download keys: 403" 403 forbidden
+req GET "$K1" "made-up-token-0123456789abcdef"
+expect "any bearer token: 403" 403 forbidden
+req GET "$K1" ""
+expect "no Authorization: 401" 401 unauthorized
+req GET "$K1" "" -H "Authorization: Basic dXNlcjpwYXNz"
 expect "other auth scheme: 401" 401 unauthorized
-req GET "/v1/masksets/m-00000000000000000000000000000000/parties/1/keys" "$TOK1"
-expect "unknown mask set with a party token: 401" 401 unauthorized
-req GET "/v1/masksets/not-an-id/parties/1/keys" "$TOK1"
-expect "malformed mask set id with a party token: 401" 401 unauthorized
-req GET "/v1/masksets/$ID/parties/0/keys" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/m-00000000000000000000000000000000/parties/1/keys"
+expect "unknown mask set, signed: 401" 401 unauthorized
+sreq "$T/k1" 1 "/v1/masksets/not-an-id/parties/1/keys"
+expect "malformed mask set id, signed: 401" 401 unauthorized
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/0/keys"
 expect "party 0: 403" 403 forbidden
-req GET "/v1/masksets/$ID/parties/abc/keys" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/abc/keys"
 expect "party abc: 403" 403 forbidden
-req POST "/v1/masksets/$ID/parties/1/keys" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/4/keys"
+expect "party 4 of 3: 403" 403 forbidden
+req POST "$K1" ""
 check "POST on keys: 405" test "$CODE" = 405
 F1=/v1/masksets/$ID/parties/1/keys/0
-req GET "$F1/block.npy" "$TOK2"
-expect "another party's token on party 1's block.npy: 403" 403 forbidden
-req GET "$F1/rows.npy" "$TOK3"
-expect "another party's token on party 1's rows.npy: 403" 403 forbidden
+sreq "$T/k2" 2 "$F1/block.npy"
+expect "party 2's identity on party 1's block.npy: 403" 403 forbidden
+sreq "$T/k3" 1 "$F1/rows.npy"
+expect "party 3's identity claiming party 1 on party 1's rows.npy: 401" 401 unauthorized
+sreq "$T/k2" 2 "/v1/masksets/$ID/parties/2/keys/0/rows.npy"
+check "party 2's own rows.npy: 200" test "$CODE" = 200
 req GET "$F1/block.npy" "$ADMIN"
 expect "the admin token cannot download a key file: 403" 403 forbidden
 req GET "$F1/rows.npy" ""
-expect "key file without a token: 401" 401 unauthorized
+expect "key file without Authorization: 401" 401 unauthorized
 req GET "$F1/rows.npy" "made-up-token-0123456789abcdef"
-expect "key file with an unknown token: 401" 401 unauthorized
-req GET "/v1/masksets/$ID/parties/1/keys/1/block.npy" "$TOK1"
+expect "key file with a bearer token: 403" 403 forbidden
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/1/keys/1/block.npy"
 expect "piece index out of range: 404" 404 not_found
-req GET "/v1/masksets/$ID/parties/1/keys/abc/rows.npy" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/1/keys/abc/rows.npy"
 expect "piece index not a number: 404" 404 not_found
-req GET "/v1/masksets/$ID/parties/1/keys/00/rows.npy" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/1/keys/00/rows.npy"
 expect "piece index with a leading zero: 404" 404 not_found
-req GET "/v1/masksets/$ID/parties/1/keys/0/other.npy" "$TOK1"
+req GET "/v1/masksets/$ID/parties/1/keys/0/other.npy" ""
 check "unknown key file name: 404" test "$CODE" = 404
-req POST "$F1/rows.npy" "$TOK1"
+req POST "$F1/rows.npy" ""
 check "POST on a key file: 405" test "$CODE" = 405
 
-# a second mask set: its tokens do not open the first
-post_spec "$ADMIN" '{"job_id":"j-other","partition":"features","parties":[{"party":1,"cols":3},{"party":2,"cols":4}],"rows":9}'
+# a second mask set (pinned to other identities): its parties do not open the first
+IDS=o post_spec "$ADMIN" '{"job_id":"j-other","partition":"features","parties":[{"party":1,"cols":3},{"party":2,"cols":4}],"rows":9}'
 check "features mask set 201" test "$CODE" = 201
 schema MaskSetCreated "$T/body" "features create response"
 ID2=$(jget ".maskset.id")
-OTOK1=$(jget ".parties[0].mask_token")
 check "features status: shape [9, 7], cols per party" bash -c '[ "$(node "$2" get "$1" ".maskset.shape") $(node "$2" get "$1" ".maskset.parties[*].cols")" = "[9,7] [3,4]" ]' _ "$T/body" "$JLIB"
-req GET "/v1/masksets/$ID/parties/1/keys" "$OTOK1"
-expect "another mask set's token: 401" 401 unauthorized
-req GET "/v1/masksets/$ID2/parties/1/keys" "$OTOK1"
+sreq "$T/o1" 1 "/v1/masksets/$ID/parties/1/keys"
+expect "another mask set's party 1: 401" 401 unauthorized
+sreq "$T/o1" 1 "/v1/masksets/$ID2/parties/1/keys"
 check "features party 1 gets its keys" test "$CODE" = 200
 
 # ---- admin routes
 req GET /v1/masksets ""
 expect "list without a token: 401" 401 unauthorized
-req GET /v1/masksets "$TOK1"
-expect "list with a mask token: 401" 401 unauthorized
-req GET "/v1/masksets/$ID" "$TOK1"
-expect "status with a mask token: 401" 401 unauthorized
+req GET /v1/masksets "$END1"
+expect "list with an end token: 401" 401 unauthorized
+req GET "/v1/masksets/$ID" "$END1"
+expect "status with an end token: 401" 401 unauthorized
+H=$(node "$RS" header "$T/k1" GET "/v1/masksets" "$ID" 1)
+req GET /v1/masksets "" -H "Authorization: $H"
+expect "list with a party's signature: 401" 401 unauthorized
 req GET /v1/masksets "$ADMIN"
 schema list:MaskSet "$T/body" "list"
 check "list: both, newest first" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".masksets[*].id")" = "[\"$5\",\"$4\"]" ]' _ "$CODE" "$T/body" "$JLIB" "$ID" "$ID2"
@@ -342,7 +408,7 @@ expect "list ?state=bogus: 422" 422 invalid
 req GET "/v1/masksets/$ID" "$ADMIN"
 schema MaskSet "$T/body" "status after downloads"
 check "status: party 1 and 2 downloaded, 3 not" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".parties[*].downloads")" = "[1,1,0]" ]' _ "$CODE" "$T/body" "$JLIB"
-check "status holds no secret" bash -c '! grep -q -e "$2" -e "$3" -e seed "$1"' _ "$T/body" "$TOK1" "$TOK2"
+check "status holds no secret" bash -c '! grep -q -e "$2" -e seed -e token "$1"' _ "$T/body" "$END1"
 req GET /v1/masksets/m-00000000000000000000000000000000 "$ADMIN"
 expect "unknown id (admin): 404" 404 not_found
 req GET /v1/masksets/whatever "$ADMIN"
@@ -356,6 +422,18 @@ bad() { # NAME STATUS CODE JSON
   expect "$1" "$2" "$3"
 }
 P2='"parties":[{"party":1,"rows":3},{"party":2,"rows":4}]'
+post_raw "$ADMIN" "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5}"
+expect "a party without identity: 400" 400 bad_request
+check "  ... the detail names it" grep -q "parties\[0\].identity: missing" "$T/body"
+post_raw "$ADMIN" "{\"job_id\":\"j-b\",\"partition\":\"samples\",\"parties\":[{\"party\":1,\"rows\":3,\"identity\":\"${FP[1]}\"},{\"party\":2,\"rows\":4,\"identity\":\"${FP[1]}\"}],\"cols\":5}"
+expect "two parties with one identity: 422" 422 invalid
+post_raw "$ADMIN" "{\"job_id\":\"j-b\",\"partition\":\"samples\",\"parties\":[{\"party\":1,\"rows\":3,\"identity\":\"abc\"}],\"cols\":5}"
+expect "an identity that is not 64 hex digits: 422" 422 invalid
+post_raw "$ADMIN" "{\"job_id\":\"j-b\",\"partition\":\"samples\",\"parties\":[{\"party\":1,\"rows\":3,\"identity\":7}],\"cols\":5}"
+expect "an identity that is a number: 400" 400 bad_request
+bad "mask_token fields are gone: 422" 422 invalid '{"job_id":"j-b","partition":"samples","parties":[{"party":1,"rows":3,"mask_token":"x"}],"cols":5}'
+bad "ttl_s 0: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"ttl_s\":0}"
+bad "ttl_s over 90 days: 422" 422 invalid "{\"job_id\":\"j-b\",\"partition\":\"samples\",$P2,\"cols\":5,\"ttl_s\":7776001}"
 bad "malformed JSON: 400" 400 bad_request '{"job_id":'
 bad "not an object: 400" 400 bad_request '[1,2]'
 bad "missing job_id: 400" 400 bad_request "{\"partition\":\"samples\",$P2,\"cols\":5}"
@@ -391,8 +469,8 @@ expect "wrong Content-Type: 415" 415 unsupported_media_type
   printf '"}\n'; } >"$T/big.json"
 req POST /v1/masksets "$ADMIN" -H 'Content-Type: application/json' --data-binary "@$T/big.json"
 expect "body over 256 KiB: 413 (the HTTP framework's code)" 413 body_too_large
-post_spec "$TOK1" "$SPEC"
-expect "create with a mask token: 401" 401 unauthorized
+post_spec "$END1" "$SPEC"
+expect "create with an end token: 401" 401 unauthorized
 post_spec "" "$SPEC"
 expect "create without a token: 401" 401 unauthorized
 post_spec "$ADMIN" "{\"job_id\":\"j-url\",\"partition\":\"samples\",$P2,\"cols\":5,\"server_url\":\"https://mask.example:9000\"}"
@@ -402,9 +480,10 @@ check "still healthy after the bad requests" test "$CODE" = 200
 
 # ---- health answers while a large slab is generated (one thread per connection)
 post_spec "$ADMIN" '{"job_id":"j-slow","partition":"samples","parties":[{"party":1,"rows":6000}],"cols":8}'
-BIGTOK=$(jget ".parties[0].mask_token")
+BIGEND=$(jget ".end_token")
 BIGID=$(jget ".maskset.id")
-curl -s -o "$T/bigkeys.json" -w '%{http_code} %{time_total}\n' -H "Authorization: Bearer $BIGTOK" \
+curl -s -o "$T/bigkeys.json" -w '%{http_code} %{time_total}\n' \
+  -H "Authorization: $(node "$RS" header "$T/k1" GET "/v1/masksets/$BIGID/parties/1/keys" "$BIGID" 1)" \
   "$U/v1/masksets/$BIGID/parties/1/keys" >"$T/bigkeys.out" &
 DL=$!
 sleep 0.3
@@ -422,24 +501,24 @@ stop
 check "SIGTERM exits 0" test $? -eq 0
 check "log says stopped" grep -q '"msg":"stopped"' "$LOG"
 check "start again" start
-req GET "/v1/masksets/$ID/parties/1/keys" "$TOK1"
+sreq "$T/k1" 1 "/v1/masksets/$ID/parties/1/keys"
 check "after a restart: the same manifest (keys_id and digests)" cmp -s "$T/body" "$T/man1.json"
 same_files() { fetch_files "$1" "$2" "$3" "?keys_id=$4" && cmp -s "$3/0-block.npy" "$5/0-block.npy" && cmp -s "$3/0-rows.npy" "$5/0-rows.npy"; }
-check "after a restart: byte-identical key files" same_files "$T/man1.json" "$TOK1" "$T/files1b" "$KID1" "$T/files1"
+check "after a restart: byte-identical key files" same_files "$T/man1.json" "$T/k1" "$T/files1b" "$KID1" "$T/files1"
 req GET "/v1/masksets/$ID" "$ADMIN"
 check "after a restart: status kept (party 1's manifest downloaded twice)" bash -c '[ "$1" = 200 ] && [ "$(node "$3" get "$2" ".parties[0].downloads")" = 2 ]' _ "$CODE" "$T/body" "$JLIB"
 
 # ---- DELETE
-req DELETE "/v1/masksets/$ID" "$TOK1"
-expect "delete with a mask token: 401" 401 unauthorized
+req DELETE "/v1/masksets/$ID" "$END1"
+expect "delete with the end token (it has its own route): 401" 401 unauthorized
 req DELETE "/v1/masksets/$ID" "$ADMIN"
 schema MaskSet "$T/body" "delete response"
 check "delete 200, state deleted" bash -c '[ "$1" = 200 ] && grep -q "\"state\":\"deleted\"" "$2"' _ "$CODE" "$T/body"
 check "delete destroyed the seed file" test ! -e "$SEED"
-req GET "/v1/masksets/$ID/parties/3/keys" "$TOK3"
+sreq "$T/k3" 3 "/v1/masksets/$ID/parties/3/keys"
 expect "keys of a deleted mask set: 410" 410 gone
 schema Problem "$T/body" "a 410"
-req GET "/v1/masksets/$ID/parties/2/keys/0/block.npy" "$TOK2"
+sreq "$T/k2" 2 "/v1/masksets/$ID/parties/2/keys/0/block.npy"
 expect "a key file of a deleted mask set: 410" 410 gone
 req DELETE "/v1/masksets/$ID" "$ADMIN"
 check "delete again: 200" test "$CODE" = 200
@@ -448,11 +527,44 @@ check "list ?state=deleted" bash -c '[ "$1" = 200 ] && grep -q "$3" "$2"' _ "$CO
 post_spec "$ADMIN" "$SPEC"
 check "the job can get a new mask set after the delete" test "$CODE" = 201
 
+# ---- the end token: deletes its mask set (its job ended), nothing else
+END2=$(jget ".end_token")
+ID3=$(jget ".maskset.id")
+req POST "/v1/masksets/$ID3/end" "$ADMIN"
+expect "end with the admin token: 401" 401 unauthorized
+req POST "/v1/masksets/$ID3/end" "$END1"
+expect "end with another mask set's end token: 401" 401 unauthorized
+req POST "/v1/masksets/$ID3/end" ""
+expect "end without a token: 401" 401 unauthorized
+sreq "$T/k2" 2 "/v1/masksets/$ID3/parties/2/keys"
+check "before the end, party 2 gets its keys" test "$CODE" = 200
+req POST "/v1/masksets/$ID3/end" "$END2"
+schema MaskSet "$T/body" "end response"
+check "end 200: state deleted, seed destroyed" bash -c '[ "$1" = 200 ] && grep -q "\"state\":\"deleted\"" "$2" && [ ! -e "$3" ]' _ "$CODE" "$T/body" "$DATA/seeds/$ID3.seed"
+sreq "$T/k2" 2 "/v1/masksets/$ID3/parties/2/keys"
+expect "after the end, the keys are gone: 410" 410 gone
+req POST "/v1/masksets/$ID3/end" "$END2"
+check "end again: 200" test "$CODE" = 200
+
+# ---- ttl_s: an expired mask set is deleted (on the next key request, and by the sweep)
+post_spec "$ADMIN" '{"job_id":"j-ttl","partition":"samples","parties":[{"party":1,"rows":3}],"cols":2,"ttl_s":1}'
+TID=$(jget ".maskset.id")
+post_spec "$ADMIN" '{"job_id":"j-ttl2","partition":"samples","parties":[{"party":1,"rows":3}],"cols":2,"ttl_s":1}'
+TID2=$(jget ".maskset.id")
+sleep 2
+sreq "$T/k1" 1 "/v1/masksets/$TID/parties/1/keys"
+expect "keys after ttl_s: 410" 410 gone
+check "  ... and the seed is destroyed" test ! -e "$DATA/seeds/$TID.seed"
+gone_by_sweep() { for _ in $(seq 80); do [ ! -e "$1" ] && return 0; sleep 0.1; done; return 1; }
+check "an expired mask set nobody asks for is deleted by the sweep" gone_by_sweep "$DATA/seeds/$TID2.seed"
+req GET "/v1/masksets/$TID2" "$ADMIN"
+check "  ... its status says deleted" bash -c '[ "$1" = 200 ] && grep -q "\"state\":\"deleted\"" "$2"' _ "$CODE" "$T/body"
+
 # ---- logs: JSON lines without secrets
 stop
 check "SIGTERM exits 0 (second run)" test $? -eq 0
 check "every log line is JSON" node "$JLIB" lines "$LOG"
-check "no token or seed in the logs" bash -c '! grep -q -e "$2" -e "$3" -e "$4" -e "$5" -e "$6" "$1"' _ "$LOG" "$ADMIN" "$TOK1" "$TOK2" "$TOK3" "$BIGTOK"
+check "no token in the logs" bash -c '! grep -q -e "$2" -e "$3" -e "$4" -e "$5" -e Fedsvd-Sig "$1"' _ "$LOG" "$ADMIN" "$END1" "$END2" "$BIGEND"
 check "log has the created/served/deleted events" bash -c 'grep -q "mask set created" "$1" && grep -q "keys served" "$1" && grep -q "mask set deleted" "$1"' _ "$LOG"
 
 finish

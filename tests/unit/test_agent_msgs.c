@@ -52,6 +52,11 @@ static void ed_unknown_top(json_t *j)
 {
     json_object_set_new(j, "extra", json_true());
 }
+static void ed_unknown_inv(json_t *j)
+{
+    json_object_set_new(json_object_get(j, "invitation"), "callback_url",
+                        json_string("http://evil.example/"));
+}
 static void ed_unknown_ds(json_t *j)
 {
     json_object_set_new(json_object_get(j, "dataset"), "sheet", json_integer(1));
@@ -134,6 +139,7 @@ static void test_request(void)
     } bad[] = {
         {ed_unknown_top, FS_EINVAL, "extra"},
         {ed_unknown_ds, FS_EINVAL, "sheet"},
+        {ed_unknown_inv, FS_EINVAL, "invitation: unknown field \"callback_url\""},
         {ed_bad_fail_at, FS_EINVAL, "fail_at"},
         {ed_fail_at_num, FS_EFORMAT, "fail_at"},
         {ed_algo, FS_EINVAL, "not supported"},
@@ -194,7 +200,6 @@ static void ed_fed(json_t *j)
     json_object_set_new(inv, "party_sizes", json_pack("[i, i, i]", 3, 4, 5));
     json_object_set_new(inv, "masking_url", json_string("http://127.0.0.1:8445/"));
     json_object_set_new(inv, "maskset", json_string("m-0123456789abcdef"));
-    json_object_set_new(inv, "mask_token", json_string(TOKEN));
 }
 
 static void test_request_fed(void)
@@ -213,9 +218,8 @@ static void test_request_fed(void)
     fs_invitation_wipe(&rq.inv);
     inv = json_object_get(j, "invitation");
     /* the mask fields are added by the mask-set creator: required here */
-    json_object_del(inv, "mask_token");
-    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL && strstr(err.msg, "mask_token"));
-    json_object_set_new(inv, "mask_token", json_string(TOKEN));
+    json_object_del(inv, "maskset");
+    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL && strstr(err.msg, "maskset"));
     json_object_set_new(inv, "maskset", json_string("../x"));
     CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL && strstr(err.msg, "maskset"));
     json_object_set_new(inv, "maskset", json_string("m-1"));
@@ -231,7 +235,18 @@ static void test_request_fed(void)
     json_object_set_new(inv, "party_sizes", json_pack("[i, i, i]", 3, 4, 5));
     /* the pooled matrix is capped too */
     CHECK(fs_agent_request_parse(j, 50, &rq, &err) == FS_EINVAL && strstr(err.msg, "global_shape"));
-    CHECK(rq.inv.token[0] == '\0' && rq.inv.mask_token[0] == '\0');
+    CHECK(rq.inv.token[0] == '\0');
+    /* a field of another algorithm's invitation is unknown here too */
+    CHECK_OK(fs_agent_request_parse(j, 1000, &rq, &err), &err);
+    fs_invitation_wipe(&rq.inv);
+    json_object_set_new(inv, "sync_every", json_integer(2));
+    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL &&
+          strstr(err.msg, "unknown field \"sync_every\"") != NULL);
+    json_object_del(inv, "sync_every");
+    json_object_set_new(inv, "mask_secret", json_string("x"));
+    CHECK(fs_agent_request_parse(j, 1000, &rq, &err) == FS_EINVAL &&
+          strstr(err.msg, "unknown field \"mask_secret\"") != NULL);
+    CHECK(rq.inv.token[0] == '\0');
     json_decref(j);
 }
 

@@ -60,6 +60,11 @@ struct party {
     uint64_t sent; /* chunks uploaded */
     int has_sig;
     uint8_t sig[64];
+    json_t *adv_body;    /* the last advertisement, shares and chunk it sent */
+    json_t *shares_body; /* (to repeat them: test_resend_after_close) */
+    uint8_t *last_chunk;
+    size_t last_chunk_len;
+    char last_chunk_path[200];
 };
 
 struct job {
@@ -84,6 +89,9 @@ static void job_free(struct job *j)
         fs_secagg_client_free(j->p[v].c);
         free(j->p[v].x);
         free(j->p[v].seen);
+        json_decref(j->p[v].adv_body);
+        json_decref(j->p[v].shares_body);
+        free(j->p[v].last_chunk);
     }
     fs_httpc_free(j->admin);
     memset(j, 0, sizeof *j);
@@ -100,10 +108,17 @@ static void job_reconnect(struct job *j)
     }
 }
 
+/* The party whose pin job_create replaces by another key (0: none). */
+static uint32_t g_mispin;
+
+/* Every job pins its parties' identities (party_keys): the keys the parties
+ * of this process generate, except g_mispin's. */
 static int job_create(struct job *j, struct server *s, uint32_t n, uint32_t t, uint64_t rows,
                       uint64_t cols, int timeout_s)
 {
     struct fs_err err = {0};
+    uint8_t sks[MAXP + 1][32];
+    uint8_t pins[MAXP][32];
     json_t *spec;
     json_t *out = NULL;
     json_t *invs;
@@ -117,9 +132,21 @@ static int job_create(struct job *j, struct server *s, uint32_t n, uint32_t t, u
     j->cols = cols;
     j->len = rows * cols;
     j->admin = client(s, ADMIN_TOKEN);
-    spec = json_pack("{s:s, s:s, s:i, s:i, s:[I, I], s:i}", "algorithm", "secure-sum", "name",
+    for (uint32_t v = 1; v <= n; v++) {
+        CHECK_OK(fs_ed25519_keygen(sks[v], pins[v - 1], &err), &err);
+        if (v == g_mispin) {
+            uint8_t other[32];
+            CHECK_OK(fs_ed25519_keygen(other, pins[v - 1], &err), &err);
+        }
+    }
+    spec = json_pack("{s:s, s:s, s:i, s:i, s:[I, I], s:i, s:o}", "algorithm", "secure-sum", "name",
                      "e2e", "parties", (int)n, "threshold", (int)t, "shape", (json_int_t)rows,
-                     (json_int_t)cols, "round_timeout_s", timeout_s);
+                     (json_int_t)cols, "round_timeout_s", timeout_s, "party_keys",
+                     fs_job_party_keys_encode((const uint8_t(*)[32])pins, n));
+    if (t < n / 2 + 1) {
+        /* the dropout and abort cases keep fewer than a majority on purpose */
+        json_object_set_new(spec, "allow_low_threshold", json_true());
+    }
     st = call_json(j->admin, "POST", "/v1/jobs", spec, &out);
     json_decref(spec);
     CHECK_MSG(st == 201, "create: %ld %s", st, pcode(out));
@@ -142,16 +169,15 @@ static int job_create(struct job *j, struct server *s, uint32_t n, uint32_t t, u
     for (uint32_t v = 1; v <= n; v++) {
         struct fs_invitation inv;
         struct party *p = &j->p[v];
-        uint8_t sk[32];
-        uint8_t pk[32];
         CHECK_OK(fs_invitation_decode(json_array_get(invs, v - 1), &inv, &err), &err);
         CHECK(inv.party == v);
+        /* every invitation carries the pins of every party */
+        CHECK(inv.has_pins && memcmp(inv.party_keys, pins, (size_t)n * 32) == 0);
         snprintf(p->token, sizeof p->token, "%s", inv.token);
         fs_invitation_wipe(&inv);
         p->id = v;
         p->h = client(s, p->token);
-        CHECK_OK(fs_ed25519_keygen(sk, pk, &err), &err);
-        CHECK_OK(fs_secagg_client_new(&j->cfg, v, sk, &p->c, &err), &err);
+        CHECK_OK(fs_secagg_client_new(&j->cfg, v, sks[v], &p->c, &err), &err);
         p->x = malloc(j->len * sizeof *p->x);
         p->seen = calloc(j->len, sizeof *p->seen);
         for (uint64_t i = 0; i < j->len; i++) {
@@ -242,11 +268,11 @@ static void do_adverts(struct job *j)
             json_decref(out);
             /* idempotent (409 once the last advert closed the round) */
             st = call_json(p->h, "POST", path, body, &out);
-            CHECK_MSG(st == 202 || (st == 409 && strcmp(pcode(out), "conflict") == 0),
-                      "repeat advert %u: %ld", v, st);
+            CHECK_MSG(st == 202, "repeat advert %u: %ld %s", v, st, pcode(out));
             json_decref(out);
         }
-        json_decref(body);
+        json_decref(p->adv_body);
+        p->adv_body = body;
     }
 }
 
@@ -288,7 +314,8 @@ static void do_shares(struct job *j)
         st = call_json(p->h, "POST", path, body, &out);
         CHECK_MSG(st == 202, "shares %u: %ld %s", v, st, pcode(out));
         json_decref(out);
-        json_decref(body);
+        json_decref(p->shares_body);
+        p->shares_body = body;
         free(ptrs);
         fs_secagg_share_cts_free(cts, nct);
     }
@@ -442,7 +469,10 @@ static void upload(struct job *j, struct party *p, uint64_t from, uint64_t to)
                   pcode(out));
         json_decref(out);
         p->sent = c + 1;
-        free(body);
+        free(p->last_chunk);
+        p->last_chunk = body;
+        p->last_chunk_len = hl + 8 * m;
+        snprintf(p->last_chunk_path, sizeof p->last_chunk_path, "%s", path);
         free(y);
     }
     free(ring);
@@ -995,6 +1025,124 @@ static void test_upload_buffer(void)
     job_free(&j);
 }
 
+/* The problem detail of a call, "" if none. */
+static const char *pdetail(const json_t *out)
+{
+    const char *d = json_string_value(json_object_get(out, "detail"));
+    return d != NULL ? d : "";
+}
+
+/*
+ * Lost responses: a party repeats a message after its round closed. The
+ * identical bytes get the success answer again (202 for the advertisement
+ * and the shares, 204 for the last chunk and the consistency signature) and
+ * change nothing; other bytes stay 409 conflict. The party then goes on and
+ * the sum is exact. Also: a bad consistency signature is 422 with a detail
+ * that says what is wrong.
+ */
+static void test_resend_after_close(void)
+{
+    struct server s;
+    struct job j;
+    uint8_t all[MAXP + 1];
+    char path[200];
+    json_t *out = NULL;
+    long st;
+
+    if (!g_have_bin) {
+        return;
+    }
+    new_server(&s, "resend");
+    CHECK(server_start(&s) == 0);
+    if (job_create(&j, &s, 3, 2, 7, 5, 30) != 0) {
+        server_stop(&s, SIGKILL);
+        return;
+    }
+    to_masked_input(&j);
+    /* R0 and R1 are closed: the same advertisement and shares again */
+    snprintf(path, sizeof path, "%s/keys", j.path);
+    st = call_json(j.p[1].h, "POST", path, j.p[1].adv_body, &out);
+    CHECK_MSG(st == 202, "advert after R0: %ld %s %s", st, pcode(out), pdetail(out));
+    json_decref(out);
+    {
+        json_t *other = json_deep_copy(j.p[1].adv_body);
+        json_object_set_new(other, "max_abs_exp", json_integer(77));
+        st = call_json(j.p[1].h, "POST", path, other, &out);
+        CHECK_MSG(st == 409 && strcmp(pcode(out), "conflict") == 0, "other advert: %ld %s", st,
+                  pcode(out));
+        json_decref(out);
+        json_decref(other);
+    }
+    snprintf(path, sizeof path, "%s/shares", j.path);
+    st = call_json(j.p[2].h, "POST", path, j.p[2].shares_body, &out);
+    CHECK_MSG(st == 202, "shares after R1: %ld %s %s", st, pcode(out), pdetail(out));
+    json_decref(out);
+    do_uploads(&j, UINT64_MAX);
+    CHECK(wait_phase(&j, "consistency", 10000) == 0);
+    /* the last chunk's response was lost: the party sends it again */
+    st = call(j.p[3].h, "PUT", j.p[3].last_chunk_path, "application/x-npy", j.p[3].last_chunk,
+              j.p[3].last_chunk_len, &out);
+    CHECK_MSG(st == 204, "last chunk after R2: %ld %s %s", st, pcode(out), pdetail(out));
+    json_decref(out);
+    j.p[3].last_chunk[j.p[3].last_chunk_len - 1] ^= 1;
+    st = call(j.p[3].h, "PUT", j.p[3].last_chunk_path, "application/x-npy", j.p[3].last_chunk,
+              j.p[3].last_chunk_len, &out);
+    CHECK_MSG(st == 409 && strcmp(pcode(out), "conflict") == 0, "changed chunk: %ld %s", st,
+              pcode(out));
+    CHECK(strstr(pdetail(out), "is closed") != NULL);
+    json_decref(out);
+    j.p[3].last_chunk[j.p[3].last_chunk_len - 1] ^= 1;
+    {
+        /* a forged consistency signature: 422 whose detail says so */
+        uint8_t bad[64];
+        json_t *body;
+        memset(bad, 7, sizeof bad);
+        body = fs_wire_sig_encode(bad);
+        snprintf(path, sizeof path, "%s/aggregations/0/consistency", j.path);
+        st = call_json(j.p[1].h, "POST", path, body, &out);
+        CHECK_MSG(st == 422 && strcmp(pcode(out), "invalid") == 0, "bad signature: %ld %s", st,
+                  pcode(out));
+        CHECK_MSG(strstr(pdetail(out), "signature") != NULL, "detail \"%s\"", pdetail(out));
+        json_decref(out);
+        json_decref(body);
+    }
+    do_consistency(&j);
+    CHECK(wait_phase(&j, "unmasking", 10000) == 0);
+    {
+        json_t *body = fs_wire_sig_encode(j.p[1].sig);
+        snprintf(path, sizeof path, "%s/aggregations/0/consistency", j.path);
+        st = call_json(j.p[1].h, "POST", path, body, &out);
+        CHECK_MSG(st == 204, "signature after R3: %ld %s %s", st, pcode(out), pdetail(out));
+        json_decref(out);
+        json_decref(body);
+        j.p[1].sig[0] ^= 1;
+        body = fs_wire_sig_encode(j.p[1].sig);
+        st = call_json(j.p[1].h, "POST", path, body, &out);
+        CHECK_MSG(st == 409 && strcmp(pcode(out), "conflict") == 0, "other signature: %ld %s", st,
+                  pcode(out));
+        json_decref(out);
+        json_decref(body);
+        j.p[1].sig[0] ^= 1;
+    }
+    /* the repeated chunk is still fine in R4 */
+    st = call(j.p[3].h, "PUT", j.p[3].last_chunk_path, "application/x-npy", j.p[3].last_chunk,
+              j.p[3].last_chunk_len, &out);
+    CHECK_MSG(st == 204, "last chunk in R4: %ld %s %s", st, pcode(out), pdetail(out));
+    json_decref(out);
+    do_unmask(&j);
+    CHECK(wait_phase(&j, "done", 20000) == 0 || strcmp(job_phase(&j, NULL), "done") == 0);
+    memset(all, 1, sizeof all);
+    check_result(&j, all);
+    {
+        json_t *stat = NULL;
+        (void)job_phase(&j, &stat);
+        CHECK(json_array_size(json_object_get(stat, "dropped")) == 0);
+        json_decref(stat);
+    }
+    CHECK(server_stop(&s, SIGTERM) == 0);
+    job_free(&j);
+}
+
 static void test_errors(void)
 {
     struct server s;
@@ -1131,6 +1279,96 @@ static void test_errors(void)
     job_free(&j);
 }
 
+/* Pinned identities: a job needs pins (or allow_unpinned), and an
+ * advertisement signed by a key that is not its party's pin is refused with
+ * 403 and not stored (the server cannot relay a substituted key). */
+static void test_pins(void)
+{
+    static const char *const bad_specs[] = {
+        /* neither party_keys nor allow_unpinned */
+        "{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[2,2]}",
+        "{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[2,2],\"allow_unpinned\":false}",
+        /* one pin for two parties */
+        "{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[2,2],\"party_keys\":["
+        "\"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\"]}",
+        /* the same key twice */
+        "{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[2,2],\"party_keys\":["
+        "\"00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\","
+        "\"00112233445566778899AABBCCDDEEFF00112233445566778899AABBCCDDEEFF\"]}",
+        /* 63 digits */
+        "{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[2,2],\"party_keys\":["
+        "\"00112233445566778899aabbccddeeff00112233445566778899aabbccddeef\","
+        "\"10112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\"]}",
+    };
+    struct server s;
+    struct job j;
+    json_t *out = NULL;
+    char path[200];
+    long st;
+
+    if (!g_have_bin) {
+        return;
+    }
+    new_server(&s, "pins");
+    CHECK(server_start(&s) == 0);
+    g_mispin = 2;
+    if (job_create(&j, &s, 3, 2, 4, 5, 30) != 0) {
+        g_mispin = 0;
+        server_stop(&s, SIGKILL);
+        return;
+    }
+    g_mispin = 0;
+    for (size_t i = 0; i < sizeof bad_specs / sizeof bad_specs[0]; i++) {
+        st = call(j.admin, "POST", "/v1/jobs", "application/json", bad_specs[i],
+                  strlen(bad_specs[i]), &out);
+        CHECK_MSG(st == 422 && strcmp(pcode(out), "invalid") == 0 &&
+                      strstr(json_string_value(json_object_get(out, "detail")), "party_keys") !=
+                          NULL,
+                  "spec %zu: %ld %s", i, st, pcode(out));
+        json_decref(out);
+    }
+    {
+        const char *u = "{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[2,2],"
+                        "\"allow_unpinned\":true}";
+        st = call(j.admin, "POST", "/v1/jobs", "application/json", u, strlen(u), &out);
+        CHECK_MSG(st == 201, "allow_unpinned: %ld %s", st, pcode(out));
+        CHECK(json_object_get(json_array_get(json_object_get(out, "invitations"), 0),
+                              "party_keys") == NULL);
+        json_decref(out);
+    }
+    snprintf(path, sizeof path, "%s/keys", j.path);
+    for (uint32_t v = 1; v <= 3; v++) {
+        struct fs_err err = {0};
+        struct fs_secagg_adv a;
+        json_t *body;
+        CHECK_OK(fs_secagg_client_advertise(j.p[v].c, &a, &err), &err);
+        body = fs_wire_adv_encode(&a, 1, 3);
+        st = call_json(j.p[v].h, "POST", path, body, &out);
+        if (v == 2) {
+            const char *d = json_string_value(json_object_get(out, "detail"));
+            CHECK_MSG(st == 403 && strcmp(pcode(out), "forbidden") == 0, "party 2: %ld %s", st,
+                      pcode(out));
+            CHECK_MSG(d != NULL && strstr(d, "not the one pinned") != NULL, "detail: %s",
+                      d != NULL ? d : "(none)");
+        } else {
+            CHECK_MSG(st == 202, "party %u: %ld %s", v, st, pcode(out));
+        }
+        json_decref(out);
+        json_decref(body);
+    }
+    /* nothing stored for party 2: it is not present, the round still waits */
+    CHECK(call_json(j.admin, "GET", j.path, NULL, &out) == 200);
+    {
+        const json_t *pr = json_object_get(out, "present");
+        CHECK(json_array_size(pr) == 2 && json_integer_value(json_array_get(pr, 0)) == 1 &&
+              json_integer_value(json_array_get(pr, 1)) == 3);
+        CHECK(strcmp(json_string_value(json_object_get(out, "phase")), "waiting_for_parties") == 0);
+    }
+    json_decref(out);
+    CHECK(server_stop(&s, SIGTERM) == 0);
+    job_free(&j);
+}
+
 int main(int argc, char **argv)
 {
     (void)argc;
@@ -1145,6 +1383,8 @@ int main(int argc, char **argv)
     RUN(test_concurrent);
     RUN(test_upload_buffer);
     RUN(test_errors);
+    RUN(test_resend_after_close);
+    RUN(test_pins);
     if (t_failed == 0 && getenv("FS_TEST_KEEP") == NULL) {
         char cmd[PATH_MAX + 16];
         snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_root);

@@ -163,7 +163,8 @@ static int job_create(struct job *j, struct server *s, const char *alg, const ch
     snprintf(j->alg, sizeof j->alg, "%s", alg);
     j->admin = client(s, ADMIN_TOKEN);
     snprintf(spec, sizeof spec,
-             "{\"algorithm\":\"%s\",\"parties\":3,\"cols\":%d,\"party_rows\":[40,30,50],"
+             "{\"algorithm\":\"%s\",\"allow_unpinned\":true,\"parties\":3,\"cols\":%d,"
+             "\"party_rows\":[40,30,50],"
              "\"k\":%d,\"iterations\":8,\"round_timeout_s\":30%s%s}",
              alg, D, RK, extra[0] != '\0' ? "," : "", extra);
     body = json_loads(spec, 0, &je);

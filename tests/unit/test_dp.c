@@ -1,5 +1,5 @@
-/* DP calibration: every figure of REFERENCE.md's DP section (analytic and
- * classic Gaussian table, zCDP conversions, seed 001 Theorem 2), the
+/* DP calibration: every published DP figure of docs/references.md (analytic
+ * and classic Gaussian table, zCDP conversions, Liu et al. 2023 Theorem 2), the
  * Balle & Wang condition at the returned sigma, monotonicity, stability at
  * extreme parameters, and rejected inputs. */
 #include "dp/dp.h"
@@ -14,7 +14,7 @@ struct gauss_row {
     double analytic;
 };
 
-/* REFERENCE.md, "Analytic Gaussian mechanism" table. */
+/* The analytic Gaussian mechanism table (Balle & Wang 2018; docs/references.md). */
 static const struct gauss_row rows[] = {
     {1, 1e-5, 1, 4.844805, 0, 3.730632},     {0.5, 1e-5, 1, 9.689611, 1, 7.031827},
     {0.1, 1e-5, 1, 48.448053, 1, 30.749566}, {2, 1e-6, 1, 2.649401, 0, 2.230476},
@@ -152,7 +152,7 @@ static void test_zcdp_conversions(void)
     CHECK_OK(fs_zcdp_eps_simple(0.03125, 1e-3, &e, &err), &err);
     CHECK_NEAR(e, 0.9605, 5e-5);
 
-    /* REFERENCE.md: at delta = 1e-5, simple -> optimal. */
+    /* At delta = 1e-5, simple -> optimal (docs/references.md). */
     const double t[][3] = {
         {0.5, 5.2985, 4.7284}, {0.3125, 4.1061, 3.6170}, {0.125, 2.5243, 2.1657}};
     for (size_t i = 0; i < 3; i++) {
@@ -231,7 +231,7 @@ static void test_zcdp_sigma_for(void)
     }
 }
 
-static void test_seed001_theorem2(void)
+static void test_liu_theorem2(void)
 {
     struct fs_err err = {0};
     double e = 0;
@@ -239,7 +239,7 @@ static void test_seed001_theorem2(void)
     CHECK_OK(fs_dp_fedpower_private_eps_round(10, 0.05, 0.2, 0.1, 1e-5, &e, &err), &err);
     CHECK_NEAR(e, 3.064, 5e-4);
     CHECK_NEAR(e, sqrt(80 * log(1.25e5)) * 0.1, 1e-12);
-    printf("  seed 001 Thm 2 eps per round: %.6f\n", e);
+    printf("  Liu et al. Thm 2 eps per round: %.6f\n", e);
     CHECK(fs_dp_fedpower_private_eps_round(0, 0.05, 0.2, 0.1, 1e-5, &e, &err) == FS_EINVAL);
     CHECK(fs_dp_fedpower_private_eps_round(10, 0.05, 0.2, 0.0, 1e-5, &e, &err) == FS_EINVAL);
     CHECK(fs_dp_fedpower_private_eps_round(10, 0.05, 0.2, 0.1, 1.0, &e, &err) == FS_EINVAL);
@@ -291,7 +291,7 @@ int main(void)
     RUN(test_zcdp_conversions);
     RUN(test_zcdp_properties);
     RUN(test_zcdp_sigma_for);
-    RUN(test_seed001_theorem2);
+    RUN(test_liu_theorem2);
     RUN(test_invalid_inputs);
     return TEST_END("test_dp");
 }

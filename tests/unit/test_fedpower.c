@@ -382,7 +382,7 @@ struct run_opts {
     uint32_t drop_agg;   /* the aggregation in which it stops */
     int check_one_noise; /* utility: exactly j's noise left in every aggregate */
     int check_clip;      /* private: every broadcast entry within z_hat */
-    double noise_ss;     /* dp-ppm: sum of squares of (aggregate - clean) / Delta_l */
+    double noise_ss;     /* sum of squares of (aggregate - clean), dp-ppm: / Delta_l */
     size_t noise_n;
     int collect_noise;
     fs_mat *qt; /* the final Q_T (new) */
@@ -537,7 +537,7 @@ static void run_secagg(const struct data *D, const struct fs_fedpower_config *cf
         if (o->collect_noise && !rayleigh) {
             /* end to end: aggregate minus the exact sum_U w_i M'_i Z (renormalised) */
             const fs_mat *ag = fs_fedpower_debug_server_aggregate(s);
-            double dl = fpw_max_row_norm(zc);
+            double dl = cfg->alg == FS_FEDPOWER_DPPPM ? fpw_max_row_norm(zc) : 1.0;
             uint64_t s_u = 0;
             fs_mat *cl = fs_mat_new(cfg->d, cfg->r);
             for (size_t q = 0; q < k; q++) {
@@ -1208,6 +1208,50 @@ static void test_dppm_variance(void)
     data_free(&D);
 }
 
+/*
+ * fedpower-private: each party adds N_Z noise of w_max sigma / sqrt(t) to its
+ * sync upload, so t uploads carry w_max sigma in their sum, which is what the
+ * privacy accounting assumes (a per-party sigma / t would leave the sum
+ * sqrt(t) times too quiet). End to end with t = n = 3, p = 1, nothing
+ * clipped: the server's aggregate minus the exact sum_i w_i M'_i Z, over
+ * N = d r T = 40 * 5 * 20 = 4000 entries, has variance (w_max sigma)^2. The
+ * standard error of the ratio is sqrt(2 / N) = 2.2%; the tolerance is 5 of
+ * them, 11%, far from the 1/3 that sigma / t would give.
+ */
+static void test_private_noise_variance(void)
+{
+    static const uint64_t rows[3] = {60, 70, 80};
+    struct data D;
+    struct fs_fedpower_config cfg;
+    struct fs_fedpower_result res = {0};
+    struct run_opts o;
+    double want, var;
+
+    gen_data(&D, 3, rows, 40, 5, LAM, 1, 1, 93);
+    base_cfg(&cfg, FS_FEDPOWER_PRIVATE, &D, 5, 20, 1);
+    cfg.threshold = 3;
+    cfg.value_bound = 0.0;
+    cfg.m_hat = 1e6; /* no entry of M'_i clipped */
+    cfg.m_hat_mode = FS_FEDPOWER_MHAT_CLIP;
+    cfg.z_hat = 1.0; /* nor of Z (orthonormal columns) */
+    cfg.sigma = 1e-2;
+    cfg.allow_weak_privacy = 1;
+    memset(&o, 0, sizeof o);
+    o.collect_noise = 1;
+    run_secagg(&D, &cfg, &o, &res);
+    CHECK(res.syncs == 20);
+    want = (80.0 / 210.0) * cfg.sigma;
+    want *= want;
+    var = o.noise_n > 0 ? o.noise_ss / (double)o.noise_n : 0.0;
+    printf("  private: aggregated noise variance / (w_max sigma)^2 = %.4f over %zu entries\n",
+           var / want, o.noise_n);
+    CHECK(o.noise_n == 4000);
+    CHECK_MSG(fabs(var / want - 1.0) < 5 * sqrt(2.0 / 4000.0), "variance ratio %g", var / want);
+    fs_fedpower_result_clear(&res);
+    fs_mat_free(o.qt);
+    data_free(&D);
+}
+
 static void test_bad_inputs(void)
 {
     struct fs_err err = {0};
@@ -1296,6 +1340,7 @@ int main(void)
     RUN(test_dropout_renormalises);
     RUN(test_private);
     RUN(test_dppm_variance);
+    RUN(test_private_noise_variance);
     RUN(test_bad_inputs);
     return TEST_END("test_fedpower");
 }

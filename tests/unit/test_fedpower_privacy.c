@@ -1,5 +1,5 @@
 /* Privacy reports of the power-method family: the papers' own formulas
- * (seed 001 §6: 3.064 per round, not 30.6), the real totals by zCDP with
+ * (Liu et al. 2023, §6: 3.064 per round, not 30.6), the real totals by zCDP with
  * the optimal conversion, calibration from (eps, delta), the weak-privacy
  * refusal, and the rho a party spends. */
 #include "dp/dp.h"
@@ -25,10 +25,10 @@ static void private_cfg(struct fs_fedpower_config *c)
     c->eigenvalues = 0;
 }
 
-/* Seed 001 §6: r = 10, m_hat = 0.05, z_hat = 0.2, sigma = 0.1, delta = 1e-5
+/* Liu et al. 2023, §6: r = 10, m_hat = 0.05, z_hat = 0.2, sigma = 0.1, delta = 1e-5
  * gives 3.064 per round by Theorem 2 (the paper prints 30.6). Over T = 92
  * rounds the job is meaningless and refused unless allowed. */
-static void test_seed001_section6(void)
+static void test_liu_section6(void)
 {
     struct fs_err err = {0};
     struct fs_fedpower_config c;
@@ -65,7 +65,7 @@ static void test_seed001_section6(void)
     CHECK(strstr(pv.note, "refused") != NULL && strstr(pv.note, "allow_weak_privacy") != NULL);
     /* zCDP beats basic composition of the classic formula by far */
     CHECK(pv.eps_total < pv.paper_eps_total / 3.0);
-    printf("  seed 001 §6: paper %.4f per round, %.1f over 92 rounds (delta %.2g); real total "
+    printf("  Liu et al. §6: paper %.4f per round, %.1f over 92 rounds (delta %.2g); real total "
            "eps %.2f at delta 1e-5 (rho %.2f)\n",
            pv.paper_eps_round, pv.paper_eps_total, pv.paper_delta_total, pv.eps_total,
            pv.rho_total);
@@ -207,7 +207,7 @@ static void test_nonformal(void)
 
 int main(void)
 {
-    RUN(test_seed001_section6);
+    RUN(test_liu_section6);
     RUN(test_private_calibration);
     RUN(test_dppm);
     RUN(test_nonformal);

@@ -1,7 +1,7 @@
 /* Helpers shared by test_fedsvd.c and test_fedpca.c: a secure-aggregation
  * job driven in one process (real crypto, dropouts injected before the
  * masked input or at the consistency round) and the accuracy measures of
- * DESIGN §6. Everything is static: each test is one program. */
+ * docs/references.md. Everything is static: each test is one program. */
 #ifndef FS_TEST_FEDSVD_UTIL_H
 #define FS_TEST_FEDSVD_UTIL_H
 

@@ -178,7 +178,7 @@ static void test_sums(void)
     const double bounds[] = {1e-3, 1, 1e6, 1e300, 1e-300};
 
     /* Figures are max |error| over the vector / the largest entry of all K
-     * vectors (DESIGN 5.1's measure); "bound" is the proven worst case
+     * vectors (the secure-sum accuracy measure); "bound" is the proven worst case
      * K 2^-(f+1) / max|x| + K 2^-53 (summand rounding + output rounding);
      * "naive" is a plain double loop over the parties, for comparison. */
     printf("  K     B       f     max|err|/max|x|  bound       naive double sum\n");

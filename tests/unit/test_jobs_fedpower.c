@@ -16,7 +16,7 @@ static json_t *parse(const char *s)
     return j;
 }
 
-#define BASE "\"parties\":3,\"cols\":20,\"party_rows\":[100,80,120],\"k\":3"
+#define BASE "\"parties\":3,\"cols\":20,\"party_rows\":[100,80,120],\"k\":3,\"allow_unpinned\":true"
 
 static void test_spec_defaults(void)
 {
@@ -88,7 +88,8 @@ static void test_spec_utility(void)
     CHECK(cfg.calib == FS_FEDPOWER_SIGMA_FROM_EPS && cfg.eps == 2.0 && cfg.delta == 1e-6);
     json_decref(j);
     /* shape instead of cols */
-    j = parse("{\"algorithm\":\"fedpower\",\"parties\":2,\"shape\":[9,7],\"party_rows\":[4,5],"
+    j = parse("{\"algorithm\":\"fedpower\",\"allow_unpinned\":true,\"parties\":2,\"shape\":[9,7],"
+              "\"party_rows\":[4,5],"
               "\"k\":2,\"sigma\":0.1,\"sigma_server\":0.2,\"align\":\"client1\","
               "\"iterations\":4}");
     CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);

@@ -1,6 +1,6 @@
 /* Helpers shared by the tests/unit/test_la_*.c programs: seeded random
  * matrices, matrices with prescribed singular values, and the accuracy
- * measures of DESIGN §6. Everything is static: each test is one program. */
+ * measures of docs/references.md. Everything is static: each test is one program. */
 #ifndef FS_TEST_LA_UTIL_H
 #define FS_TEST_LA_UTIL_H
 

@@ -1,7 +1,8 @@
 /* masking-server end to end on loopback: starts the real binary (the
  * build's bin/masking-server, next to this test's directory), creates mask
- * sets through its admin API, downloads every party's keys with that party's
- * mask token (lib/net's HTTP client: the manifest and every .npy file),
+ * sets through its admin API (each party pinned to a fresh identity key),
+ * downloads every party's keys with requests signed by that party's identity
+ * (lib/crypto/reqsig.h; lib/net's HTTP client: the manifest and every .npy file),
  * assembles them with fs_fedsvd_keys_asm_* and checks what the keys are for:
  *
  *  - the parties' slabs stack to an orthogonal A (A^T A = I to 1e-12), with
@@ -21,12 +22,15 @@
  * The HTTP error replies are covered by tests/masking/run.sh (curl). If the
  * server binary is not built, every case is skipped (counted as passed with a
  * note). */
+#include "crypto/ed25519.h"
 #include "crypto/rand.h"
+#include "crypto/reqsig.h"
 #include "la/fixedpt.h"
 #include "la/mask.h"
 #include "la/mat.h"
 #include "la/svd.h"
 #include "maskkeys.h"
+#include "net/auth.h"
 #include "net/http_client.h"
 #include "proto/fedsvd.h"
 #include "test.h"
@@ -143,9 +147,11 @@ static fs_httpc *client(const struct server *s, const char *token)
     return h;
 }
 
-/* One request; the status (0 on transport failure); the raw body (malloc'd) if body != NULL. */
-static long call(const struct server *s, const char *token, const char *method, const char *path,
-                 const char *json, char **body, size_t *len)
+/* One request; the status (0 on transport failure); the raw body (malloc'd) if body != NULL.
+ * auth: an Authorization value instead of the token (or NULL). */
+static long call_auth(const struct server *s, const char *token, const char *auth,
+                      const char *method, const char *path, const char *json, char **body,
+                      size_t *len)
 {
     fs_httpc *h = client(s, token);
     struct fs_httpc_req rq;
@@ -161,6 +167,7 @@ static long call(const struct server *s, const char *token, const char *method, 
     rq.body = json;
     rq.body_len = json != NULL ? strlen(json) : 0;
     rq.retry = FS_HTTPC_RETRY_NEVER;
+    rq.authorization = auth;
     if (body != NULL) {
         *body = NULL;
         *len = 0;
@@ -178,6 +185,12 @@ static long call(const struct server *s, const char *token, const char *method, 
     fs_httpc_resp_clear(&resp);
     fs_httpc_free(h);
     return st;
+}
+
+static long call(const struct server *s, const char *token, const char *method, const char *path,
+                 const char *json, char **body, size_t *len)
+{
+    return call_auth(s, token, NULL, method, path, json, body, len);
 }
 
 static json_t *call_json(const struct server *s, const char *token, const char *method,
@@ -198,19 +211,49 @@ static json_t *call_json(const struct server *s, const char *token, const char *
 struct created {
     char id[64];
     uint32_t k;
-    char token[MAXP + 1][64];
+    uint8_t sk[MAXP + 1][32]; /* party i's identity key */
+    char end_token[64];
     uint64_t key_bytes[MAXP + 1];
 };
 
-static int create(const struct server *s, const char *spec, struct created *c)
+/* spec with a fresh identity added to each party (keys into c->sk); a new string. */
+static char *with_identities(const char *spec, struct created *c)
+{
+    json_t *j = json_loads(spec, 0, NULL);
+    json_t *ps = json_object_get(j, "parties");
+    struct fs_err err = {0};
+    char *out = NULL;
+
+    for (size_t i = 0; i < json_array_size(ps) && i < MAXP; i++) {
+        uint8_t pub[32];
+        char fpr[FS_ED25519_FPR_LEN + 1];
+        if (fs_ed25519_keygen(c->sk[i + 1], pub, &err) != 0) {
+            json_decref(j);
+            return NULL;
+        }
+        fs_ed25519_fpr_format(pub, fpr);
+        json_object_set_new(json_array_get(ps, i), "identity", json_string(fpr));
+    }
+    if (j != NULL) {
+        out = json_dumps(j, JSON_COMPACT);
+    }
+    json_decref(j);
+    return out;
+}
+
+static int create(const struct server *s, const char *spec_in, struct created *c)
 {
     long st = 0;
-    json_t *j = call_json(s, ADMIN_TOKEN, "POST", "/v1/masksets", spec, &st);
+    char *spec;
+    json_t *j;
     json_t *ps;
     json_t *ms;
     int ok = 0;
 
     memset(c, 0, sizeof *c);
+    spec = with_identities(spec_in, c);
+    j = spec != NULL ? call_json(s, ADMIN_TOKEN, "POST", "/v1/masksets", spec, &st) : NULL;
+    free(spec);
     if (j == NULL || st != 201) {
         fprintf(stderr, "  create: status %ld\n", st);
         json_decref(j);
@@ -220,18 +263,37 @@ static int create(const struct server *s, const char *spec, struct created *c)
     ps = json_object_get(j, "parties");
     snprintf(c->id, sizeof c->id, "%s", json_string_value(json_object_get(ms, "id")));
     c->k = (uint32_t)json_array_size(ps);
-    ok = c->k >= 1 && c->k <= MAXP;
+    snprintf(c->end_token, sizeof c->end_token, "%s",
+             json_string_value(json_object_get(j, "end_token")));
+    ok = c->k >= 1 && c->k <= MAXP && strlen(c->end_token) == FS_AUTH_TOKEN_GEN_LEN;
     for (uint32_t i = 0; ok && i < c->k; i++) {
         json_t *p = json_array_get(ps, i);
         json_t *q = json_array_get(json_object_get(ms, "parties"), i);
-        snprintf(c->token[i + 1], sizeof c->token[i + 1], "%s",
-                 json_string_value(json_object_get(p, "mask_token")));
         c->key_bytes[i + 1] = (uint64_t)json_integer_value(json_object_get(q, "key_bytes"));
         ok = json_integer_value(json_object_get(p, "party")) == (json_int_t)(i + 1) &&
-             strstr(json_string_value(json_object_get(p, "keys_url")), c->id) != NULL;
+             strstr(json_string_value(json_object_get(p, "keys_url")), c->id) != NULL &&
+             json_object_get(p, "mask_token") == NULL;
     }
     json_decref(j);
     return ok ? 0 : -1;
+}
+
+/* GET path signed by party i's identity key (the query string, if any, is not signed). */
+static long signed_get(const struct server *s, const struct created *c, uint32_t i,
+                       const char *path, char **blob, size_t *len)
+{
+    char hdr[FS_REQSIG_HEADER_MAX];
+    char bare[256];
+    struct fs_err err = {0};
+
+    snprintf(bare, sizeof bare, "%s", path);
+    bare[strcspn(bare, "?")] = '\0';
+    if (fs_reqsig_sign(c->sk[i], "GET", bare, c->id, i, (int64_t)time(NULL), NULL, hdr, &err) !=
+        0) {
+        fprintf(stderr, "  sign: %s\n", err.msg);
+        return 0;
+    }
+    return call_auth(s, NULL, hdr, "GET", path, NULL, blob, len);
 }
 
 /* Download party i's keys manifest. */
@@ -241,7 +303,7 @@ static long download(const struct server *s, const struct created *c, uint32_t i
     char path[160];
 
     snprintf(path, sizeof path, "/v1/masksets/%s/parties/%u/keys", c->id, i);
-    return call(s, c->token[i], "GET", path, NULL, blob, len);
+    return signed_get(s, c, i, path, blob, len);
 }
 
 /* Party i's keys as the agent gets them: the manifest, then every .npy file,
@@ -281,7 +343,7 @@ static int fetch_party(const struct server *s, const struct created *c, uint32_t
             char path[256];
             fs_maskkeys_file_name(p, which, name, sizeof name);
             snprintf(path, sizeof path, "/v1/masksets/%s/parties/%u/keys/%s", c->id, i, name);
-            st = call(s, c->token[i], "GET", path, NULL, &body, &len);
+            st = signed_get(s, c, i, path, &body, &len);
             if (st != 200 ||
                 fs_fedsvd_keys_asm_add(as, p, which, (const uint8_t *)body, len, &err) != 0) {
                 fprintf(stderr, "  party %u %s: status %ld %s\n", i, name, st, err.msg);
@@ -612,7 +674,8 @@ static void test_restart_and_delete(void)
     /* a second mask set for the same job: 409 while the first is active */
     CHECK(call(&s, ADMIN_TOKEN, "POST", "/v1/masksets",
                "{\"job_id\":\"j-restart\",\"partition\":\"samples\",\"parties\":[{\"party\":1,"
-               "\"rows\":3}],\"cols\":2}",
+               "\"rows\":3,\"identity\":"
+               "\"79b5562e8fe654f94078b112e8a98ba7901f853ae695bed7e0e3910bad049664\"}],\"cols\":2}",
                NULL, NULL) == 409);
 
     j = call_json(&s, ADMIN_TOKEN, "DELETE", path, NULL, &st);
@@ -636,10 +699,10 @@ static void test_restart_and_delete(void)
         CHECK(b3 != NULL && b1 != NULL && n3 == n1 && memcmp(b3, b1, n1) != 0);
         fs_fedsvd_wipe_free(b3, n3);
     }
-    /* the old tokens do not open the new set */
+    /* the old identities do not open the new set */
     {
         struct created mix = c2;
-        snprintf(mix.token[2], sizeof mix.token[2], "%s", c.token[2]);
+        memcpy(mix.sk[2], c.sk[2], sizeof mix.sk[2]);
         CHECK(download(&s, &mix, 2, NULL, NULL) == 401);
     }
     CHECK(server_stop(&s, SIGTERM) == 0);
@@ -661,6 +724,67 @@ static void test_restart_and_delete(void)
  * every party's manifest (keys_id, each file's SHA-256) is the same, and the
  * slabs stack to an orthogonal A.
  */
+/*
+ * A party's identity fetches its own keys and nothing else; no bearer token
+ * (the admin's, the end token) fetches any; the end token deletes the mask
+ * set (seed destroyed, keys 410) and cannot do anything else.
+ */
+static void test_identities_and_end_token(void)
+{
+    struct server s;
+    struct created c;
+    struct created wrong;
+    char seed[PATH_MAX + 128];
+    char path[200];
+    char hdr[FS_REQSIG_HEADER_MAX];
+    struct fs_err err = {0};
+    long st = 0;
+    json_t *j = NULL;
+
+    if (!g_have_bin) {
+        return;
+    }
+    server_init(&s, "ident");
+    CHECK(server_start(&s) == 0);
+    CHECK(create(&s,
+                 "{\"job_id\":\"j-ident\",\"partition\":\"samples\",\"parties\":[{\"party\":1,"
+                 "\"rows\":20},{\"party\":2,\"rows\":15}],\"cols\":6}",
+                 &c) == 0);
+    CHECK(download(&s, &c, 1, NULL, NULL) == 200);
+    CHECK(download(&s, &c, 2, NULL, NULL) == 200);
+    /* party 1's key on party 2's keys: claimed as party 2 (does not verify) or as itself */
+    wrong = c;
+    memcpy(wrong.sk[2], c.sk[1], sizeof wrong.sk[2]);
+    CHECK(download(&s, &wrong, 2, NULL, NULL) == 401);
+    snprintf(path, sizeof path, "/v1/masksets/%s/parties/2/keys", c.id);
+    CHECK_OK(fs_reqsig_sign(c.sk[1], "GET", path, c.id, 1, (int64_t)time(NULL), NULL, hdr, &err),
+             &err);
+    CHECK(call_auth(&s, NULL, hdr, "GET", path, NULL, NULL, NULL) == 403);
+    /* a stale signature */
+    CHECK_OK(
+        fs_reqsig_sign(c.sk[2], "GET", path, c.id, 2, (int64_t)time(NULL) - 3600, NULL, hdr, &err),
+        &err);
+    CHECK(call_auth(&s, NULL, hdr, "GET", path, NULL, NULL, NULL) == 401);
+    /* bearer tokens: 403 */
+    CHECK(call(&s, ADMIN_TOKEN, "GET", path, NULL, NULL, NULL) == 403);
+    CHECK(call(&s, c.end_token, "GET", path, NULL, NULL, NULL) == 403);
+    /* the end route: only the end token */
+    snprintf(path, sizeof path, "/v1/masksets/%s/end", c.id);
+    CHECK(call(&s, ADMIN_TOKEN, "POST", path, NULL, NULL, NULL) == 401);
+    CHECK(call(&s, NULL, "POST", path, NULL, NULL, NULL) == 401);
+    snprintf(seed, sizeof seed, "%s/seeds/%s.seed", s.data, c.id);
+    CHECK(access(seed, F_OK) == 0);
+    j = call_json(&s, c.end_token, "POST", path, NULL, &st);
+    CHECK(st == 200 && j != NULL &&
+          strcmp(json_string_value(json_object_get(j, "state")), "deleted") == 0);
+    json_decref(j);
+    CHECK_MSG(access(seed, F_OK) != 0, "seed file still there after the end call");
+    CHECK(download(&s, &c, 1, NULL, NULL) == 410);
+    CHECK(download(&s, &c, 2, NULL, NULL) == 410);
+    CHECK(call(&s, c.end_token, "POST", path, NULL, NULL, NULL) == 200); /* idempotent */
+    CHECK(server_stop(&s, SIGTERM) == 0);
+}
+
 static void test_block_cache_same_keys(void)
 {
     static const uint32_t order[2][3] = {{2, 1, 3}, {1, 3, 2}};
@@ -784,6 +908,7 @@ int main(int argc, char **argv)
     RUN(test_several_blocks_both_partitions);
     RUN(test_fedsvd_with_served_keys);
     RUN(test_restart_and_delete);
+    RUN(test_identities_and_end_token);
     RUN(test_block_cache_same_keys);
     RUN(test_orphan_seed_swept);
     if (t_failed == 0 && getenv("FS_TEST_KEEP") == NULL) {

@@ -366,6 +366,16 @@ static int h_slow(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return fs_http_resp_json(resp, 200, json_pack("{s:b}", "slow", 1));
 }
 
+static int h_slower(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct timespec ts = {1, 500 * 1000 * 1000};
+
+    (void)req;
+    (void)ctx;
+    nanosleep(&ts, NULL);
+    return fs_http_resp_json(resp, 200, json_pack("{s:b}", "slow", 1));
+}
+
 static int start_server(void)
 {
     struct fs_http_server_config cfg;
@@ -1333,6 +1343,314 @@ static void test_limits_and_slowloris(void)
     fs_http_server_free(s);
 }
 
+/* A raw connection to 127.0.0.1:port from the local address src ("127.0.0.2"
+ * is another client as far as the server can tell); receive timeout rcv_ms. */
+static int raw_connect_from(const char *src, uint16_t port, long rcv_ms)
+{
+    struct sockaddr_in a;
+    struct timeval tv = {rcv_ms / 1000, (rcv_ms % 1000) * 1000};
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+    if (fd < 0) {
+        return -1;
+    }
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    if (inet_pton(AF_INET, src, &a.sin_addr) != 1 ||
+        bind(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    a.sin_port = htons(port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* 1 when the peer has closed fd (EOF or reset) within the receive timeout. */
+static int peer_closed(int fd)
+{
+    char b[256];
+    ssize_t r = recv(fd, b, sizeof b, 0);
+
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+/* Read one response (headers, then Content-Length bytes of body) from a
+ * keep-alive connection. @return its status, -1 on EOF/timeout. */
+static int read_response(int fd)
+{
+    char buf[4096];
+    size_t got = 0;
+    char *end = NULL;
+    const char *cl = NULL;
+    size_t need = 0;
+
+    while (end == NULL) {
+        ssize_t r;
+        if (got + 1 >= sizeof buf) {
+            return -1;
+        }
+        r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (r <= 0) {
+            return -1;
+        }
+        got += (size_t)r;
+        buf[got] = '\0';
+        end = strstr(buf, "\r\n\r\n");
+    }
+    cl = strstr(buf, "Content-Length: ");
+    need = (size_t)(end + 4 - buf) + (cl != NULL ? (size_t)strtoul(cl + 16, NULL, 10) : 0);
+    while (got < need && got + 1 < sizeof buf) {
+        ssize_t r = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+        if (r <= 0) {
+            return -1;
+        }
+        got += (size_t)r;
+    }
+    buf[got] = '\0';
+    return raw_status(buf);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+/* Send data one byte every step_ms until the server closes the connection
+ * or limit_ms pass. @return the milliseconds until the close, -1 if none. */
+static double trickle_until_closed(int fd, const char *data, long step_ms, double limit_ms)
+{
+    double t0 = now_ms();
+    size_t n = strlen(data);
+
+    for (size_t i = 0; now_ms() - t0 < limit_ms; i++) {
+        if (send(fd, data + i % n, 1, MSG_NOSIGNAL) != 1 || peer_closed(fd)) {
+            return now_ms() - t0;
+        }
+        /* peer_closed waited step_ms (the receive timeout) */
+    }
+    (void)step_ms;
+    return -1;
+}
+
+/* Plain HTTP only to loopback: the host parser and the refusal, before any
+ * connection is tried (192.0.2.1 is TEST-NET-1; nothing is sent there). */
+static void test_insecure_http_refused(void)
+{
+    static const char *const loop[] = {"localhost",       "LocalHost",       "127.0.0.1",
+                                       "127.1.2.3",       "127.255.255.254", "::1",
+                                       "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"};
+    static const char *const remote[] = {
+        "",           "0.0.0.0", "192.0.2.1", "128.0.0.1",   "127.0.0.1.", "127.1",
+        "2130706433", "::",      "::2",       "localhost.x", "fe80::1",    "::ffff:10.0.0.1"};
+    static const char *const ok_urls[] = {"http://127.0.0.1:8443",       "http://localhost/v1",
+                                          "http://[::1]:80/x?y#z",       "HTTP://127.0.0.9",
+                                          "https://192.0.2.1:1/x",       "HTTPS://example.org",
+                                          "http://user@127.0.0.1:1/a@b", "127.0.0.1:8443/x",
+                                          "http://127.0.0.1#@192.0.2.1"};
+    static const char *const bad_urls[] = {
+        "http://192.0.2.1:1",          "http://192.0.2.1:1/v1/jobs",
+        "http://127.0.0.1@192.0.2.1/", "http://[::2]:1",
+        "http://example.org",          "192.0.2.1:1/x",
+        "ftp://127.0.0.1.example/",    "http://[::1",
+        "http://127.0.0.1.nip.io/",    "http://0x7f000001/"};
+    struct fs_httpc_config cfg;
+    struct fs_httpc_req rq = {.method = "GET", .path = "http://192.0.2.1:1/v1/jobs"};
+    struct fs_httpc_resp resp;
+    struct fs_err err = {0};
+    fs_httpc *c = NULL;
+    double t0 = 0;
+    int rc = 0;
+
+    for (size_t i = 0; i < sizeof loop / sizeof loop[0]; i++) {
+        CHECK_MSG(fs_http_host_is_loopback(loop[i]) == 1, "%s", loop[i]);
+    }
+    for (size_t i = 0; i < sizeof remote / sizeof remote[0]; i++) {
+        CHECK_MSG(fs_http_host_is_loopback(remote[i]) == 0, "%s", remote[i]);
+    }
+    for (size_t i = 0; i < sizeof ok_urls / sizeof ok_urls[0]; i++) {
+        CHECK_MSG(fs_http_url_check(ok_urls[i], 0, &err) == 0, "%s: %s", ok_urls[i], err.msg);
+    }
+    for (size_t i = 0; i < sizeof bad_urls / sizeof bad_urls[0]; i++) {
+        CHECK_MSG(fs_http_url_check(bad_urls[i], 0, &err) == FS_EINVAL, "%s", bad_urls[i]);
+        CHECK_MSG(strstr(err.msg, "--insecure-http") != NULL, "%s: %s", bad_urls[i], err.msg);
+        CHECK_MSG(fs_http_url_check(bad_urls[i], 1, &err) == 0, "%s allowed", bad_urls[i]);
+    }
+    CHECK(fs_http_url_check("http://192.0.2.1:1", 0, &err) == FS_EINVAL &&
+          strstr(err.msg, "'192.0.2.1'") != NULL && strstr(err.msg, "https://") != NULL);
+
+    /* a client with such a base URL is refused when it is made */
+    fs_httpc_config_default(&cfg);
+    cfg.base_url = "http://192.0.2.1:1";
+    cfg.max_retries = 0;
+    cfg.connect_timeout_ms = 3000;
+    CHECK(fs_httpc_new(&c, &cfg, &err) == FS_EINVAL && c == NULL);
+    CHECK(strstr(err.msg, "not a loopback address") != NULL);
+    /* full URLs are checked per request, before connecting (a connection
+     * attempt would take the connect timeout and fail with FS_EIO) */
+    cfg.base_url = NULL;
+    CHECK_OK(fs_httpc_new(&c, &cfg, &err), &err);
+    t0 = now_ms();
+    rc = fs_httpc_do(c, &rq, &resp, &err);
+    CHECK_MSG(rc == FS_EINVAL && now_ms() - t0 < 100, "rc %d after %.0f ms: %s", rc, now_ms() - t0,
+              err.msg);
+    CHECK(resp.attempts == 0);
+    fs_httpc_resp_clear(&resp);
+    fs_httpc_free(c);
+    /* the opt-in: the client is made (no request is sent to that address) */
+    cfg.base_url = "http://192.0.2.1:1";
+    cfg.allow_insecure_http = 1;
+    CHECK_OK(fs_httpc_new(&c, &cfg, &err), &err);
+    fs_httpc_free(c);
+}
+
+/* Slow clients: a per-IP cap leaves room for other clients, and a request
+ * that trickles its headers or body is cut at its deadline however steadily
+ * it sends; the deadline restarts for each request of a keep-alive
+ * connection, grows with the declared body, and does not limit handlers. */
+static void test_per_ip_cap_and_deadline(void)
+{
+    struct fs_http_server_config cfg;
+    struct fs_err err = {0};
+    fs_http_server *s = NULL;
+    const struct fs_http_route routes[] = {
+        {.method = "GET", .pattern = "/v1/jobs/{id}", .handler = h_job},
+        {.method = "POST", .pattern = "/small", .max_body = 1024 * 1024, .handler = h_small},
+        {.method = "GET", .pattern = "/slower", .handler = h_slower},
+    };
+    const char *partial = "GET /v1/jobs/a HTTP/1.1\r\nHost: t\r\n";
+    const char *rq = "GET /v1/jobs/b HTTP/1.1\r\nHost: t\r\n\r\n";
+    int fds[50];
+    int closed = 0;
+    uint16_t port = 0;
+    double t0 = 0;
+    double ms = 0;
+
+    fs_http_server_config_default(&cfg);
+    cfg.threads = 2;
+    cfg.max_connections = 48; /* without the per-IP cap, 50 slow clients would hold them all */
+    cfg.max_per_ip = 40;
+    cfg.timeout_s = 30; /* the idle timeout plays no part below */
+    cfg.request_timeout_s = 30;
+    cfg.log_requests = 0;
+    CHECK_OK(fs_http_server_new(&s, &cfg, &err), &err);
+    if (s == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        CHECK_OK(fs_http_server_route(s, &routes[i], &err), &err);
+    }
+    CHECK_OK(fs_http_server_start(s, &err), &err);
+    port = fs_http_server_port(s);
+
+    /* 50 connections from 127.0.0.1 that never finish their headers */
+    for (int i = 0; i < 50; i++) {
+        fds[i] = raw_connect_from("127.0.0.1", port, 50);
+        if (fds[i] >= 0) {
+            send_all(fds[i], partial, strlen(partial));
+        }
+    }
+    sleep_ms(300);
+    for (int i = 0; i < 50; i++) {
+        closed += fds[i] < 0 || peer_closed(fds[i]);
+    }
+    CHECK_MSG(closed == 10, "%d of 50 closed (expected the 10 over the cap)", closed);
+    CHECK_MSG(fs_http_server_connections(s) == 40, "%u connections", fs_http_server_connections(s));
+    /* another client is served at once */
+    {
+        int fd = raw_connect_from("127.0.0.2", port, 2000);
+        int st = -1;
+        t0 = now_ms();
+        if (fd >= 0) {
+            send_all(fd, rq, strlen(rq));
+            st = read_response(fd);
+            close(fd);
+        }
+        CHECK_MSG(st == 200 && now_ms() - t0 < 1500, "127.0.0.2: status %d after %.0f ms", st,
+                  now_ms() - t0);
+    }
+    for (int i = 0; i < 50; i++) {
+        if (fds[i] >= 0) {
+            close(fds[i]);
+        }
+    }
+    fs_http_server_free(s);
+
+    /* deadline 1 s (+ 1 s per 1000 body bytes) */
+    cfg.max_connections = 16;
+    cfg.max_per_ip = 0;
+    cfg.request_timeout_s = 1;
+    cfg.min_body_rate = 1000;
+    CHECK_OK(fs_http_server_new(&s, &cfg, &err), &err);
+    if (s == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {
+        CHECK_OK(fs_http_server_route(s, &routes[i], &err), &err);
+    }
+    CHECK_OK(fs_http_server_start(s, &err), &err);
+    port = fs_http_server_port(s);
+    {
+        /* headers, one byte every 100 ms: cut after about 1 s */
+        int fd = raw_connect_from("127.0.0.1", port, 100);
+        CHECK(fd >= 0);
+        ms = fd >= 0
+                 ? trickle_until_closed(fd, "GET /v1/jobs/a HTTP/1.1\r\nX-Pad: aaaaaaaa", 100, 6000)
+                 : -1;
+        CHECK_MSG(ms >= 800 && ms < 2500, "headers trickle cut after %.0f ms", ms);
+        if (fd >= 0) {
+            close(fd);
+        }
+    }
+    {
+        /* body of 500 bytes declared: 1 s + 0.5 s; one byte every 100 ms */
+        const char *h = "POST /small HTTP/1.1\r\nHost: t\r\nContent-Type: text/plain\r\n"
+                        "Content-Length: 500\r\n\r\n";
+        int fd = raw_connect_from("127.0.0.1", port, 100);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            send_all(fd, h, strlen(h));
+            ms = trickle_until_closed(fd, "x", 100, 6000);
+            CHECK_MSG(ms >= 1300 && ms < 3000, "body trickle cut after %.0f ms", ms);
+            close(fd);
+        }
+    }
+    {
+        /* keep-alive: two requests of 0.7 s each on one connection (1.4 s in
+         * all) are both served: each has its own deadline */
+        int fd = raw_connect_from("127.0.0.1", port, 2000);
+        int st1 = -1;
+        int st2 = -1;
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            for (int r = 0; r < 2; r++) {
+                size_t n = strlen(rq);
+                for (size_t i = 0; i < n; i += (n + 6) / 7) {
+                    send_all(fd, rq + i, i + (n + 6) / 7 <= n ? (n + 6) / 7 : n - i);
+                    sleep_ms(100);
+                }
+                *(r == 0 ? &st1 : &st2) = read_response(fd);
+            }
+            close(fd);
+        }
+        CHECK_MSG(st1 == 200 && st2 == 200, "keep-alive: %d, %d", st1, st2);
+    }
+    {
+        /* a handler may take longer than the deadline (its request is in) */
+        const char *slow = "GET /slower HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n";
+        char reply[1024];
+        raw_exchange(port, slow, strlen(slow), reply, sizeof reply); /* 1.5 s */
+        CHECK_MSG(raw_status(reply) == 200, "slow handler: %.60s", reply);
+    }
+    fs_http_server_free(s);
+}
+
 static atomic_int g_hook_ok;
 
 static void count_hook(const struct fs_http_log_entry *e, void *ctx)
@@ -1549,6 +1867,8 @@ int main(void)
     RUN(test_client_caps);
     RUN(test_malformed_raw);
     RUN(test_limits_and_slowloris);
+    RUN(test_insecure_http_refused);
+    RUN(test_per_ip_cap_and_deadline);
     RUN(test_thread_per_connection);
     RUN(test_tls);
     RUN(test_request_log);

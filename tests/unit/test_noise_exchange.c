@@ -1,4 +1,4 @@
-/* Encrypted noise exchange (fedpower-utility, DESIGN §5.4) driven in one
+/* Encrypted noise exchange (fedpower-utility) driven in one
  * process with real Paillier keys (1024 bits; one 3072-bit run): the
  * server's recovered noise equals the sum of every party's noise but j's,
  * exactly, in both modes; selectors are fresh, distinct and of one size;
@@ -68,7 +68,7 @@ static void nx_job_free(struct nx_job *j)
 }
 
 /* One round over ids 1..n where responds[i] says whether party i answers.
- * seeds/noise: the parties' secrets. */
+ * seeds, noise: the parties' secrets. */
 static void nx_round(struct nx_job *j, uint32_t round, const int *responds, uint8_t (*seeds)[32],
                      int64_t **noise, struct fs_noisex_result *res)
 {

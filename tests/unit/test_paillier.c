@@ -29,6 +29,11 @@
 static fs_paillier_sk *g_sk; /* 512-bit key shared by most cases */
 static const fs_paillier_pk *g_pk;
 
+/* GMP's memory functions when the program started (before any key). */
+static void *(*g_alloc0)(size_t);
+static void *(*g_realloc0)(void *, size_t, size_t);
+static void (*g_free0)(void *, size_t);
+
 /* x = uniform-ish integer in [0, bound) (64 extra bits, bias < 2^-64). */
 static void rand_below(mpz_t x, const mpz_t bound)
 {
@@ -721,13 +726,70 @@ out:
     mpz_clears(m, c, c2, d, NULL);
 }
 
+/* Making a private key installs GMP memory functions that wipe what they
+ * free: they are no longer GMP's defaults, and they are the ones
+ * fs_paillier_gmp_wipe_on_free installs. Then the free function is run on a
+ * block of our own, and the block's bytes past glibc's free-list links must
+ * be zero (read after free: only where no sanitizer or valgrind watches). */
+static void test_gmp_wipe_installed(void)
+{
+    void *(*a1)(size_t) = NULL;
+    void *(*r1)(void *, size_t, size_t) = NULL;
+    void (*f1)(void *, size_t) = NULL;
+    void *(*a2)(size_t) = NULL;
+    void *(*r2)(void *, size_t, size_t) = NULL;
+    void (*f2)(void *, size_t) = NULL;
+
+    mp_get_memory_functions(&a1, &r1, &f1);
+    CHECK(a1 != g_alloc0 || r1 != g_realloc0 || f1 != g_free0);
+    CHECK(f1 != g_free0 && r1 != g_realloc0);
+    fs_paillier_gmp_wipe_on_free(); /* idempotent: the same functions */
+    mp_get_memory_functions(&a2, &r2, &f2);
+    CHECK(a1 == a2 && r1 == r2 && f1 == f2);
+    {
+        /* realloc keeps the content it moves */
+        uint8_t *p = a1(64);
+        for (int i = 0; i < 64; i++) {
+            p[i] = (uint8_t)i;
+        }
+        p = r1(p, 64, 4096);
+        int same = 1;
+        for (int i = 0; i < 64; i++) {
+            same &= p[i] == (uint8_t)i;
+        }
+        CHECK(same);
+        f1(p, 4096);
+    }
+#if defined(__GLIBC__)
+    {
+        const char *pre = getenv("LD_PRELOAD");
+        int watched = UNDER_SAN || (pre != NULL && strstr(pre, "vgpreload") != NULL);
+        if (!watched) {
+            /* glibc keeps a freed 512-byte block in its per-thread cache and
+             * writes two pointers at its start; the rest keeps whatever the
+             * free function left there */
+            volatile uint8_t *p = a1(512);
+            size_t left = 0;
+            for (size_t i = 0; i < 512; i++) {
+                p[i] = 0xA5;
+            }
+            f1((void *)p, 512);
+            for (size_t i = 32; i < 512; i++) {
+                left += p[i] == 0xA5;
+            }
+            CHECK_MSG(left == 0, "%zu of 480 bytes not wiped", left);
+        }
+    }
+#endif
+}
+
 int main(void)
 {
     struct fs_err err = {0};
     int rc;
 
-    /* As a key-holding process would: wipe every GMP heap block on free. */
-    fs_paillier_gmp_wipe_on_free();
+    /* No explicit fs_paillier_gmp_wipe_on_free(): keygen must install it. */
+    mp_get_memory_functions(&g_alloc0, &g_realloc0, &g_free0);
     rc = fs_paillier_keygen(&g_sk, 512, &err);
     if (rc != 0) {
         fprintf(stderr, "keygen failed: %s\n", err.msg);
@@ -735,6 +797,7 @@ int main(void)
         return TEST_END("test_paillier");
     }
     g_pk = fs_paillier_sk_pub(g_sk);
+    RUN(test_gmp_wipe_installed);
     RUN(test_keygen_params);
     RUN(test_roundtrip_random);
     RUN(test_homomorphic_add);

@@ -1,9 +1,12 @@
 /* Secure aggregation state machines driven in one process: 2 to 50 parties,
  * dropouts injected between any two steps, several aggregations per job,
  * aborts below threshold, and every kind of bad message. */
+#include "crypto/ct.h"
 #include "crypto/ed25519.h"
 #include "crypto/rand.h"
+#include "crypto/x25519.h"
 #include "proto/secagg.h"
+#include "proto/secagg_internal.h" /* the key derivations a curious server would run */
 #include "test.h"
 
 #include <stdlib.h>
@@ -72,7 +75,25 @@ struct job {
     struct mem_store ms;
     uint64_t len;
     uint64_t **captured; /* masked uploads seen by the server, per party (last aggregation) */
+    uint32_t spy; /* 0, or the party whose reveals the test collects (as the server gets them) */
+    struct fs_secagg_reveal spy_rv[4][64]; /* per aggregation r < 4: reveals about spy */
+    size_t spy_nrv[4];
+    int resend; /* re-send each accepted message once its round closed: an identical one is
+                   answered 0 and changes nothing, a changed one is FS_ECONFLICT */
 };
+
+/* j->resend: after R1 closed, party i's shares again (and altered). */
+static void resend_shares(struct job *j, uint32_t i, struct fs_secagg_share_ct *cts, size_t nct)
+{
+    struct fs_err err = {0};
+
+    CHECK_OK(fs_secagg_server_add_shares(j->s, i, cts, nct, &err), &err);
+    if (nct > 0) {
+        cts[0].ct[0] ^= 1;
+        CHECK(fs_secagg_server_add_shares(j->s, i, cts, nct, &err) == FS_ECONFLICT);
+        cts[0].ct[0] ^= 1;
+    }
+}
 
 static void job_init(struct job *j, uint32_t n, uint32_t t, uint32_t aggs, uint64_t len,
                      uint32_t chunk, int use_store)
@@ -127,6 +148,8 @@ static int job_setup(struct job *j)
 {
     struct fs_err err = {0};
     const struct fs_secagg_adv *roster;
+    struct fs_secagg_share_ct *kept[65] = {0}; /* j->resend: each party's shares */
+    size_t nkept[65] = {0};
     size_t k;
     uint32_t n = j->cfg.n;
 
@@ -142,6 +165,18 @@ static int job_setup(struct job *j)
     if (fs_secagg_server_close_adv(j->s, &err) != 0) {
         return -1;
     }
+    for (uint32_t i = 1; j->resend && i <= n; i++) {
+        struct fs_secagg_adv a;
+        CHECK_OK(fs_secagg_client_advertise(j->p[i].c, &a, &err), &err);
+        if (j->p[i].gone) {
+            /* never accepted: a late advertisement is not a repeat */
+            CHECK(fs_secagg_server_add_adv(j->s, &a, &err) == FS_ECONFLICT);
+            continue;
+        }
+        CHECK_OK(fs_secagg_server_add_adv(j->s, &a, &err), &err);
+        a.sig[0] ^= 1;
+        CHECK(fs_secagg_server_add_adv(j->s, &a, &err) == FS_ECONFLICT);
+    }
     roster = fs_secagg_server_roster(j->s, &k);
     for (uint32_t i = 1; i <= n; i++) {
         struct fs_secagg_share_ct *cts = NULL;
@@ -155,10 +190,29 @@ static int job_setup(struct job *j)
         } else {
             CHECK_OK(fs_secagg_server_add_shares(j->s, i, cts, nct, &err), &err);
         }
-        fs_secagg_share_cts_free(cts, nct);
+        if (j->resend) {
+            kept[i] = cts;
+            nkept[i] = nct;
+        } else {
+            fs_secagg_share_cts_free(cts, nct);
+        }
     }
     if (fs_secagg_server_close_shares(j->s, &err) != 0) {
+        for (uint32_t i = 1; i <= n; i++) {
+            fs_secagg_share_cts_free(kept[i], nkept[i]);
+        }
         return -1;
+    }
+    for (uint32_t i = 1; j->resend && i <= n; i++) {
+        if (kept[i] == NULL) {
+            continue;
+        }
+        if (j->p[i].gone) {
+            CHECK(fs_secagg_server_add_shares(j->s, i, kept[i], nkept[i], &err) == FS_ECONFLICT);
+        } else {
+            resend_shares(j, i, kept[i], nkept[i]);
+        }
+        fs_secagg_share_cts_free(kept[i], nkept[i]);
     }
     for (uint32_t i = 1; i <= n; i++) {
         const struct fs_secagg_share_ct **mine = NULL;
@@ -179,11 +233,45 @@ static int job_setup(struct job *j)
     return 0;
 }
 
+/* j->resend: after R2 closed, every party's upload again (as the server got it,
+ * j->captured): an identical chunk is answered 0 and is not new, a changed one
+ * is a conflict; a party that sent nothing (or was taken out) has nothing to
+ * repeat. */
+static void resend_chunks(struct job *j)
+{
+    struct fs_err err = {0};
+    uint64_t cw = j->cfg.chunk_words;
+
+    for (uint32_t i = 1; i <= j->cfg.n; i++) {
+        int in_u3 = fs_secagg_server_has_masked(j->s, i);
+        for (uint64_t idx = 0; idx * cw < j->len; idx++) {
+            size_t m = (size_t)(j->len - idx * cw < cw ? j->len - idx * cw : cw);
+            uint64_t *y = j->captured[i] + idx * cw;
+            int is_new = -1;
+            int rc = fs_secagg_server_add_masked_ex(j->s, i, idx, y, m, &is_new, &err);
+            if (!in_u3) {
+                CHECK(rc == FS_ECONFLICT);
+                continue;
+            }
+            CHECK_MSG(rc == 0 && is_new == 0, "party %u chunk %llu: %d %s", i,
+                      (unsigned long long)idx, rc, err.msg);
+            y[0] ^= 1;
+            CHECK(fs_secagg_server_add_masked_ex(j->s, i, idx, y, m, &is_new, &err) ==
+                  FS_ECONFLICT);
+            CHECK(is_new == 0);
+            y[0] ^= 1;
+        }
+    }
+}
+
 /* One aggregation r. Fills expected with the sum over parties that
  * completed their upload. Returns 0 and *sum on success, -1 on abort. */
 static int job_aggregate(struct job *j, uint32_t r, uint64_t *expected, const uint64_t **sum)
 {
     struct fs_err err = {0};
+    uint8_t sigs[65][64];                   /* j->resend: each party's signature */
+    struct fs_secagg_reveal *rvs[65] = {0}; /* and reveals */
+    size_t nrvs[65] = {0};
     const uint32_t *set;
     size_t na, n3, n4;
     uint64_t cw = j->cfg.chunk_words;
@@ -236,6 +324,9 @@ static int job_aggregate(struct job *j, uint32_t r, uint64_t *expected, const ui
     if (fs_secagg_server_close_masked(j->s, &err) != 0) {
         goto out;
     }
+    if (j->resend) {
+        resend_chunks(j);
+    }
     set = fs_secagg_server_set(j->s, 3, &n3);
     for (size_t q = 0; q < n3; q++) {
         uint32_t i = set[q];
@@ -246,9 +337,18 @@ static int job_aggregate(struct job *j, uint32_t r, uint64_t *expected, const ui
         }
         CHECK_OK(fs_secagg_client_consistency(j->p[i].c, set, n3, sig, &err), &err);
         CHECK_OK(fs_secagg_server_add_consistency(j->s, i, sig, &err), &err);
+        memcpy(sigs[i], sig, sizeof sig);
     }
     if (fs_secagg_server_close_consistency(j->s, &err) != 0) {
         goto out;
+    }
+    set = fs_secagg_server_set(j->s, 4, &n4);
+    for (size_t q = 0; j->resend && q < n4; q++) {
+        uint32_t i = set[q];
+        CHECK_OK(fs_secagg_server_add_consistency(j->s, i, sigs[i], &err), &err);
+        sigs[i][5] ^= 1;
+        CHECK(fs_secagg_server_add_consistency(j->s, i, sigs[i], &err) == FS_ECONFLICT);
+        sigs[i][5] ^= 1;
     }
     set = fs_secagg_server_set(j->s, 4, &n4);
     for (size_t q = 0; q < n4; q++) {
@@ -263,13 +363,43 @@ static int job_aggregate(struct job *j, uint32_t r, uint64_t *expected, const ui
                                          &err),
                  &err);
         CHECK_OK(fs_secagg_server_add_reveals(j->s, i, rv, nrv, &err), &err);
-        free(rv);
+        for (size_t q2 = 0; j->spy != 0 && r < 4 && q2 < nrv; q2++) {
+            if (rv[q2].about == j->spy && j->spy_nrv[r] < 64) {
+                j->spy_rv[r][j->spy_nrv[r]++] = rv[q2];
+            }
+        }
+        if (j->resend) {
+            rvs[i] = rv;
+            nrvs[i] = nrv;
+        } else {
+            free(rv);
+        }
     }
     if (fs_secagg_server_finish(j->s, sum, &err) != 0) {
         goto out;
     }
+    if (j->resend) {
+        /* every round of this aggregation is closed now: all repeats still answer 0 */
+        resend_chunks(j);
+        for (uint32_t i = 1; i <= j->cfg.n; i++) {
+            if (rvs[i] == NULL) {
+                continue;
+            }
+            CHECK_OK(fs_secagg_server_add_reveals(j->s, i, rvs[i], nrvs[i], &err), &err);
+            if (nrvs[i] > 0) {
+                rvs[i][0].share[3] ^= 1;
+                CHECK(fs_secagg_server_add_reveals(j->s, i, rvs[i], nrvs[i], &err) == FS_ECONFLICT);
+            }
+        }
+        for (size_t q = 0; q < n4; q++) {
+            CHECK_OK(fs_secagg_server_add_consistency(j->s, set[q], sigs[set[q]], &err), &err);
+        }
+    }
     rc = 0;
 out:
+    for (uint32_t i = 1; i <= j->cfg.n && i < 65; i++) {
+        free(rvs[i]);
+    }
     free(y);
     return rc;
 }
@@ -477,9 +607,17 @@ static void test_bad_messages_rejected(void)
         struct fs_secagg_adv tampered[3];
         struct fs_secagg_share_ct *x = NULL;
         size_t nx = 0;
+        uint8_t pks[32];
         memcpy(tampered, roster, sizeof tampered);
-        tampered[1].s_pk[5] ^= 0x10;
+        /* any aggregation's mask key is covered by the signature */
+        memcpy(pks, roster[1].s_pks, 32);
+        pks[5] ^= 0x10;
+        tampered[1].s_pks = pks;
         CHECK(fs_secagg_client_share_keys(j.p[1].c, tampered, 3, &x, &nx, &err) == FS_EAUTH);
+        /* one mask key too few */
+        tampered[1] = roster[1];
+        tampered[1].nkeys = 0;
+        CHECK(fs_secagg_client_share_keys(j.p[1].c, tampered, 3, &x, &nx, &err) == FS_EINVAL);
     }
     for (uint32_t i = 1; i <= 3; i++) {
         CHECK_OK(fs_secagg_client_share_keys(j.p[i].c, roster, k, &cts[i], &nct[i], &err), &err);
@@ -626,10 +764,130 @@ static void test_server_repeat_chunks(void)
     }
 }
 
+/* Lost responses: every message re-sent after its round closed (R0 and R1
+ * after they closed, each aggregation's chunks in R3 and after unmasking,
+ * signatures in R4 and after, reveals after unmasking) is accepted again and
+ * changes nothing, so the sums stay exact; other bytes are a conflict. With
+ * and without a chunk store, two aggregations, one party dropping in the
+ * second (its upload is not there to repeat). */
+static void test_repeat_after_round_closed(void)
+{
+    for (int use_store = 0; use_store <= 1; use_store++) {
+        struct job j;
+        uint64_t len = 10;
+        uint64_t *expected = malloc(len * sizeof *expected);
+        const uint64_t *sum = NULL;
+
+        job_init(&j, 4, 3, 2, len, 4, use_store);
+        j.resend = 1;
+        j.p[4].drop = DROP_MASKED;
+        j.p[4].drop_round = 1;
+        CHECK(job_setup(&j) == 0);
+        for (uint32_t r = 0; r < 2; r++) {
+            CHECK(job_aggregate(&j, r, expected, &sum) == 0);
+            CHECK(sum != NULL && memcmp(sum, expected, len * sizeof *sum) == 0);
+        }
+        job_free(&j);
+        free(expected);
+    }
+}
+
+/* Combine the shares of one kind about the spied party that aggregation r's
+ * reveals carried (the server holds exactly these). 0 when t of them combine. */
+static int spy_combine(const struct job *j, uint32_t r, uint8_t kind, uint8_t out[32])
+{
+    struct fs_shamir_share sh[64];
+    struct fs_err err = {0};
+    size_t k = 0;
+
+    for (size_t q = 0; q < j->spy_nrv[r]; q++) {
+        if (j->spy_rv[r][q].kind == kind &&
+            fs_shamir_share_decode(&sh[k], j->spy_rv[r][q].share, FS_SHAMIR_SHARE_LEN, &err) == 0) {
+            k++;
+        }
+    }
+    return k >= j->cfg.t ? fs_shamir_combine(sh, k, j->cfg.t, out, &err) : -1;
+}
+
+/* The mask public key party a advertised for aggregation r. */
+static const uint8_t *adv_mask_pk(const struct fs_secagg_adv *a, uint32_t r)
+{
+    return fs_secagg_adv_mask_pk(a, r);
+}
+
+/*
+ * Key safety across aggregations. n = 3, t = 2, two aggregations; party 3
+ * survives the first (its self-mask seed is revealed) and drops in the second
+ * (shares of its mask key are revealed). A curious server then takes every
+ * mask off party 3's first upload with what it received: the seed of
+ * aggregation 0, the mask key revealed in aggregation 1 and the advertised
+ * public keys. That must not give party 3's input back.
+ */
+static void test_cross_aggregation_unmask(void)
+{
+    static const enum drop_at drops[3] = {DROP_NEVER, DROP_NEVER, DROP_MASKED};
+    struct job j;
+    struct fs_err err = {0};
+    uint64_t len = 64;
+    uint64_t *expected = malloc(len * sizeof *expected);
+    uint64_t *x3 = malloc(len * sizeof *x3);
+    uint64_t *y3 = malloc(len * sizeof *y3);
+    const uint64_t *sum = NULL;
+    const struct fs_secagg_adv *roster;
+    uint8_t seed[32], sk[32], pk[32];
+    struct fs_prg_term st[3];
+    size_t k;
+
+    job_init(&j, 3, 2, 2, len, 16, 1);
+    j.spy = 3;
+    for (uint32_t i = 1; i <= 3; i++) {
+        j.p[i].drop = drops[i - 1];
+        j.p[i].drop_round = 1;
+    }
+    CHECK(job_setup(&j) == 0);
+    CHECK(job_aggregate(&j, 0, expected, &sum) == 0);
+    CHECK(sum != NULL && memcmp(sum, expected, len * sizeof *sum) == 0);
+    memcpy(x3, j.p[3].x, len * sizeof *x3);
+    memcpy(y3, j.captured[3], len * sizeof *y3);
+    /* aggregation 1 without party 3: the survivors' sum stays exact */
+    CHECK(job_aggregate(&j, 1, expected, &sum) == 0);
+    CHECK(sum != NULL && memcmp(sum, expected, len * sizeof *sum) == 0);
+    /* the server's reconstructions */
+    CHECK(spy_combine(&j, 0, FS_SECAGG_SELF_SEED, seed) == 0);
+    CHECK(spy_combine(&j, 1, FS_SECAGG_MASK_KEY, sk) == 0);
+    roster = fs_secagg_server_roster(j.s, &k);
+    CHECK(k == 3);
+    /* what it recovered is the key of aggregation 1, checked as the server checks it */
+    CHECK_OK(fs_x25519_public(pk, sk, &err), &err);
+    CHECK(memcmp(pk, adv_mask_pk(&roster[2], 1), 32) == 0);
+    /* the attack on aggregation 0: y3 - self mask - pairwise masks with 1 and 2 */
+    CHECK_OK(sa_self_mask_key(seed, fs_secagg_client_session(j.p[1].c), 3, 0, len, st[0].key, &err),
+             &err);
+    st[0].sign = -1;
+    for (uint32_t v = 1; v <= 2; v++) {
+        CHECK_OK(sa_pair_mask_key(sk, adv_mask_pk(&roster[v - 1], 0),
+                                  fs_secagg_client_session(j.p[1].c), 0, len, st[v].key, &err),
+                 &err);
+        st[v].sign = -1; /* party 3 added its pairwise masks with smaller ids */
+    }
+    CHECK_OK(fs_prg_sum(st, 3, 0, y3, len, &err), &err);
+    CHECK_MSG(memcmp(y3, x3, len * sizeof *x3) != 0,
+              "the server unmasked party 3's aggregation-0 input from the key revealed in "
+              "aggregation 1");
+    fs_wipe(seed, sizeof seed);
+    fs_wipe(sk, sizeof sk);
+    fs_wipe(st, sizeof st);
+    job_free(&j);
+    free(expected);
+    free(x3);
+    free(y3);
+}
+
 int main(void)
 {
     RUN(test_small_no_dropout);
     RUN(test_server_repeat_chunks);
+    RUN(test_repeat_after_round_closed);
     RUN(test_ten_parties_dropout_each_phase);
     RUN(test_abort_below_threshold);
     RUN(test_mid_upload_without_store_aborts);
@@ -640,5 +898,6 @@ int main(void)
     RUN(test_bad_messages_rejected);
     RUN(test_client_refuses_unsafe_unmask);
     RUN(test_server_rejects_bad_uploads);
+    RUN(test_cross_aggregation_unmask);
     return TEST_END("test_secagg");
 }

@@ -358,6 +358,112 @@ static void test_db_open(void)
     CHECK(db == NULL && strstr(err.msg, "cannot open") != NULL);
 }
 
+static int file_mode(const char *path)
+{
+    struct stat sb;
+
+    return stat(path, &sb) == 0 ? (int)(sb.st_mode & 07777) : -1;
+}
+
+/* The log written since the stream was set (rewound and read whole). */
+static void read_log(FILE *f, char *buf, size_t cap)
+{
+    size_t n = 0;
+
+    fflush(f);
+    rewind(f);
+    n = fread(buf, 1, cap - 1, f);
+    buf[n] = '\0';
+}
+
+/* Bare boolean flags; plain HTTP only on loopback; private data directories
+ * and databases (0700 / 0600, looser ones tightened with a warning). */
+static void test_transport_rules(void)
+{
+    struct fs_err err;
+    struct cfg c;
+    const char *bare[] = {"--flag", NULL};
+    const char *bare_then[] = {"--flag", "--small", "5", NULL};
+    const char *valued[] = {"--flag", "no", "--name", "q", NULL};
+    char dir[128];
+    char path[160];
+    char side[176];
+    char logbuf[4096];
+    FILE *log = tmpfile();
+    sqlite3 *db = NULL;
+    mode_t old_umask;
+
+    clear_env();
+    CHECK(parse(&c, &err, bare) == 0 && c.flag == 1);
+    CHECK(parse(&c, &err, bare_then) == 0 && c.flag == 1 && c.small == 5);
+    CHECK(parse(&c, &err, valued) == 0 && c.flag == 0 && strcmp(c.name, "q") == 0);
+
+    if (log == NULL) {
+        CHECK(log != NULL);
+        return;
+    }
+    fs_log_set_stream(log);
+    CHECK(fs_svc_check_listen("127.0.0.1", 0, 0, &err) == 0);
+    CHECK(fs_svc_check_listen("127.0.0.2", 0, 0, &err) == 0);
+    CHECK(fs_svc_check_listen("::1", 0, 0, &err) == 0);
+    CHECK(fs_svc_check_listen("localhost", 0, 0, &err) == 0);
+    CHECK(fs_svc_check_listen("0.0.0.0", 1, 0, &err) == 0);
+    read_log(log, logbuf, sizeof logbuf);
+    CHECK(logbuf[0] == '\0'); /* nothing to warn about */
+    CHECK(fs_svc_check_listen("0.0.0.0", 0, 0, &err) == FS_EINVAL);
+    CHECK(strstr(err.msg, "refusing to listen on 0.0.0.0 without TLS") != NULL &&
+          strstr(err.msg, "--tls-cert") != NULL && strstr(err.msg, "--insecure-http") != NULL);
+    CHECK(fs_svc_check_listen("::", 0, 0, &err) == FS_EINVAL);
+    CHECK(fs_svc_check_listen("10.1.2.3", 0, 0, &err) == FS_EINVAL);
+    CHECK(fs_svc_check_listen("myhost.example", 0, 0, &err) == FS_EINVAL);
+    CHECK(fs_svc_check_listen("0.0.0.0", 0, 1, &err) == 0);
+    read_log(log, logbuf, sizeof logbuf);
+    CHECK(strstr(logbuf, "\"level\":\"warn\"") != NULL &&
+          strstr(logbuf, "--insecure-http") != NULL && strstr(logbuf, "0.0.0.0") != NULL);
+
+    /* data directories: created 0700 even under umask 0; a 0755 one is tightened */
+    old_umask = umask(0);
+    snprintf(dir, sizeof dir, "%s/pd/a/b", g_dir);
+    CHECK_OK(fs_svc_private_dir(dir, &err), &err);
+    CHECK_MSG(file_mode(dir) == 0700, "%o", file_mode(dir));
+    snprintf(dir, sizeof dir, "%s/open", g_dir);
+    CHECK(mkdir(dir, 0755) == 0 && file_mode(dir) == 0755);
+    CHECK_OK(fs_svc_private_dir(dir, &err), &err);
+    CHECK_MSG(file_mode(dir) == 0700, "%o", file_mode(dir));
+    read_log(log, logbuf, sizeof logbuf);
+    CHECK(strstr(logbuf, "data directory was open to other users") != NULL &&
+          strstr(logbuf, "\"mode_was\":\"0755\"") != NULL);
+    snprintf(path, sizeof path, "%s/afile", dir);
+    CHECK_OK(fs_write_file_atomic(path, "x", 1, &err), &err);
+    CHECK(fs_svc_private_dir(path, &err) != 0);
+
+    /* databases: 0600 with their -wal and -shm, even under umask 0 */
+    snprintf(path, sizeof path, "%s/state.db", dir);
+    CHECK_OK(fs_svc_db_open(path, 0, "CREATE TABLE IF NOT EXISTS t (x INTEGER);", &db, &err), &err);
+    CHECK(db != NULL &&
+          sqlite3_exec(db, "INSERT INTO t VALUES (1);", NULL, NULL, NULL) == SQLITE_OK);
+    CHECK_MSG(file_mode(path) == 0600, "db %o", file_mode(path));
+    snprintf(side, sizeof side, "%s-wal", path);
+    CHECK_MSG(file_mode(side) == 0600, "wal %o", file_mode(side));
+    snprintf(side, sizeof side, "%s-shm", path);
+    CHECK_MSG(file_mode(side) == 0600, "shm %o", file_mode(side));
+    /* an existing database readable by others (as older versions left it) */
+    CHECK(chmod(path, 0644) == 0 && chmod(side, 0644) == 0);
+    {
+        sqlite3 *db2 = NULL;
+        CHECK_OK(fs_svc_db_open(path, 0, "SELECT 1;", &db2, &err), &err);
+        sqlite3_close_v2(db2);
+    }
+    CHECK_MSG(file_mode(path) == 0600, "db %o", file_mode(path));
+    CHECK_MSG(file_mode(side) == 0600, "shm %o", file_mode(side));
+    read_log(log, logbuf, sizeof logbuf);
+    CHECK(strstr(logbuf, "database was open to other users") != NULL);
+    sqlite3_close_v2(db);
+    umask(old_umask);
+    fs_log_set_stream(stderr);
+    fclose(log);
+}
+
 static void test_signals_and_base_url(void)
 {
     struct sigaction sa;
@@ -501,6 +607,7 @@ int main(void)
     RUN(test_mkdir_p);
     RUN(test_find_openapi);
     RUN(test_db_open);
+    RUN(test_transport_rules);
     RUN(test_signals_and_base_url);
     RUN(test_text);
     RUN(test_metrics);

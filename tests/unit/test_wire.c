@@ -92,7 +92,10 @@ static void fill_adv(struct fs_secagg_adv *a, uint32_t id)
     a->id = id;
     CHECK_OK(fs_rand_bytes(a->sign_pk, 32, &err), &err);
     CHECK_OK(fs_rand_bytes(a->c_pk, 32, &err), &err);
-    CHECK_OK(fs_rand_bytes(a->s_pk, 32, &err), &err);
+    a->nkeys = 3; /* one mask key per aggregation */
+    a->s_pks = malloc(3 * 32);
+    CHECK(a->s_pks != NULL);
+    CHECK_OK(fs_rand_bytes(a->s_pks, 3 * 32, &err), &err);
     CHECK_OK(fs_rand_bytes(a->sig, 64, &err), &err);
 }
 
@@ -109,18 +112,23 @@ static void test_adv_roundtrip(void)
     j = fs_wire_adv_encode(&a, 1, -3);
     CHECK(j != NULL);
     CHECK_OK(fs_wire_adv_decode(j, &b, &has, &e, &err), &err);
-    CHECK(memcmp(&a, &b, sizeof a) == 0 && has == 1 && e == -3);
+    CHECK(fs_secagg_adv_equal(&a, &b) && b.nkeys == 3 && has == 1 && e == -3);
+    CHECK(b.s_pks != a.s_pks); /* decoded into its own buffer */
+    fs_secagg_adv_clear(&b);
     json_decref(j);
     j = fs_wire_adv_encode(&a, 0, 0);
     CHECK(json_is_null(json_object_get(j, "max_abs_exp")));
     CHECK_OK(fs_wire_adv_decode(j, &b, &has, &e, &err), &err);
     CHECK(has == 0);
+    fs_secagg_adv_clear(&b);
     /* absent is the same as null */
     json_object_del(j, "max_abs_exp");
     has = 1;
     CHECK_OK(fs_wire_adv_decode(j, &b, &has, &e, &err), &err);
     CHECK(has == 0);
+    fs_secagg_adv_clear(&b);
     json_decref(j);
+    fs_secagg_adv_clear(&a);
 }
 
 /* Re-decode an encoded advert after changing one field. */
@@ -143,6 +151,9 @@ static int adv_mutated(const char *key, json_t *val)
     }
     rc = fs_wire_adv_decode(j, &b, &has, &e, &err);
     CHECK(rc == 0 || err.msg[0] != '\0');
+    CHECK(rc == 0 || b.s_pks == NULL); /* nothing left to release on failure */
+    fs_secagg_adv_clear(&b);
+    fs_secagg_adv_clear(&a);
     json_decref(j);
     return rc;
 }
@@ -163,9 +174,13 @@ static void test_adv_malformed(void)
     CHECK(adv_mutated("party", json_integer(-1)) == FS_EINVAL);
     CHECK(adv_mutated("sign_pk", NULL) == FS_EFORMAT);
     CHECK(adv_mutated("c_pk", json_integer(3)) == FS_EFORMAT);
-    CHECK(adv_mutated("s_pk", json_string("!!!!")) == FS_EFORMAT);
+    CHECK(adv_mutated("s_pks", json_string("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!")) ==
+          FS_EFORMAT); /* 43 characters: one key's length, not base64url */
+    CHECK(adv_mutated("s_pks", NULL) == FS_EFORMAT);
+    CHECK(adv_mutated("s_pks", json_string("")) == FS_EINVAL);
+    CHECK(adv_mutated("s_pk", json_string("AAAA")) == FS_EINVAL); /* the one-key form is gone */
     short_key = fs_b64url_encode(k31, 31);
-    CHECK(adv_mutated("s_pk", json_string(short_key)) == FS_EINVAL);
+    CHECK(adv_mutated("s_pks", json_string(short_key)) == FS_EINVAL);
     CHECK(adv_mutated("sig", json_string(short_key)) == FS_EINVAL);
     free(short_key);
     CHECK(adv_mutated("max_abs_exp", json_string("4")) == FS_EFORMAT);
@@ -191,6 +206,7 @@ static void test_adv_error_names_field(void)
     CHECK(fs_wire_adv_decode(j, &b, NULL, NULL, &err) == FS_EINVAL);
     CHECK_MSG(strstr(err.msg, "c_pk") != NULL && strstr(err.msg, "32") != NULL, "%s", err.msg);
     json_decref(j);
+    fs_secagg_adv_clear(&a);
 }
 
 static void test_roster(void)
@@ -208,8 +224,11 @@ static void test_roster(void)
     CHECK(j != NULL);
     CHECK(json_object_get(json_array_get(json_object_get(j, "roster"), 0), "max_abs_exp") == NULL);
     CHECK_OK(fs_wire_roster_decode(j, 5, &back, &k, &err), &err);
-    CHECK(k == 5 && memcmp(back, r, sizeof r) == 0);
-    free(back);
+    CHECK(k == 5);
+    for (size_t i = 0; i < k; i++) {
+        CHECK(fs_secagg_adv_equal(&back[i], &r[i]));
+    }
+    free(back); /* one block, keys included */
     CHECK(fs_wire_roster_decode(j, 4, &back, &k, &err) == FS_ERANGE);
     CHECK(back == NULL && k == 0);
     /* repeated id */
@@ -222,6 +241,9 @@ static void test_roster(void)
     j = json_object();
     CHECK(fs_wire_roster_decode(j, 5, &back, &k, &err) == FS_EFORMAT);
     json_decref(j);
+    for (uint32_t i = 0; i < 5; i++) {
+        fs_secagg_adv_clear(&r[i]);
+    }
 }
 
 static void test_shares(void)
@@ -412,7 +434,8 @@ static void test_job_spec(void)
     struct fs_err err = {0};
     struct fs_job_spec s;
     struct fs_job_spec s2;
-    json_t *j = parse("{\"algorithm\":\"secure-sum\",\"parties\":10,\"shape\":[1000,1000],"
+    json_t *j = parse("{\"allow_unpinned\":true,\"algorithm\":\"secure-sum\",\"parties\":10,"
+                      "\"shape\":[1000,1000],"
                       "\"server_url\":\"http://127.0.0.1:8443/\"}");
     json_t *e;
 
@@ -425,6 +448,32 @@ static void test_job_spec(void)
     CHECK(memcmp(&s, &s2, sizeof s) == 0);
     json_decref(e);
     CHECK(fs_job_spec_decode(j, 999999, &s, &err) == FS_EINVAL);
+    json_decref(j);
+    /* a threshold below floor(n/2)+1 only with allow_low_threshold (kept by encode) */
+    j = parse("{\"allow_unpinned\":true,\"algorithm\":\"secure-sum\",\"parties\":10,"
+              "\"threshold\":5,\"shape\":[2,2]}");
+    CHECK(fs_job_spec_decode(j, 1 << 28, &s, &err) == FS_EINVAL);
+    CHECK(strstr(err.msg, "threshold: 5 is below 6") != NULL &&
+          strstr(err.msg, "allow_low_threshold") != NULL);
+    json_object_set_new(j, "threshold", json_integer(6));
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
+    CHECK(s.threshold == 6 && !s.allow_low_threshold);
+    json_object_set_new(j, "threshold", json_integer(2));
+    json_object_set_new(j, "allow_low_threshold", json_true());
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
+    CHECK(s.threshold == 2 && s.allow_low_threshold);
+    e = fs_job_spec_encode(&s);
+    CHECK(json_is_true(json_object_get(e, "allow_low_threshold")));
+    CHECK_OK(fs_job_spec_decode(e, 1 << 28, &s2, &err), &err);
+    CHECK(memcmp(&s, &s2, sizeof s) == 0);
+    json_decref(e);
+    json_object_set_new(j, "allow_low_threshold", json_string("yes"));
+    CHECK(fs_job_spec_decode(j, 1 << 28, &s, &err) == FS_EFORMAT);
+    json_decref(j);
+    j = parse("{\"allow_unpinned\":true,\"algorithm\":\"secure-sum\",\"parties\":1,"
+              "\"shape\":[2,2]}");
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
+    CHECK(s.threshold == 1);
     json_decref(j);
     const char *bad[][2] = {
         {"{\"algorithm\":\"secure-sum\",\"parties\":10,\"shape\":[2,2],\"x\":1}", "422"},
@@ -460,8 +509,9 @@ static void test_job_spec_fed(void)
     struct fs_err err = {0};
     struct fs_job_spec s;
     struct fs_job_spec s2;
-    json_t *j = parse("{\"algorithm\":\"fedpca\",\"parties\":3,\"shape\":[600,50],"
-                      "\"party_sizes\":[200,250,150],\"k\":10,\"standardize\":true}");
+    json_t *j =
+        parse("{\"allow_unpinned\":true,\"algorithm\":\"fedpca\",\"parties\":3,\"shape\":[600,50],"
+              "\"party_sizes\":[200,250,150],\"k\":10,\"standardize\":true}");
     json_t *e;
 
     CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
@@ -478,7 +528,7 @@ static void test_job_spec_fed(void)
     CHECK(memcmp(&s, &s2, sizeof s) == 0);
     json_decref(e);
     json_decref(j);
-    j = parse("{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],"
+    j = parse("{\"allow_unpinned\":true,\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],"
               "\"partition\":\"features\",\"party_sizes\":[3,4],\"allow_dropouts\":true}");
     CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
     CHECK(s.fed.partition == FS_JOB_FEATURES && s.fed.allow_dropouts &&
@@ -548,11 +598,12 @@ static void test_invitation_fed(void)
     inv.rows = 4;
     inv.cols = 5;
     snprintf(inv.masking_url, sizeof inv.masking_url, "http://127.0.0.1:8445");
-    CHECK_OK(fs_auth_token_generate(inv.mask_token, &err), &err);
     snprintf(inv.maskset, sizeof inv.maskset, "m-00ff");
     j = fs_invitation_encode(&inv);
     CHECK_OK(fs_invitation_decode(j, &back, &err), &err);
     CHECK(memcmp(&inv, &back, sizeof inv) == 0);
+    /* no mask credential travels in an invitation (keys go to the party's identity) */
+    CHECK(json_object_get(j, "mask_token") == NULL);
     /* shape must be this party's slice */
     json_object_set_new(j, "shape", json_pack("[i, i]", 3, 5));
     CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL && strstr(err.msg, "shape"));
@@ -639,7 +690,12 @@ static void test_invitation(void)
     CHECK(memcmp(&inv, &back, sizeof inv) == 0);
     CHECK_OK(fs_invitation_server_url(&back, base, sizeof base, &err), &err);
     CHECK(strcmp(base, "http://127.0.0.1:8443") == 0);
-    json_object_set_new(j, "future_field", json_true()); /* ignored */
+    /* unknown fields are refused, as in a job spec */
+    json_object_set_new(j, "future_field", json_true());
+    CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL);
+    CHECK(strstr(err.msg, "unknown field \"future_field\"") != NULL);
+    CHECK(back.token[0] == '\0');
+    json_object_del(j, "future_field");
     CHECK_OK(fs_invitation_decode(j, &back, &err), &err);
     json_object_set_new(j, "party", json_integer(11));
     CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL);
