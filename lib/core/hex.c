@@ -14,6 +14,17 @@ int fs_hex_digit(char c)
     return -1;
 }
 
+void fs_hex_encode(const uint8_t *in, size_t n, char *out)
+{
+    static const char digits[] = "0123456789abcdef";
+
+    for (size_t i = 0; i < n; i++) {
+        out[2 * i] = digits[in[i] >> 4];
+        out[2 * i + 1] = digits[in[i] & 15];
+    }
+    out[2 * n] = '\0';
+}
+
 int fs_hex_decode(const char *s, uint8_t *out, size_t n)
 {
     for (size_t i = 0; i < n; i++) {

@@ -16,4 +16,7 @@ int fs_hex_digit(char c);
  */
 int fs_hex_decode(const char *s, uint8_t *out, size_t n);
 
+/** Encode n bytes as 2n lower-case hex digits and a terminator: out holds 2n + 1 chars. */
+void fs_hex_encode(const uint8_t *in, size_t n, char *out);
+
 #endif

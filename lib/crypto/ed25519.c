@@ -114,13 +114,7 @@ out:
 
 void fs_ed25519_fpr_format(const uint8_t pub[FS_ED25519_KEY_LEN], char out[FS_ED25519_FPR_LEN + 1])
 {
-    static const char HEX[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < FS_ED25519_KEY_LEN; i++) {
-        out[2 * i] = HEX[pub[i] >> 4];
-        out[2 * i + 1] = HEX[pub[i] & 15];
-    }
-    out[FS_ED25519_FPR_LEN] = '\0';
+    fs_hex_encode(pub, FS_ED25519_KEY_LEN, out);
 }
 
 int fs_ed25519_fpr_parse(const char *s, uint8_t pub[FS_ED25519_KEY_LEN], struct fs_err *err)

@@ -13,17 +13,6 @@
      2 * FS_REQSIG_NONCE_LEN + 8)
 #define MAX_PARTY 1000
 
-static const char HEX[] = "0123456789abcdef";
-
-static void hex_encode(const uint8_t *in, size_t n, char *out)
-{
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = HEX[in[i] >> 4];
-        out[2 * i + 1] = HEX[in[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
 /* A field of the signed text: 1..max bytes of printable ASCII, no '\n'. */
 static int field_ok(const char *s, size_t max, int allow_query)
 {
@@ -81,7 +70,7 @@ int fs_reqsig_sign(const uint8_t priv[FS_ED25519_KEY_LEN], const char *method, c
             return rc;
         }
     }
-    hex_encode(nb, sizeof nb, nonce_hex);
+    fs_hex_encode(nb, sizeof nb, nonce_hex);
     snprintf(ts_text, sizeof ts_text, "%lld", (long long)ts);
     len = message(msg, method, path, maskset, party, ts_text, nonce_hex);
     if (len == 0) {
@@ -94,7 +83,7 @@ int fs_reqsig_sign(const uint8_t priv[FS_ED25519_KEY_LEN], const char *method, c
     if (rc != 0) {
         return rc;
     }
-    hex_encode(sig, sizeof sig, sig_hex);
+    fs_hex_encode(sig, sizeof sig, sig_hex);
     snprintf(out, FS_REQSIG_HEADER_MAX, "%s party=%u,ts=%s,nonce=%s,sig=%s", FS_REQSIG_SCHEME,
              party, ts_text, nonce_hex, sig_hex);
     return 0;
@@ -203,7 +192,7 @@ int fs_reqsig_parse(const char *header, struct fs_reqsig *out, struct fs_err *er
         return fs_err_set(err, FS_EAUTH, "%s: expected nonce=<%d lower-case hex digits> after ts",
                           FS_REQSIG_SCHEME, 2 * FS_REQSIG_NONCE_LEN);
     }
-    hex_encode(nonce, sizeof nonce, out->nonce);
+    fs_hex_encode(nonce, sizeof nonce, out->nonce);
     if (take_name(&p, "sig") != 0 || take_hex(&p, out->sig, sizeof out->sig) != 0 || *p != '\0') {
         return fs_err_set(err, FS_EAUTH,
                           "%s: expected sig=<%d lower-case hex digits> last, nothing after it",

@@ -314,48 +314,46 @@ out:
     return rc;
 }
 
+/* Prepare sql and bind texts[0..n) to ?1..?n; *out is finalized by the caller. */
+static int prepare_texts(agg_store *st, const char *sql, const char *const *texts, int n,
+                         sqlite3_stmt **out, struct fs_err *err)
+{
+    if (sqlite3_prepare_v2(st->db, sql, -1, out, NULL) != SQLITE_OK) {
+        return db_err(st, err, "prepare");
+    }
+    for (int i = 0; i < n; i++) {
+        sqlite3_bind_text(*out, i + 1, texts[i], -1, SQLITE_STATIC);
+    }
+    return 0;
+}
+
 int agg_store_maskset_set(agg_store *st, const char *job_id, const char *masking_url,
                           const char *maskset, const char *end_token, struct fs_err *err)
 {
+    const char *const v[4] = {job_id, masking_url, maskset, end_token};
     sqlite3_stmt *s = NULL;
-    int rc = 0;
+    int rc;
 
     pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
-                           "INSERT INTO job_masksets (job_id, masking_url, maskset, end_token) "
-                           "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(job_id) DO NOTHING;",
-                           -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
-        goto out;
-    }
-    sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 2, masking_url, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 3, maskset, -1, SQLITE_STATIC);
-    sqlite3_bind_text(s, 4, end_token, -1, SQLITE_STATIC);
-    if (sqlite3_step(s) != SQLITE_DONE) {
+    rc = prepare_texts(st,
+                       "INSERT INTO job_masksets (job_id, masking_url, maskset, end_token) "
+                       "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(job_id) DO NOTHING;",
+                       v, 4, &s, err);
+    if (rc == 0 && sqlite3_step(s) != SQLITE_DONE) {
         rc = db_err(st, err, "insert mask set");
-        goto out;
     }
-    if (sqlite3_changes(st->db) == 0) {
+    if (rc == 0 && sqlite3_changes(st->db) == 0) {
         /* a repeat is fine (a retried PUT), another mask set is not */
         sqlite3_finalize(s);
         s = NULL;
-        if (sqlite3_prepare_v2(st->db,
-                               "SELECT 1 FROM job_masksets WHERE job_id = ?1 AND masking_url = ?2 "
-                               "AND maskset = ?3 AND end_token IS ?4;",
-                               -1, &s, NULL) != SQLITE_OK) {
-            rc = db_err(st, err, "prepare");
-            goto out;
-        }
-        sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 2, masking_url, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 3, maskset, -1, SQLITE_STATIC);
-        sqlite3_bind_text(s, 4, end_token, -1, SQLITE_STATIC);
-        if (sqlite3_step(s) != SQLITE_ROW) {
+        rc = prepare_texts(st,
+                           "SELECT 1 FROM job_masksets WHERE job_id = ?1 AND masking_url = ?2 "
+                           "AND maskset = ?3 AND end_token IS ?4;",
+                           v, 4, &s, err);
+        if (rc == 0 && sqlite3_step(s) != SQLITE_ROW) {
             rc = fs_err_set(err, FS_ECONFLICT, "job %s already has another mask set", job_id);
         }
     }
-out:
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->mu);
     return rc;
