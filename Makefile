@@ -3,7 +3,8 @@
 #   make deps    install the Debian packages we build and test with (only missing ones)
 #   make         binaries in build/bin/, the library in build/lib/
 #   make test    everything: unit tests, the same under ASan/UBSan, CLI, integration
-#                (real processes) and contract (OpenAPI) tests
+#                (real processes), contract (OpenAPI) tests and the dashboard in a
+#                real browser (Debian's chromium)
 #   make bench   benchmarks (print figures and ratios; assert nothing)
 #   make demo    the main job (see README.md)
 #   make clean
@@ -14,8 +15,8 @@ SHELL := /bin/bash
 # Debian 12 packages: build, test, demo.
 DEB_BUILD := build-essential pkg-config libssl-dev libgmp-dev liblapacke-dev libopenblas-dev \
              libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev zlib1g-dev
-DEB_TEST  := valgrind clang-format nodejs npm docker-compose
-DEB_DEMO  := dataset-fashion-mnist
+DEB_TEST  := valgrind clang-format nodejs npm docker-compose chromium openssl curl sqlite3 iproute2 strace
+DEB_DEMO  := dataset-fashion-mnist fortunes
 DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_DEMO)
 
 PKGS := openblas lapacke gmp libcrypto zlib jansson libmicrohttpd libcurl sqlite3
@@ -54,11 +55,35 @@ CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 LIBA      := $(BUILD)/lib/libfedsvd.a
 TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
 BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
+# Objects that only pattern rules name: make would take them for intermediate
+# files and delete them after linking, so the next build (make demo after
+# make, a change in the library) compiled every service, test and benchmark
+# again. .SECONDARY keeps them.
+SVC_OBJ   := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard services/*/*.c))
+TEST_OBJ  := $(TEST_SRC:%.c=$(BUILD)/obj/%.o)
+BENCH_OBJ := $(BENCH_SRC:%.c=$(BUILD)/obj/%.o)
 SVC_BINS  := $(SERVICES:%=$(BUILD)/bin/%)
 FEDSVD    := $(BUILD)/bin/fedsvd
 
-.PHONY: all deps lib tests benches test test-unit test-asan test-cli test-valgrind bench demo clean format format-check \
-        contract-deps test-integration test-contract deploy-deps test-deploy
+# The version (--version, /healthz, User-Agent): the VERSION file, plus the
+# checkout's `git describe --always --tags` ("g" before a bare commit,
+# "-dirty" when tracked files changed) when this is a git checkout, none in a
+# tarball or at exactly the release's tag. Only lib/core/version.c is compiled
+# with it, and only when $(BUILD)/version.txt changes: a new commit recompiles
+# that one file and relinks. (git status without optional locks, not describe
+# --dirty, which would write the index.)
+FS_VERSION  := $(shell tr -cd '0-9A-Za-z.+-' < VERSION 2>/dev/null)
+FS_VERSION  := $(or $(FS_VERSION),unknown)
+FS_REVISION := $(shell [ -e .git ] && d=$$(git describe --always --tags 2>/dev/null) || exit 0; \
+                 case $$d in (*[!0-9a-f]*) ;; (*) d=g$$d;; esac; \
+                 [ -z "$$(GIT_OPTIONAL_LOCKS=0 git status --porcelain --untracked-files=no 2>/dev/null)" ] || d=$$d-dirty; \
+                 case $$d in ($(FS_VERSION)|v$(FS_VERSION)) ;; (*) printf '%s' "$$d" | tr -cd '0-9A-Za-z.+_-';; esac)
+VERSION_STAMP := $(BUILD)/version.txt
+$(shell mkdir -p $(BUILD) && v='$(FS_VERSION) $(FS_REVISION)' && \
+        { [ "$$(cat $(VERSION_STAMP) 2>/dev/null)" = "$$v" ] || printf '%s\n' "$$v" > $(VERSION_STAMP); })
+
+.PHONY: all deps lib tests benches test test-unit test-asan test-cli test-valgrind bench demo demo-lsa clean format format-check \
+        contract-deps test-integration test-contract deploy-deps test-deploy browser-deps test-browser
 
 all: $(LIBA) $(FEDSVD) $(SVC_BINS)
 
@@ -67,6 +92,11 @@ lib: $(LIBA)
 $(BUILD)/obj/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/lib/core/version.o: $(VERSION_STAMP)
+$(BUILD)/obj/lib/core/version.o: CFLAGS += -DFS_VERSION='"$(FS_VERSION)"' -DFS_REVISION='"$(FS_REVISION)"'
+
+.SECONDARY: $(SVC_OBJ) $(TEST_OBJ) $(BENCH_OBJ)
 
 $(LIBA): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -83,6 +113,9 @@ $(FEDSVD): $(CLI_OBJ) $(LIBA)
 $(BUILD)/bin/%: $$(subst services/,$(BUILD)/obj/services/,$$(subst .c,.o,$$(wildcard services/%/*.c))) $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBA) $(LDLIBS)
+
+# The dashboard's page, script and style are compiled in (.incbin).
+$(BUILD)/obj/services/aggregation-server/dashboard.o: $(wildcard services/aggregation-server/dashboard/*)
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/unit/%.o $(LIBA)
 	@mkdir -p $(dir $@)
@@ -110,7 +143,7 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else echo "deps: all Debian packages present"; fi
 
-test: deps contract-deps deploy-deps
+test: deps contract-deps deploy-deps browser-deps
 	$(MAKE) all tests
 	$(MAKE) BUILD=build-asan SAN=1 all tests
 	tests/run_all.sh
@@ -132,6 +165,18 @@ deploy-deps: deps
 	else \
 	  cd tests/deploy && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
+
+# The browser test's playwright-core (pinned in tests/browser/package-lock.json;
+# it drives Debian's chromium, from `make deps`, and downloads no browser).
+browser-deps: deps
+	@if [ tests/browser/node_modules/.package-lock.json -nt tests/browser/package-lock.json ]; then \
+	  echo "browser-deps: node_modules up to date"; \
+	else \
+	  cd tests/browser && PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 npm ci --no-audit --no-fund --loglevel=error; \
+	fi
+
+test-browser: all browser-deps
+	tests/browser/run.sh $(BUILD)/bin
 
 test-deploy: all deploy-deps
 	tests/deploy/run.sh $(BUILD)/bin
@@ -167,6 +212,12 @@ bench: deps
 demo: deps
 	$(MAKE) all
 	scripts/demo.sh
+
+# Federated LSA of Debian's fortunes split into three parties by category:
+# top terms per component, agreement with the pooled computation, lsa.svg.
+demo-lsa: deps
+	$(MAKE) all
+	scripts/demo-lsa.sh $(BUILD)/bin demo-lsa
 
 format:
 	clang-format -i $(shell find lib api cli services tests bench -name '*.[ch]' 2>/dev/null)

@@ -925,7 +925,7 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
     if (rc != 0) {
         return rc;
     }
-    out->join_timeout_s = present ? (uint32_t)x : out->round_timeout_s;
+    out->join_timeout_s = present ? (uint32_t)x : FS_JOB_DEFAULT_JOIN_TIMEOUT;
     rc = opt_string(j, "server_url", out->server_url, sizeof out->server_url, err);
     if (rc != 0) {
         return rc;

@@ -14,17 +14,18 @@
 #include "../lib/net/auth.h"
 #include "../lib/proto/fedpower.h"
 
-#define FS_JOB_ID_MAX           64  /* job id string, without NUL */
-#define FS_JOB_NAME_MAX         128 /* bytes */
-#define FS_JOB_URL_MAX          512 /* server_url / job_url, bytes */
-#define FS_JOB_ALGO_MAX         31
-#define FS_JOB_DEFAULT_TIMEOUT  60
-#define FS_JOB_MAX_TIMEOUT      86400
-#define FS_JOB_MAX_JOIN_TIMEOUT 604800
-#define FS_INVITATION_VERSION   1
-#define FS_JOB_MAX_PARTIES      1000 /* = FS_SECAGG_MAX_PARTIES */
-#define FS_MASKSET_ID_MAX       64   /* masking-server mask-set id, without NUL */
-#define FS_JOB_KEY_LEN          32   /* an Ed25519 identity public key (party_keys) */
+#define FS_JOB_ID_MAX               64  /* job id string, without NUL */
+#define FS_JOB_NAME_MAX             128 /* bytes */
+#define FS_JOB_URL_MAX              512 /* server_url / job_url, bytes */
+#define FS_JOB_ALGO_MAX             31
+#define FS_JOB_DEFAULT_TIMEOUT      60
+#define FS_JOB_MAX_TIMEOUT          86400
+#define FS_JOB_MAX_JOIN_TIMEOUT     604800 /* 7 days */
+#define FS_JOB_DEFAULT_JOIN_TIMEOUT 86400  /* 24 hours: partners join by hand */
+#define FS_INVITATION_VERSION       1
+#define FS_JOB_MAX_PARTIES          1000 /* = FS_SECAGG_MAX_PARTIES */
+#define FS_MASKSET_ID_MAX           64   /* masking-server mask-set id, without NUL */
+#define FS_JOB_KEY_LEN              32   /* an Ed25519 identity public key (party_keys) */
 
 /* The parameters of a fedsvd / fedpca job (docs/wire-fedsvd.md), in the job
  * spec and in invitations. Zero for other algorithms. */
@@ -84,7 +85,7 @@ struct fs_job_spec {
     uint64_t rows, cols;                 /* secure-sum: every party's matrix shape;
                                             fedsvd/fedpca: the pooled matrix, N x d */
     uint32_t round_timeout_s;            /* default 60 */
-    uint32_t join_timeout_s;             /* R0; default round_timeout_s */
+    uint32_t join_timeout_s;             /* R0; default FS_JOB_DEFAULT_JOIN_TIMEOUT */
     char server_url[FS_JOB_URL_MAX + 1]; /* "" = take it from the request; no trailing '/' */
     struct fs_job_fedsvd fed;            /* fedsvd / fedpca only */
     struct fs_job_fedpower power;        /* power-method jobs only: there rows = sum of

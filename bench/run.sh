@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # Run every benchmark program in BUILD/bench (bench_svd, bench_prg,
 # bench_paillier, bench_fedpower: Liu et al. 2023's accuracy comparison and the
-# noise exchange's costs, bench_ppm_ratio: Nicolas et al. 2024's r(k, n), ...)
+# noise exchange's costs, bench_ppm_ratio: Nicolas et al. 2024's r(k, n),
+# bench_dgauss: the fast and the reference exact discrete Gaussian samplers
+# side by side, ...)
 # and print their output, then time `fedsvd svd` end to end (including .npy
 # reading and writing) on a generated 10000 x 1000 matrix. The scale experiment of the
 # power methods is separate: bench/scale_fedpower.sh (see its header).
 # Last, bench/bench_fedsvd_services.sh: FedSVD with the real services (the
-# wall time, critical path, bytes and peak memory of every process).
+# wall time, critical path, bytes and peak memory of every process), and the
+# fedpower-utility / fedpower job-time ratio at 20 parties (scale_fedpower.sh).
 # Prints figures and ratios; asserts nothing. Exits non-zero only if a
 # benchmark program fails or a step cannot run.
 #
@@ -73,7 +76,19 @@ awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v f="$(num seconds)" \
 # 2 x 10000; see the script's header for the columns and the critical path)
 echo "== fedsvd with the real services (bench/bench_fedsvd_services.sh)"
 bench/bench_fedsvd_services.sh "$build" || status=1
+# fedpower-utility (seed exchange) against fedpower as real processes at a
+# size this machine runs in well under a minute: 20 parties, 40 000 x 6 000,
+# 4 000 000 ratings, r = k = 10, T = 24, p = 4, sigma = 0.1.
+echo "== fedpower-utility / fedpower job time (bench/scale_fedpower.sh: 20 parties, 40000 x 6000," \
+    "4 M ratings, k = r = 10, T = 24, p = 4, sigma 0.1, seed exchange)"
+ratio_dir=$(mktemp -d)
+FEDSVD_SCALE_DIR="$ratio_dir" SCALE_USERS=40000 SCALE_ITEMS=6000 SCALE_RATINGS=4000000 \
+    SCALE_PARTIES=20 SCALE_ITERATIONS=24 SCALE_SYNC_EVERY=4 SCALE_K=10 \
+    SCALE_ALGORITHMS="fedpower fedpower-utility" SCALE_REFERENCE=none SCALE_TIMEOUT=600 \
+    bench/scale_fedpower.sh "$build" || status=1
+rm -rf "$ratio_dir"
 echo "== scale experiment of the power methods (not run here: 1.2 GB of synthetic Netflix-sized"
 echo "   ratings, 100 parties as real processes, up to an hour per algorithm; run it by hand on a"
-echo "   quiet machine): bench/scale_fedpower.sh $build   (settings: see the script's header)"
+echo "   quiet machine): bench/scale_fedpower.sh $build   (settings: see the script's header);"
+echo "   fedpower against fedpower-utility alone, printing as it goes: bench/netflix_scale.sh $build [SIZE]"
 exit "$status"

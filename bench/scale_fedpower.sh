@@ -38,10 +38,13 @@
 # 17711 x 17711 M'_i (2.5 GB each, 250 GB for 100 parties). Its epsilon is
 # meaningless either way (sigma = 0.1), hence --allow-weak-privacy.
 #
-# Prints the generator's time and file sizes, then one line per run: state,
+# Prints the generator's time and file sizes, a line as each run ends (exit
+# status, job time: summary.json's seconds.job, wall time), then one line per run: state,
 # wall time, bytes sent/received per party, peak memory (largest party,
 # server, and the sum over all processes), total epsilon, final projection
-# distance and sin theta to the reference, last convergence change. Each
+# distance and sin theta to the reference, last convergence change (node
+# reads summary.json; without node only exit status, wall and job times), and
+# the fedpower-utility / fedpower job-time ratio when both ran. Each
 # run's summary.json stays in $FEDSVD_SCALE_DIR/runs/<algorithm>/.
 set -u
 cd "$(dirname "$0")/.."
@@ -66,10 +69,8 @@ if [ ! -x "$fedsvd" ]; then
     echo "scale_fedpower: $fedsvd not built (run: make BUILD=$build)" >&2
     exit 2
 fi
-if ! command -v node >/dev/null 2>&1; then
-    echo "scale_fedpower: node is needed to read summary.json" >&2
-    exit 2
-fi
+have_node=0
+command -v node >/dev/null 2>&1 && have_node=1
 data="$dir/ratings-u$users-i$items-m$ratings-a$alpha-p$parties-s$seed"
 mkdir -p "$dir/runs" || exit 2
 
@@ -115,9 +116,25 @@ run() {
     return "$rc"
 }
 
+# the job time (seconds.job of summary.json: from the job's creation to its
+# end, without process start-up), or "-"
+job_seconds() {
+    local f="$dir/runs/$1/summary.json" v
+    v=$(tr -d '\n ' <"$f" 2>/dev/null | sed -n 's/.*"seconds":{[^}]*"job":\([0-9.eE+-]*\).*/\1/p')
+    if [ -n "$v" ]; then
+        awk -v v="$v" 'BEGIN { printf "%.2f\n", v }'
+    else
+        echo "-"
+    fi
+}
+
 # a table line from a run's summary.json
 report() {
     local name=$1 out="$dir/runs/$1"
+    if [ "$have_node" -eq 0 ]; then
+        echo "  $name: exit $(cat "$out/rc"), wall $(cat "$out/wall") s, job $(job_seconds "$name") s"
+        return
+    fi
     node - "$name" "$out" <<'EOF'
 const fs = require('fs');
 const [name, out] = process.argv.slice(2);
@@ -180,6 +197,8 @@ for alg in $algs; do
     esac
     run "$alg" "$alg" "${opts[@]}" "${ref_args[@]}" || status=1
     names+=("$alg")
+    echo "    $alg: exit $(cat "$dir/runs/$alg/rc"), job $(job_seconds "$alg") s," \
+        "wall $(cat "$dir/runs/$alg/wall") s ($(date +%T))"
 done
 
 echo
@@ -193,4 +212,9 @@ for n in "${names[@]}"; do
 done
 echo "  (runs in $dir/runs/<name>/: summary.json, stdout.txt, stderr.txt; the paper's Table 3:" \
     "45 min, 25.6 h, 75 min on 40 cores)"
+jf=$(job_seconds fedpower)
+ju=$(job_seconds fedpower-utility)
+if [ "$jf" != "-" ] && [ "$ju" != "-" ]; then
+    awk -v f="$jf" -v u="$ju" 'BEGIN { if (f > 0) printf "  job time fedpower-utility / fedpower: %.2f (%.2f s / %.2f s)\n", u / f, u, f }'
+fi
 exit "$status"

@@ -22,15 +22,15 @@
 #define CLI_ERUNTIME 1
 #define CLI_EUSAGE   2
 
-#define CLI_VERSION "0.1.0"
-
 /* ---- option tables ---- */
 
 enum cli_opt_kind {
     CLI_OPT_VALUE = 0, /* --name VALUE or --name=VALUE; the string is borrowed from argv */
     CLI_OPT_FLAG = 1,  /* --name; sets *flag to 1 */
-    CLI_OPT_LIST = 2   /* repeatable --name VALUE: value points to an array of CLI_LIST_MAX + 1
+    CLI_OPT_LIST = 2,  /* repeatable --name VALUE: value points to an array of CLI_LIST_MAX + 1
                           NULL pointers, filled in order (NULL-terminated) */
+    CLI_OPT_DIR = 3    /* CLI_OPT_VALUE naming a directory: its trailing slashes are removed
+                          (in argv; "/" stays), so "DIR/name" never prints as "DIR//name" */
 };
 
 #define CLI_LIST_MAX 1000 /* values of one repeatable option */
@@ -141,6 +141,9 @@ int cmd_sum(int argc, char **argv);
 int cmd_job(int argc, char **argv);
 int cmd_local(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
+int cmd_join(int argc, char **argv);
+int cmd_participation(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
+int cmd_lsa(int argc, char **argv);
 
 #endif

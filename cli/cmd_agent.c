@@ -11,7 +11,6 @@
 #include "cli.h"
 #include "crypto/ct.h"
 #include "crypto/ed25519.h"
-#include "net/auth.h"
 #include "orch.h"
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
@@ -40,13 +39,9 @@ static void identity_help(void)
            "'fedsvd job create --party-key I:FINGERPRINT'; the agents and the aggregation\n"
            "server of that job then refuse any other key for party I.\n"
            "\n"
-           "Options:\n"
-           "  --agent URL            the client-agent's operator API, e.g. http://127.0.0.1:8080\n"
-           "  --token-file F         file holding the agent's operator token (mode 0600)\n"
-           "  --insecure             do not verify the agent's TLS certificate\n"
-           "  --ca-file FILE         verify the agent with this PEM bundle\n"
-           "  --insecure-http        allow an http:// --agent URL to a host that is not loopback\n"
-           "  --data-dir DIR         read DIR/identity.key instead (on the agent's machine)\n"
+           "Options:\n");
+    orch_agent_help();
+    printf("  --data-dir DIR         read DIR/identity.key instead (on the agent's machine)\n"
            "  --format F             text (default: the fingerprint alone) or json\n"
            "                         ({\"algorithm\": \"ed25519\", \"fingerprint\": ...})\n"
            "  -h, --help             show this text\n");
@@ -90,24 +85,20 @@ static int identity_from_dir(const char *cmd, const char *dir, uint8_t pk[FS_ED2
 static int agent_identity(int argc, char **argv)
 {
     const char *cmd = "agent identity";
-    const char *s_agent = NULL, *s_tok = NULL, *s_ca = NULL, *s_dir = NULL, *s_format = NULL;
-    struct orch_tls tls = {0, NULL, 0};
+    const char *s_dir = NULL;
+    struct orch_agent_opts ao;
     struct cli_opt opts[] = {
-        {"agent", CLI_OPT_VALUE, &s_agent, NULL},
-        {"token-file", CLI_OPT_VALUE, &s_tok, NULL},
-        {"insecure", CLI_OPT_FLAG, NULL, &tls.insecure},
-        {"insecure-http", CLI_OPT_FLAG, NULL, &tls.insecure_http},
-        {"ca-file", CLI_OPT_VALUE, &s_ca, NULL},
+        ORCH_AGENT_OPTS(ao),
         {"data-dir", CLI_OPT_VALUE, &s_dir, NULL},
-        {"format", CLI_OPT_VALUE, &s_format, NULL},
     };
     char fpr[ORCH_FPR_LEN + 1];
     const char *pos[1];
     size_t npos = 0;
-    int help = 0, json = 0, rc;
+    int help = 0, rc;
     struct fs_err err;
 
     fs_err_clear(&err);
+    memset(&ao, 0, sizeof ao);
     rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
     if (rc != CLI_OK) {
         return rc;
@@ -116,15 +107,15 @@ static int agent_identity(int argc, char **argv)
         identity_help();
         return CLI_OK;
     }
-    if ((rc = cli_parse_format(cmd, s_format, &json)) != CLI_OK) {
+    if ((rc = cli_parse_format(cmd, ao.format, &ao.json)) != CLI_OK) {
         return rc;
     }
-    if ((s_dir == NULL) == (s_agent == NULL)) {
+    if ((s_dir == NULL) == (ao.url == NULL)) {
         return cli_usage_error(cmd, "give either --agent URL (with --token-file) or --data-dir");
     }
     if (s_dir != NULL) {
         uint8_t pk[FS_ED25519_KEY_LEN];
-        if (s_tok != NULL || s_ca != NULL || tls.insecure) {
+        if (ao.token_file != NULL || ao.ca_file != NULL || ao.tls.insecure) {
             return cli_usage_error(cmd, "--token-file, --ca-file and --insecure go with --agent");
         }
         if ((rc = identity_from_dir(cmd, s_dir, pk)) != CLI_OK) {
@@ -132,30 +123,17 @@ static int agent_identity(int argc, char **argv)
         }
         fs_ed25519_fpr_format(pk, fpr);
     } else {
-        char *token = NULL;
         fs_httpc *c = NULL;
-        if (!orch_url_ok(s_agent)) {
-            return cli_usage_error(cmd, "--agent: expected an http:// or https:// URL, got '%s'",
-                                   s_agent);
+        if ((rc = orch_agent_connect(cmd, &ao, 10000, 2, &c)) != CLI_OK) {
+            return rc;
         }
-        if (s_tok == NULL) {
-            return cli_usage_error(cmd, "--agent needs --token-file (the agent's operator token)");
-        }
-        tls.ca_file = s_ca;
-        if (fs_auth_token_load(s_tok, &token, &err) != 0) {
-            return cli_fs_error(cmd, &err);
-        }
-        rc = orch_client(&c, s_agent, token, 10000, 2, &tls, &err);
-        fs_auth_token_free(token);
-        if (rc == 0) {
-            rc = orch_agent_identity(c, fpr, &err);
-        }
+        rc = orch_agent_identity(c, fpr, &err);
         fs_httpc_free(c);
         if (rc != 0) {
             return cli_fs_error(cmd, &err);
         }
     }
-    if (json) {
+    if (ao.json) {
         return cli_print_json(cmd,
                               json_pack("{s:s, s:s}", "algorithm", "ed25519", "fingerprint", fpr));
     }

@@ -1137,7 +1137,7 @@ static int parse_args(int argc, char **argv, struct gen_args *a, int *help)
         {"ratings", CLI_OPT_VALUE, &s.ratings, NULL},
         {"seed", CLI_OPT_VALUE, &s.seed, NULL},
         {"out", CLI_OPT_VALUE, &s.out, NULL},
-        {"out-dir", CLI_OPT_VALUE, &s.out_dir, NULL},
+        {"out-dir", CLI_OPT_DIR, &s.out_dir, NULL},
         {"parties", CLI_OPT_VALUE, &s.parties, NULL},
         {"split", CLI_OPT_VALUE, &s.split, NULL},
         {"out-format", CLI_OPT_VALUE, &s.out_format, NULL},

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "jobs.h"
 #include "net/auth.h"
 #include "orch.h"
 
@@ -50,6 +51,7 @@ static void create_help(void)
     printf("Usage: fedsvd job create --server URL --admin-token-file F --algorithm secure-sum\n"
            "                         --parties K --shape R,C [--threshold T]\n"
            "                         [--allow-low-threshold] [--round-timeout S]\n"
+           "                         [--join-timeout S]\n"
            "                         [--name LABEL] [--public-url URL] [--out-dir DIR]\n"
            "                         [--format text|json]\n"
            "                         (--party-key I:FPR for every party | --allow-unpinned)\n"
@@ -113,7 +115,11 @@ static void create_help(void)
         "                         halves of the parties could each complete an aggregation,\n"
         "                         and a malicious server could unmask an input (tests only)\n"
         "  --round-timeout S      seconds (integer) a round waits for missing parties\n"
-        "                         before counting them as dropped (server default 60)\n"
+        "                         before counting them as dropped (server default 60); it\n"
+        "                         starts once every party has joined\n"
+        "  --join-timeout S       seconds (integer, 1..604800) the job waits for every\n"
+        "                         party to join before it starts (default 86400: a day,\n"
+        "                         for partners who receive the invitation by email)\n"
         "  --name LABEL           a free-form label for the job\n"
         "  --public-url URL       the server URL written into invitations (default: the URL\n"
         "                         the server was reached at); use it behind a proxy or NAT\n"
@@ -375,8 +381,13 @@ static void print_job_text(const json_t *job)
         }
     }
     if (json_is_number(json_object_get(job, "deadline_in_s"))) {
-        printf("%-12s %.1f s\n", "round ends",
-               json_number_value(json_object_get(job, "deadline_in_s")));
+        char dur[64];
+        /* the join phase waits for the parties (the job's join timeout) */
+        printf("%-12s %s\n",
+               strcmp(str_or(job, "phase", ""), "waiting_for_parties") == 0 ? "join ends"
+                                                                            : "round ends",
+               orch_duration(json_number_value(json_object_get(job, "deadline_in_s")), dur,
+                             sizeof dur));
     }
     printf("%-12s %s\n", "created", str_or(job, "created_at", "?"));
     if (json_is_string(error)) {
@@ -433,7 +444,10 @@ static int fed_create_args(const char *cmd, const char *alg, const char *part, c
         return cli_usage_error(cmd, "--masking-server / --masking-public-url: expected an http:// "
                                     "or https:// URL");
     }
-    if ((k_s != NULL && (rc = cli_parse_size(cmd, "--k", k_s, 1, (size_t)1 << 31, k)) != 0) ||
+    if ((k_s != NULL && (rc = cli_parse_size(cmd, "--k", k_s, 0, (size_t)1 << 31, k)) != 0) ||
+        (k_s != NULL && *k == 0 &&
+         (rc = cli_usage_error(cmd, "--k: must be between 1 and min(N, d) of the job, got '%s'",
+                               k_s)) != 0) ||
         (block_s != NULL &&
          (rc = cli_parse_size(cmd, "--block-size", block_s, 1, (size_t)1 << 31, block)) != 0)) {
         return rc;
@@ -622,11 +636,12 @@ static int post_job(const char *cmd, const char *server, const char *tok,
 static int power_create(const char *cmd, const char *server, const char *tok, const char *alg,
                         const char *s_parties, const char *s_shape, const char *s_cols,
                         const char *s_sizes, const char *s_k, const char *s_thr, const char *s_rt,
-                        const char *name, const char *pub, const char *outdir, const char *format,
-                        const struct orch_tls *tls, struct orch_power_opts *po, int allow_dropouts,
-                        int fed_only, const char *const *pkeys, int allow_unpinned, int allow_low)
+                        const char *s_jt, const char *name, const char *pub, const char *outdir,
+                        const char *format, const struct orch_tls *tls, struct orch_power_opts *po,
+                        int allow_dropouts, int fed_only, const char *const *pkeys,
+                        int allow_unpinned, int allow_low)
 {
-    size_t *sizes = NULL, nsizes = 0, parties = 0, thr = 0, rt = 0, cols = 0;
+    size_t *sizes = NULL, nsizes = 0, parties = 0, thr = 0, rt = 0, jt = 0, cols = 0;
     json_int_t shape[2] = {0, 0};
     json_t *spec = NULL, *rows = NULL, *resp = NULL;
     int json = 0, vb_missing = 0, rc;
@@ -669,6 +684,8 @@ static int power_create(const char *cmd, const char *server, const char *tok, co
         (s_thr != NULL &&
          (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, nsizes, &thr)) != CLI_OK) ||
         (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
+        (s_jt != NULL && (rc = cli_parse_size(cmd, "--join-timeout", s_jt, 1,
+                                              FS_JOB_MAX_JOIN_TIMEOUT, &jt)) != 0) ||
         (rc = cli_parse_format(cmd, format, &json)) != CLI_OK) {
         free(sizes);
         return rc;
@@ -713,6 +730,9 @@ static int power_create(const char *cmd, const char *server, const char *tok, co
     if (s_rt != NULL) {
         json_object_set_new(spec, "round_timeout_s", json_integer((json_int_t)rt));
     }
+    if (s_jt != NULL) {
+        json_object_set_new(spec, "join_timeout_s", json_integer((json_int_t)jt));
+    }
     if (name != NULL) {
         json_object_set_new(spec, "name", json_string(name));
     }
@@ -741,7 +761,8 @@ static int job_create(int argc, char **argv)
 {
     const char *cmd = "job create";
     const char *s_server = NULL, *s_tok = NULL, *s_alg = NULL, *s_parties = NULL;
-    const char *s_shape = NULL, *s_thr = NULL, *s_rt = NULL, *s_name = NULL, *s_pub = NULL;
+    const char *s_shape = NULL, *s_thr = NULL, *s_rt = NULL, *s_jt = NULL, *s_name = NULL;
+    const char *s_pub = NULL;
     const char *s_outdir = NULL, *s_format = NULL, *s_ca = NULL;
     const char *s_part = NULL, *s_sizes = NULL, *s_k = NULL, *s_method = NULL, *s_msrv = NULL;
     const char *s_mtok = NULL, *s_mpub = NULL, *s_block = NULL, *s_cols = NULL;
@@ -761,9 +782,10 @@ static int job_create(int argc, char **argv)
         {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
         {"allow-low-threshold", CLI_OPT_FLAG, NULL, &allow_low},
         {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
+        {"join-timeout", CLI_OPT_VALUE, &s_jt, NULL},
         {"name", CLI_OPT_VALUE, &s_name, NULL},
         {"public-url", CLI_OPT_VALUE, &s_pub, NULL},
-        {"out-dir", CLI_OPT_VALUE, &s_outdir, NULL},
+        {"out-dir", CLI_OPT_DIR, &s_outdir, NULL},
         {"format", CLI_OPT_VALUE, &s_format, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &tls.insecure},
         {"insecure-http", CLI_OPT_FLAG, NULL, &tls.insecure_http},
@@ -784,7 +806,7 @@ static int job_create(int argc, char **argv)
         ORCH_POWER_OPTS(po),
     };
     const char *pos[1];
-    size_t npos = 0, parties = 0, thr = 0, rt = 0;
+    size_t npos = 0, parties = 0, thr = 0, rt = 0, jt = 0;
     json_int_t shape[2] = {0, 0};
     int help = 0, json = 0, rc;
     struct fs_err err;
@@ -817,7 +839,7 @@ static int job_create(int argc, char **argv)
     }
     if (power) {
         return power_create(cmd, s_server, s_tok, s_alg, s_parties, s_shape, s_cols, s_sizes, s_k,
-                            s_thr, s_rt, s_name, s_pub, s_outdir, s_format, &tls, &po,
+                            s_thr, s_rt, s_jt, s_name, s_pub, s_outdir, s_format, &tls, &po,
                             allow_dropouts,
                             s_part != NULL || s_method != NULL || standardize || s_msrv != NULL ||
                                 s_mtok != NULL || s_mpub != NULL || s_block != NULL,
@@ -846,10 +868,7 @@ static int job_create(int argc, char **argv)
             cmd, "--admin-token-file, --algorithm, --parties and --shape are required");
     }
     if (!fed && strcmp(s_alg, "secure-sum") != 0) {
-        return cli_usage_error(cmd,
-                               "--algorithm: expected secure-sum, fedsvd, fedpca, fedpower, "
-                               "fedpower-utility, fedpower-private or dp-ppm, got '%s'",
-                               s_alg);
+        return cli_usage_error(cmd, "--algorithm: expected " ORCH_ALGORITHMS ", got '%s'", s_alg);
     }
     if (fed && strcmp(s_parties, "0") != 0 &&
         ((rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) != 0 ||
@@ -868,6 +887,8 @@ static int job_create(int argc, char **argv)
         (s_thr != NULL &&
          (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, parties, &thr)) != 0) ||
         (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
+        (s_jt != NULL && (rc = cli_parse_size(cmd, "--join-timeout", s_jt, 1,
+                                              FS_JOB_MAX_JOIN_TIMEOUT, &jt)) != 0) ||
         (rc = cli_parse_format(cmd, s_format, &json)) != 0) {
         free(sizes);
         return rc;
@@ -890,6 +911,9 @@ static int job_create(int argc, char **argv)
     }
     if (s_rt != NULL) {
         json_object_set_new(spec, "round_timeout_s", json_integer((json_int_t)rt));
+    }
+    if (s_jt != NULL) {
+        json_object_set_new(spec, "join_timeout_s", json_integer((json_int_t)jt));
     }
     if (s_name != NULL) {
         json_object_set_new(spec, "name", json_string(s_name));
@@ -1194,7 +1218,7 @@ static int job_result(int argc, char **argv)
         {"token-file", CLI_OPT_VALUE, &a.token_file, NULL},
         {"job", CLI_OPT_VALUE, &a.job, NULL},
         {"format", CLI_OPT_VALUE, &a.format, NULL},
-        {"out", CLI_OPT_VALUE, &s_out, NULL},
+        {"out", CLI_OPT_DIR, &s_out, NULL},
         {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
         {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
         {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},

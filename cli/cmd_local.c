@@ -744,6 +744,12 @@ static int create_job(struct local *L, json_t **invitations)
     if (spec != NULL && L->allow_low_threshold) {
         json_object_set_new(spec, "allow_low_threshold", json_true());
     }
+    if (spec != NULL && !L->fed) {
+        /* every party is an agent of this command, started before the job:
+         * one that has not joined within a round timeout has failed (a
+         * job's own default, a day, is for partners who join by hand) */
+        json_object_set_new(spec, "join_timeout_s", json_integer((json_int_t)L->round_timeout));
+    }
     if (spec != NULL && L->fed) {
         json_t *sizes = json_array();
         for (size_t i = 0; sizes != NULL && i < L->k; i++) {
@@ -2255,6 +2261,20 @@ static int check_parties(struct local *L)
     return CLI_OK;
 }
 
+/* fedsvd/fedpca: --k, when given, against the pooled N x d that check_parties found. */
+static int check_k(const struct local *L, const char *s_k)
+{
+    size_t r = L->n_rows < L->n_cols ? L->n_rows : L->n_cols;
+
+    if (!L->fed || s_k == NULL || (L->ksvd >= 1 && L->ksvd <= r)) {
+        return CLI_OK;
+    }
+    return cli_usage_error(L->cmd,
+                           "--k: must be between 1 and min(N, d) = %zu (N = %zu rows, d = %zu "
+                           "columns in all), got '%s'",
+                           r, L->n_rows, L->n_cols, s_k);
+}
+
 int local_setup_root(struct local *L)
 {
     const char *tmp = getenv("TMPDIR");
@@ -2491,12 +2511,12 @@ int cmd_local(int argc, char **argv)
     int keep = 0, standardize = 0, allow_dropouts = 0, verify = 0, allow_low = 0;
     struct cli_opt opts[] = {
         {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},
-        {"out", CLI_OPT_VALUE, &s_out, NULL},
+        {"out", CLI_OPT_DIR, &s_out, NULL},
         {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
         {"allow-low-threshold", CLI_OPT_FLAG, NULL, &allow_low},
         {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
         {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
-        {"bin-dir", CLI_OPT_VALUE, &s_bin, NULL},
+        {"bin-dir", CLI_OPT_DIR, &s_bin, NULL},
         {"format", CLI_OPT_VALUE, &s_format, NULL},
         {"keep", CLI_OPT_FLAG, NULL, &keep},
         {"k", CLI_OPT_VALUE, &s_k, NULL},
@@ -2574,8 +2594,7 @@ int cmd_local(int argc, char **argv)
         L.fed = 1;
         L.pca = strcmp(s_alg, "fedpca") == 0;
     } else if (strcmp(s_alg, "secure-sum") != 0) {
-        rc = cli_usage_error(cmd, "--algorithm: expected secure-sum, fedsvd or fedpca, got '%s'",
-                             s_alg);
+        rc = cli_usage_error(cmd, "--algorithm: expected " ORCH_ALGORITHMS ", got '%s'", s_alg);
         goto out;
     }
     if (!L.fed && (s_k != NULL || s_part != NULL || s_block != NULL || s_method != NULL ||
@@ -2596,14 +2615,15 @@ int cmd_local(int argc, char **argv)
         rc = cli_usage_error(cmd, "--method: expected exact or randomized, got '%s'", s_method);
         goto out;
     }
-    if ((s_k != NULL && (rc = cli_parse_size(cmd, "--k", s_k, 1, (size_t)1 << 31, &L.ksvd)) != 0) ||
+    /* (--k 0 too: its range, 1..min(N, d), is known once the files are read) */
+    if ((s_k != NULL && (rc = cli_parse_size(cmd, "--k", s_k, 0, (size_t)1 << 31, &L.ksvd)) != 0) ||
         (s_block != NULL &&
          (rc = cli_parse_size(cmd, "--block-size", s_block, 1, (size_t)1 << 31, &L.block)) != 0)) {
         goto out;
     }
     L.features = s_part != NULL && strcmp(s_part, "features") == 0;
     L.randomized = s_method != NULL && strcmp(s_method, "randomized") == 0;
-    if (L.randomized && L.ksvd == 0) {
+    if (L.randomized && s_k == NULL) {
         rc = cli_usage_error(cmd, "--method randomized needs --k");
         goto out;
     }
@@ -2637,7 +2657,8 @@ int cmd_local(int argc, char **argv)
         rc = cli_usage_error(cmd, "--verify is for fedsvd and fedpca");
         goto out;
     }
-    if ((nsplit == 0 && (rc = check_parties(&L)) != CLI_OK) ||
+    if ((nsplit == 0 &&
+         ((rc = check_parties(&L)) != CLI_OK || (rc = check_k(&L, s_k)) != CLI_OK)) ||
         (rc = local_find_bin_dir(&L, s_bin)) != CLI_OK ||
         (rc = cli_mkdir_p(cmd, s_out)) != CLI_OK) {
         goto out;
@@ -2646,7 +2667,7 @@ int cmd_local(int argc, char **argv)
     local_signals_install(&sigs);
     if ((rc = local_setup_root(&L)) != CLI_OK ||
         (nsplit > 0 && ((rc = split_inputs(&L, input, ninput, split_names)) != CLI_OK ||
-                        (rc = check_parties(&L)) != CLI_OK)) ||
+                        (rc = check_parties(&L)) != CLI_OK || (rc = check_k(&L, s_k)) != CLI_OK)) ||
         (rc = local_init_proc(&L, &L.server, "aggregation-server", "aggregation-server")) !=
             CLI_OK ||
         (L.fed &&
@@ -2688,20 +2709,21 @@ out:
         }
         local_drop_root(&L);
     }
-    if (rc == CLI_OK && summary != NULL) {
-        if (L.json) {
-            rc = cli_print_json(cmd, json_incref(summary));
-        } else {
-            size_t ns = orch_count(summary, "survivors");
-            size_t nd = orch_count(summary, "dropped");
+    if (summary != NULL && L.json) {
+        /* on failure too: the summary says what failed */
+        int prc = cli_print_json(cmd, json_incref(summary));
 
-            if (L.fed) {
-                print_fed_text(&L, summary);
-            } else {
-                printf("secure-sum of %zu of %zu parties (%zu dropped, threshold %zu) in %.1f s: "
-                       "%s/sum.npy\n",
-                       ns, L.k, nd, L.thr, L.t_finished - L.t_created, s_out);
-            }
+        rc = rc != CLI_OK ? rc : prc;
+    } else if (rc == CLI_OK && summary != NULL) {
+        size_t ns = orch_count(summary, "survivors");
+        size_t nd = orch_count(summary, "dropped");
+
+        if (L.fed) {
+            print_fed_text(&L, summary);
+        } else {
+            printf("secure-sum of %zu of %zu parties (%zu dropped, threshold %zu) in %.1f s: "
+                   "%s/sum.npy\n",
+                   ns, L.k, nd, L.thr, L.t_finished - L.t_created, s_out);
         }
     }
     local_signals_restore(&sigs);
@@ -2713,4 +2735,31 @@ out:
     }
     free(rest);
     return rc;
+}
+
+/* ---- for the commands that run several jobs on one set of services (lsa) ---- */
+
+int local_create_job(struct local *L, json_t **invitations)
+{
+    return create_job(L, invitations);
+}
+
+int local_create_maskset(struct local *L, json_t *invs)
+{
+    return create_maskset(L, invs);
+}
+
+int local_fetch_sum(struct local *L)
+{
+    return fetch_result(L);
+}
+
+int local_fed_collect(struct local *L)
+{
+    return fed_collect(L);
+}
+
+json_t *local_fed_summary(struct local *L, const char *error)
+{
+    return build_fed_summary(L, error);
 }

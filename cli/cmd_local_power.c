@@ -124,8 +124,18 @@ int orch_power_spec(const char *cmd, const char *alg, const struct orch_power_op
     if (o->k == NULL) {
         return cli_usage_error(cmd, "%s needs --k", alg);
     }
-    if ((rc = cli_parse_size(cmd, "--k", o->k, 1, dmax, &k)) != CLI_OK ||
-        (rc = opt_size(cmd, "--rank", o->rank, k, dmax < POWER_MAX_RANK ? dmax : POWER_MAX_RANK,
+    /* --k 0 waits for d (the call with the files read) to name the real range */
+    if ((rc = cli_parse_size(cmd, "--k", o->k, 0, (size_t)1 << 31, &k)) != CLI_OK) {
+        return rc;
+    }
+    if (d > 0 && (k < 1 || k > d)) {
+        return cli_usage_error(cmd, "--k: must be between 1 and d = %zu (the columns), got '%s'", d,
+                               o->k);
+    }
+    if (k > dmax) {
+        return cli_usage_error(cmd, "--k: must be between 1 and %zu, got '%s'", dmax, o->k);
+    }
+    if ((rc = opt_size(cmd, "--rank", o->rank, k, dmax < POWER_MAX_RANK ? dmax : POWER_MAX_RANK,
                        &rank)) != CLI_OK ||
         (rc = opt_size(cmd, "--iterations", o->iterations, 1, POWER_MAX_ITERS, &iters)) != CLI_OK ||
         (rc = opt_size(cmd, "--sync-every", o->sync_every, 1, iters, &every)) != CLI_OK ||
@@ -966,12 +976,12 @@ int cmd_local_power(int argc, char **argv)
     struct power P;
     struct cli_opt opts[] = {
         {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},
-        {"out", CLI_OPT_VALUE, &s_out, NULL},
+        {"out", CLI_OPT_DIR, &s_out, NULL},
         {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
         {"allow-low-threshold", CLI_OPT_FLAG, NULL, &P.L.allow_low_threshold},
         {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
         {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
-        {"bin-dir", CLI_OPT_VALUE, &s_bin, NULL},
+        {"bin-dir", CLI_OPT_DIR, &s_bin, NULL},
         {"format", CLI_OPT_VALUE, &s_format, NULL},
         {"keep", CLI_OPT_FLAG, NULL, &keep},
         {"reference", CLI_OPT_VALUE, &s_ref, NULL},
@@ -1116,12 +1126,13 @@ out:
         }
         local_drop_root(L);
     }
-    if (rc == CLI_OK && summary != NULL) {
-        if (L->json) {
-            rc = cli_print_json(cmd, json_incref(summary));
-        } else {
-            print_text(&P, summary);
-        }
+    if (summary != NULL && L->json) {
+        /* on failure too: the summary says what failed */
+        int prc = cli_print_json(cmd, json_incref(summary));
+
+        rc = rc != CLI_OK ? rc : prc;
+    } else if (rc == CLI_OK && summary != NULL) {
+        print_text(&P, summary);
     }
     local_signals_restore(&sigs);
     json_decref(summary);

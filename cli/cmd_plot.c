@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/version.h"
 #include "io/matio.h"
 #include "la/mat.h"
 
@@ -374,7 +375,7 @@ static void svg_head(struct plot *p, const char *title, const char *desc)
     put_esc(f, title != NULL && title[0] != '\0' ? title : desc);
     fprintf(f, "</title>\n<desc>");
     put_esc(f, desc);
-    fprintf(f, " (fedsvd plot %s)</desc>\n", CLI_VERSION);
+    fprintf(f, " (fedsvd plot %s)</desc>\n", fs_version());
     fprintf(f, "<defs>\n<style type=\"text/css\"><![CDATA[\n%s", style_common);
     for (size_t i = 0; i < PLOT_MAX_CLASSES; i++) {
         fprintf(f, ".c%zu { fill: %s; }\n", i, palette[i]);

@@ -125,7 +125,7 @@ static int parse_args(int argc, char **argv, struct svd_args *a, int *help)
         {"power-iters", CLI_OPT_VALUE, &s_iters, NULL},
         {"seed", CLI_OPT_VALUE, &s_seed, NULL},
         {"rtol", CLI_OPT_VALUE, &s_rtol, NULL},
-        {"out", CLI_OPT_VALUE, &s_out, NULL},
+        {"out", CLI_OPT_DIR, &s_out, NULL},
         {"format", CLI_OPT_VALUE, &s_format, NULL},
     };
     const char *pos[1];
@@ -167,8 +167,11 @@ static int parse_args(int argc, char **argv, struct svd_args *a, int *help)
         return cli_usage_error(cmd, "--input-format: expected auto, npy, csv, mtx or idx, got '%s'",
                                s_fmt);
     }
-    if (s_k != NULL && (rc = cli_parse_size(cmd, "--k", s_k, 1, SIZE_MAX / 2, &a->k)) != 0) {
+    if (s_k != NULL && (rc = cli_parse_size(cmd, "--k", s_k, 0, SIZE_MAX / 2, &a->k)) != 0) {
         return rc;
+    }
+    if (s_k != NULL && a->k == 0) { /* the number comes with the matrix: see cmd_svd */
+        return cli_usage_error(cmd, "--k: must be between 1 and min(rows, cols), got '%s'", s_k);
     }
     a->method = FS_TOPK_AUTO;
     if (s_method != NULL) {
@@ -411,8 +414,9 @@ int cmd_svd(int argc, char **argv)
     }
     minmn = x->rows < x->cols ? x->rows : x->cols;
     if (a.k > minmn) {
-        rc = cli_usage_error(cmd, "--k: must be at most min(rows, cols) = %zu for %s, got %zu",
-                             minmn, a.input, a.k);
+        rc =
+            cli_usage_error(cmd, "--k: must be between 1 and min(rows, cols) = %zu for %s, got %zu",
+                            minmn, a.input, a.k);
         goto out;
     }
 

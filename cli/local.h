@@ -216,6 +216,23 @@ int local_is_str(const json_t *v);
 int local_is_arr(const json_t *v);
 int local_is_obj(const json_t *v);
 
+/* ---- several jobs on one set of services (fedsvd lsa: a secure sum, then fedsvd) ---- */
+
+/** POST /v1/jobs for L: secure-sum (L->fed 0: shape rows x cols) or fedsvd/fedpca (L->fed 1). */
+int local_create_job(struct local *L, json_t **invitations);
+
+/** fedsvd/fedpca: the job's mask set, merged into the invitations. */
+int local_create_maskset(struct local *L, json_t *invs);
+
+/** secure-sum: download the job's sum.npy into L->out (checked against its sha256). */
+int local_fetch_sum(struct local *L);
+
+/** fedsvd/fedpca: each party's result into L->out (shared) and L->out/party-<i>/ (private). */
+int local_fed_collect(struct local *L);
+
+/** fedsvd/fedpca: the summary fedsvd local writes (new reference, or NULL). */
+json_t *local_fed_summary(struct local *L, const char *error);
+
 /* ---- the power methods (cmd_local_power.c) ---- */
 
 /** `fedsvd local --algorithm <power method> ...` (argv as for cmd_local). */

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "core/version.h"
 
 struct command {
     const char *name;
@@ -21,7 +22,10 @@ static const struct command commands[] = {
     {"job", cmd_job, "create jobs and invitations, watch progress, fetch results (needs a server)"},
     {"local", cmd_local, "run a whole federated job on this machine with real services"},
     {"agent", cmd_agent, "a client-agent's identity fingerprint, to pin in jobs"},
+    {"join", cmd_join, "join a job: hand an invitation and the site's dataset to its agent"},
+    {"participation", cmd_participation, "a site's participations: list, status, result files"},
     {"plot", cmd_plot, "write SVG figures: PCA scatter by class, scree, convergence lines"},
+    {"lsa", cmd_lsa, "federated latent semantic analysis of text held by several parties"},
 };
 
 #define NCOMMANDS (sizeof commands / sizeof commands[0])
@@ -34,9 +38,9 @@ static void print_usage(FILE *f)
                "\n"
                "Commands:\n");
     for (size_t i = 0; i < NCOMMANDS; i++) {
-        fprintf(f, "  %-9s %s\n", commands[i].name, commands[i].summary);
+        fprintf(f, "  %-13s %s\n", commands[i].name, commands[i].summary);
     }
-    fprintf(f, "  %-9s %s\n", "help", "show this text, or 'fedsvd help COMMAND' for one command");
+    fprintf(f, "  %-13s %s\n", "help", "show this text, or 'fedsvd help COMMAND' for one command");
     fprintf(f, "\n"
                "Options:\n"
                "  -h, --help     show this text\n"
@@ -101,7 +105,7 @@ int main(int argc, char **argv)
         return CLI_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
-        printf("fedsvd %s\n", CLI_VERSION);
+        printf("fedsvd %s\n", fs_version_string());
         return CLI_OK;
     }
     if (strcmp(argv[1], "help") == 0) {

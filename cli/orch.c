@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "crypto/ed25519.h"
 #include "crypto/sha256.h"
+#include "net/auth.h"
 
 int orch_client(fs_httpc **out, const char *base_url, const char *token, long timeout_ms,
                 unsigned retries, const struct orch_tls *tls, struct fs_err *err)
@@ -26,13 +27,54 @@ int orch_client(fs_httpc **out, const char *base_url, const char *token, long ti
     cfg.backoff_base_ms = 100;
     cfg.backoff_max_ms = 1000;
     cfg.retry_after_max_ms = 2000;
-    cfg.user_agent = "fedsvd-cli/" CLI_VERSION;
+    cfg.user_agent = "fedsvd";
     if (tls != NULL) {
         cfg.insecure = tls->insecure;
         cfg.ca_file = tls->ca_file;
         cfg.allow_insecure_http = tls->insecure_http;
     }
     return fs_httpc_new(out, &cfg, err);
+}
+
+void orch_agent_help(void)
+{
+    printf(
+        "  --agent URL            the client-agent's operator API, e.g. https://agent:8080\n"
+        "  --token-file F         file holding the agent's operator token (mode 0600)\n"
+        "  --ca-file FILE         verify the agent with this PEM bundle\n"
+        "  --insecure             do not verify the agent's TLS certificate\n"
+        "  --insecure-http        allow an http:// --agent URL to a host that is not loopback\n");
+}
+
+int orch_agent_connect(const char *cmd, struct orch_agent_opts *o, long timeout_ms,
+                       unsigned retries, fs_httpc **out)
+{
+    char *token = NULL;
+    struct fs_err err;
+    int rc;
+
+    fs_err_clear(&err);
+    *out = NULL;
+    if ((rc = cli_parse_format(cmd, o->format, &o->json)) != CLI_OK) {
+        return rc;
+    }
+    if (o->url == NULL) {
+        return cli_usage_error(cmd, "--agent URL is required (the client-agent's operator API)");
+    }
+    if (!orch_url_ok(o->url)) {
+        return cli_usage_error(cmd, "--agent: expected an http:// or https:// URL, got '%s'",
+                               o->url);
+    }
+    if (o->token_file == NULL) {
+        return cli_usage_error(cmd, "--agent needs --token-file (the agent's operator token)");
+    }
+    o->tls.ca_file = o->ca_file;
+    if (fs_auth_token_load(o->token_file, &token, &err) != 0) {
+        return cli_fs_error(cmd, &err);
+    }
+    rc = orch_client(out, o->url, token, timeout_ms, retries, &o->tls, &err);
+    fs_auth_token_free(token);
+    return rc != 0 ? cli_fs_error(cmd, &err) : CLI_OK;
 }
 
 int orch_agent_identity(fs_httpc *c, char fpr[ORCH_FPR_LEN + 1], struct fs_err *err)
@@ -325,6 +367,18 @@ int orch_download_verified(fs_httpc *c, const char *path, const char *dest, cons
     return 0;
 }
 
+const char *orch_duration(double s, char *buf, size_t cap)
+{
+    long long m = s > 0 ? (long long)(s / 60) : 0;
+
+    if (m < 60) {
+        snprintf(buf, cap, "%.1f s", s);
+    } else {
+        snprintf(buf, cap, "%.1f s (%lld h %02lld min)", s, m / 60, m % 60);
+    }
+    return buf;
+}
+
 const char *orch_bytes(double n, char *buf, size_t cap)
 {
     if (n < 1e3) {
@@ -403,14 +457,17 @@ void orch_progress_job(struct orch_progress *p, const json_t *job)
     long long agg = json_integer_value(json_object_get(job, "aggregation"));
     long long aggs = json_integer_value(json_object_get(job, "aggregations"));
     long long parties = json_integer_value(json_object_get(job, "parties"));
-    char dropped[96], in[32], outb[32], dl[48], key[256], line[512];
+    char dropped[96], in[32], outb[32], dl[80], key[256], line[512];
 
     id_list(json_object_get(job, "dropped"), dropped, sizeof dropped);
     orch_bytes(json_number_value(json_object_get(job, "bytes_in")), in, sizeof in);
     orch_bytes(json_number_value(json_object_get(job, "bytes_out")), outb, sizeof outb);
     dl[0] = '\0';
     if (json_is_number(deadline) && strcmp(orch_job_state(job), "running") == 0) {
-        snprintf(dl, sizeof dl, ", round closes in %.1fs", json_number_value(deadline));
+        char dur[40];
+        snprintf(dl, sizeof dl, ", %s closes in %s",
+                 phase != NULL && strcmp(phase, "waiting_for_parties") == 0 ? "join" : "round",
+                 orch_duration(json_number_value(deadline), dur, sizeof dur));
     }
     snprintf(key, sizeof key, "%s|%lld|%zu|%s", phase != NULL ? phase : "?", agg,
              orch_count(job, "present"), dropped);

@@ -99,8 +99,58 @@ FS_WUR int orch_sha256_file(const char *path, char hex[65], struct fs_err *err);
 FS_WUR int orch_download_verified(fs_httpc *c, const char *path, const char *dest,
                                   const char *want_sha, uint64_t *bytes, struct fs_err *err);
 
+/** Seconds as "12.5 s", or with hours and minutes ("86399.5 s (23 h 59 min)"). Returns buf. */
+const char *orch_duration(double s, char *buf, size_t cap);
+
 /** Human-readable byte count ("12.3 MB") into buf. Returns buf. */
 const char *orch_bytes(double n, char *buf, size_t cap);
+
+/* ---- a client-agent's operator API (agent identity, join, participation) ---- */
+
+/** The options of every command that talks to a client-agent as its operator. */
+struct orch_agent_opts {
+    const char *url;        /* --agent URL */
+    const char *token_file; /* --token-file F: the operator token */
+    const char *ca_file;    /* --ca-file F */
+    const char *format;     /* --format text|json */
+    struct orch_tls tls;    /* --insecure, --insecure-http (ca_file set by orch_agent_connect) */
+    int json;               /* set by orch_agent_connect */
+};
+
+/* Option-table entries of those options (needs cli.h). */
+/* clang-format off */
+#define ORCH_AGENT_OPTS(o)                                            \
+    {"agent", CLI_OPT_VALUE, &(o).url, NULL},                         \
+    {"token-file", CLI_OPT_VALUE, &(o).token_file, NULL},             \
+    {"insecure", CLI_OPT_FLAG, NULL, &(o).tls.insecure},              \
+    {"insecure-http", CLI_OPT_FLAG, NULL, &(o).tls.insecure_http},    \
+    {"ca-file", CLI_OPT_VALUE, &(o).ca_file, NULL},                   \
+    {"format", CLI_OPT_VALUE, &(o).format, NULL}
+/* clang-format on */
+
+/** The help lines of those options but --format. */
+void orch_agent_help(void);
+
+/**
+ * Check --agent (an http(s) URL), --token-file (required) and --format, load
+ * the token and make a client (timeout_ms and retries as orch_client).
+ * @return CLI_OK, or CLI_EUSAGE / CLI_ERUNTIME after printing the reason.
+ */
+int orch_agent_connect(const char *cmd, struct orch_agent_opts *o, long timeout_ms,
+                       unsigned retries, fs_httpc **out);
+
+struct fs_participation; /* participation.h */
+
+/**
+ * GET /v1/participations/{id} on an agent, decoded into *p
+ * (fs_participation_decode); doc (may be NULL) receives the document.
+ * @return 0 or the FS_E* code (FS_ENOTFOUND: no such participation).
+ */
+FS_WUR int orch_participation_get(fs_httpc *c, const char *id, struct fs_participation *p,
+                                  json_t **doc, struct fs_err *err);
+
+/** A participation as "key value" lines on stdout (`fedsvd participation status`). */
+void orch_participation_print(const struct fs_participation *p);
 
 /* ---- progress line ---- */
 
@@ -161,6 +211,10 @@ struct orch_power_opts {
     {"allow-weak-privacy", CLI_OPT_FLAG, NULL, &(o).allow_weak_privacy}, \
     {"no-eigenvalues", CLI_OPT_FLAG, NULL, &(o).no_eigenvalues}
 /* clang-format on */
+
+/** Every algorithm a job may run, for error messages. */
+#define ORCH_ALGORITHMS                                                                            \
+    "secure-sum, fedsvd, fedpca, fedpower, fedpower-utility, fedpower-private or dp-ppm"
 
 /** 1 when alg is fedpower, fedpower-utility, fedpower-private or dp-ppm. */
 int orch_power_algorithm(const char *alg);

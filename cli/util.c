@@ -172,6 +172,15 @@ int cli_parse(const char *cmd, int argc, char **argv, const struct cli_opt *opts
             continue;
         }
         *o->value = eq != NULL ? eq + 1 : argv[++i];
+        if (o->kind == CLI_OPT_DIR) {
+            /* argv's strings are ours to change; *o->value points into one */
+            char *v = argv[i] + (eq != NULL ? (size_t)(eq + 1 - a) : 0);
+            size_t n = strlen(v);
+
+            while (n > 1 && v[n - 1] == '/') {
+                v[--n] = '\0';
+            }
+        }
     }
     return CLI_OK;
 }
@@ -422,7 +431,10 @@ int cli_mkdir_p(const char *cmd, const char *path)
 
 int cli_path_join(const char *cmd, char *buf, size_t cap, const char *dir, const char *name)
 {
-    if ((size_t)snprintf(buf, cap, "%s/%s", dir, name) >= cap) {
+    size_t n = strlen(dir);
+    const char *sep = n > 0 && dir[n - 1] == '/' ? "" : "/";
+
+    if ((size_t)snprintf(buf, cap, "%s%s%s", dir, sep, name) >= cap) {
         return cli_runtime_error(cmd, "%s/%s: path too long", dir, name);
     }
     return CLI_OK;

@@ -35,8 +35,10 @@ add_counts "$log"
 for suite in tests/*/run.sh; do
     [ -x "$suite" ] || continue
     echo "== $(dirname "$suite")"
+    t0=$SECONDS
     "$suite" build/bin | tee "$log"
     add_counts "$log"
+    echo "== $(dirname "$suite"): $((SECONDS - t0)) s"
 done
 
 # The CLI reads every file format: run its suite against the sanitizer build

@@ -1,4 +1,7 @@
-/* Exact discrete Gaussian sampling, Canonne, Kamath & Steinke 2020
+/* The reference exact discrete Gaussian sampler (the fast one is
+ * dgauss_fast.c; this one stays for sigma below 16, the rational interface,
+ * and as the yardstick of the tests and benchmarks), Canonne, Kamath &
+ * Steinke 2020
  * ("The Discrete Gaussian for Differential Privacy"):
  *   Algorithm 1  Bernoulli(exp(-gamma)) for rational gamma,
  *   Algorithm 2  discrete Laplace (here with s = 1),
@@ -407,17 +410,17 @@ static void sigma2_exact(double sigma, mpz_t num, mpz_t den)
     }
 }
 
-int fs_dgauss_sample(double sigma, int64_t *out, size_t n, struct fs_err *err)
+int fs_dgauss_sample_reference(double sigma, int64_t *out, size_t n, struct fs_err *err)
 {
     struct dg_ctx c;
     int rc;
 
     if (!isfinite(sigma) || sigma < DG_SIGMA_MIN || sigma > DG_SIGMA_MAX) {
-        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample: sigma %g outside [2^-20, 2^52]",
-                          sigma);
+        return fs_err_set(err, FS_EINVAL,
+                          "fs_dgauss_sample_reference: sigma %g outside [2^-20, 2^52]", sigma);
     }
     if (n > 0 && out == NULL) {
-        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample: out is NULL");
+        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_reference: out is NULL");
     }
     ctx_init(&c, err);
     sigma2_exact(sigma, c.n, c.d);
@@ -465,20 +468,21 @@ int fs_dlaplace_sample(uint64_t t, int64_t *out, size_t n, struct fs_err *err)
     return rc;
 }
 
-int fs_dgauss_sample_prg(fs_prg *prg, double sigma, int64_t *out, size_t n, struct fs_err *err)
+int fs_dgauss_sample_reference_prg(fs_prg *prg, double sigma, int64_t *out, size_t n,
+                                   struct fs_err *err)
 {
     struct dg_ctx c;
     int rc;
 
     if (prg == NULL) {
-        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: prg is NULL");
+        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_reference_prg: prg is NULL");
     }
     if (!isfinite(sigma) || sigma < DG_SIGMA_MIN || sigma > DG_SIGMA_MAX) {
-        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: sigma %g outside [2^-20, 2^52]",
-                          sigma);
+        return fs_err_set(err, FS_EINVAL,
+                          "fs_dgauss_sample_reference_prg: sigma %g outside [2^-20, 2^52]", sigma);
     }
     if (n > 0 && out == NULL) {
-        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: out is NULL");
+        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_reference_prg: out is NULL");
     }
     ctx_init(&c, err);
     c.rs.prg = prg;

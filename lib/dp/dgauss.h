@@ -1,8 +1,17 @@
-/* Exact discrete Gaussian sampler (Canonne, Kamath & Steinke 2020,
- * Algorithm 3 via discrete Laplace and Bernoulli(exp(-gamma)) with rational
- * arithmetic), driven by the OS CSPRNG. Samples x in Z with probability
- * proportional to exp(-x^2 / (2 sigma^2)). No floating point touches the
- * sampling decisions: sigma^2 is taken as an exact rational num/den. */
+/* Exact discrete Gaussian samplers: x in Z with probability proportional to
+ * exp(-x^2 / (2 sigma^2)), sigma^2 taken exactly (for a double sigma = M 2^e,
+ * sigma^2 = M^2 2^(2e); nothing is rounded). No floating point touches the
+ * sampling decisions.
+ *
+ * fs_dgauss_sample / fs_dgauss_sample_prg (dgauss_fast.c): block inversion
+ * with exact rejection, integer arithmetic up to 192 bits, GMP only on paths
+ * of probability below 2^-50 per sample; ~20 random bytes and tens of
+ * millions of samples a second per core for sigma >= 16 (below 16 they call
+ * the reference sampler).
+ * fs_dgauss_sample_reference* (dgauss.c): Canonne, Kamath & Steinke 2020,
+ * Algorithm 3 (discrete Laplace proposal, Bernoulli(exp(-gamma)) with
+ * rational arithmetic in GMP), ~1-3 million samples a second; the same
+ * distribution, a different map from random bytes to samples. */
 #ifndef FS_DP_DGAUSS_H
 #define FS_DP_DGAUSS_H
 
@@ -21,14 +30,16 @@ FS_WUR int fs_dgauss_sample_rational(uint64_t sigma2_num, uint64_t sigma2_den, i
                                      size_t n, struct fs_err *err);
 
 /**
- * Convenience: sigma (a double > 0) is converted to an exact rational
- * approximation of sigma^2 (relative error < 1e-12) and sampled as above.
- * The conversion is in fact exact: sigma^2 of the double itself, as the
- * rational M^2 2^(2e). Accepted range 2^-20 <= sigma <= 2^52 (FS_EINVAL
- * outside). Measured ~3-4 million samples/s (one core, -O2) for sigma
- * from 0.7 to 1e12.
+ * n samples of N_Z(0, sigma^2) from the OS CSPRNG, sigma^2 of the double
+ * itself (the rational M^2 2^(2e)). Accepted range 2^-20 <= sigma <= 2^52
+ * (FS_EINVAL outside). The fast sampler for sigma >= 16, the reference one
+ * below. @return 0, FS_EINVAL, FS_ENOMEM, FS_ERANGE (a sample beyond int64,
+ * probability far below 2^-1000) or FS_ECRYPTO.
  */
 FS_WUR int fs_dgauss_sample(double sigma, int64_t *out, size_t n, struct fs_err *err);
+
+/** The reference sampler (CKS20 Algorithm 3 in GMP) with the same contract. */
+FS_WUR int fs_dgauss_sample_reference(double sigma, int64_t *out, size_t n, struct fs_err *err);
 
 /**
  * Algorithm 1 alone: n independent Bernoulli(exp(-num/den)) bits (0 or 1)
@@ -55,5 +66,17 @@ FS_WUR int fs_dlaplace_sample(uint64_t t, int64_t *out, size_t n, struct fs_err 
  */
 FS_WUR int fs_dgauss_sample_prg(struct fs_prg *prg, double sigma, int64_t *out, size_t n,
                                 struct fs_err *err);
+
+/** The reference sampler driven by `prg` (a different map from the stream to
+ * samples than fs_dgauss_sample_prg's). */
+FS_WUR int fs_dgauss_sample_reference_prg(struct fs_prg *prg, double sigma, int64_t *out, size_t n,
+                                          struct fs_err *err);
+
+/* Tests only (not thread-safe; 0 restores the normal paths): make the fast
+ * sampler take its rare exact paths on every sample. */
+#define FS_DGAUSS_DEBUG_EXACT_CDT 1 /* block inversion at 128+ bits */
+#define FS_DGAUSS_DEBUG_GENERIC   2 /* block and acceptance in GMP */
+#define FS_DGAUSS_DEBUG_BITWISE   4 /* comparisons one bit at a time */
+void fs_dgauss_debug_force(int flags);
 
 #endif

@@ -43,7 +43,7 @@ FS_WUR int fs_csr_to_dense(const fs_csr *a, fs_mat **out, struct fs_err *err);
 /** Free. Accepts NULL. */
 void fs_csr_free(fs_csr *a);
 
-/* ---- Additions (lib/la owner). ---- */
+/* ---- Further CSR operations. ---- */
 
 /**
  * Check the structural invariants of a (rowptr monotone from 0 to nnz, column

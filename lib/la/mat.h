@@ -67,7 +67,7 @@ FS_WUR int fs_mat_mul(char ta, char tb, const fs_mat *a, const fs_mat *b, fs_mat
 /** 1 if all entries are finite, else 0 (and *bad_i, *bad_j set if not NULL). */
 int fs_mat_all_finite(const fs_mat *a, size_t *bad_i, size_t *bad_j);
 
-/* ---- Additions (lib/la owner): small helpers used across lib/la and by callers. ---- */
+/* ---- Small helpers used across lib/la and by callers. ---- */
 
 struct fs_prg;
 

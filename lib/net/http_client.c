@@ -1,5 +1,6 @@
 #include "http_client.h"
 
+#include "../core/version.h"
 #include "../crypto/rand.h"
 #include "auth.h"
 
@@ -26,6 +27,7 @@ struct fs_httpc {
     char *auth_header; /* "Authorization: Bearer ..." (secret) */
     char *ca_file;
     char *user_agent;
+    char *source_if; /* "host!ADDR" for CURLOPT_INTERFACE, or NULL */
     char errbuf[CURL_ERROR_SIZE];
 };
 
@@ -71,6 +73,37 @@ void fs_httpc_config_default(struct fs_httpc_config *cfg)
     cfg->max_body = 16u * 1024 * 1024;
     cfg->max_download = 64ull * 1024 * 1024 * 1024;
     cfg->user_agent = "fedsvd";
+    cfg->source_address = getenv("FEDSVD_SOURCE_ADDRESS");
+    if (cfg->source_address != NULL && cfg->source_address[0] == '\0') {
+        cfg->source_address = NULL;
+    }
+}
+
+/* "host!ADDR" for CURLOPT_INTERFACE (a numeric address, never an interface
+ * name), after checking that addr is an IPv4 or IPv6 literal. */
+static int source_if_new(const char *addr, char **out, struct fs_err *err)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    size_t n;
+
+    *out = NULL;
+    if (addr == NULL) {
+        return 0;
+    }
+    if (inet_pton(AF_INET, addr, &a4) != 1 && inet_pton(AF_INET6, addr, &a6) != 1) {
+        return fs_err_set(err, FS_EINVAL,
+                          "source address '%s' (FEDSVD_SOURCE_ADDRESS): expected an IPv4 or "
+                          "IPv6 address of this host",
+                          addr);
+    }
+    n = strlen(addr) + sizeof "host!";
+    *out = malloc(n);
+    if (*out == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "http client: out of memory");
+    }
+    snprintf(*out, n, "host!%s", addr);
+    return 0;
 }
 
 int fs_http_host_is_loopback(const char *host)
@@ -198,6 +231,20 @@ static char *dup_or_null(const char *s, int *fail)
     return d;
 }
 
+/* "<product>/<version>", the User-Agent every request sends. */
+static char *user_agent_new(const char *product, int *fail)
+{
+    size_t n = strlen(product) + 1 + strlen(fs_version()) + 1;
+    char *s = malloc(n);
+
+    if (s == NULL) {
+        *fail = 1;
+        return NULL;
+    }
+    snprintf(s, n, "%s/%s", product, fs_version());
+    return s;
+}
+
 int fs_httpc_new(fs_httpc **out, const struct fs_httpc_config *cfg, struct fs_err *err)
 {
     fs_httpc *c = NULL;
@@ -220,7 +267,7 @@ int fs_httpc_new(fs_httpc **out, const struct fs_httpc_config *cfg, struct fs_er
     }
     c->base_url = dup_or_null(c->cfg.base_url, &fail);
     c->ca_file = dup_or_null(c->cfg.ca_file, &fail);
-    c->user_agent = dup_or_null(c->cfg.user_agent != NULL ? c->cfg.user_agent : "fedsvd", &fail);
+    c->user_agent = user_agent_new(c->cfg.user_agent != NULL ? c->cfg.user_agent : "fedsvd", &fail);
     c->cfg.base_url = c->base_url;
     c->cfg.ca_file = c->ca_file;
     c->cfg.user_agent = c->user_agent;
@@ -229,6 +276,11 @@ int fs_httpc_new(fs_httpc **out, const struct fs_httpc_config *cfg, struct fs_er
         rc = fs_err_set(err, FS_ENOMEM, "http client: out of memory");
         goto out;
     }
+    rc = source_if_new(c->cfg.source_address, &c->source_if, err);
+    if (rc != 0) {
+        goto out;
+    }
+    c->cfg.source_address = NULL;
     if (c->base_url != NULL) {
         rc = fs_http_url_check(c->base_url, c->cfg.allow_insecure_http, err);
         if (rc != 0) {
@@ -269,6 +321,7 @@ void fs_httpc_free(fs_httpc *c)
     free(c->base_url);
     free(c->ca_file);
     free(c->user_agent);
+    free(c->source_if);
     free(c);
 }
 
@@ -520,6 +573,9 @@ static int setup(fs_httpc *c, struct xfer *x, const char *url, int64_t size,
         bad |= curl_easy_setopt(h, CURLOPT_LOW_SPEED_TIME, c->cfg.low_speed_time_s) != CURLE_OK;
     }
     bad |= curl_easy_setopt(h, CURLOPT_USERAGENT, c->user_agent) != CURLE_OK;
+    if (c->source_if != NULL) {
+        bad |= curl_easy_setopt(h, CURLOPT_INTERFACE, c->source_if) != CURLE_OK;
+    }
     bad |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYPEER, c->cfg.insecure ? 0L : 1L) != CURLE_OK;
     bad |= curl_easy_setopt(h, CURLOPT_SSL_VERIFYHOST, c->cfg.insecure ? 0L : 2L) != CURLE_OK;
     if (c->ca_file != NULL) {

@@ -44,7 +44,12 @@ struct fs_httpc_config {
                                 not loopback; default 0: only https:// leaves the machine
                                 (see fs_http_url_check) */
     const char *ca_file;     /* PEM bundle to verify the server with; NULL = system store */
-    const char *user_agent;  /* default "fedsvd" */
+    const char *user_agent;  /* the product, default "fedsvd"; requests send the User-Agent
+                                "<product>/<version>" (fs_version: "fedsvd/0.9.0") */
+    const char *source_address; /* local IP literal that outgoing connections come from (for
+                                   hosts with several addresses); NULL = the kernel's choice.
+                                   fs_httpc_config_default takes it from the environment
+                                   variable FEDSVD_SOURCE_ADDRESS. Copied. */
 };
 
 /**

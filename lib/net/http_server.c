@@ -1110,6 +1110,26 @@ static void deadline_update(fs_http_req *req)
     track_arm(req->srv, req->track, 0, body < cap ? body : cap);
 }
 
+/* The client's address as text ("" when unknown). */
+static void peer_addr(struct MHD_Connection *conn, char *out, size_t cap)
+{
+    const union MHD_ConnectionInfo *ca =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+
+    out[0] = '\0';
+    if (ca == NULL || ca->client_addr == NULL) {
+        return;
+    }
+    if (ca->client_addr->sa_family == AF_INET) {
+        inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)ca->client_addr)->sin_addr,
+                  out, (socklen_t)cap);
+    } else if (ca->client_addr->sa_family == AF_INET6) {
+        inet_ntop(AF_INET6,
+                  &((const struct sockaddr_in6 *)(const void *)ca->client_addr)->sin6_addr, out,
+                  (socklen_t)cap);
+    }
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode toe)
 {
@@ -1144,23 +1164,12 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
     {
         const union MHD_ConnectionInfo *fd =
             MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-        const union MHD_ConnectionInfo *ca =
-            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
         if (fd == NULL) {
             free(t);
             return;
         }
         t->fd = fd->connect_fd;
-        if (ca != NULL && ca->client_addr != NULL) {
-            const struct sockaddr *sa = ca->client_addr;
-            if (sa->sa_family == AF_INET) {
-                inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
-                          t->addr, sizeof t->addr);
-            } else if (sa->sa_family == AF_INET6) {
-                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
-                          t->addr, sizeof t->addr);
-            }
-        }
+        peer_addr(conn, t->addr, sizeof t->addr);
     }
     pthread_mutex_lock(&s->tmu);
     t->next = s->tracks;
@@ -1429,6 +1438,16 @@ static double elapsed_ms(const struct timespec *t0)
     return (double)(t1.tv_sec - t0->tv_sec) * 1e3 + (double)(t1.tv_nsec - t0->tv_nsec) / 1e6;
 }
 
+/* Reads that went well (GET and HEAD answered below 400: the parties' and
+ * operators' status polls, downloads, probes) at debug, so that a job's log
+ * at info shows what changed state and what failed, not every poll. */
+static enum fs_log_level request_log_level(const struct fs_http_log_entry *e)
+{
+    int read = strcmp(e->method, "GET") == 0 || strcmp(e->method, "HEAD") == 0;
+
+    return read && e->completed && e->status >= 100 && e->status < 400 ? FS_LOG_DEBUG : FS_LOG_INFO;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
@@ -1436,7 +1455,6 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     fs_http_req *req = *con_cls;
     struct fs_http_log_entry e;
 
-    (void)conn;
     if (req == NULL) {
         return;
     }
@@ -1456,10 +1474,12 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         track_arm(s, req->track, 1, 0); /* the next request on this connection */
     }
     if (s->cfg.log_requests) {
-        fs_log_pack(FS_LOG_INFO, "request", "{s:s, s:s, s:i, s:f, s:I, s:I, s:b}", "method",
-                    e.method, "route", e.route, "status", (int)e.status, "ms", e.ms, "bytes_in",
-                    (json_int_t)e.bytes_in, "bytes_out", (json_int_t)e.bytes_out, "completed",
-                    e.completed);
+        char client[INET6_ADDRSTRLEN];
+        peer_addr(conn, client, sizeof client);
+        fs_log_pack(request_log_level(&e), "request", "{s:s, s:s, s:i, s:f, s:I, s:I, s:b, s:s}",
+                    "method", e.method, "route", e.route, "status", (int)e.status, "ms", e.ms,
+                    "bytes_in", (json_int_t)e.bytes_in, "bytes_out", (json_int_t)e.bytes_out,
+                    "completed", e.completed, "client", client[0] != '\0' ? client : "?");
     }
     req_free(req);
     atomic_fetch_sub(&s->in_flight, 1);
@@ -1666,7 +1686,8 @@ int fs_http_server_start(fs_http_server *s, struct fs_err *err)
     info = MHD_get_daemon_info(s->d, MHD_DAEMON_INFO_BIND_PORT);
     s->port = info != NULL ? info->port : s->cfg.port;
     atomic_store(&s->running, 1);
-    fs_log_pack(FS_LOG_INFO, "listening", "{s:s, s:i, s:b}", "host", s->host, "port", (int)s->port,
+    /* (debug: each service says "listening" once, with its own details) */
+    fs_log_pack(FS_LOG_DEBUG, "listening", "{s:s, s:i, s:b}", "host", s->host, "port", (int)s->port,
                 "tls", s->tls_cert != NULL);
 out:
     wipe_free(key);
@@ -1719,7 +1740,7 @@ void fs_http_server_stop(fs_http_server *s, unsigned grace_ms)
         s->have_watchdog = 0;
     }
     atomic_store(&s->running, 0);
-    fs_log_pack(FS_LOG_INFO, "stopped", "{s:i}", "port", (int)s->port);
+    fs_log_pack(FS_LOG_DEBUG, "stopped", "{s:i}", "port", (int)s->port);
 }
 
 void fs_http_server_free(fs_http_server *s)

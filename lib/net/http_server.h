@@ -144,7 +144,9 @@ struct fs_http_server_config {
                                    deadline does not grow with the body */
     size_t conn_memory_limit;   /* per-connection memory: request line + headers + read buffer */
     uint64_t drain_max;         /* body bytes discarded after a rejection before closing */
-    int log_requests;           /* 1: one JSON log line per request (fs_log, info) */
+    int log_requests;           /* 1: one JSON log line per request (fs_log): at debug for
+                                   a GET or HEAD answered below 400 (polls, downloads,
+                                   probes), else at info */
     /* optional, e.g. metrics: called once per request when it completes, on
      * the server's threads (concurrently); e is valid for the call only */
     void (*on_request)(const struct fs_http_log_entry *e, void *hook_ctx);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../core/fdio.h"
+#include "../core/version.h"
 #include "http_client.h"
 #include "log.h"
 
@@ -184,6 +185,30 @@ void fs_svc_opts_usage(FILE *out, const char *intro, const struct fs_svc_opt *op
                 opts[k].def[0] != '\0' ? opts[k].def : "(none)", opts[k].help);
     }
     fprintf(out, "  %-20s show this help\n", "--help");
+    fprintf(out, "  %-20s print the version\n", "--version");
+}
+
+json_t *fs_svc_health_doc(void)
+{
+    json_t *j = json_pack("{s:s, s:s}", "status", "ok", "version", fs_version());
+
+    if (j != NULL && fs_revision()[0] != '\0' &&
+        json_object_set_new(j, "revision", json_string(fs_revision())) != 0) {
+        json_decref(j);
+        j = NULL;
+    }
+    return j;
+}
+
+int fs_svc_version_flag(const char *name, int argc, char **argv)
+{
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("%s %s\n", name, fs_version_string());
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int fs_svc_write_port_file(const char *path, uint16_t port, struct fs_err *err)
@@ -378,8 +403,18 @@ int fs_svc_wait_signal(const sigset_t *sigs)
 
 void fs_svc_base_url(char *out, size_t cap, int tls, const char *host, uint16_t port)
 {
-    int v6 = strchr(host, ':') != NULL;
+    char name[256];
+    int v6;
 
-    snprintf(out, cap, "%s://%s%s%s:%u", tls ? "https" : "http", v6 ? "[" : "",
-             strcmp(host, "0.0.0.0") == 0 ? "127.0.0.1" : host, v6 ? "]" : "", (unsigned)port);
+    /* A wildcard is no address a client can use: the machine's name is the
+     * best guess for clients on other hosts (loopback would only ever work
+     * on this one). --public-url overrides all of this. */
+    if ((strcmp(host, "0.0.0.0") == 0 || strcmp(host, "::") == 0) &&
+        gethostname(name, sizeof name) == 0 && memchr(name, '\0', sizeof name) != NULL &&
+        name[0] != '\0') {
+        host = name;
+    }
+    v6 = strchr(host, ':') != NULL;
+    snprintf(out, cap, "%s://%s%s%s:%u", tls ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "",
+             (unsigned)port);
 }

@@ -14,6 +14,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <jansson.h>
+
 #include "../core/err.h"
 
 struct sqlite3;
@@ -76,7 +78,22 @@ FS_WUR int fs_svc_check_listen(const char *host, int tls, int insecure_http, str
  */
 FS_WUR int fs_svc_private_dir(const char *path, struct fs_err *err);
 
-/** Print intro, then every flag with its variable, default and help, then --help. */
+/**
+ * The document GET /healthz answers in every service: {"status": "ok",
+ * "version": fs_version(), "revision": fs_revision()}, the revision left out
+ * when it is "". NULL when out of memory.
+ */
+json_t *fs_svc_health_doc(void);
+
+/**
+ * When argv holds "--version", print "<name> <version>" (fs_version_string)
+ * on stdout. Services call it first thing, so --version works whatever else
+ * the command line or the environment holds.
+ * @return 1 if it printed (exit 0), else 0.
+ */
+int fs_svc_version_flag(const char *name, int argc, char **argv);
+
+/** Print intro, then every flag with its variable, default and help, then --help and --version. */
 void fs_svc_opts_usage(FILE *out, const char *intro, const struct fs_svc_opt *opts, size_t nopts);
 
 /**
@@ -112,7 +129,7 @@ int fs_svc_wait_signal(const sigset_t *sigs);
 /**
  * The base URL a server reachable on host:port is known by when a request
  * does not say (no Host header): scheme from tls, IPv6 hosts in brackets,
- * the wildcard 0.0.0.0 as 127.0.0.1.
+ * a wildcard (0.0.0.0, ::) as the machine's host name.
  */
 void fs_svc_base_url(char *out, size_t cap, int tls, const char *host, uint16_t port);
 

@@ -36,7 +36,7 @@
  * Secure-aggregation variants. A party's upload is a vector of len words in
  * Z_2^64: the fixed-point encoding (lib/la/fixedpt.h, frac_bits f common to
  * the job, K = parties summands) of w_i Y_i plus integer noise drawn by the
- * exact discrete Gaussian sampler (CKS20) in units of 2^-f. The caller masks
+ * exact discrete Gaussian sampler (lib/dp) in units of 2^-f. The caller masks
  * it with its fs_secagg_client and hands the server's unmasked sum, with the
  * ids of the parties in it (secagg U3), to fs_fedpower_server_add_sum. The
  * public bound for the encoding is value_bound (a bound on ||M'_i||_2, hence
@@ -244,15 +244,32 @@ FS_WUR int fs_fedpower_party_rho(const struct fs_fedpower_config *cfg, const uin
 
 /* --------------------------------------------------- seeded noise */
 
+/* Values per block of seeded noise: block i (values i B .. i B + B - 1) is
+ * drawn from its own AES-256-CTR stream of the seed (counter block
+ * "fpnz" || i (32 bits, big endian) || 0^64), so blocks can be regenerated
+ * independently and in parallel with the same result. */
+#define FS_FEDPOWER_NOISE_BLOCK 4096
+
 /**
  * The noise of seed mode: n samples of the discrete Gaussian N_Z(0, sigma^2)
- * by CKS20's exact algorithm, driven by AES-256-CTR keyed with `seed` (so the
- * aggregation server regenerates exactly what the party drew). sigma as in
- * fs_dgauss_sample (2^-20..2^52; sigma^2 of the double taken exactly).
- * @return 0, FS_EINVAL, FS_ERANGE, FS_ECRYPTO.
+ * by the exact sampler of lib/dp (fs_dgauss_sample_prg), block by block
+ * (FS_FEDPOWER_NOISE_BLOCK) from AES-256-CTR streams keyed with `seed`, so
+ * the aggregation server regenerates exactly what the party drew. sigma as
+ * in fs_dgauss_sample (2^-20..2^52; sigma^2 of the double taken exactly).
+ * @return 0, FS_EINVAL, FS_ENOMEM, FS_ERANGE, FS_ECRYPTO.
  */
 FS_WUR int fs_fedpower_noise_from_seed(const uint8_t seed[32], double sigma, int64_t *out, size_t n,
                                        struct fs_err *err);
+
+/**
+ * v[i] -= sum_q noise_q[i] (mod 2^64) for the k seeded noises
+ * fs_fedpower_noise_from_seed(seeds[q], sigmas[q], ., n), regenerated on up
+ * to `threads` threads (1 = the calling thread only; work items are (seed,
+ * block) pairs). The result does not depend on `threads`. Wipes its scratch.
+ * @return 0, FS_EINVAL, FS_ENOMEM, FS_ERANGE, FS_ECRYPTO.
+ */
+FS_WUR int fs_fedpower_noise_remove(const uint8_t (*seeds)[32], const double *sigmas, size_t k,
+                                    uint64_t *v, size_t n, unsigned threads, struct fs_err *err);
 
 /* ------------------------------------------------------------ party */
 
@@ -429,6 +446,9 @@ const struct fs_fedpower_privacy *fs_fedpower_server_privacy(const fs_fedpower_s
 
 /** Free, wiping the Paillier key. Accepts NULL. */
 void fs_fedpower_server_free(fs_fedpower_server *s);
+
+/** Threads for regenerating the seeded noise at a noise exchange (default 1). */
+void fs_fedpower_server_set_threads(fs_fedpower_server *s, unsigned threads);
 
 /* --------------------------------------------------------- metrics */
 

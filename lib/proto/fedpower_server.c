@@ -32,6 +32,7 @@ struct fs_fedpower_server {
     uint8_t *pk;
     size_t pk_len;
     uint32_t last_chosen;
+    unsigned threads; /* for regenerating seeded noise */
     /* per sync */
     double *conv;
     double *errv;
@@ -598,7 +599,7 @@ static int remove_noise(fs_fedpower_server *s, const struct fs_noisex_result *re
                         struct fs_err *err)
 {
     size_t n = s->sum_len;
-    int64_t *tmp = NULL;
+    double *sig = NULL;
     int rc = 0;
 
     if (s->cfg.noise_exchange == FS_NOISEX_ELEMENTWISE) {
@@ -610,23 +611,27 @@ static int remove_noise(fs_fedpower_server *s, const struct fs_noisex_result *re
     if (s->plan.sigma == 0.0 || res->removed == 0) {
         return 0;
     }
-    tmp = malloc(n * sizeof *tmp);
-    if (tmp == NULL) {
+    sig = malloc(res->removed * sizeof *sig);
+    if (sig == NULL) {
         return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
     }
-    for (size_t q = 0; q < res->removed && rc == 0; q++) {
+    for (size_t q = 0; q < res->removed; q++) {
         /* the party drew with std w_i sigma: the same double expression here */
         uint32_t id = res->ids[q];
         double w = (double)s->rows[id - 1] / (double)s->plan.total_rows;
-        double s_int = ldexp(w * s->plan.sigma, s->plan.fx.frac_bits);
-        rc = fs_fedpower_noise_from_seed(res->seeds[q], s_int, tmp, n, err);
-        for (size_t i = 0; rc == 0 && i < n; i++) {
-            s->sum[i] -= (uint64_t)tmp[i];
-        }
+        sig[q] = ldexp(w * s->plan.sigma, s->plan.fx.frac_bits);
     }
-    OPENSSL_cleanse(tmp, n * sizeof *tmp);
-    free(tmp);
+    rc = fs_fedpower_noise_remove((const uint8_t(*)[32])res->seeds, sig, res->removed, s->sum, n,
+                                  s->threads, err);
+    free(sig);
     return rc;
+}
+
+void fs_fedpower_server_set_threads(fs_fedpower_server *s, unsigned threads)
+{
+    if (s != NULL) {
+        s->threads = threads > 0 ? threads : 1;
+    }
 }
 
 int fs_fedpower_server_close_exchange(fs_fedpower_server *s, struct fs_err *err)

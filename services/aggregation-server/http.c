@@ -14,8 +14,10 @@
 #include "../../api/problem.h"
 #include "../../api/wire.h"
 #include "crypto/ct.h"
+#include "dashboard.h"
 #include "io/matio.h"
 #include "net/log.h"
+#include "net/svc.h"
 #include "powerjob.h"
 #include "proto/secagg.h"
 
@@ -323,7 +325,7 @@ static int h_healthz(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     (void)req;
     (void)ctx;
-    return reply_json(resp, NULL, 200, json_pack("{s:s}", "status", "ok"));
+    return reply_json(resp, NULL, 200, fs_svc_health_doc());
 }
 
 static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
@@ -350,44 +352,48 @@ static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return 0;
 }
 
-static const char DASHBOARD[] =
-    "<!doctype html><html><head><meta charset=\"utf-8\"><title>fedsvd aggregation-server</title>"
-    "<style>body{font:14px system-ui,sans-serif;margin:2em}table{border-collapse:collapse}"
-    "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style></head><body>"
-    "<h1>fedsvd aggregation-server</h1>"
-    "<p><label>Admin token <input id=\"t\" type=\"password\" size=\"50\"></label> "
-    "<button id=\"go\">Show jobs</button> <span id=\"msg\"></span></p>"
-    "<table><thead><tr><th>id</th><th>name</th><th>algorithm</th><th>phase</th><th>present</th>"
-    "<th>dropped</th><th>deadline (s)</th><th>error</th></tr></thead><tbody id=\"jobs\"></tbody>"
-    "</table><script>\n"
-    "'use strict';let timer=null;\n"
-    "function cell(tr,v){const td=document.createElement('td');td.textContent=v==null?'':String(v);"
-    "tr.appendChild(td);}\n"
-    "async function load(){const tok=document.getElementById('t').value;"
-    "const msg=document.getElementById('msg');try{const r=await fetch('/v1/jobs',{headers:"
-    "{'Authorization':'Bearer '+tok}});const j=await r.json();if(!r.ok){msg.textContent="
-    "j.detail||r.status;return;}msg.textContent='';const tb=document.getElementById('jobs');"
-    "tb.replaceChildren();for(const x of j.jobs){const tr=document.createElement('tr');"
-    "cell(tr,x.id);cell(tr,x.name);cell(tr,x.algorithm);cell(tr,x.phase);"
-    "cell(tr,x.present.length+'/'+x.parties);cell(tr,x.dropped.join(' '));"
-    "cell(tr,x.deadline_in_s);cell(tr,x.error);tb.appendChild(tr);}}catch(e){msg.textContent="
-    "String(e);}}\n"
-    "document.getElementById('go').onclick=()=>{load();if(timer)clearInterval(timer);"
-    "timer=setInterval(load,2000);};\n"
-    "</script></body></html>\n";
+/* The dashboard's page, script and style (dashboard.h): public files (the
+ * page asks for the token and calls the admin API with it), each with the
+ * dashboard's security headers. */
+static int dashboard_file(fs_http_resp *resp, enum agg_asset_id id)
+{
+    struct agg_asset a;
+    int rc;
+
+    agg_dashboard_asset(id, &a);
+    rc = fs_http_resp_bytes(resp, 200, a.content_type, a.data, a.len);
+    for (size_t i = 0; rc == 0 && AGG_DASHBOARD_HEADERS[i] != NULL; i += 2) {
+        rc = fs_http_resp_header(resp, AGG_DASHBOARD_HEADERS[i], AGG_DASHBOARD_HEADERS[i + 1]);
+    }
+    return rc;
+}
 
 static int h_dashboard(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    int rc;
     (void)req;
     (void)ctx;
-    rc = fs_http_resp_bytes(resp, 200, "text/html; charset=utf-8", DASHBOARD, sizeof DASHBOARD - 1);
-    if (rc == 0) {
-        rc = fs_http_resp_header(resp, "Content-Security-Policy",
-                                 "default-src 'self'; script-src 'unsafe-inline'; "
-                                 "style-src 'unsafe-inline'");
-    }
-    return rc;
+    return dashboard_file(resp, AGG_ASSET_HTML);
+}
+
+static int h_dashboard_js(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return dashboard_file(resp, AGG_ASSET_JS);
+}
+
+static int h_dashboard_css(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return dashboard_file(resp, AGG_ASSET_CSS);
+}
+
+static int h_dashboard_icon(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)req;
+    (void)ctx;
+    return dashboard_file(resp, AGG_ASSET_ICON);
 }
 
 /* ------------------------------------------------------------ metrics */
@@ -1163,6 +1169,9 @@ static const struct route_def ROUTES[] = {
     {"GET", "/metrics", 0, A_NONE, h_metrics},
     {"GET", "/openapi.yaml", 0, A_NONE, h_openapi},
     {"GET", "/", 0, A_NONE, h_dashboard},
+    {"GET", "/dashboard.js", 0, A_NONE, h_dashboard_js},
+    {"GET", "/dashboard.css", 0, A_NONE, h_dashboard_css},
+    {"GET", "/favicon.svg", 0, A_NONE, h_dashboard_icon},
     {"POST", "/v1/jobs", 2, A_ADMIN, h_jobs_create},
     {"GET", "/v1/jobs", 0, A_ADMIN, h_jobs_list},
     {"GET", "/v1/jobs/{job}", 0, A_ANY, h_job_get},

@@ -570,6 +570,49 @@ static void fed_status(const agg_job *j, json_t *o)
     json_object_set_new(o, "allow_dropouts", json_boolean(f->allow_dropouts));
 }
 
+/* Bytes by phase, {"<timing name>": {"in": n, "out": n}}, for the phases
+ * that saw traffic (a request counts in the phase open when it ended). */
+static json_t *phase_bytes_json(const agg_job *j)
+{
+    json_t *o = json_object();
+    for (int i = 0; o != NULL && i < NTIMINGS; i++) {
+        if (j->phase_in[i] != 0 || j->phase_out[i] != 0) {
+            json_object_set_new(o, TIMING_NAME[i],
+                                json_pack("{s:I, s:I}", "in", (json_int_t)j->phase_in[i], "out",
+                                          (json_int_t)j->phase_out[i]));
+        }
+    }
+    return o;
+}
+
+/* mu held: 1 when the open phase waits for party v's message. */
+static int waits_for(const agg_job *j, uint32_t v)
+{
+    return job_running(j) && !j->finishing && j->in_round[v] && !j->sent[v] && !j->dropped[v];
+}
+
+/* Each party's state (the dashboard's table) and the parties the job waits
+ * for; mu held. sr: the open SecAgg round or -1. */
+static void party_status(const agg_job *j, int sr, json_t *o)
+{
+    json_t *a = json_array();
+    json_t *w = json_array();
+
+    for (uint32_t v = 1; a != NULL && w != NULL && v <= j->n; v++) {
+        int expected = job_running(j) && !j->finishing && j->in_round[v] && !j->dropped[v];
+        json_array_append_new(
+            a, json_pack("{s:i, s:b, s:b, s:b, s:b, s:b, s:o}", "party", (int)v, "joined",
+                         j->joined[v] != 0, "dropped", j->dropped[v] != 0, "expected", expected,
+                         "sent", expected && j->sent[v] != 0, "waiting", waits_for(j, v), "round",
+                         expected && sr >= 0 ? json_integer(sr) : json_null()));
+        if (waits_for(j, v)) {
+            json_array_append_new(w, json_integer((json_int_t)v));
+        }
+    }
+    json_object_set_new(o, "party_states", a);
+    json_object_set_new(o, "waiting_for", w);
+}
+
 /* The Job document; mu held. */
 static json_t *status_locked(const agg_job *j)
 {
@@ -598,7 +641,13 @@ static json_t *status_locked(const agg_job *j)
     json_object_set_new(o, "bytes_in", json_integer((json_int_t)j->bytes_in));
     json_object_set_new(o, "bytes_out", json_integer((json_int_t)j->bytes_out));
     json_object_set_new(o, "timings", timings_json(j));
+    json_object_set_new(o, "bytes_by_phase", phase_bytes_json(j));
+    party_status(j, sr, o);
     json_object_set_new(o, "created_at", json_string(j->created_at));
+    json_object_set_new(o, "phase_elapsed_s",
+                        job_running(j)
+                            ? json_real(floor((now_wall() - j->phase_opened) * 10 + 0.5) / 10)
+                            : json_null());
     if (job_running(j) && !j->finishing) {
         double left = j->deadline_mono - now_mono();
         json_object_set_new(o, "deadline_in_s",
@@ -2005,6 +2054,10 @@ void agg_job_count_bytes(agg_job *j, uint64_t in, uint64_t out)
     pthread_mutex_lock(&j->mu);
     j->bytes_in += in;
     j->bytes_out += out;
+    if (j->phase < NTIMINGS) {
+        j->phase_in[j->phase] += in;
+        j->phase_out[j->phase] += out;
+    }
     pthread_mutex_unlock(&j->mu);
 }
 
@@ -3014,6 +3067,18 @@ static int replay_event(void *ctx, const struct agg_event *ev, struct fs_err *er
     return rc;
 }
 
+/* The bytes by phase of a persisted Job document. */
+static void restore_phase_bytes(agg_job *j, const json_t *job)
+{
+    const json_t *by = json_object_get(job, "bytes_by_phase");
+
+    for (int t = 0; t < NTIMINGS; t++) {
+        const json_t *x = json_object_get(by, TIMING_NAME[t]);
+        j->phase_in[t] = (uint64_t)json_integer_value(json_object_get(x, "in"));
+        j->phase_out[t] = (uint64_t)json_integer_value(json_object_get(x, "out"));
+    }
+}
+
 /* A finished job: status from its snapshot. */
 static void apply_snapshot(agg_job *j, const char *snap, const char *result)
 {
@@ -3048,6 +3113,7 @@ static void apply_snapshot(agg_job *j, const char *snap, const char *result)
         }
         j->bytes_in = (uint64_t)json_integer_value(json_object_get(job, "bytes_in"));
         j->bytes_out = (uint64_t)json_integer_value(json_object_get(job, "bytes_out"));
+        restore_phase_bytes(j, job);
         if (json_integer_value(json_object_get(job, "aggregation")) >= 0 &&
             json_integer_value(json_object_get(job, "aggregation")) < (json_int_t)j->naggs) {
             j->r = (uint32_t)json_integer_value(json_object_get(job, "aggregation"));
@@ -3168,6 +3234,7 @@ static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err
         json_t *jj = json_object_get(snapj, "job");
         j->bytes_in = (uint64_t)json_integer_value(json_object_get(jj, "bytes_in"));
         j->bytes_out = (uint64_t)json_integer_value(json_object_get(jj, "bytes_out"));
+        restore_phase_bytes(j, jj);
         json_decref(snapj);
         j->phase = JP_R0;
         j->phase_opened = j->created_unix;

@@ -98,6 +98,8 @@ struct agg_job {
     uint8_t *has_pubexp;
     uint64_t bytes_in;
     uint64_t bytes_out;
+    uint64_t phase_in[NTIMINGS]; /* bytes of requests that ended while phase t was open */
+    uint64_t phase_out[NTIMINGS];
     struct fs_fixedpt fp;
     json_t *roster; /* {"roster": [...]} once R0 closed */
     json_t *aggs;   /* array: Aggregation document r (null until begun) */

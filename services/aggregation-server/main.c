@@ -56,6 +56,9 @@ int main(int argc, char **argv)
     int status = 1;
 
     memset(&app, 0, sizeof app);
+    if (fs_svc_version_flag("aggregation-server", argc, argv)) {
+        return 0;
+    }
     if (agg_config_parse(argc, argv, &cfg, &err) != 0) {
         fprintf(stderr, "aggregation-server: %s\n", err.msg);
         return 2;

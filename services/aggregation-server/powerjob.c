@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../api/wire.h"
 #include "crypto/rand.h"
@@ -143,6 +144,9 @@ int pj_attach(agg_job *j, int with_server, struct fs_err *err)
             pj_free(pw);
             return rc;
         }
+        /* the seeded noise of a noise exchange is regenerated on every core */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        fs_fedpower_server_set_threads(pw->srv, cpus < 1 ? 1u : (unsigned)(cpus > 64 ? 64 : cpus));
         if (pw->cfg.alg == FS_FEDPOWER_UTILITY) {
             size_t len = 0;
             const uint8_t *pk = fs_fedpower_server_exchange_key(pw->srv, &len);

@@ -9,6 +9,7 @@
 #include "crypto/rand.h"
 #include "io/matio.h"
 #include "net/http_client.h"
+#include "net/svc.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -628,6 +629,32 @@ static json_t *load_manifest(struct agent *ag, const struct part_rec *r, fs_http
     return j;
 }
 
+/* "bytes" of every entry of the manifest's "files": the size of the file
+ * this agent serves, so that a client can check each download's length as
+ * well as its sha256. -1 when a listed file is missing or not a plain file. */
+static int add_file_sizes(struct agent *ag, const struct part_rec *r, json_t *manifest)
+{
+    char path[AGENT_PATH_MAX + 128];
+    struct stat sb;
+    size_t i;
+    json_t *f;
+
+    json_array_foreach(json_object_get(manifest, "files"), i, f)
+    {
+        const char *name = json_string_value(json_object_get(f, "name"));
+        if (name == NULL || !fs_agent_file_name_ok(name) ||
+            snprintf(path, sizeof path, "%s/participations/%s/%s", ag->cfg.data_dir, r->id, name) >=
+                (int)sizeof path ||
+            stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) ||
+            json_object_set_new(f, "bytes", json_integer((json_int_t)sb.st_size)) != 0) {
+            fs_log_pack(FS_LOG_ERROR, "a result file of the manifest is missing", "{s:s, s:s}",
+                        "participation", r->id, "file", name != NULL ? name : "?");
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int h_result(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct agent *ag = ctx;
@@ -640,6 +667,11 @@ static int h_result(fs_http_req *req, fs_http_resp *resp, void *ctx)
     j = load_manifest(ag, &r, resp);
     if (j == NULL) {
         return 0;
+    }
+    if (add_file_sizes(ag, &r, j) != 0) {
+        json_decref(j);
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL,
+                               "a result file of the manifest is missing");
     }
     (void)json_object_set_new(j, "participation", json_string(r.id));
     return fs_http_resp_json(resp, 200, j);
@@ -697,7 +729,7 @@ static int h_healthz(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     (void)req;
     (void)ctx;
-    return fs_http_resp_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+    return fs_http_resp_json(resp, 200, fs_svc_health_doc());
 }
 
 static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)

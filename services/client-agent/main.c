@@ -44,9 +44,10 @@ static const char USAGE[] =
     "                              loopback, and a non-loopback --listen without TLS\n"
     "                              (FEDSVD_INSECURE_HTTP=1); otherwise such invitations are\n"
     "                              refused (422) and such a --listen stops the agent\n"
-    "  --tls-cert-file FILE        serve the operator API over HTTPS with this certificate ...\n"
-    "  --tls-key-file FILE         ... and key (FEDSVD_TLS_CERT_FILE, FEDSVD_TLS_KEY_FILE;\n"
-    "                              aliases --tls-cert, --tls-key)\n"
+    "  --tls-cert FILE             serve the operator API over HTTPS with this certificate ...\n"
+    "  --tls-key FILE              ... and key (FEDSVD_TLS_CERT, FEDSVD_TLS_KEY; as on the\n"
+    "                              servers; older spellings --tls-cert-file, --tls-key-file,\n"
+    "                              FEDSVD_TLS_CERT_FILE, FEDSVD_TLS_KEY_FILE still work)\n"
     "  --openapi FILE              the contract served at /openapi.yaml (FEDSVD_OPENAPI;\n"
     "                              default: the repository's, found from the binary's path,\n"
     "                              or /usr/share/fedsvd/openapi.yaml; else 404)\n";
@@ -59,7 +60,9 @@ static const char USAGE2[] =
     "                              default 16)\n"
     "  --poll-ms N                 job status polling interval (FEDSVD_POLL_MS; default 200)\n"
     "  --stall-timeout S           fail a participation whose job shows no change for S\n"
-    "                              seconds, 0 = never (FEDSVD_STALL_TIMEOUT; default 3600)\n"
+    "                              seconds, 0 = never (FEDSVD_STALL_TIMEOUT; default 3600);\n"
+    "                              not while the job waits for parties to join (the job's\n"
+    "                              join timeout bounds that)\n"
     "  --server-patience S         how long an unreachable server or 5xx answers are\n"
     "                              tolerated (FEDSVD_SERVER_PATIENCE; default 120)\n"
     "  --port-file FILE            write the bound port there once listening (FEDSVD_PORT_FILE)\n"
@@ -78,6 +81,7 @@ static const char USAGE2[] =
     "                              (FEDSVD_PRIVACY_BUDGET_EPSILON, FEDSVD_PRIVACY_BUDGET_DELTA;\n"
     "                              D default 1e-5, also the delta of the ledger's epsilons)\n"
     "  -h, --help                  show this text\n"
+    "  --version                   print the version\n"
     "\n"
     "Logs are JSON lines on stderr. SIGTERM/SIGINT: stop accepting requests, stop running\n"
     "participations (marked failed, \"agent stopped\"), exit 0. Participations that were\n"
@@ -131,10 +135,11 @@ static const struct opt OPTS[] = {
     OPT("--max-connections-per-ip", "FEDSVD_MAX_CONNECTIONS_PER_IP", max_per_ip, 0),
     OPT("--request-timeout-s", "FEDSVD_REQUEST_TIMEOUT_S", request_timeout, 0),
     OPT("--ca-file", "FEDSVD_CA_FILE", ca_file, 0),
+    /* the servers' spelling first (its variable wins over the alias's), then the aliases */
+    OPT("--tls-cert", "FEDSVD_TLS_CERT", tls_cert, 0),
+    OPT("--tls-key", "FEDSVD_TLS_KEY", tls_key, 0),
     OPT("--tls-cert-file", "FEDSVD_TLS_CERT_FILE", tls_cert, 0),
     OPT("--tls-key-file", "FEDSVD_TLS_KEY_FILE", tls_key, 0),
-    OPT("--tls-cert", "FEDSVD_TLS_CERT", tls_cert, 0), /* the aggregation server's spelling */
-    OPT("--tls-key", "FEDSVD_TLS_KEY", tls_key, 0),
     OPT("--openapi", "FEDSVD_OPENAPI", openapi, 0),
     OPT("--max-elements", "FEDSVD_MAX_ELEMENTS", max_elements, 0),
     OPT("--max-participations", "FEDSVD_MAX_PARTICIPATIONS", max_running, 0),
@@ -167,6 +172,9 @@ static int usage_error(const char *fmt, const char *arg)
 static int parse_args(int argc, char **argv, struct raw *r)
 {
     memset(r, 0, sizeof *r);
+    if (fs_svc_version_flag("client-agent", argc, argv)) {
+        return 0;
+    }
     for (size_t i = 0; i < NOPTS; i++) {
         const char *v = getenv(OPTS[i].env);
         if (v != NULL && v[0] != '\0' && *slot(r, &OPTS[i]) == NULL) {
@@ -326,7 +334,7 @@ static int build_config(const struct raw *r, struct agent_config *c)
     c->openapi = r->openapi;
     c->port_file = r->port_file;
     if ((c->tls_cert == NULL) != (c->tls_key == NULL)) {
-        return usage_error("%s", "--tls-cert-file and --tls-key-file go together");
+        return usage_error("%s", "--tls-cert and --tls-key go together");
     }
     if (parse_bool(r->insecure, &c->insecure) != 0) {
         return usage_error("--insecure / FEDSVD_INSECURE: expected 1/0/true/false, got %s",

@@ -1716,7 +1716,9 @@ static int run(struct wk *w, struct fs_err *err)
         {
             char pos[64];
             snprintf(pos, sizeof pos, "%s/%u", job.phase_name, job.aggregation);
-            if (strcmp(pos, last_pos) != 0) {
+            /* The join phase waits for partners (hours, by the job's join
+             * timeout, which the server enforces): no stall limit there. */
+            if (strcmp(pos, last_pos) != 0 || job.phase == FS_AGENT_J_WAITING) {
                 memcpy(last_pos, pos, sizeof pos);
                 t_change = mono_s();
             } else if (cfg->stall_s > 0 && mono_s() - t_change > (double)cfg->stall_s) {

@@ -17,6 +17,7 @@
 #include "crypto/reqsig.h"
 #include "net/log.h"
 #include "net/metrics.h"
+#include "net/svc.h"
 #include "spec.h"
 
 #define SPEC_BODY        (256 * 1024) /* MaskSetSpec: 1000 parties fit many times */
@@ -407,7 +408,7 @@ static int h_healthz(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     (void)req;
     (void)ctx;
-    return reply_json(resp, 200, json_pack("{s:s}", "status", "ok"));
+    return reply_json(resp, 200, fs_svc_health_doc());
 }
 
 static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)

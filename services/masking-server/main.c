@@ -82,6 +82,9 @@ int main(int argc, char **argv)
     exp.app = &app;
     pthread_mutex_init(&exp.mu, NULL);
     pthread_cond_init(&exp.cv, NULL);
+    if (fs_svc_version_flag("masking-server", argc, argv)) {
+        return 0;
+    }
     if (msk_config_parse(argc, argv, &cfg, &err) != 0) {
         fprintf(stderr, "masking-server: %s\n", err.msg);
         return 2;

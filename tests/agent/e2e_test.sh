@@ -117,7 +117,7 @@ run_job() {
   # below a majority (a dropout test): the job must say so
   [ $((threshold * 2)) -le "$K" ] && low=',"allow_low_threshold":true'
   curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
-    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":$threshold$low,\"shape\":$SHAPE,\"round_timeout_s\":3,\"party_keys\":$PINS}" \
+    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":$threshold$low,\"shape\":$SHAPE,\"round_timeout_s\":3,\"join_timeout_s\":3,\"party_keys\":$PINS}" \
     "$SURL/v1/jobs" >"$T/$name.job.json"
   node --input-type=module - "$JLIB" "$T" "$name" "$K" "$OP" "${AURL[@]:1}" -- "$@" <<'EOF'
 import fs from 'node:fs';
@@ -224,7 +224,7 @@ make_data 5 7
 # party 4 never shows up: R0 closes at its 3 s deadline (restarted with the server)
 run_job_async() {
   curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
-    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3,\"party_keys\":$PINS}" \
+    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3,\"join_timeout_s\":3,\"party_keys\":$PINS}" \
     "$SURL/v1/jobs" >"$T/restart.job.json"
   node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[@]:1}" <<'EOF'
 import fs from 'node:fs';
@@ -258,7 +258,7 @@ check "restart: sum of parties 1-3" sumcheck "$T/restart.sum.npy" 1,2,3
 # ---- 6. pinned identities
 create_job() { # NAME SPEC_EXTRA: create a job, write NAME.job.json
   curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
-    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3,$2}" \
+    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3,\"join_timeout_s\":3,$2}" \
     "$SURL/v1/jobs" >"$T/$1.job.json"
 }
 # an agent refuses at once an invitation that pins another identity for its party

@@ -2,7 +2,8 @@
 # client-agent suites: the operator API without a server (api_test.sh), the
 # privacy ledger and --privacy-budget without a server (ledger_test.sh), and the
 # protocol against a real aggregation-server (e2e_test.sh), fedsvd/fedpca with a
-# masking-server and `fedsvd job create` (fed_test.sh). Picked up by
+# masking-server and `fedsvd job create` (fed_test.sh), the partner workflow
+# with `fedsvd join` and `fedsvd participation` (partner_test.sh). Picked up by
 # tests/run_all.sh; alone: tests/agent/run.sh build/bin. Ends "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
@@ -11,7 +12,8 @@ passed=0
 failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-for t in tests/agent/api_test.sh tests/agent/ledger_test.sh tests/agent/e2e_test.sh tests/agent/fed_test.sh; do
+for t in tests/agent/api_test.sh tests/agent/ledger_test.sh tests/agent/e2e_test.sh tests/agent/fed_test.sh \
+    tests/agent/partner_test.sh; do
     echo "== $t"
     timeout 600 "$t" "$BIN" 2>&1 | tee "$log"
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)

@@ -27,6 +27,15 @@ const BIN = resolve(arg('--bin', join(ROOT, 'build/bin')));
 const DOCKERFILE = resolve(arg('--dockerfile', join(ROOT, 'docker/Dockerfile')));
 const COMPOSE = resolve(arg('--compose', join(ROOT, 'docker/docker-compose.yml')));
 const COMPOSE_DIR = resolve(arg('--compose-dir', dirname(COMPOSE))); // what relative paths in it are relative to
+// The per-role compose files of docker/compose/ (one organisation each);
+// --compose-ROLE replaces one of them (relative paths in it still resolve
+// from docker/compose/).
+const ROLE_DIR = join(ROOT, 'docker/compose');
+const ROLE_FILES = {
+    masking: resolve(arg('--compose-masking', join(ROLE_DIR, 'masking.yml'))),
+    aggregation: resolve(arg('--compose-aggregation', join(ROLE_DIR, 'aggregation.yml'))),
+    site: resolve(arg('--compose-site', join(ROLE_DIR, 'site.yml'))),
+};
 const K8S_RENDERED = arg('--k8s', null);
 const K8S_SRC = arg('--k8s-src', null);
 
@@ -442,6 +451,91 @@ function checkCompose(info) {
     check(new Set(hostPorts).size === hostPorts.length, 'compose: published host ports are distinct');
 }
 
+// ------------------------------------------------------- compose, per role
+// docker/compose/{masking,aggregation,site}.yml: each organisation runs its
+// own file on its own host, so each holds exactly one service, serves TLS in
+// the process (no FEDSVD_INSECURE_HTTP), and verifies its peers with a CA
+// mounted as a secret. The servers publish their port on every interface
+// (other organisations reach them); the agent publishes its operator API on
+// the host's loopback only (it makes outbound connections only).
+const ROLE_SPEC = {
+    masking: { svc: 'masking-server', tls: ['FEDSVD_TLS_CERT', 'FEDSVD_TLS_KEY'], ca: null, public: true },
+    aggregation: { svc: 'aggregation-server', tls: ['FEDSVD_TLS_CERT', 'FEDSVD_TLS_KEY'], ca: 'FEDSVD_MASKING_CA_FILE', public: true },
+    site: { svc: 'client-agent', tls: ['FEDSVD_TLS_CERT_FILE', 'FEDSVD_TLS_KEY_FILE'], ca: 'FEDSVD_CA_FILE', public: false },
+};
+function checkRoleCompose(info) {
+    const seen = new Set();
+    for (const [role, file] of Object.entries(ROLE_FILES)) {
+        const spec = ROLE_SPEC[role];
+        const where = `compose/${role}.yml`;
+        let c;
+        try {
+            c = yaml.load(readFileSync(file, 'utf8'));
+        } catch (e) {
+            fail(`${where}: cannot load: ${e.message}`);
+            continue;
+        }
+        const svcs = c.services || {};
+        const names = Object.keys(svcs);
+        if (!check(names.length === 1 && names[0] === spec.svc, `${where}: runs ${spec.svc} and nothing else (one organisation, one service)`, names.join(', '))) continue;
+        const s = svcs[spec.svc];
+        const svc = s.build && s.build.args ? s.build.args.SERVICE : null;
+        check(svc === spec.svc, `${where}: build arg SERVICE is ${spec.svc}`, String(svc));
+        check(resolve(ROLE_DIR, s.build?.context || '.') === ROOT && resolve(ROOT, s.build?.dockerfile || 'Dockerfile') === join(ROOT, 'docker/Dockerfile'),
+            `${where}: builds docker/Dockerfile with the repository root as context`);
+        seen.add(spec.svc);
+        const img = info.services[spec.svc];
+        if (!img) continue;
+        const env = Array.isArray(s.environment)
+            ? Object.fromEntries(s.environment.map((e) => [e.split('=')[0], e.split('=').slice(1).join('=')]))
+            : { ...(s.environment || {}) };
+        // Secrets: the token where the entrypoint reads it; every file git-ignored.
+        const secs = (s.secrets || []).map((x) => (typeof x === 'string' ? { source: x, target: x } : x));
+        const target = (x) => (String(x.target || x.source).startsWith('/') ? x.target : `/run/secrets/${x.target || x.source}`);
+        const mounted = new Set(secs.map(target));
+        check(mounted.has(img.tokenPath), `${where}: a secret is mounted at ${img.tokenPath}`, [...mounted].join(', '));
+        for (const x of secs) {
+            const def = c.secrets && c.secrets[x.source];
+            if (!check(def && def.file, `${where}: secret ${x.source} is defined from a file`)) continue;
+            const f = resolve(ROLE_DIR, def.file);
+            let ignored = false;
+            try {
+                execFileSync('git', ['-C', ROOT, 'check-ignore', '-q', f], { stdio: 'ignore' });
+                ignored = true;
+            } catch {
+                ignored = false;
+            }
+            check(dirname(f) === join(ROLE_DIR, 'secrets') && ignored, `${where}: secret ${x.source}: ${def.file} is under docker/compose/secrets/ and git-ignored`);
+        }
+        // TLS in the process, from mounted secrets; never plain HTTP.
+        check(!('FEDSVD_INSECURE_HTTP' in env) && !(Array.isArray(s.command) && s.command.includes('--insecure-http')),
+            `${where}: no FEDSVD_INSECURE_HTTP / --insecure-http (TLS on every connection)`);
+        for (const v of spec.tls) check(env[v] && mounted.has(env[v]), `${where}: ${v} names a mounted secret`, String(env[v]));
+        if (spec.ca) check(env[spec.ca] && mounted.has(env[spec.ca]), `${where}: ${spec.ca} names a mounted secret (the consortium CA)`, String(env[spec.ca]));
+        // Ports: the image's port; servers on every interface, the agent on loopback.
+        const ports = (s.ports || []).map(parsePort);
+        check(ports.length === 1 && ports[0].target === img.port, `${where}: publishes the image's port ${img.port}`, JSON.stringify(ports));
+        for (const p of ports) {
+            if (spec.public) check(p.ip === '' || p.ip === '0.0.0.0', `${where}: port ${p.host} published on every interface (reached from other organisations)`, p.ip);
+            else check(p.ip === '127.0.0.1' || p.ip === '::1', `${where}: operator API published on the host's loopback only`, p.ip || '(all interfaces)');
+        }
+        // Health check over HTTPS on the image's port.
+        const test = Array.isArray(s.healthcheck?.test) ? s.healthcheck.test : [];
+        check(test[0] === 'CMD' && test.some((a) => a === `https://127.0.0.1:${img.port}/readyz`) && s.healthcheck.interval && s.healthcheck.retries,
+            `${where}: healthcheck GETs https://…:${img.port}/readyz`, JSON.stringify(test));
+        // State and hardening.
+        const vols = (s.volumes || []).map(parseVolume);
+        const data = vols.find((v) => v.target === '/data');
+        check(data && data.type === 'volume' && c.volumes && data.source in c.volumes, `${where}: named volume on /data`);
+        for (const v of vols.filter((x) => x.type === 'bind')) check(v.ro, `${where}: bind mount ${v.source} is read-only`);
+        check(s.read_only === true && (s.cap_drop || []).includes('ALL'), `${where}: read-only root filesystem, all capabilities dropped`);
+        if (s.entrypoint) fail(`${where}: overrides the image's entrypoint`);
+        const cmd = typeof s.command === 'string' ? s.command.split(/\s+/) : s.command || [];
+        checkAgainstHelp(where, spec.svc, flagsOf(cmd), Object.keys(env).filter((e) => e.startsWith('FEDSVD_')));
+    }
+    check(seen.size === 3, 'docker/compose: one file per role (masking, aggregation, site)', [...seen].join(', '));
+}
+
 // --------------------------------------------------------------- kubernetes
 function loadK8s() {
     if (K8S_RENDERED) return yaml.loadAll(readFileSync(K8S_RENDERED, 'utf8')).filter(Boolean);
@@ -540,10 +634,10 @@ function checkK8s(info) {
 // --------------------------------------------------------------- .dockerignore
 function checkDockerignore() {
     const ig = dockerignore().add(readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n'));
-    const needed = ['Makefile', 'openapi.yaml', 'lib/la/mat.c', 'api/wire.c', 'cli/main.c', 'services/aggregation-server/main.c', 'services/client-agent/main.c'];
+    const needed = ['Makefile', 'openapi.yaml', 'VERSION', 'LICENSE', 'NOTICE', 'lib/la/mat.c', 'api/wire.c', 'cli/main.c', 'services/aggregation-server/main.c', 'services/client-agent/main.c'];
     const kept = needed.filter((f) => ig.ignores(f));
     check(kept.length === 0, '.dockerignore keeps what `make all` reads', kept.join(', '));
-    const secret = ['docker/secrets/aggregation-admin-token', 'docker/datasets/agent-1/party-1.npy', 'docker/k8s/servers/secrets/masking-admin-token',
+    const secret = ['docker/secrets/aggregation-admin-token', 'docker/compose/secrets/masking.key', 'docker/compose/datasets/data.npy', 'docker/datasets/agent-1/party-1.npy', 'docker/k8s/servers/secrets/masking-admin-token',
         '.git/config', 'build/bin/fedsvd', 'build-asan/lib/libfedsvd.a', 'tests/contract/node_modules/x.js', 'lib/la/mat.o', 'out/demo/train.npy'];
     const leaked = secret.filter((f) => !ig.ignores(f));
     check(leaked.length === 0, '.dockerignore keeps tokens, datasets, build trees, .git and node_modules out of the build context', leaked.join(', '));
@@ -552,5 +646,6 @@ function checkDockerignore() {
 const info = checkDockerfile();
 checkRuntimeLibs(info);
 checkCompose(info);
+checkRoleCompose(info);
 if (K8S_RENDERED || K8S_SRC) checkK8s(info);
 checkDockerignore();

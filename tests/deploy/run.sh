@@ -2,7 +2,8 @@
 # Offline checks of the deployment files (no Docker engine, no cluster):
 #
 #  1. docker-compose -f docker/docker-compose.yml config -q (Debian's
-#     docker-compose 1.29; `make deps` installs it), and a broken copy must fail;
+#     docker-compose 1.29; `make deps` installs it), the same for each role's
+#     file in docker/compose/, and broken copies must fail;
 #  2. dockerfilelint (npm, pinned in package-lock.json) on docker/Dockerfile, and
 #     a broken Dockerfile must be flagged;
 #  3. kubectl kustomize of docker/k8s and of each of its kustomizations (without
@@ -10,7 +11,8 @@
 #     the placeholder tokens, as docker/README.md shows;
 #  4. check.mjs: the files against each other and against the code (Makefile
 #     DEB_BUILD, the binaries' shared libraries and --help, ports, probes, secrets,
-#     non-root, .dockerignore); then against mutated copies, where it must fail;
+#     non-root, .dockerignore; per role: one service, TLS, the published
+#     ports); then against mutated copies, where it must fail;
 #  5. the placeholder tokens of docker/k8s are refused by the real binaries, and
 #     the token one-liner of docker/README.md makes tokens a server accepts.
 #
@@ -80,6 +82,23 @@ if command -v docker-compose >/dev/null 2>&1; then
         fail "docker-compose config -q accepts a compose file with an unknown option"
     else
         ok "docker-compose config -q rejects a compose file with an unknown option"
+    fi
+    # The per-role files of docker/compose/ (one organisation each).
+    for f in docker/compose/*.yml; do
+        if out=$(docker-compose -f "$f" config -q 2>&1); then
+            ok "docker-compose -f $f config -q"
+        else
+            fail "docker-compose -f $f config -q: $out"
+        fi
+    done
+    mkdir -p "$TMP/role"
+    sed 's/^  client-agent:$/&\n    no_such_option: 1/' docker/compose/site.yml >"$TMP/role/site.yml"
+    if cmp -s docker/compose/site.yml "$TMP/role/site.yml"; then
+        fail "the broken copy of docker/compose/site.yml is unchanged (the test is stale)"
+    elif docker-compose -f "$TMP/role/site.yml" config -q >/dev/null 2>&1; then
+        fail "docker-compose config -q accepts docker/compose/site.yml with an unknown option"
+    else
+        ok "docker-compose config -q rejects docker/compose/site.yml with an unknown option"
     fi
 else
     fail "docker-compose not found: install Debian's docker-compose (make deps)"
@@ -183,6 +202,10 @@ if [ "$have_node" -eq 1 ]; then
             orig=docker/docker-compose.yml
             args=(--compose "$TMP/mutant" --compose-dir "$ROOT/docker")
             ;;
+        masking | aggregation | site)
+            orig=docker/compose/$kind.yml
+            args=("--compose-$kind" "$TMP/mutant")
+            ;;
         k8s)
             [ "${K8S_ARGS[0]}" = "--k8s" ] || return 0 # needs the rendered output
             orig=${K8S_ARGS[1]}
@@ -216,6 +239,13 @@ if [ "$have_node" -eq 1 ]; then
     mutant "a health check on the wrong port" compose '0,/127.0.0.1:8443\/readyz/s//127.0.0.1:8444\/readyz/' "healthcheck GETs /readyz on 8443"
     mutant "a port published on all interfaces" compose 's/"127.0.0.1:8452:8444"/"8452:8444"/' "bound to 127.0.0.1"
     mutant "a secret mounted where the agent does not look" compose '0,/target: operator-token/s//target: token/' "mounted at /run/secrets/operator-token"
+    mutant "plain HTTP in a role's compose file" site 's/^      FEDSVD_CA_FILE: .*$/&\n      FEDSVD_INSECURE_HTTP: "1"/' \
+        "no FEDSVD_INSECURE_HTTP"
+    mutant "both servers in one organisation's file" masking 's/^services:$/&\n  aggregation-server:\n    image: fedsvd\/aggregation-server:dev/' \
+        "runs masking-server and nothing else"
+    mutant "the agent's operator API on every interface" site 's/"127.0.0.1:8444:8444"/"8444:8444"/' \
+        "operator API published on the host's loopback only"
+    mutant "a server without its certificate" aggregation '/^      FEDSVD_TLS_CERT: /d' "FEDSVD_TLS_CERT names a mounted secret"
     mutant "a readiness probe on /healthz" k8s '0,/path: \/readyz/s//path: \/healthz/' "readinessProbe GET /readyz"
     mutant "a writable root filesystem" k8s '0,/readOnlyRootFilesystem: true/s//readOnlyRootFilesystem: false/' "readOnlyRootFilesystem"
 else

@@ -6,7 +6,7 @@
 # centralised `fedsvd svd` of the pooled matrix (`fedsvd compare`) and, with
 # --verify, against local's own LAPACK reference (which also measures the
 # reconstruction ||X - U S V^T||_F / ||X||_F with the parties' private
-# factors stacked). Bounds (the issue's acceptance): singular values within
+# factors stacked). Bounds (the accuracy this suite requires): singular values within
 # 1e-12 of s_1, projection distance of the shared factor <= 1e-10,
 # reconstruction <= 1e-12.
 #

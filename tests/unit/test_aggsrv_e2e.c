@@ -139,10 +139,13 @@ static int job_create(struct job *j, struct server *s, uint32_t n, uint32_t t, u
             CHECK_OK(fs_ed25519_keygen(other, pins[v - 1], &err), &err);
         }
     }
-    spec = json_pack("{s:s, s:s, s:i, s:i, s:[I, I], s:i, s:o}", "algorithm", "secure-sum", "name",
-                     "e2e", "parties", (int)n, "threshold", (int)t, "shape", (json_int_t)rows,
-                     (json_int_t)cols, "round_timeout_s", timeout_s, "party_keys",
-                     fs_job_party_keys_encode((const uint8_t(*)[32])pins, n));
+    /* the join phase closes at the round timeout too: the dropout cases
+     * include a party that never advertises */
+    spec =
+        json_pack("{s:s, s:s, s:i, s:i, s:[I, I], s:i, s:i, s:o}", "algorithm", "secure-sum",
+                  "name", "e2e", "parties", (int)n, "threshold", (int)t, "shape", (json_int_t)rows,
+                  (json_int_t)cols, "round_timeout_s", timeout_s, "join_timeout_s", timeout_s,
+                  "party_keys", fs_job_party_keys_encode((const uint8_t(*)[32])pins, n));
     if (t < n / 2 + 1) {
         /* the dropout and abort cases keep fewer than a majority on purpose */
         json_object_set_new(spec, "allow_low_threshold", json_true());

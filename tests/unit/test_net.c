@@ -2,6 +2,7 @@
  * to each other on 127.0.0.1 (ephemeral port), plus auth, logging and
  * raw-socket abuse (garbage, bad escapes, huge headers, slowloris,
  * connection floods). */
+#include "core/version.h"
 #include "net/auth.h"
 #include "net/http_client.h"
 #include "net/http_server.h"
@@ -184,7 +185,9 @@ static int h_echo(fs_http_req *req, fs_http_resp *resp, void *ctx)
     if (fs_http_req_json(req, &body, &err) != 0) {
         return fs_http_problem_err(resp, &err);
     }
-    return fs_http_resp_json(resp, 200, json_pack("{s:o, s:s?}", "echo", body, "q", q));
+    return fs_http_resp_json(resp, 200,
+                             json_pack("{s:o, s:s?, s:s?}", "echo", body, "q", q, "ua",
+                                       fs_http_req_header(req, "User-Agent")));
 }
 
 static int h_result(fs_http_req *req, fs_http_resp *resp, void *ctx)
@@ -634,6 +637,17 @@ static void test_json_echo(void)
     CHECK(json_equal(json_object_get(out, "echo"), in));
     CHECK(json_is_string(json_object_get(out, "q")) &&
           strcmp(json_string_value(json_object_get(out, "q")), "Ab c") == 0);
+    /* the User-Agent names the product and its version */
+    {
+        char ua[64];
+        const char *got = json_string_value(json_object_get(out, "ua"));
+
+        snprintf(ua, sizeof ua, "fedsvd/%s", fs_version());
+        CHECK_MSG(got != NULL && strcmp(got, ua) == 0, "User-Agent %s, expected %s",
+                  got != NULL ? got : "(none)", ua);
+        CHECK(strcmp(fs_version(), "unknown") != 0 && fs_version()[0] >= '0' &&
+              fs_version()[0] <= '9');
+    }
     json_decref(out);
     out = NULL;
 
@@ -1769,15 +1783,33 @@ static void test_request_log(void)
     char line[2048];
     int saw_template = 0;
     int leaked = 0;
+    int reads_info = 0, posts_debug = 0, saw_post = 0, saw_404 = 0;
 
     fflush(g_log);
     rewind(g_log);
     while (fgets(line, sizeof line, g_log) != NULL) {
         json_t *j = json_loads(line, 0, NULL);
+        const char *level = json_string_value(json_object_get(j, "level"));
+        const char *method = json_string_value(json_object_get(j, "method"));
+        json_int_t status = json_integer_value(json_object_get(j, "status"));
+
         CHECK_MSG(json_is_object(j), "%s", line);
         if (strstr(line, "\"route\":\"/v1/jobs/{id}/result/{name}.npy\"") != NULL &&
             strstr(line, "\"status\":200") != NULL && strstr(line, "\"ms\":") != NULL) {
             saw_template = 1;
+        }
+        /* reads that went well (polls) at debug; what changes state, and
+         * every error, at info */
+        if (method != NULL && level != NULL &&
+            strcmp(json_string_value(json_object_get(j, "msg")), "request") == 0) {
+            int read = strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0;
+            int good =
+                status >= 200 && status < 400 && json_is_true(json_object_get(j, "completed"));
+
+            reads_info += read && good && strcmp(level, "debug") != 0;
+            posts_debug += !read && strcmp(level, "debug") == 0;
+            saw_post += strcmp(method, "POST") == 0 && status == 200 && strcmp(level, "info") == 0;
+            saw_404 += read && status == 404 && strcmp(level, "info") == 0;
         }
         if (strstr(line, PARTY_TOKEN) != NULL || strstr(line, "wrong-token") != NULL ||
             strstr(line, "j%2D1") != NULL || strstr(line, "U_1") != NULL) {
@@ -1787,6 +1819,9 @@ static void test_request_log(void)
     }
     CHECK(saw_template);
     CHECK(!leaked);
+    CHECK_MSG(reads_info == 0, "%d successful GET/HEAD requests logged above debug", reads_info);
+    CHECK_MSG(posts_debug == 0, "%d requests that change state logged at debug", posts_debug);
+    CHECK(saw_post > 0 && saw_404 > 0);
     fseek(g_log, 0, SEEK_END);
 }
 
@@ -1828,6 +1863,80 @@ static void test_graceful_stop(void)
     g_srv = NULL;
 }
 
+/* FEDSVD_SOURCE_ADDRESS: outgoing connections come from that address (a host
+ * with several addresses, or the multi-host test on 127.0.0.2..9), and a
+ * value that is not an IP literal is refused when the client is made. */
+struct src_srv {
+    int lfd;
+    char peer[INET_ADDRSTRLEN];
+};
+
+static void *src_accept(void *arg)
+{
+    struct src_srv *S = arg;
+    struct sockaddr_in a;
+    socklen_t al = sizeof a;
+    char buf[4096];
+    const char *reply = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                        "Content-Length: 2\r\nConnection: close\r\n\r\n{}";
+    int fd = accept(S->lfd, (struct sockaddr *)&a, &al);
+
+    if (fd < 0) {
+        return NULL;
+    }
+    inet_ntop(AF_INET, &a.sin_addr, S->peer, sizeof S->peer);
+    (void)!read(fd, buf, sizeof buf);
+    send_all(fd, reply, strlen(reply));
+    close(fd);
+    return NULL;
+}
+
+static void test_source_address(void)
+{
+    struct src_srv S = {.lfd = -1, .peer = ""};
+    struct sockaddr_in a = {.sin_family = AF_INET};
+    socklen_t al = sizeof a;
+    struct fs_httpc_config cfg;
+    struct fs_httpc_req rq = {.method = "GET", .path = "/x"};
+    struct fs_httpc_resp resp = {0};
+    struct fs_err err = {0};
+    fs_httpc *c = NULL;
+    pthread_t th;
+    char url[64];
+
+    /* a bad value: refused with the variable's name */
+    setenv("FEDSVD_SOURCE_ADDRESS", "eth0", 1);
+    fs_httpc_config_default(&cfg);
+    CHECK(fs_httpc_new(&c, &cfg, &err) != 0 && c == NULL);
+    CHECK_MSG(strstr(err.msg, "FEDSVD_SOURCE_ADDRESS") != NULL, "%s", err.msg);
+    fs_err_clear(&err);
+
+    inet_pton(AF_INET, "127.0.0.2", &a.sin_addr);
+    S.lfd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    CHECK(S.lfd >= 0 && bind(S.lfd, (struct sockaddr *)&a, sizeof a) == 0 &&
+          listen(S.lfd, 4) == 0 && getsockname(S.lfd, (struct sockaddr *)&a, &al) == 0);
+    if (S.lfd < 0 || pthread_create(&th, NULL, src_accept, &S) != 0) {
+        unsetenv("FEDSVD_SOURCE_ADDRESS");
+        return;
+    }
+    snprintf(url, sizeof url, "http://127.0.0.2:%u", (unsigned)ntohs(a.sin_port));
+    setenv("FEDSVD_SOURCE_ADDRESS", "127.0.0.7", 1);
+    fs_httpc_config_default(&cfg);
+    unsetenv("FEDSVD_SOURCE_ADDRESS");
+    cfg.base_url = url;
+    cfg.max_retries = 0;
+    CHECK_OK(fs_httpc_new(&c, &cfg, &err), &err);
+    if (c != NULL) {
+        CHECK_OK(fs_httpc_do(c, &rq, &resp, &err), &err);
+        CHECK(resp.status == 200);
+        fs_httpc_resp_clear(&resp);
+        fs_httpc_free(c);
+    }
+    pthread_join(th, NULL);
+    close(S.lfd);
+    CHECK_MSG(strcmp(S.peer, "127.0.0.7") == 0, "request came from %s", S.peer);
+}
+
 int main(void)
 {
     struct fs_err err = {0};
@@ -1847,9 +1956,12 @@ int main(void)
         return 1;
     }
     RUN(test_log);
+    RUN(test_source_address);
     RUN(test_auth_unit);
     RUN(test_parse_listen);
     RUN(test_route_registration);
+    /* every request line, each at its own level (test_request_log) */
+    fs_log_set_level(FS_LOG_DEBUG);
     if (start_server() != 0) {
         fprintf(stderr, "cannot start the test server\n");
         return 1;

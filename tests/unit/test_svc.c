@@ -469,7 +469,7 @@ static void test_signals_and_base_url(void)
     struct sigaction sa;
     sigset_t sigs;
     sigset_t now;
-    char url[64];
+    char url[320];
 
     fs_svc_block_signals(&sigs);
     CHECK(pthread_sigmask(SIG_BLOCK, NULL, &now) == 0);
@@ -483,10 +483,23 @@ static void test_signals_and_base_url(void)
 
     fs_svc_base_url(url, sizeof url, 0, "127.0.0.1", 8443);
     CHECK(strcmp(url, "http://127.0.0.1:8443") == 0);
-    fs_svc_base_url(url, sizeof url, 1, "0.0.0.0", 443);
-    CHECK(strcmp(url, "https://127.0.0.1:443") == 0);
+    fs_svc_base_url(url, sizeof url, 0, "127.0.0.2", 8443);
+    CHECK(strcmp(url, "http://127.0.0.2:8443") == 0);
     fs_svc_base_url(url, sizeof url, 1, "::1", 9);
     CHECK(strcmp(url, "https://[::1]:9") == 0);
+    /* a wildcard: the machine's name, never a loopback address */
+    {
+        char name[256] = "";
+        char want[300];
+
+        CHECK(gethostname(name, sizeof name) == 0);
+        snprintf(want, sizeof want, "https://%s:443", name);
+        fs_svc_base_url(url, sizeof url, 1, "0.0.0.0", 443);
+        CHECK_MSG(strcmp(url, want) == 0, "%s", url);
+        snprintf(want, sizeof want, "http://%s:8443", name);
+        fs_svc_base_url(url, sizeof url, 0, "::", 8443);
+        CHECK_MSG(strcmp(url, want) == 0, "%s", url);
+    }
 }
 
 static void test_text(void)

@@ -4,6 +4,7 @@
  * HTTP (FS_EFORMAT 400, FS_EINVAL 422, FS_ERANGE 413). */
 #include "crypto/rand.h"
 #include "jobs.h"
+#include "participation.h"
 #include "test.h"
 #include "wire.h"
 
@@ -441,13 +442,23 @@ static void test_job_spec(void)
 
     CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
     CHECK(s.parties == 10 && s.threshold == 6 && s.rows == 1000 && s.cols == 1000);
-    CHECK(s.round_timeout_s == 60 && s.join_timeout_s == 60);
+    /* the join phase waits a day for partners by default, whatever the round timeout */
+    CHECK(s.round_timeout_s == 60 && s.join_timeout_s == 86400);
     CHECK(strcmp(s.server_url, "http://127.0.0.1:8443") == 0);
     e = fs_job_spec_encode(&s);
     CHECK_OK(fs_job_spec_decode(e, 1 << 28, &s2, &err), &err);
     CHECK(memcmp(&s, &s2, sizeof s) == 0);
     json_decref(e);
     CHECK(fs_job_spec_decode(j, 999999, &s, &err) == FS_EINVAL);
+    /* a short round timeout leaves the join timeout alone; 7 days at most */
+    json_object_set_new(j, "round_timeout_s", json_integer(1));
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
+    CHECK(s.round_timeout_s == 1 && s.join_timeout_s == 86400);
+    json_object_set_new(j, "join_timeout_s", json_integer(604800));
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
+    CHECK(s.join_timeout_s == 604800);
+    json_object_set_new(j, "join_timeout_s", json_integer(604801));
+    CHECK(fs_job_spec_decode(j, 1 << 28, &s, &err) == FS_EINVAL);
     json_decref(j);
     /* a threshold below floor(n/2)+1 only with allow_low_threshold (kept by encode) */
     j = parse("{\"allow_unpinned\":true,\"algorithm\":\"secure-sum\",\"parties\":10,"
@@ -729,6 +740,96 @@ static void test_secagg_job_id(void)
     CHECK(memcmp(a, b, 32) != 0);
 }
 
+/* The client-agent's operator documents (api/participation.h). */
+static void test_participation(void)
+{
+    static const char SHA[] = "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef";
+    struct fs_result_file files[FS_RESULT_FILES_MAX];
+    struct fs_invitation inv, back;
+    struct fs_participation p;
+    struct fs_err err = {0};
+    char doc[1024];
+    json_t *j;
+    size_t n = 0;
+
+    memset(&inv, 0, sizeof inv);
+    inv.version = 1;
+    CHECK_OK(fs_job_id_generate(inv.job_id, &err), &err);
+    snprintf(inv.job_url, sizeof inv.job_url, "http://127.0.0.1:8443/v1/jobs/%s", inv.job_id);
+    inv.party = 2;
+    CHECK_OK(fs_auth_token_generate(inv.token, &err), &err);
+    snprintf(inv.algorithm, sizeof inv.algorithm, "secure-sum");
+    inv.parties = 3;
+    inv.threshold = 2;
+    inv.rows = 5;
+    inv.cols = 4;
+    j = fs_participation_request_encode(&inv, "/data/site.npy", NULL, "site-a");
+    CHECK(j != NULL);
+    CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "dataset"), "format")),
+                 "auto") == 0);
+    CHECK(strcmp(json_string_value(json_object_get(json_object_get(j, "dataset"), "id")),
+                 "site-a") == 0);
+    CHECK_OK(fs_invitation_decode(json_object_get(j, "invitation"), &back, &err), &err);
+    CHECK(memcmp(&inv, &back, sizeof inv) == 0);
+    json_decref(j);
+    fs_invitation_wipe(&inv);
+    fs_invitation_wipe(&back);
+
+    snprintf(doc, sizeof doc,
+             "{\"id\":\"p-0123456789abcdef0123456789abcdef\",\"job_id\":\"%s\",\"party\":2,"
+             "\"algorithm\":\"fedpca\",\"state\":\"running\",\"phase\":\"share_keys\","
+             "\"progress\":0.25,\"bytes_sent\":10,\"bytes_received\":20,\"error\":null,"
+             "\"created_at\":\"2024-01-01T00:00:00Z\",\"updated_at\":\"2024-01-01T00:00:01Z\"}",
+             "j-0123456789abcdef0123456789abcdef");
+    j = parse(doc);
+    CHECK_OK(fs_participation_decode(j, &p, &err), &err);
+    CHECK(p.party == 2 && p.progress == 0.25 && p.bytes_received == 20 && p.error[0] == '\0');
+    CHECK(strcmp(p.phase, "share_keys") == 0 && strcmp(p.state, "running") == 0);
+    json_object_set_new(j, "state", json_string("paused"));
+    CHECK(fs_participation_decode(j, &p, &err) == FS_EINVAL && strstr(err.msg, "state") != NULL);
+    json_object_set_new(j, "state", json_string("failed"));
+    json_object_set_new(j, "error", json_string("cancelled by the operator"));
+    CHECK_OK(fs_participation_decode(j, &p, &err), &err);
+    CHECK(strcmp(p.error, "cancelled by the operator") == 0);
+    json_object_set_new(j, "progress", json_real(1.5));
+    CHECK(fs_participation_decode(j, &p, &err) == FS_EINVAL);
+    json_object_set_new(j, "progress", json_real(1));
+    json_object_set_new(j, "id", json_string("p-../../etc"));
+    CHECK(fs_participation_decode(j, &p, &err) == FS_EINVAL);
+    json_object_del(j, "id");
+    CHECK(fs_participation_decode(j, &p, &err) == FS_EFORMAT);
+    json_decref(j);
+
+    snprintf(doc, sizeof doc,
+             "{\"files\":[{\"name\":\"S.npy\",\"bytes\":152,\"sha256\":\"%s\"},"
+             "{\"name\":\"V.npy\",\"shape\":[3,2],\"sha256\":\"%s\"}]}",
+             SHA, SHA);
+    j = parse(doc);
+    CHECK_OK(fs_result_files_decode(j, 0, files, &n, &err), &err);
+    CHECK(n == 2 && files[0].has_bytes && files[0].bytes == 152 && !files[1].has_bytes);
+    CHECK(strncmp(files[0].sha256, "0123456789abcdef", 16) == 0); /* lower-cased */
+    CHECK(fs_result_files_decode(j, 1, files, &n, &err) == FS_EFORMAT &&
+          strstr(err.msg, "files[1].bytes") != NULL);
+    json_object_set_new(json_array_get(json_object_get(j, "files"), 1), "name",
+                        json_string("S.npy"));
+    CHECK(fs_result_files_decode(j, 0, files, &n, &err) == FS_EINVAL &&
+          strstr(err.msg, "twice") != NULL);
+    json_object_set_new(json_array_get(json_object_get(j, "files"), 1), "name",
+                        json_string("../V.npy"));
+    CHECK(fs_result_files_decode(j, 0, files, &n, &err) == FS_EINVAL);
+    json_object_set_new(json_array_get(json_object_get(j, "files"), 1), "name",
+                        json_string("V.npy"));
+    json_object_set_new(json_array_get(json_object_get(j, "files"), 1), "sha256",
+                        json_string("not-hex"));
+    CHECK(fs_result_files_decode(j, 0, files, &n, &err) == FS_EINVAL);
+    json_object_set_new(json_array_get(json_object_get(j, "files"), 1), "sha256", json_string(SHA));
+    for (int i = 0; i < FS_RESULT_FILES_MAX; i++) {
+        json_array_append_new(json_object_get(j, "files"), json_pack("{s:s}", "name", "x.npy"));
+    }
+    CHECK(fs_result_files_decode(j, 0, files, &n, &err) == FS_ERANGE && n == 0);
+    json_decref(j);
+}
+
 int main(void)
 {
     RUN(test_b64_roundtrip);
@@ -749,5 +850,6 @@ int main(void)
     RUN(test_invitation_fed);
     RUN(test_exponents);
     RUN(test_secagg_job_id);
+    RUN(test_participation);
     return TEST_END("test_wire");
 }
