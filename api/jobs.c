@@ -13,29 +13,29 @@
 #include "../lib/crypto/sha256.h"
 #include "../lib/proto/secagg.h"
 
-static const char *const ALGORITHMS[] = {
-    "secure-sum",       "fedsvd",           "fedpca", "fedpower",
-    "fedpower-utility", "fedpower-private", "dp-ppm", NULL};
+#define POWER_LIST "fedpower, fedpower-utility, fedpower-private or dp-ppm"
 
-int fs_job_algorithm_known(const char *name)
+/* Wire names, indexed by enum fs_algo. */
+static const char *const ALGO_NAMES[FS_ALGO_COUNT] = {
+    "secure-sum", "fedsvd", "fedpca", "fedpower", "fedpower-utility", "fedpower-private", "dp-ppm"};
+
+const char *fs_algo_name(enum fs_algo a)
 {
-    for (size_t i = 0; ALGORITHMS[i] != NULL; i++) {
-        if (strcmp(name, ALGORITHMS[i]) == 0) {
-            return 1;
+    if ((int)a < 0 || (int)a >= FS_ALGO_COUNT) {
+        return "unknown";
+    }
+    return ALGO_NAMES[a];
+}
+
+int fs_algo_parse(const char *name, enum fs_algo *out)
+{
+    for (int a = 0; name != NULL && a < FS_ALGO_COUNT; a++) {
+        if (strcmp(name, ALGO_NAMES[a]) == 0) {
+            *out = (enum fs_algo)a;
+            return 0;
         }
     }
-    return 0;
-}
-
-int fs_job_is_fedsvd(const char *algorithm)
-{
-    return strcmp(algorithm, "fedsvd") == 0 || strcmp(algorithm, "fedpca") == 0;
-}
-
-int fs_job_is_fedpower(const char *algorithm)
-{
-    return strcmp(algorithm, "fedpower") == 0 || strcmp(algorithm, "fedpower-utility") == 0 ||
-           strcmp(algorithm, "fedpower-private") == 0 || strcmp(algorithm, "dp-ppm") == 0;
+    return -1;
 }
 
 const char *fs_job_partition_name(int partition)
@@ -45,11 +45,11 @@ const char *fs_job_partition_name(int partition)
 
 uint32_t fs_job_aggregations(const struct fs_job_spec *s)
 {
-    if (fs_job_is_fedpower(s->algorithm) && s->power.sync_every > 0) {
+    if (fs_algo_is_power(s->algo) && s->power.sync_every > 0) {
         return (s->power.iterations + s->power.sync_every - 1) / s->power.sync_every +
                (s->power.eigenvalues ? 1u : 0u);
     }
-    if (strcmp(s->algorithm, "fedpca") == 0 && s->fed.partition == FS_JOB_SAMPLES) {
+    if (s->algo == FS_ALGO_FEDPCA && s->fed.partition == FS_JOB_SAMPLES) {
         return s->fed.standardize ? 3 : 2;
     }
     return 1;
@@ -59,11 +59,11 @@ void fs_job_party_shape(const struct fs_job_spec *s, uint32_t party, uint64_t *r
 {
     *rows = s->rows;
     *cols = s->cols;
-    if (fs_job_is_fedpower(s->algorithm) && party >= 1 && party <= s->parties) {
+    if (fs_algo_is_power(s->algo) && party >= 1 && party <= s->parties) {
         *rows = s->power.party_rows[party - 1];
         return;
     }
-    if (!fs_job_is_fedsvd(s->algorithm) || party < 1 || party > s->parties) {
+    if (!fs_algo_is_fedsvd(s->algo) || party < 1 || party > s->parties) {
         return;
     }
     if (s->fed.partition == FS_JOB_SAMPLES) {
@@ -196,7 +196,7 @@ static int bool_field(const json_t *obj, const char *key, int *out, struct fs_er
 
 /* The fedsvd/fedpca parameters of a spec or invitation: partition, party_sizes
  * (K entries adding up to N or d), k, method, standardize, allow_dropouts. */
-int fs_job_fedsvd_decode(const json_t *j, const char *algorithm, uint32_t parties, uint64_t rows,
+int fs_job_fedsvd_decode(const json_t *j, enum fs_algo algo, uint32_t parties, uint64_t rows,
                          uint64_t cols, struct fs_job_fedsvd *out, struct fs_err *err)
 {
     char buf[16];
@@ -268,7 +268,7 @@ int fs_job_fedsvd_decode(const json_t *j, const char *algorithm, uint32_t partie
         return fs_err_set(err, FS_EINVAL, "method: randomized needs k");
     }
     rc = bool_field(j, "standardize", &out->standardize, err);
-    if (rc == 0 && out->standardize && strcmp(algorithm, "fedpca") != 0) {
+    if (rc == 0 && out->standardize && algo != FS_ALGO_FEDPCA) {
         rc = fs_err_set(err, FS_EINVAL, "standardize: only for fedpca");
     }
     if (rc == 0) {
@@ -345,28 +345,22 @@ static int seed_field(const json_t *obj, int need, struct fs_job_fedpower *out, 
     if (strlen(buf) != 64) {
         return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
     }
-    for (int i = 0; i < 32; i++) {
-        int hi = fs_hex_digit(buf[2 * i]);
-        int lo = fs_hex_digit(buf[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
-        }
-        out->z0_seed[i] = (uint8_t)(hi << 4 | lo);
+    if (fs_hex_decode(buf, out->z0_seed, 32) != 0) {
+        return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
     }
     out->has_z0_seed = 1;
     return 0;
 }
 
 /* The lib/proto configuration of the parameters (z0_seed zero when absent). */
-static int power_config(const char *algorithm, uint32_t parties, uint32_t threshold, uint64_t cols,
+static int power_config(enum fs_algo algo, uint32_t parties, uint32_t threshold, uint64_t cols,
                         const struct fs_job_fedpower *p, struct fs_fedpower_config *cfg,
                         uint64_t *rows, struct fs_err *err)
 {
-    enum fs_fedpower_alg alg;
-    int rc = fs_fedpower_alg_parse(algorithm, &alg, err);
+    enum fs_fedpower_alg alg = fs_algo_fedpower_alg(algo);
 
-    if (rc != 0) {
-        return rc;
+    if (!fs_algo_is_power(algo)) {
+        return fs_err_set(err, FS_EINVAL, "algorithm: expected " POWER_LIST);
     }
     if (parties < 1 || parties > FS_JOB_MAX_PARTIES || cols < 1 || cols > FS_FEDPOWER_MAX_DIM) {
         return fs_err_set(err, FS_EINVAL, "fedpower job: parties or cols out of range");
@@ -401,9 +395,9 @@ static int power_config(const char *algorithm, uint32_t parties, uint32_t thresh
     return fs_fedpower_config_check(cfg, err);
 }
 
-int fs_job_fedpower_decode(const json_t *j, const char *algorithm, uint32_t parties,
-                           uint32_t threshold, uint64_t cols, int need_seed,
-                           struct fs_job_fedpower *out, struct fs_err *err)
+int fs_job_fedpower_decode(const json_t *j, enum fs_algo algo, uint32_t parties, uint32_t threshold,
+                           uint64_t cols, int need_seed, struct fs_job_fedpower *out,
+                           struct fs_err *err)
 {
     struct fs_fedpower_config cfg;
     enum fs_fedpower_alg alg;
@@ -415,10 +409,10 @@ int fs_job_fedpower_decode(const json_t *j, const char *algorithm, uint32_t part
     int rc;
 
     memset(out, 0, sizeof *out);
-    rc = fs_fedpower_alg_parse(algorithm, &alg, err);
-    if (rc != 0) {
-        return rc;
+    if (!fs_algo_is_power(algo)) {
+        return fs_err_set(err, FS_EINVAL, "algorithm: expected " POWER_LIST);
     }
+    alg = fs_algo_fedpower_alg(algo);
     plain = alg == FS_FEDPOWER_PLAIN;
     util = alg == FS_FEDPOWER_UTILITY;
     priv = alg == FS_FEDPOWER_PRIVATE;
@@ -523,7 +517,7 @@ int fs_job_fedpower_decode(const json_t *j, const char *algorithm, uint32_t part
                           "epsilon: give either sigma (and sigma_server) or epsilon, not both");
     }
     if (dp && !out->has_sigma && !out->has_epsilon) {
-        return fs_err_set(err, FS_EINVAL, "sigma: %s needs sigma or epsilon", algorithm);
+        return fs_err_set(err, FS_EINVAL, "sigma: %s needs sigma or epsilon", fs_algo_name(algo));
     }
     rc = only_for(j, "clip_z", priv, "fedpower-private", err);
     if (rc == 0) {
@@ -609,7 +603,7 @@ int fs_job_fedpower_decode(const json_t *j, const char *algorithm, uint32_t part
     }
     if (rc == 0) {
         /* FS_EINVAL "fedpower config: ..." from lib/proto: a bad combination */
-        rc = power_config(algorithm, parties, threshold, cols, out, &cfg, NULL, err);
+        rc = power_config(algo, parties, threshold, cols, out, &cfg, NULL, err);
     }
     return rc;
 }
@@ -619,12 +613,12 @@ static json_t *num_or_null(int has, double v)
     return has ? json_real(v) : json_null();
 }
 
-int fs_job_fedpower_encode(json_t *obj, const char *algorithm, uint32_t parties,
+int fs_job_fedpower_encode(json_t *obj, enum fs_algo algo, uint32_t parties,
                            const struct fs_job_fedpower *p)
 {
-    int plain = strcmp(algorithm, "fedpower") == 0;
-    int util = strcmp(algorithm, "fedpower-utility") == 0;
-    int priv = strcmp(algorithm, "fedpower-private") == 0;
+    int plain = algo == FS_ALGO_FEDPOWER;
+    int util = algo == FS_ALGO_FEDPOWER_UTILITY;
+    int priv = algo == FS_ALGO_FEDPOWER_PRIVATE;
     json_t *pr = json_array();
     int bad = pr == NULL;
 
@@ -633,7 +627,7 @@ int fs_job_fedpower_encode(json_t *obj, const char *algorithm, uint32_t parties,
     }
     bad |= json_object_set_new(obj, "party_rows", pr);
     bad |= json_object_set_new(obj, "k", json_integer(p->k));
-    bad |= json_object_set_new(obj, "rank", json_integer(p->rank));
+    bad |= json_object_set_new(obj, "rank", json_integer(p->rank > 0 ? p->rank : p->k));
     bad |= json_object_set_new(obj, "iterations", json_integer(p->iterations));
     bad |= json_object_set_new(obj, "sync_every", json_integer(p->sync_every));
     bad |= json_object_set_new(
@@ -664,13 +658,8 @@ int fs_job_fedpower_encode(json_t *obj, const char *algorithm, uint32_t parties,
     bad |= json_object_set_new(obj, "allow_weak_privacy", json_boolean(p->allow_weak_privacy));
     bad |= json_object_set_new(obj, "allow_dropouts", json_boolean(p->allow_dropouts));
     if (p->has_z0_seed) {
-        static const char HEX[] = "0123456789abcdef";
         char hex[65];
-        for (int i = 0; i < 32; i++) {
-            hex[2 * i] = HEX[p->z0_seed[i] >> 4];
-            hex[2 * i + 1] = HEX[p->z0_seed[i] & 15];
-        }
-        hex[64] = '\0';
+        fs_hex_encode(p->z0_seed, 32, hex);
         bad |= json_object_set_new(obj, "z0_seed", json_string(hex));
     }
     return bad ? -1 : 0;
@@ -679,12 +668,23 @@ int fs_job_fedpower_encode(json_t *obj, const char *algorithm, uint32_t parties,
 int fs_job_fedpower_config(const struct fs_job_spec *spec, struct fs_fedpower_config *cfg,
                            uint64_t *rows, struct fs_err *err)
 {
-    if (!fs_job_is_fedpower(spec->algorithm)) {
+    if (!fs_algo_is_power(spec->algo)) {
         return fs_err_set(err, FS_EINVAL, "fedpower config: %s is not a power-method job",
-                          spec->algorithm);
+                          fs_algo_name(spec->algo));
     }
-    return power_config(spec->algorithm, spec->parties, spec->threshold, spec->cols, &spec->power,
-                        cfg, rows, err);
+    return power_config(spec->algo, spec->parties, spec->threshold, spec->cols, &spec->power, cfg,
+                        rows, err);
+}
+
+/* The algorithm of an invitation: its string is what the server sent (also
+ * for an algorithm this build does not know, then secure-sum here and
+ * is_fedsvd/is_fedpower 0), and callers that build one set only the string. */
+static enum fs_algo invitation_algo(const struct fs_invitation *inv)
+{
+    enum fs_algo a = FS_ALGO_SECURE_SUM;
+
+    (void)fs_algo_parse(inv->algorithm, &a);
+    return a;
 }
 
 int fs_invitation_fedpower_config(const struct fs_invitation *inv, struct fs_fedpower_config *cfg,
@@ -694,8 +694,8 @@ int fs_invitation_fedpower_config(const struct fs_invitation *inv, struct fs_fed
         return fs_err_set(err, FS_EINVAL, "fedpower config: %s is not a power-method job",
                           inv->algorithm);
     }
-    return power_config(inv->algorithm, inv->parties, inv->threshold, inv->cols, &inv->power, cfg,
-                        rows, err);
+    return power_config(invitation_algo(inv), inv->parties, inv->threshold, inv->cols, &inv->power,
+                        cfg, rows, err);
 }
 
 /* d of a power-method spec: "cols", or the second entry of "shape" (both: equal). */
@@ -852,6 +852,7 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
                                              "noise_exchange", "paillier_bits",
                                              "eigenvalues",    "allow_weak_privacy",
                                              "z0_seed",        NULL};
+    char algorithm[FS_JOB_ALGO_MAX + 1];
     const char *key;
     json_t *val;
     long long x = 0;
@@ -873,12 +874,12 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
             return fs_err_set(err, FS_EINVAL, "job spec: unknown field \"%.64s\"", key);
         }
     }
-    rc = req_string(j, "algorithm", out->algorithm, sizeof out->algorithm, err);
+    rc = req_string(j, "algorithm", algorithm, sizeof algorithm, err);
     if (rc != 0) {
         return rc;
     }
-    if (!fs_job_algorithm_known(out->algorithm)) {
-        return fs_err_set(err, FS_EINVAL, "algorithm: unknown \"%.32s\"", out->algorithm);
+    if (fs_algo_parse(algorithm, &out->algo) != 0) {
+        return fs_err_set(err, FS_EINVAL, "algorithm: unknown \"%.32s\"", algorithm);
     }
     rc = opt_string(j, "name", out->name, sizeof out->name, err);
     if (rc == 0) {
@@ -909,7 +910,7 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
                           "true to accept it anyway",
                           out->threshold, out->parties / 2 + 1, out->parties);
     }
-    if (fs_job_is_fedpower(out->algorithm)) {
+    if (fs_algo_is_power(out->algo)) {
         rc = power_shape(j, max_elements, out, err);
     } else {
         rc = shape_field(j, max_elements, &out->rows, &out->cols, err);
@@ -941,16 +942,16 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
             out->server_url[--n] = '\0';
         }
     }
-    if (fs_job_is_fedsvd(out->algorithm)) {
+    if (fs_algo_is_fedsvd(out->algo)) {
         for (size_t i = 0; power_keys[i] != NULL; i++) {
             if (json_object_get(j, power_keys[i]) != NULL) {
                 return fs_err_set(err, FS_EINVAL, "%s: only for power-method jobs", power_keys[i]);
             }
         }
-        return fs_job_fedsvd_decode(j, out->algorithm, out->parties, out->rows, out->cols,
-                                    &out->fed, err);
+        return fs_job_fedsvd_decode(j, out->algo, out->parties, out->rows, out->cols, &out->fed,
+                                    err);
     }
-    if (fs_job_is_fedpower(out->algorithm)) {
+    if (fs_algo_is_power(out->algo)) {
         for (size_t i = 0; fed_keys[i] != NULL; i++) {
             if (strcmp(fed_keys[i], "k") != 0 && strcmp(fed_keys[i], "allow_dropouts") != 0 &&
                 json_object_get(j, fed_keys[i]) != NULL) {
@@ -958,7 +959,7 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
                                   fed_keys[i]);
             }
         }
-        rc = fs_job_fedpower_decode(j, out->algorithm, out->parties, out->threshold, out->cols, 0,
+        rc = fs_job_fedpower_decode(j, out->algo, out->parties, out->threshold, out->cols, 0,
                                     &out->power, err);
         if (rc != 0) {
             return rc;
@@ -1005,23 +1006,51 @@ static json_t *shape_json(uint64_t rows, uint64_t cols)
     return json_pack("[I, I]", (json_int_t)rows, (json_int_t)cols);
 }
 
+void fs_job_spec_init(struct fs_job_spec *s, enum fs_algo algo)
+{
+    memset(s, 0, sizeof *s);
+    s->algo = algo;
+    s->round_timeout_s = FS_JOB_DEFAULT_TIMEOUT;
+    s->join_timeout_s = FS_JOB_DEFAULT_JOIN_TIMEOUT;
+    s->fed.partition = FS_JOB_SAMPLES;
+    s->fed.method = FS_JOB_EXACT;
+    if (fs_algo_is_power(algo)) {
+        s->power.iterations = 92;
+        s->power.sync_every = algo == FS_ALGO_DP_PPM ? 1 : 4;
+        s->power.align = FS_FEDPOWER_ALIGN_GLOBAL;
+        s->power.delta = 1e-5;
+        s->power.bound_mode = FS_FEDPOWER_MHAT_CLIP;
+        s->power.noise_exchange = FS_NOISEX_SEED;
+        s->power.paillier_bits = algo == FS_ALGO_FEDPOWER_UTILITY ? FS_PAILLIER_DEFAULT_BITS : 0;
+        s->power.eigenvalues = 1;
+    }
+}
+
 json_t *fs_job_spec_encode(const struct fs_job_spec *s)
 {
-    json_t *o = json_pack("{s:s, s:i, s:i, s:o, s:i, s:i}", "algorithm", s->algorithm, "parties",
-                          (int)s->parties, "threshold", (int)s->threshold, "shape",
-                          shape_json(s->rows, s->cols), "round_timeout_s", (int)s->round_timeout_s,
-                          "join_timeout_s", (int)s->join_timeout_s);
+    /* a power-method spec has "cols" and party_rows, no pooled "shape": the
+     * server limits a power job's upload (rank x cols), not rows x cols */
+    json_t *o =
+        fs_algo_is_power(s->algo)
+            ? json_pack("{s:s, s:i, s:i, s:i}", "algorithm", fs_algo_name(s->algo), "parties",
+                        (int)s->parties, "round_timeout_s", (int)s->round_timeout_s,
+                        "join_timeout_s", (int)s->join_timeout_s)
+            : json_pack("{s:s, s:i, s:o, s:i, s:i}", "algorithm", fs_algo_name(s->algo), "parties",
+                        (int)s->parties, "shape", shape_json(s->rows, s->cols), "round_timeout_s",
+                        (int)s->round_timeout_s, "join_timeout_s", (int)s->join_timeout_s);
 
     if (o == NULL) {
         return NULL;
     }
-    if ((s->name[0] != '\0' && json_object_set_new(o, "name", json_string(s->name)) != 0) ||
+    if ((s->threshold > 0 &&
+         json_object_set_new(o, "threshold", json_integer((json_int_t)s->threshold)) != 0) ||
+        (s->name[0] != '\0' && json_object_set_new(o, "name", json_string(s->name)) != 0) ||
         (s->server_url[0] != '\0' &&
          json_object_set_new(o, "server_url", json_string(s->server_url)) != 0) ||
-        (fs_job_is_fedsvd(s->algorithm) && fed_encode(o, s->parties, &s->fed) != 0) ||
-        (fs_job_is_fedpower(s->algorithm) &&
+        (fs_algo_is_fedsvd(s->algo) && fed_encode(o, s->parties, &s->fed) != 0) ||
+        (fs_algo_is_power(s->algo) &&
          (json_object_set_new(o, "cols", json_integer((json_int_t)s->cols)) != 0 ||
-          fs_job_fedpower_encode(o, s->algorithm, s->parties, &s->power) != 0)) ||
+          fs_job_fedpower_encode(o, s->algo, s->parties, &s->power) != 0)) ||
         json_object_set_new(o, "allow_unpinned", json_boolean(s->allow_unpinned)) != 0 ||
         (s->allow_low_threshold &&
          json_object_set_new(o, "allow_low_threshold", json_true()) != 0) ||
@@ -1042,6 +1071,7 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv)
                   "job_id", inv->job_id, "job_url", inv->job_url, "party", (int)inv->party, "token",
                   inv->token, "algorithm", inv->algorithm, "parties", (int)inv->parties,
                   "threshold", (int)inv->threshold, "shape", shape_json(inv->rows, inv->cols));
+    enum fs_algo algo = invitation_algo(inv);
     int bad = 0;
 
     if (o != NULL && inv->has_pins &&
@@ -1054,7 +1084,7 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv)
     }
     if (o != NULL && inv->is_fedpower) {
         if (json_object_set_new(o, "cols", json_integer((json_int_t)inv->cols)) != 0 ||
-            fs_job_fedpower_encode(o, inv->algorithm, inv->parties, &inv->power) != 0) {
+            fs_job_fedpower_encode(o, algo, inv->parties, &inv->power) != 0) {
             json_decref(o);
             return NULL;
         }
@@ -1101,7 +1131,7 @@ static int invitation_fed(const json_t *j, struct fs_invitation *out, struct fs_
         }
     }
     (void)shape;
-    rc = fs_job_fedsvd_decode(j, out->algorithm, out->parties, out->global_rows, out->global_cols,
+    rc = fs_job_fedsvd_decode(j, out->algo, out->parties, out->global_rows, out->global_cols,
                               &out->fed, err);
     if (rc != 0) {
         return rc;
@@ -1226,6 +1256,7 @@ int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_e
         rc = req_string(j, "algorithm", out->algorithm, sizeof out->algorithm, err);
     }
     if (rc == 0) {
+        out->algo_known = fs_algo_parse(out->algorithm, &out->algo) == 0;
         rc = int_field(j, "parties", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
         out->parties = (uint32_t)x;
     }
@@ -1242,12 +1273,12 @@ int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_e
     if (rc == 0) {
         rc = fs_job_party_keys_decode(j, out->parties, &out->has_pins, out->party_keys, err);
     }
-    if (rc == 0 && fs_job_is_fedsvd(out->algorithm)) {
+    if (rc == 0 && out->algo_known && fs_algo_is_fedsvd(out->algo)) {
         rc = invitation_fed(j, out, err);
     }
-    if (rc == 0 && fs_job_is_fedpower(out->algorithm)) {
+    if (rc == 0 && out->algo_known && fs_algo_is_power(out->algo)) {
         out->is_fedpower = 1;
-        rc = fs_job_fedpower_decode(j, out->algorithm, out->parties, out->threshold, out->cols, 1,
+        rc = fs_job_fedpower_decode(j, out->algo, out->parties, out->threshold, out->cols, 1,
                                     &out->power, err);
         if (rc == 0 && out->rows != out->power.party_rows[out->party - 1]) {
             rc = fs_err_set(err, FS_EINVAL,
@@ -1311,7 +1342,6 @@ int fs_job_id_valid(const char *s)
 
 int fs_job_id_generate(char out[FS_JOB_ID_MAX + 1], struct fs_err *err)
 {
-    static const char HEX[] = "0123456789abcdef";
     uint8_t b[16];
     int rc = fs_rand_bytes(b, sizeof b, err);
 
@@ -1320,12 +1350,25 @@ int fs_job_id_generate(char out[FS_JOB_ID_MAX + 1], struct fs_err *err)
     }
     out[0] = 'j';
     out[1] = '-';
-    for (int i = 0; i < 16; i++) {
-        out[2 + 2 * i] = HEX[b[i] >> 4];
-        out[3 + 2 * i] = HEX[b[i] & 15];
-    }
-    out[34] = '\0';
+    fs_hex_encode(b, sizeof b, out + 2);
     return 0;
+}
+
+int fs_maskset_id_valid(const char *s)
+{
+    size_t n = s != NULL ? strlen(s) : 0;
+
+    if (n == 0 || n > FS_MASKSET_ID_MAX) {
+        return 0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-')) {
+            return 0;
+        }
+    }
+    return 1;
 }
 
 int fs_wire_secagg_job_id(const char *job_id, uint8_t out[32], struct fs_err *err)

@@ -13,6 +13,7 @@
 #include "../lib/core/err.h"
 #include "../lib/net/auth.h"
 #include "../lib/proto/fedpower.h"
+#include "../lib/proto/job.h"
 
 #define FS_JOB_ID_MAX               64  /* job id string, without NUL */
 #define FS_JOB_NAME_MAX             128 /* bytes */
@@ -26,6 +27,16 @@
 #define FS_JOB_MAX_PARTIES          1000 /* = FS_SECAGG_MAX_PARTIES */
 #define FS_MASKSET_ID_MAX           64   /* masking-server mask-set id, without NUL */
 #define FS_JOB_KEY_LEN              32   /* an Ed25519 identity public key (party_keys) */
+
+/** Every algorithm a job may run, as a phrase for error messages. */
+#define FS_ALGO_LIST                                                                               \
+    "secure-sum, fedsvd, fedpca, fedpower, fedpower-utility, fedpower-private or dp-ppm"
+
+/** The wire name of an algorithm ("secure-sum", "fedsvd", ...; "unknown" out of range). */
+const char *fs_algo_name(enum fs_algo a);
+
+/** The algorithm of a wire name into *out. @return 0, or -1 when name is NULL or unknown. */
+int fs_algo_parse(const char *name, enum fs_algo *out);
 
 /* The parameters of a fedsvd / fedpca job (docs/wire-fedsvd.md), in the job
  * spec and in invitations. Zero for other algorithms. */
@@ -76,7 +87,7 @@ struct fs_job_fedpower {
 };
 
 struct fs_job_spec {
-    char algorithm[FS_JOB_ALGO_MAX + 1]; /* "secure-sum", ... */
+    enum fs_algo algo;                   /* "algorithm" on the wire (fs_algo_name) */
     char name[FS_JOB_NAME_MAX + 1];      /* "" when absent */
     uint32_t parties;                    /* 1..FS_SECAGG_MAX_PARTIES */
     uint32_t threshold;                  /* 1..parties; default floor(parties/2)+1 */
@@ -99,9 +110,6 @@ struct fs_job_spec {
     uint8_t party_keys[FS_JOB_MAX_PARTIES][FS_JOB_KEY_LEN];
 };
 
-/** 1 for "fedpower", "fedpower-utility", "fedpower-private" and "dp-ppm". */
-int fs_job_is_fedpower(const char *algorithm);
-
 /**
  * Decode the power-method parameters of a JSON object (a job spec, an
  * invitation, a Job status): every field of struct fs_job_fedpower, with d =
@@ -110,7 +118,7 @@ int fs_job_is_fedpower(const char *algorithm);
  * not looked at. @return 0, FS_EFORMAT (missing or wrong JSON type),
  * FS_EINVAL (out of range, bad combination).
  */
-FS_WUR int fs_job_fedpower_decode(const json_t *j, const char *algorithm, uint32_t parties,
+FS_WUR int fs_job_fedpower_decode(const json_t *j, enum fs_algo algo, uint32_t parties,
                                   uint32_t threshold, uint64_t cols, int need_seed,
                                   struct fs_job_fedpower *out, struct fs_err *err);
 
@@ -119,7 +127,7 @@ FS_WUR int fs_job_fedpower_decode(const json_t *j, const char *algorithm, uint32
  * when has_z0_seed; sigma / sigma_server / epsilon null when absent).
  * @return 0 or -1 (out of memory).
  */
-int fs_job_fedpower_encode(json_t *obj, const char *algorithm, uint32_t parties,
+int fs_job_fedpower_encode(json_t *obj, enum fs_algo algo, uint32_t parties,
                            const struct fs_job_fedpower *p);
 
 /**
@@ -138,12 +146,8 @@ FS_WUR int fs_job_fedpower_config(const struct fs_job_spec *spec, struct fs_fedp
  * absent/null), method, standardize (fedpca only), allow_dropouts. Other
  * members are not looked at. @return 0, FS_EFORMAT, FS_EINVAL.
  */
-FS_WUR int fs_job_fedsvd_decode(const json_t *j, const char *algorithm, uint32_t parties,
-                                uint64_t rows, uint64_t cols, struct fs_job_fedsvd *out,
-                                struct fs_err *err);
-
-/** 1 for "fedsvd" and "fedpca" (the lossless masked-SVD jobs, docs/wire-fedsvd.md). */
-int fs_job_is_fedsvd(const char *algorithm);
+FS_WUR int fs_job_fedsvd_decode(const json_t *j, enum fs_algo algo, uint32_t parties, uint64_t rows,
+                                uint64_t cols, struct fs_job_fedsvd *out, struct fs_err *err);
 
 /** Name of a partition ("samples", "features"). */
 const char *fs_job_partition_name(int partition);
@@ -164,9 +168,6 @@ uint32_t fs_job_aggregations(const struct fs_job_spec *s);
 void fs_job_party_shape(const struct fs_job_spec *s, uint32_t party, uint64_t *rows,
                         uint64_t *cols);
 
-/** 1 when `name` is a job algorithm the server runs ("secure-sum", "fedsvd", ...). */
-int fs_job_algorithm_known(const char *name);
-
 /**
  * Decode and check a job spec (defaults filled in). rows*cols must be at most
  * max_elements. A spec needs party_keys (fs_job_party_keys_decode) or
@@ -175,7 +176,24 @@ int fs_job_algorithm_known(const char *name);
 FS_WUR int fs_job_spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
                               struct fs_err *err);
 
-/** Encode every field (server_url/name only when set). New reference or NULL (OOM). */
+/**
+ * A spec for algo holding the decoder's defaults (timeouts, fedsvd exact
+ * samples, the power methods' iterations, sync_every, align, delta,
+ * bound_mode, noise_exchange, paillier_bits, eigenvalues); threshold 0 (the
+ * server's default, floor(parties/2)+1), no pins. The caller sets parties,
+ * the shape and the algorithm's parameters, then encodes it.
+ */
+void fs_job_spec_init(struct fs_job_spec *s, enum fs_algo algo);
+
+/**
+ * Encode a spec as POST /v1/jobs takes it: the algorithm's fields from
+ * s->algo (the `algorithm` string is not read); name and server_url only
+ * when set; threshold only when > 0; "shape" [rows, cols] for secure-sum
+ * and fedsvd/fedpca, "cols" and "party_rows" (no shape) for the power
+ * methods, whose rank 0 means k; party_keys when has_pins. The same
+ * encoder serves the server's stored specs (fs_job_spec_decode gives back
+ * the same spec). New reference or NULL (OOM).
+ */
 json_t *fs_job_spec_encode(const struct fs_job_spec *s);
 
 struct fs_invitation {
@@ -185,6 +203,9 @@ struct fs_invitation {
     uint32_t party;
     char token[FS_AUTH_TOKEN_MAX + 1]; /* a secret: wipe with fs_invitation_wipe */
     char algorithm[FS_JOB_ALGO_MAX + 1];
+    int algo_known;    /* 1 when `algorithm` names an enum fs_algo (a newer server's
+                          algorithm decodes, with algo_known 0: the agent refuses it) */
+    enum fs_algo algo; /* valid when algo_known */
     uint32_t parties, threshold;
     uint64_t rows, cols; /* the matrix this party must hold */
     /* fedsvd / fedpca only (is_fedsvd set): */
@@ -267,6 +288,9 @@ struct fs_job_maskset {
  * @return 0, FS_EFORMAT (types, missing), FS_EINVAL (values, unknown field).
  */
 FS_WUR int fs_job_maskset_decode(const json_t *j, struct fs_job_maskset *out, struct fs_err *err);
+
+/** 1 when s is a mask-set id: 1..FS_MASKSET_ID_MAX of [A-Za-z0-9._-]. */
+int fs_maskset_id_valid(const char *s);
 
 /** The 32-byte SecAgg job id (fs_secagg_config.job_id): SHA-256 of the id string. */
 FS_WUR int fs_wire_secagg_job_id(const char *job_id, uint8_t out[32], struct fs_err *err);

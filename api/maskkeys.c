@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hex.h"
 #include "wire.h"
 
 static const char *const FILE_KEY[2] = {"rows_file", "block_file"};
@@ -15,43 +16,13 @@ void fs_maskkeys_file_name(size_t p, enum fs_fedsvd_keyfile which, char *buf, si
     snprintf(buf, cap, "%zu/%s", p, which == FS_FEDSVD_KEYFILE_ROWS ? "rows.npy" : "block.npy");
 }
 
-static void hex_encode(const uint8_t *in, size_t n, char *out)
-{
-    static const char HEX[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < n; i++) {
-        out[2 * i] = HEX[in[i] >> 4];
-        out[2 * i + 1] = HEX[in[i] & 15];
-    }
-    out[2 * n] = '\0';
-}
-
-static int hex_nibble(char c)
-{
-    if (c >= '0' && c <= '9') {
-        return c - '0';
-    }
-    if (c >= 'a' && c <= 'f') {
-        return c - 'a' + 10;
-    }
-    return -1;
-}
-
 /* Exactly 2n lower-case hex digits. */
 static int hex_decode(const char *s, uint8_t *out, size_t n)
 {
     if (s == NULL || strlen(s) != 2 * n) {
         return -1;
     }
-    for (size_t i = 0; i < n; i++) {
-        int hi = hex_nibble(s[2 * i]);
-        int lo = hex_nibble(s[2 * i + 1]);
-        if (hi < 0 || lo < 0) {
-            return -1;
-        }
-        out[i] = (uint8_t)(hi << 4 | lo);
-    }
-    return 0;
+    return fs_hex_decode_lower(s, out, n);
 }
 
 static json_t *file_json(size_t p, const struct fs_fedsvd_piece_desc *d,
@@ -64,7 +35,7 @@ static json_t *file_json(size_t p, const struct fs_fedsvd_piece_desc *d,
                         : json_pack("[I, I]", (json_int_t)d->r, (json_int_t)d->c);
 
     fs_maskkeys_file_name(p, which, name, sizeof name);
-    hex_encode(d->sha256[which], 32, hex);
+    fs_hex_encode(d->sha256[which], 32, hex);
     return json_pack("{s:s, s:s, s:b, s:o, s:I, s:s}", "name", name, "dtype",
                      which == FS_FEDSVD_KEYFILE_ROWS ? "<u8" : "<f8", "fortran_order",
                      which == FS_FEDSVD_KEYFILE_BLOCK, "shape", shape, "bytes",
@@ -102,7 +73,7 @@ json_t *fs_maskkeys_encode(const struct fs_maskkeys *m)
     }
     bs = fs_b64url_encode(k->b_seed, 32);
     gk = fs_b64url_encode(k->group_key, 32);
-    hex_encode(m->keys_id, 32, id);
+    fs_hex_encode(m->keys_id, 32, id);
     if (pieces != NULL && bs != NULL && gk != NULL) {
         out = json_pack("{s:s, s:s, s:s, s:I, s:I, s:s, s:I, s:I, s:I, s:I, s:I, s:s, s:s, s:I, "
                         "s:o}",

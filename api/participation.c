@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../lib/proto/agent_msgs.h"
+#include "agent_msgs.h"
 
 json_t *fs_participation_request_encode(const struct fs_invitation *inv, const char *path,
                                         const char *format, const char *dataset_id)
@@ -110,6 +110,21 @@ int fs_participation_decode(const json_t *j, struct fs_participation *out, struc
     } else if (e != NULL && !json_is_null(e)) {
         return fs_err_set(err, FS_EFORMAT, "participation.error: expected a string or null");
     }
+    return 0;
+}
+
+int fs_participation_list_decode(const json_t *j, const json_t **items, size_t *n,
+                                 struct fs_err *err)
+{
+    const json_t *a = json_object_get(j, "participations");
+
+    *items = NULL;
+    *n = 0;
+    if (!json_is_object(j) || !json_is_array(a)) {
+        return fs_err_set(err, FS_EFORMAT, "expected {\"participations\": [...]}");
+    }
+    *items = a;
+    *n = json_array_size(a);
     return 0;
 }
 

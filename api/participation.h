@@ -57,6 +57,14 @@ struct fs_participation {
 FS_WUR int fs_participation_decode(const json_t *j, struct fs_participation *out,
                                    struct fs_err *err);
 
+/**
+ * The participation list (GET /v1/participations): {"participations": [...]}.
+ * *items is the borrowed array (decode each entry with
+ * fs_participation_decode), *n its size. @return 0 or FS_EFORMAT.
+ */
+FS_WUR int fs_participation_list_decode(const json_t *j, const json_t **items, size_t *n,
+                                        struct fs_err *err);
+
 /* One entry of a result document's "files". */
 struct fs_result_file {
     char name[FS_RESULT_NAME_MAX]; /* [A-Za-z0-9_-]{1,48} + ".npy" */

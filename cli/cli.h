@@ -139,7 +139,10 @@ int cmd_compare(int argc, char **argv);
 int cmd_convert(int argc, char **argv);
 int cmd_sum(int argc, char **argv);
 int cmd_job(int argc, char **argv);
+/** fedsvd local for secure-sum, fedsvd and fedpca (cmd_local.c). */
 int cmd_local(int argc, char **argv);
+/** fedsvd local for the power methods (cmd_local_power.c). */
+int cmd_local_power(int argc, char **argv);
 int cmd_agent(int argc, char **argv);
 int cmd_join(int argc, char **argv);
 int cmd_participation(int argc, char **argv);

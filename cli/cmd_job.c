@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "jobdoc.h"
 #include "jobs.h"
+#include "maskset.h"
 #include "net/auth.h"
 #include "orch.h"
 
@@ -317,81 +319,55 @@ out:
 
 /* ---- status text ---- */
 
-static void print_ids(const char *label, const json_t *a)
+static void print_ids(const char *label, const uint32_t *ids, size_t n)
 {
-    size_t i;
-    json_t *v;
-
     printf("%-12s ", label);
-    if (!json_is_array(a) || json_array_size(a) == 0) {
+    if (n == 0) {
         printf("none\n");
         return;
     }
-    json_array_foreach(a, i, v)
-    {
-        printf("%s%lld", i > 0 ? "," : "", (long long)json_integer_value(v));
+    for (size_t i = 0; i < n; i++) {
+        printf("%s%lu", i > 0 ? "," : "", (unsigned long)ids[i]);
     }
     printf("\n");
 }
 
-static const char *str_or(const json_t *o, const char *key, const char *dflt)
+static void print_job_text(const struct fs_job_status *st)
 {
-    const char *s = json_string_value(json_object_get(o, key));
-
-    return s != NULL ? s : dflt;
-}
-
-static void print_job_text(const json_t *job)
-{
-    const json_t *timings = json_object_get(job, "timings");
-    const json_t *shape = json_object_get(job, "shape");
-    const json_t *error = json_object_get(job, "error");
     char in[32], out[32];
 
-    printf("%-12s %s\n", "job", str_or(job, "id", "?"));
-    printf("%-12s %s\n", "algorithm", str_or(job, "algorithm", "?"));
-    if (str_or(job, "name", "")[0] != '\0') {
-        printf("%-12s %s\n", "name", str_or(job, "name", ""));
+    printf("%-12s %s\n", "job", st->id);
+    printf("%-12s %s\n", "algorithm", st->algorithm);
+    if (st->name[0] != '\0') {
+        printf("%-12s %s\n", "name", st->name);
     }
-    printf("%-12s %s\n", "state", str_or(job, "state", "?"));
-    printf("%-12s %s\n", "phase", str_or(job, "phase", "?"));
-    printf("%-12s %lld of %lld\n", "aggregation",
-           (long long)json_integer_value(json_object_get(job, "aggregation")) + 1,
-           (long long)json_integer_value(json_object_get(job, "aggregations")));
-    printf("%-12s %lld (threshold %lld)\n", "parties",
-           (long long)json_integer_value(json_object_get(job, "parties")),
-           (long long)json_integer_value(json_object_get(job, "threshold")));
-    if (json_is_array(shape) && json_array_size(shape) == 2) {
-        printf("%-12s %lld x %lld\n", "shape",
-               (long long)json_integer_value(json_array_get(shape, 0)),
-               (long long)json_integer_value(json_array_get(shape, 1)));
+    printf("%-12s %s\n", "state", fs_job_state_name(st->state));
+    printf("%-12s %s\n", "phase", st->phase);
+    printf("%-12s %lu of %lu\n", "aggregation", (unsigned long)st->aggregation + 1,
+           (unsigned long)st->aggregations);
+    printf("%-12s %lu (threshold %lu)\n", "parties", (unsigned long)st->parties,
+           (unsigned long)st->threshold);
+    if (st->has_shape) {
+        printf("%-12s %llu x %llu\n", "shape", (unsigned long long)st->rows,
+               (unsigned long long)st->cols);
     }
-    print_ids("present", json_object_get(job, "present"));
-    print_ids("dropped", json_object_get(job, "dropped"));
-    printf("%-12s in %s, out %s\n", "bytes",
-           orch_bytes(json_number_value(json_object_get(job, "bytes_in")), in, sizeof in),
-           orch_bytes(json_number_value(json_object_get(job, "bytes_out")), out, sizeof out));
-    if (json_is_object(timings)) {
-        const char *k;
-        json_t *v;
-
-        json_object_foreach((json_t *)timings, k, v)
-        {
-            printf("%-12s %s %.3f s\n", "timing", k, json_number_value(v));
-        }
+    print_ids("present", st->present, st->npresent);
+    print_ids("dropped", st->dropped, st->ndropped);
+    printf("%-12s in %s, out %s\n", "bytes", orch_bytes((double)st->bytes_in, in, sizeof in),
+           orch_bytes((double)st->bytes_out, out, sizeof out));
+    for (size_t i = 0; i < st->ntimings; i++) {
+        printf("%-12s %s %.3f s\n", "timing", st->timings[i].name, st->timings[i].seconds);
     }
-    if (json_is_number(json_object_get(job, "deadline_in_s"))) {
+    if (st->has_deadline) {
         char dur[64];
         /* the join phase waits for the parties (the job's join timeout) */
         printf("%-12s %s\n",
-               strcmp(str_or(job, "phase", ""), "waiting_for_parties") == 0 ? "join ends"
-                                                                            : "round ends",
-               orch_duration(json_number_value(json_object_get(job, "deadline_in_s")), dur,
-                             sizeof dur));
+               strcmp(st->phase, "waiting_for_parties") == 0 ? "join ends" : "round ends",
+               orch_duration(st->deadline_in_s, dur, sizeof dur));
     }
-    printf("%-12s %s\n", "created", str_or(job, "created_at", "?"));
-    if (json_is_string(error)) {
-        printf("%-12s %s\n", "error", json_string_value(error));
+    printf("%-12s %s\n", "created", st->created_at[0] != '\0' ? st->created_at : "?");
+    if (st->has_error) {
+        printf("%-12s %s\n", "error", st->error);
     }
 }
 
@@ -417,148 +393,10 @@ static int parse_shape(const char *cmd, const char *s, json_int_t shape[2])
     return CLI_OK;
 }
 
-/* The fedsvd/fedpca options of job create. */
-static int fed_create_args(const char *cmd, const char *alg, const char *part, const char *sizes_s,
-                           const char *k_s, const char *method, int standardize, const char *msrv,
-                           const char *mtok, const char *mpub, const char *block_s, size_t **sizes,
-                           size_t *nsizes, size_t *k, size_t *block)
-{
-    int rc;
-
-    if (part != NULL && strcmp(part, "samples") != 0 && strcmp(part, "features") != 0) {
-        return cli_usage_error(cmd, "--partition: expected samples or features, got '%s'", part);
-    }
-    if (method != NULL && strcmp(method, "exact") != 0 && strcmp(method, "randomized") != 0) {
-        return cli_usage_error(cmd, "--method: expected exact or randomized, got '%s'", method);
-    }
-    if (standardize && strcmp(alg, "fedpca") != 0) {
-        return cli_usage_error(cmd, "--standardize is for fedpca");
-    }
-    if (sizes_s == NULL || msrv == NULL || mtok == NULL) {
-        return cli_usage_error(cmd,
-                               "%s needs --party-sizes, --masking-server and "
-                               "--masking-token-file",
-                               alg);
-    }
-    if (!orch_url_ok(msrv) || (mpub != NULL && !orch_url_ok(mpub))) {
-        return cli_usage_error(cmd, "--masking-server / --masking-public-url: expected an http:// "
-                                    "or https:// URL");
-    }
-    if ((k_s != NULL && (rc = cli_parse_size(cmd, "--k", k_s, 0, (size_t)1 << 31, k)) != 0) ||
-        (k_s != NULL && *k == 0 &&
-         (rc = cli_usage_error(cmd, "--k: must be between 1 and min(N, d) of the job, got '%s'",
-                               k_s)) != 0) ||
-        (block_s != NULL &&
-         (rc = cli_parse_size(cmd, "--block-size", block_s, 1, (size_t)1 << 31, block)) != 0)) {
-        return rc;
-    }
-    if (method != NULL && strcmp(method, "randomized") == 0 && *k == 0) {
-        return cli_usage_error(cmd, "--method randomized needs --k");
-    }
-    return cli_parse_size_list(cmd, "--party-sizes", sizes_s, JOB_MAX_PARTIES, sizes, nsizes);
-}
-
-/*
- * Create the job's mask set on the masking server (docs/wire-fedsvd.md),
- * each party pinned to its identity (pins: the job's party_keys), so that
- * only party i's agent can fetch party i's keys; add masking_url and maskset
- * to each party's invitation, and hand the mask set's end token to the
- * aggregation server (srv), which deletes the mask set when the job ends.
- * No credential for mask keys exists, here or anywhere.
- */
-static int fed_create_maskset(const char *cmd, const char *msrv, const char *mtok, const char *mpub,
-                              const struct orch_tls *tls, const char *job_id, int features,
-                              const size_t *sizes, size_t n, size_t other, size_t block,
-                              const json_t *pins, fs_httpc *srv, json_t *invs)
-{
-    char base[1024];
-    json_t *spec = NULL, *resp = NULL, *parties = json_array();
-    const json_t *creds;
-    const char *id, *end_token;
-    struct fs_err err;
-    fs_httpc *m = NULL;
-    int rc = CLI_OK;
-
-    fs_err_clear(&err);
-    if (!json_is_array(pins) || json_array_size(pins) != n) {
-        json_decref(parties);
-        return cli_usage_error(cmd, "fedsvd and fedpca jobs need --party-key I:FINGERPRINT for "
-                                    "every party: the masking server releases party i's keys "
-                                    "only to requests signed by party i's identity");
-    }
-    for (size_t i = 0; parties != NULL && i < n; i++) {
-        json_array_append_new(parties, json_pack("{s:I, s:I, s:O}", "party", (json_int_t)(i + 1),
-                                                 features ? "cols" : "rows", (json_int_t)sizes[i],
-                                                 "identity", json_array_get(pins, i)));
-    }
-    spec = json_pack("{s:s, s:s, s:o, s:I}", "job_id", job_id, "partition",
-                     features ? "features" : "samples", "parties", parties,
-                     features ? "rows" : "cols", (json_int_t)other);
-    if (spec == NULL) {
-        return cli_runtime_error(cmd, "out of memory");
-    }
-    if (block > 0) {
-        json_object_set_new(spec, "block_size", json_integer((json_int_t)block));
-    }
-    if (orch_url_trim(mpub != NULL ? mpub : msrv, base, sizeof base, &err) != 0) {
-        rc = cli_fs_error(cmd, &err);
-        goto out;
-    }
-    json_object_set_new(spec, "server_url", json_string(base));
-    if ((rc = connect_server(cmd, msrv, mtok, tls, &m)) != CLI_OK) {
-        goto out;
-    }
-    if (fs_httpc_json(m, "POST", "/v1/masksets", spec, &resp, NULL, &err) != 0) {
-        rc = cli_runtime_error(cmd, "masking server: %s", err.msg);
-        goto out;
-    }
-    id = json_string_value(json_object_get(json_object_get(resp, "maskset"), "id"));
-    creds = json_object_get(resp, "parties");
-    end_token = json_string_value(json_object_get(resp, "end_token"));
-    if (!orch_id_ok(id) || !json_is_array(creds) || json_array_size(creds) != n ||
-        end_token == NULL) {
-        rc = cli_runtime_error(cmd,
-                               "POST /v1/masksets: the response lacks an id, an end token or %zu "
-                               "parties",
-                               n);
-        goto out;
-    }
-    for (size_t i = 0; i < n; i++) {
-        const json_t *c = json_array_get(creds, i);
-        json_int_t party = json_integer_value(json_object_get(c, "party"));
-        json_t *inv = NULL, *v;
-        size_t q;
-
-        json_array_foreach(invs, q, v)
-        {
-            if (json_integer_value(json_object_get(v, "party")) == party) {
-                inv = v;
-            }
-        }
-        if (inv == NULL || !json_equal(json_object_get(c, "identity"), json_array_get(pins, i))) {
-            rc = cli_runtime_error(cmd, "POST /v1/masksets: party %zu is not pinned to its key",
-                                   i + 1);
-            goto out;
-        }
-        json_object_set_new(inv, "masking_url", json_string(base));
-        json_object_set_new(inv, "maskset", json_string(id));
-    }
-    if (orch_job_set_maskset(srv, job_id, base, id, end_token, &err) != 0) {
-        rc = cli_runtime_error(cmd, "%s", err.msg);
-        goto out;
-    }
-    fprintf(stderr, "fedsvd %s: mask set %s created on %s\n", cmd, id, base);
-out:
-    json_decref(resp);
-    json_decref(spec);
-    fs_httpc_free(m);
-    return rc;
-}
-
 /* The created job's invitations: DIR/invitation-<i>.json (0600) with
  * --out-dir, else printed; --format json prints {"job", "invitations"}. */
 static int emit_invitations(const char *cmd, const json_t *job, const json_t *invs,
-                            const char *outdir, int json, size_t parties)
+                            const char *outdir, int json, const char *job_id, uint32_t threshold)
 {
     json_t *files = NULL;
     int rc = CLI_OK;
@@ -585,9 +423,9 @@ static int emit_invitations(const char *cmd, const json_t *job, const json_t *in
         rc = cli_print_json(
             cmd, json_pack("{s:O, s:O}", "job", job, "invitations", files != NULL ? files : invs));
     } else if (files != NULL) {
-        printf("job %s created: %zu parties, threshold %lld; wrote %s/invitation-1..%zu.json\n",
-               str_or(job, "id", "?"), parties,
-               (long long)json_integer_value(json_object_get(job, "threshold")), outdir, parties);
+        printf("job %s created: %zu parties, threshold %lu; wrote %s/invitation-1..%zu.json\n",
+               job_id, json_array_size(invs), (unsigned long)threshold, outdir,
+               json_array_size(invs));
     } else {
         char *s = json_dumps(invs, JSON_INDENT(2));
 
@@ -597,225 +435,465 @@ static int emit_invitations(const char *cmd, const json_t *job, const json_t *in
         }
         puts(s);
         free(s);
-        fprintf(stderr, "fedsvd %s: job %s created: %zu parties, threshold %lld\n", cmd,
-                str_or(job, "id", "?"), parties,
-                (long long)json_integer_value(json_object_get(job, "threshold")));
+        fprintf(stderr, "fedsvd %s: job %s created: %zu parties, threshold %lu\n", cmd, job_id,
+                json_array_size(invs), (unsigned long)threshold);
     }
     json_decref(files);
     return rc;
 }
 
-/* POST spec to the server; the reply's job and invitations (K of them). */
+/* POST spec to the server; the reply's job and invitations (K of them);
+ * *client (when not NULL) keeps the connection for more requests. */
 static int post_job(const char *cmd, const char *server, const char *tok,
-                    const struct orch_tls *tls, const json_t *spec, size_t parties, json_t **resp)
+                    const struct orch_tls *tls, const struct fs_job_spec *spec, const json_t *body,
+                    size_t parties, json_t **resp, const json_t **invs, char job_id[ORCH_ID_MAX],
+                    uint32_t *threshold, fs_httpc **client)
 {
+    struct fs_job_status *job = malloc(sizeof *job);
     struct fs_err err;
     fs_httpc *c = NULL;
     int rc;
 
     fs_err_clear(&err);
     *resp = NULL;
+    *invs = NULL;
     if ((rc = connect_server(cmd, server, tok, tls, &c)) != CLI_OK) {
+        free(job);
         return rc;
     }
-    if (fs_httpc_json(c, "POST", "/v1/jobs", (json_t *)spec, resp, NULL, &err) != 0) {
+    if (fs_httpc_json(c, "POST", "/v1/jobs", (json_t *)body, resp, NULL, &err) != 0) {
         rc = cli_fs_error(cmd, &err);
-    } else if (!json_is_object(json_object_get(*resp, "job")) ||
-               !json_is_array(json_object_get(*resp, "invitations")) ||
-               json_array_size(json_object_get(*resp, "invitations")) != parties) {
+    } else if (job == NULL) {
+        rc = cli_runtime_error(cmd, "out of memory");
+    } else if (fs_job_created_decode(*resp, job, invs, &err) != 0) {
+        rc = cli_runtime_error(cmd, "POST /v1/jobs: %s", err.msg);
+    } else if (job->parties != parties) {
         rc = cli_runtime_error(cmd, "POST /v1/jobs: the response lacks the job or %zu invitations",
                                parties);
-    } else if (orch_check_invitation_pins(spec, json_object_get(*resp, "invitations"), &err) != 0) {
+    } else if (orch_check_invitation_pins(spec, *invs, &err) != 0) {
         rc = cli_fs_error(cmd, &err);
+    } else {
+        snprintf(job_id, ORCH_ID_MAX, "%s", job->id);
+        *threshold = job->threshold;
     }
-    fs_httpc_free(c);
+    free(job);
+    if (client != NULL && rc == CLI_OK) {
+        *client = c;
+    } else {
+        fs_httpc_free(c);
+    }
     return rc;
 }
 
-/* job create for the power methods (docs/wire-fedpower.md). */
-static int power_create(const char *cmd, const char *server, const char *tok, const char *alg,
-                        const char *s_parties, const char *s_shape, const char *s_cols,
-                        const char *s_sizes, const char *s_k, const char *s_thr, const char *s_rt,
-                        const char *s_jt, const char *name, const char *pub, const char *outdir,
-                        const char *format, const struct orch_tls *tls, struct orch_power_opts *po,
-                        int allow_dropouts, int fed_only, const char *const *pkeys,
-                        int allow_unpinned, int allow_low)
+/* The options of job create. */
+struct create_args {
+    const char *server, *tok, *alg, *parties, *shape, *thr, *rt, *jt, *name, *pub, *outdir;
+    const char *format, *ca, *part, *sizes, *k, *method, *msrv, *mtok, *mpub, *block, *cols;
+    int standardize, allow_dropouts, allow_unpinned, allow_low;
+    const char *pkeys[CLI_LIST_MAX + 1];
+    struct orch_power_opts po;
+    struct orch_tls tls;
+    enum fs_algo algo; /* --algorithm */
+};
+
+/* The options every algorithm has, into spec (spec->parties set):
+ * --threshold, the timeouts, --name, --public-url; and --format. */
+static int common_spec(const char *cmd, const struct create_args *a, struct fs_job_spec *spec,
+                       int *json)
 {
-    size_t *sizes = NULL, nsizes = 0, parties = 0, thr = 0, rt = 0, jt = 0, cols = 0;
+    size_t thr = 0, rt = 0, jt = 0;
+    int rc;
+
+    if ((a->thr != NULL &&
+         (rc = cli_parse_size(cmd, "--threshold", a->thr, 1, spec->parties, &thr)) != 0) ||
+        (a->rt != NULL &&
+         (rc = cli_parse_size(cmd, "--round-timeout", a->rt, 1, 86400, &rt)) != 0) ||
+        (a->jt != NULL && (rc = cli_parse_size(cmd, "--join-timeout", a->jt, 1,
+                                               FS_JOB_MAX_JOIN_TIMEOUT, &jt)) != 0) ||
+        (rc = cli_parse_format(cmd, a->format, json)) != 0) {
+        return rc;
+    }
+    if (a->pub != NULL && !orch_url_ok(a->pub)) {
+        return cli_usage_error(cmd, "--public-url: expected an http:// or https:// URL, got '%s'",
+                               a->pub);
+    }
+    if ((a->name != NULL && strlen(a->name) > FS_JOB_NAME_MAX) ||
+        (a->pub != NULL && strlen(a->pub) > FS_JOB_URL_MAX)) {
+        return cli_usage_error(cmd, "--name is at most %d bytes, --public-url %d", FS_JOB_NAME_MAX,
+                               FS_JOB_URL_MAX);
+    }
+    spec->threshold = (uint32_t)thr; /* 0: the server's default */
+    spec->allow_low_threshold = a->allow_low;
+    if (a->rt != NULL) {
+        spec->round_timeout_s = (uint32_t)rt;
+    }
+    if (a->jt != NULL) {
+        spec->join_timeout_s = (uint32_t)jt;
+    }
+    snprintf(spec->name, sizeof spec->name, "%s", a->name != NULL ? a->name : "");
+    snprintf(spec->server_url, sizeof spec->server_url, "%s", a->pub != NULL ? a->pub : "");
+    return CLI_OK;
+}
+
+/* The fedsvd/fedpca options of job create. */
+static int fed_create_args(const char *cmd, const struct create_args *a, size_t **sizes,
+                           size_t *nsizes, size_t *k, size_t *block)
+{
+    int rc;
+
+    if (a->part != NULL && strcmp(a->part, "samples") != 0 && strcmp(a->part, "features") != 0) {
+        return cli_usage_error(cmd, "--partition: expected samples or features, got '%s'", a->part);
+    }
+    if (a->method != NULL && strcmp(a->method, "exact") != 0 &&
+        strcmp(a->method, "randomized") != 0) {
+        return cli_usage_error(cmd, "--method: expected exact or randomized, got '%s'", a->method);
+    }
+    if (a->standardize && a->algo != FS_ALGO_FEDPCA) {
+        return cli_usage_error(cmd, "--standardize is for fedpca");
+    }
+    if (a->sizes == NULL || a->msrv == NULL || a->mtok == NULL) {
+        return cli_usage_error(cmd,
+                               "%s needs --party-sizes, --masking-server and "
+                               "--masking-token-file",
+                               a->alg);
+    }
+    if (!orch_url_ok(a->msrv) || (a->mpub != NULL && !orch_url_ok(a->mpub))) {
+        return cli_usage_error(cmd, "--masking-server / --masking-public-url: expected an http:// "
+                                    "or https:// URL");
+    }
+    if ((a->k != NULL && (rc = cli_parse_size(cmd, "--k", a->k, 0, (size_t)1 << 31, k)) != 0) ||
+        (a->k != NULL && *k == 0 &&
+         (rc = cli_usage_error(cmd, "--k: must be between 1 and min(N, d) of the job, got '%s'",
+                               a->k)) != 0) ||
+        (a->block != NULL &&
+         (rc = cli_parse_size(cmd, "--block-size", a->block, 1, (size_t)1 << 31, block)) != 0)) {
+        return rc;
+    }
+    if (a->method != NULL && strcmp(a->method, "randomized") == 0 && *k == 0) {
+        return cli_usage_error(cmd, "--method randomized needs --k");
+    }
+    return cli_parse_size_list(cmd, "--party-sizes", a->sizes, JOB_MAX_PARTIES, sizes, nsizes);
+}
+
+/*
+ * Create the job's mask set on the masking server (docs/wire-fedsvd.md),
+ * each party pinned to its identity (pins: the job's party_keys), so that
+ * only party i's agent can fetch party i's keys; add masking_url and maskset
+ * to each party's invitation, and hand the mask set's end token to the
+ * aggregation server (srv), which deletes the mask set when the job ends.
+ * No credential for mask keys exists, here or anywhere.
+ */
+static int fed_create_maskset(const char *cmd, const struct create_args *a,
+                              const struct fs_job_spec *spec, const char *job_id, size_t block,
+                              fs_httpc *srv, json_t *invs)
+{
+    struct fs_maskset_request *rq = calloc(1, sizeof *rq);
+    struct fs_maskset_created *mc = calloc(1, sizeof *mc);
+    int features = spec->fed.partition == FS_JOB_FEATURES;
+    json_t *body = NULL, *resp = NULL;
+    struct fs_err err;
+    fs_httpc *m = NULL;
+    int rc = CLI_OK;
+
+    fs_err_clear(&err);
+    if (rq == NULL || mc == NULL) {
+        rc = cli_runtime_error(cmd, "out of memory");
+        goto out;
+    }
+    if (strlen(job_id) >= sizeof rq->job_id) {
+        rc = cli_runtime_error(cmd, "job id too long: %s", job_id);
+        goto out;
+    }
+    memcpy(rq->job_id, job_id, strlen(job_id) + 1);
+    rq->partition = spec->fed.partition;
+    rq->parties = spec->parties;
+    rq->shared = features ? spec->rows : spec->cols;
+    rq->block_size = block;
+    memcpy(rq->sizes, spec->fed.party_sizes, sizeof rq->sizes);
+    memcpy(rq->identities, spec->party_keys, sizeof rq->identities);
+    if (orch_url_trim(a->mpub != NULL ? a->mpub : a->msrv, rq->server_url, sizeof rq->server_url,
+                      &err) != 0) {
+        rc = cli_fs_error(cmd, &err);
+        goto out;
+    }
+    if ((body = fs_maskset_request_encode(rq)) == NULL) {
+        rc = cli_runtime_error(cmd, "out of memory");
+        goto out;
+    }
+    if ((rc = connect_server(cmd, a->msrv, a->mtok, &a->tls, &m)) != CLI_OK) {
+        goto out;
+    }
+    if (fs_httpc_json(m, "POST", "/v1/masksets", body, &resp, NULL, &err) != 0) {
+        rc = cli_runtime_error(cmd, "masking server: %s", err.msg);
+        goto out;
+    }
+    if (fs_maskset_created_decode(resp, rq->parties, mc, &err) != 0) {
+        rc = cli_runtime_error(cmd, "POST /v1/masksets: %s", err.msg);
+        goto out;
+    }
+    for (size_t i = 0; i < rq->parties; i++) {
+        /* the invitations as fs_job_created_decode checked them: entry i is party i + 1 */
+        json_t *inv = json_array_get(invs, i);
+
+        if (inv == NULL ||
+            memcmp(mc->parties[i].identity, spec->party_keys[i], FS_JOB_KEY_LEN) != 0) {
+            rc = cli_runtime_error(cmd, "POST /v1/masksets: party %zu is not pinned to its key",
+                                   i + 1);
+            goto out;
+        }
+        if (fs_invitation_add_maskset(inv, rq->server_url, mc->id) != 0) {
+            rc = cli_runtime_error(cmd, "out of memory");
+            goto out;
+        }
+    }
+    if (orch_job_set_maskset(srv, job_id, rq->server_url, mc->id, mc->end_token, &err) != 0) {
+        rc = cli_runtime_error(cmd, "%s", err.msg);
+        goto out;
+    }
+    fprintf(stderr, "fedsvd %s: mask set %s created on %s\n", cmd, mc->id, rq->server_url);
+out:
+    if (mc != NULL) {
+        fs_maskset_created_wipe(mc);
+    }
+    free(mc);
+    free(rq);
+    json_decref(resp);
+    json_decref(body);
+    fs_httpc_free(m);
+    return rc;
+}
+
+/* job create for the power methods (docs/wire-fedpower.md): the spec. */
+static int power_spec(const char *cmd, struct create_args *a, struct fs_job_spec *spec, int *json)
+{
+    size_t *sizes = NULL, nsizes = 0, parties = 0, cols = 0;
     json_int_t shape[2] = {0, 0};
-    json_t *spec = NULL, *rows = NULL, *resp = NULL;
-    int json = 0, vb_missing = 0, rc;
+    int vb_missing = 0, rc;
     uint64_t total = 0;
 
-    po->k = s_k;
-    if (fed_only) {
-        return cli_usage_error(cmd, "--partition, --method, --standardize, --masking-* and "
-                                    "--block-size are for fedsvd and fedpca");
+    a->po.k = a->k;
+    if (a->tok == NULL || a->sizes == NULL || (a->cols == NULL && a->shape == NULL)) {
+        return cli_usage_error(cmd, "%s needs --admin-token-file, --party-sizes and --cols",
+                               a->alg);
     }
-    if (tok == NULL || s_sizes == NULL || (s_cols == NULL && s_shape == NULL)) {
-        return cli_usage_error(cmd, "%s needs --admin-token-file, --party-sizes and --cols", alg);
-    }
-    if ((rc = orch_power_spec(cmd, alg, po, 0, NULL, &vb_missing)) != CLI_OK) {
+    if ((rc = orch_power_params(cmd, spec->algo, &a->po, 0, NULL, &vb_missing)) != CLI_OK) {
         return rc;
     }
     if (vb_missing) {
         return cli_usage_error(cmd,
                                "%s needs --value-bound (a public bound on every party's "
                                "||M_i^T M_i / s_i||_2)",
-                               alg);
+                               a->alg);
     }
-    if ((rc = cli_parse_size_list(cmd, "--party-sizes", s_sizes, JOB_MAX_PARTIES, &sizes,
+    if ((rc = cli_parse_size_list(cmd, "--party-sizes", a->sizes, JOB_MAX_PARTIES, &sizes,
                                   &nsizes)) != CLI_OK) {
         return rc;
     }
     for (size_t i = 0; i < nsizes; i++) {
         total += sizes[i];
+        spec->power.party_rows[i] = sizes[i];
     }
-    if ((s_parties != NULL &&
-         ((rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) !=
+    free(sizes);
+    spec->parties = (uint32_t)nsizes;
+    if ((a->parties != NULL &&
+         ((rc = cli_parse_size(cmd, "--parties", a->parties, 1, JOB_MAX_PARTIES, &parties)) !=
               CLI_OK ||
-          (parties != nsizes && (rc = cli_usage_error(cmd,
-                                                      "--parties %zu but --party-sizes lists "
-                                                      "%zu",
-                                                      parties, nsizes)) != CLI_OK))) ||
-        (s_cols != NULL &&
-         (rc = cli_parse_size(cmd, "--cols", s_cols, 1, (size_t)1 << 20, &cols)) != CLI_OK) ||
-        (s_shape != NULL && (rc = parse_shape(cmd, s_shape, shape)) != CLI_OK) ||
-        (s_thr != NULL &&
-         (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, nsizes, &thr)) != CLI_OK) ||
-        (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
-        (s_jt != NULL && (rc = cli_parse_size(cmd, "--join-timeout", s_jt, 1,
-                                              FS_JOB_MAX_JOIN_TIMEOUT, &jt)) != 0) ||
-        (rc = cli_parse_format(cmd, format, &json)) != CLI_OK) {
-        free(sizes);
+          (parties != nsizes &&
+           (rc = cli_usage_error(cmd, "--parties %zu but --party-sizes lists %zu", parties,
+                                 nsizes)) != CLI_OK))) ||
+        (a->cols != NULL &&
+         (rc = cli_parse_size(cmd, "--cols", a->cols, 1, (size_t)1 << 20, &cols)) != CLI_OK) ||
+        (a->shape != NULL && (rc = parse_shape(cmd, a->shape, shape)) != CLI_OK) ||
+        (rc = common_spec(cmd, a, spec, json)) != CLI_OK) {
         return rc;
     }
-    if (s_shape != NULL && (shape[1] < 1 || (uint64_t)shape[0] != total ||
-                            (s_cols != NULL && (size_t)shape[1] != cols))) {
-        free(sizes);
+    if (a->shape != NULL && (shape[1] < 1 || (uint64_t)shape[0] != total ||
+                             (a->cols != NULL && (size_t)shape[1] != cols))) {
         return cli_usage_error(cmd,
                                "--shape N,D: N must be the sum of --party-sizes (%llu) and D "
                                "agree with --cols",
                                (unsigned long long)total);
     }
-    if (s_cols == NULL) {
-        cols = (size_t)shape[1];
+    spec->cols = a->cols != NULL ? cols : (size_t)shape[1];
+    spec->rows = total;
+    spec->power.allow_dropouts = a->allow_dropouts;
+    if ((rc = orch_power_params(cmd, spec->algo, &a->po, spec->cols, &spec->power, NULL)) !=
+        CLI_OK) {
+        return rc;
     }
-    if (pub != NULL && !orch_url_ok(pub)) {
-        free(sizes);
-        return cli_usage_error(cmd, "--public-url: expected an http:// or https:// URL, got '%s'",
-                               pub);
+    return orch_party_keys(cmd, a->pkeys, nsizes, a->allow_unpinned, spec);
+}
+
+/* job create for secure-sum, fedsvd and fedpca: the spec; fedsvd/fedpca
+ * also *sizes (nsizes of them) and *block for the mask set. */
+static int sum_spec(const char *cmd, struct create_args *a, struct fs_job_spec *spec, int *json,
+                    size_t **sizes, size_t *nsizes, size_t *block)
+{
+    int fed = fs_algo_is_fedsvd(spec->algo);
+    size_t kk = 0, parties = 0;
+    json_int_t shape[2] = {0, 0};
+    int rc;
+
+    if (fed) {
+        if ((rc = fed_create_args(cmd, a, sizes, nsizes, &kk, block)) != CLI_OK) {
+            return rc;
+        }
+    } else if (a->part != NULL || a->sizes != NULL || a->k != NULL || a->method != NULL ||
+               a->standardize || a->allow_dropouts || a->msrv != NULL || a->mtok != NULL ||
+               a->mpub != NULL || a->block != NULL) {
+        return cli_usage_error(cmd, "--partition, --party-sizes, --k, --method, --standardize, "
+                                    "--allow-dropouts, --masking-* and --block-size are for "
+                                    "fedsvd and fedpca");
     }
-    spec = json_pack("{s:s, s:I, s:I, s:b}", "algorithm", alg, "parties", (json_int_t)nsizes,
-                     "cols", (json_int_t)cols, "allow_dropouts", allow_dropouts);
-    rows = json_array();
-    if (spec == NULL || rows == NULL) {
-        json_decref(rows);
-        rc = cli_runtime_error(cmd, "out of memory");
+    if (a->tok == NULL || (!fed && a->parties == NULL) || a->shape == NULL) {
+        return cli_usage_error(
+            cmd, "--admin-token-file, --algorithm, --parties and --shape are required");
+    }
+    if (a->parties != NULL &&
+        (rc = cli_parse_size(cmd, "--parties", a->parties, 1, JOB_MAX_PARTIES, &parties)) != 0) {
+        return rc;
+    }
+    if (fed && a->parties != NULL && parties != *nsizes) {
+        return cli_usage_error(cmd, "--parties %zu but --party-sizes lists %zu", parties, *nsizes);
+    }
+    spec->parties = (uint32_t)(fed ? *nsizes : parties);
+    if ((rc = parse_shape(cmd, a->shape, shape)) != 0 ||
+        (rc = common_spec(cmd, a, spec, json)) != 0) {
+        return rc;
+    }
+    spec->rows = (uint64_t)shape[0];
+    spec->cols = (uint64_t)shape[1];
+    if (fed) {
+        spec->fed.partition =
+            a->part != NULL && strcmp(a->part, "features") == 0 ? FS_JOB_FEATURES : FS_JOB_SAMPLES;
+        for (size_t i = 0; i < *nsizes; i++) {
+            spec->fed.party_sizes[i] = (*sizes)[i];
+        }
+        spec->fed.k = kk;
+        spec->fed.method = a->method != NULL && strcmp(a->method, "randomized") == 0
+                               ? FS_JOB_RANDOMIZED
+                               : FS_JOB_EXACT;
+        spec->fed.standardize = a->standardize;
+        spec->fed.allow_dropouts = a->allow_dropouts;
+    }
+    if ((rc = orch_party_keys(cmd, a->pkeys, spec->parties, a->allow_unpinned, spec)) != CLI_OK) {
+        return rc;
+    }
+    if (fed && !spec->has_pins) {
+        return cli_usage_error(cmd, "fedsvd and fedpca jobs need --party-key I:FINGERPRINT for "
+                                    "every party: the masking server releases party i's keys only "
+                                    "to requests signed by party i's identity");
+    }
+    return CLI_OK;
+}
+
+/* The fedsvd/fedpca job's mask set; a job without masks cannot run, so it
+ * is cancelled when this fails. */
+static int create_maskset(const char *cmd, const struct create_args *a,
+                          const struct fs_job_spec *spec, size_t block, fs_httpc *c,
+                          const char *job_id, json_t *invs)
+{
+    struct fs_err err;
+    int rc;
+
+    fs_err_clear(&err);
+    rc = fed_create_maskset(cmd, a, spec, job_id, block, c, invs);
+    if (rc != CLI_OK) {
+        char path[ORCH_ID_MAX + 16];
+        snprintf(path, sizeof path, "/v1/jobs/%s", job_id);
+        if (orch_id_ok(job_id) && fs_httpc_json(c, "DELETE", path, NULL, NULL, NULL, &err) == 0) {
+            fprintf(stderr, "fedsvd %s: job %s cancelled\n", cmd, job_id);
+        }
+    }
+    return rc;
+}
+
+/* Build the spec, POST it, (fedsvd/fedpca) create the mask set, hand out the invitations. */
+static int create_job(const char *cmd, struct create_args *a, enum fs_algo algo)
+{
+    struct fs_job_spec *spec = malloc(sizeof *spec);
+    size_t *sizes = NULL, nsizes = 0, block = 0;
+    char job_id[ORCH_ID_MAX] = "";
+    uint32_t threshold = 0;
+    json_t *body = NULL, *resp = NULL;
+    const json_t *invs = NULL;
+    fs_httpc *c = NULL;
+    int json = 0, rc;
+
+    if (spec == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
+    }
+    fs_job_spec_init(spec, algo);
+    rc = fs_algo_is_power(algo) ? power_spec(cmd, a, spec, &json)
+                                : sum_spec(cmd, a, spec, &json, &sizes, &nsizes, &block);
+    if (rc != CLI_OK || (rc = orch_job_spec_json(cmd, spec, &body)) != CLI_OK) {
         goto out;
     }
-    for (size_t i = 0; i < nsizes; i++) {
-        json_array_append_new(rows, json_integer((json_int_t)sizes[i]));
-    }
-    json_object_set_new(spec, "party_rows", rows);
-    if ((rc = orch_power_spec(cmd, alg, po, cols, spec, NULL)) != CLI_OK) {
+    if (a->outdir != NULL && (rc = cli_mkdir_p(cmd, a->outdir)) != CLI_OK) {
         goto out;
     }
-    if (s_thr != NULL) {
-        json_object_set_new(spec, "threshold", json_integer((json_int_t)thr));
-    }
-    if (allow_low) {
-        json_object_set_new(spec, "allow_low_threshold", json_true());
-    }
-    if (s_rt != NULL) {
-        json_object_set_new(spec, "round_timeout_s", json_integer((json_int_t)rt));
-    }
-    if (s_jt != NULL) {
-        json_object_set_new(spec, "join_timeout_s", json_integer((json_int_t)jt));
-    }
-    if (name != NULL) {
-        json_object_set_new(spec, "name", json_string(name));
-    }
-    if (pub != NULL) {
-        json_object_set_new(spec, "server_url", json_string(pub));
-    }
-    if ((rc = orch_party_keys(cmd, pkeys, nsizes, allow_unpinned, spec)) != CLI_OK) {
+    if ((rc = post_job(cmd, a->server, a->tok, &a->tls, spec, body, spec->parties, &resp, &invs,
+                       job_id, &threshold, &c)) != CLI_OK) {
         goto out;
     }
-    if (outdir != NULL && (rc = cli_mkdir_p(cmd, outdir)) != CLI_OK) {
+    if (fs_algo_is_fedsvd(algo) &&
+        (rc = create_maskset(cmd, a, spec, block, c, job_id, (json_t *)invs)) != CLI_OK) {
         goto out;
     }
-    if ((rc = post_job(cmd, server, tok, tls, spec, nsizes, &resp)) != CLI_OK) {
-        goto out;
-    }
-    rc = emit_invitations(cmd, json_object_get(resp, "job"), json_object_get(resp, "invitations"),
-                          outdir, json, nsizes);
+    rc = emit_invitations(cmd, json_object_get(resp, "job"), invs, a->outdir, json, job_id,
+                          threshold);
 out:
     json_decref(resp);
-    json_decref(spec);
+    json_decref(body);
+    fs_httpc_free(c);
     free(sizes);
+    free(spec);
     return rc;
 }
 
 static int job_create(int argc, char **argv)
 {
     const char *cmd = "job create";
-    const char *s_server = NULL, *s_tok = NULL, *s_alg = NULL, *s_parties = NULL;
-    const char *s_shape = NULL, *s_thr = NULL, *s_rt = NULL, *s_jt = NULL, *s_name = NULL;
-    const char *s_pub = NULL;
-    const char *s_outdir = NULL, *s_format = NULL, *s_ca = NULL;
-    const char *s_part = NULL, *s_sizes = NULL, *s_k = NULL, *s_method = NULL, *s_msrv = NULL;
-    const char *s_mtok = NULL, *s_mpub = NULL, *s_block = NULL, *s_cols = NULL;
-    int standardize = 0, allow_dropouts = 0, fed = 0, power = 0, allow_unpinned = 0;
-    int allow_low = 0;
-    const char *pkeys[CLI_LIST_MAX + 1] = {NULL};
-    struct orch_power_opts po;
-    size_t *sizes = NULL, nsizes = 0, kk = 0, block = 0;
-    char job_id[ORCH_ID_MAX] = "";
-    struct orch_tls tls = {0, NULL, 0};
+    struct create_args a;
     struct cli_opt opts[] = {
-        {"server", CLI_OPT_VALUE, &s_server, NULL},
-        {"admin-token-file", CLI_OPT_VALUE, &s_tok, NULL},
-        {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},
-        {"parties", CLI_OPT_VALUE, &s_parties, NULL},
-        {"shape", CLI_OPT_VALUE, &s_shape, NULL},
-        {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
-        {"allow-low-threshold", CLI_OPT_FLAG, NULL, &allow_low},
-        {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
-        {"join-timeout", CLI_OPT_VALUE, &s_jt, NULL},
-        {"name", CLI_OPT_VALUE, &s_name, NULL},
-        {"public-url", CLI_OPT_VALUE, &s_pub, NULL},
-        {"out-dir", CLI_OPT_DIR, &s_outdir, NULL},
-        {"format", CLI_OPT_VALUE, &s_format, NULL},
-        {"insecure", CLI_OPT_FLAG, NULL, &tls.insecure},
-        {"insecure-http", CLI_OPT_FLAG, NULL, &tls.insecure_http},
-        {"ca-file", CLI_OPT_VALUE, &s_ca, NULL},
-        {"partition", CLI_OPT_VALUE, &s_part, NULL},
-        {"party-sizes", CLI_OPT_VALUE, &s_sizes, NULL},
-        {"k", CLI_OPT_VALUE, &s_k, NULL},
-        {"method", CLI_OPT_VALUE, &s_method, NULL},
-        {"standardize", CLI_OPT_FLAG, NULL, &standardize},
-        {"allow-dropouts", CLI_OPT_FLAG, NULL, &allow_dropouts},
-        {"masking-server", CLI_OPT_VALUE, &s_msrv, NULL},
-        {"masking-token-file", CLI_OPT_VALUE, &s_mtok, NULL},
-        {"masking-public-url", CLI_OPT_VALUE, &s_mpub, NULL},
-        {"block-size", CLI_OPT_VALUE, &s_block, NULL},
-        {"cols", CLI_OPT_VALUE, &s_cols, NULL},
-        {"party-key", CLI_OPT_LIST, pkeys, NULL},
-        {"allow-unpinned", CLI_OPT_FLAG, NULL, &allow_unpinned},
-        ORCH_POWER_OPTS(po),
+        {"server", CLI_OPT_VALUE, &a.server, NULL},
+        {"admin-token-file", CLI_OPT_VALUE, &a.tok, NULL},
+        {"algorithm", CLI_OPT_VALUE, &a.alg, NULL},
+        {"parties", CLI_OPT_VALUE, &a.parties, NULL},
+        {"shape", CLI_OPT_VALUE, &a.shape, NULL},
+        {"threshold", CLI_OPT_VALUE, &a.thr, NULL},
+        {"allow-low-threshold", CLI_OPT_FLAG, NULL, &a.allow_low},
+        {"round-timeout", CLI_OPT_VALUE, &a.rt, NULL},
+        {"join-timeout", CLI_OPT_VALUE, &a.jt, NULL},
+        {"name", CLI_OPT_VALUE, &a.name, NULL},
+        {"public-url", CLI_OPT_VALUE, &a.pub, NULL},
+        {"out-dir", CLI_OPT_DIR, &a.outdir, NULL},
+        {"format", CLI_OPT_VALUE, &a.format, NULL},
+        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
+        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
+        {"ca-file", CLI_OPT_VALUE, &a.ca, NULL},
+        {"partition", CLI_OPT_VALUE, &a.part, NULL},
+        {"party-sizes", CLI_OPT_VALUE, &a.sizes, NULL},
+        {"k", CLI_OPT_VALUE, &a.k, NULL},
+        {"method", CLI_OPT_VALUE, &a.method, NULL},
+        {"standardize", CLI_OPT_FLAG, NULL, &a.standardize},
+        {"allow-dropouts", CLI_OPT_FLAG, NULL, &a.allow_dropouts},
+        {"masking-server", CLI_OPT_VALUE, &a.msrv, NULL},
+        {"masking-token-file", CLI_OPT_VALUE, &a.mtok, NULL},
+        {"masking-public-url", CLI_OPT_VALUE, &a.mpub, NULL},
+        {"block-size", CLI_OPT_VALUE, &a.block, NULL},
+        {"cols", CLI_OPT_VALUE, &a.cols, NULL},
+        {"party-key", CLI_OPT_LIST, a.pkeys, NULL},
+        {"allow-unpinned", CLI_OPT_FLAG, NULL, &a.allow_unpinned},
+        ORCH_POWER_OPTS(a.po),
     };
     const char *pos[1];
-    size_t npos = 0, parties = 0, thr = 0, rt = 0, jt = 0;
-    json_int_t shape[2] = {0, 0};
-    int help = 0, json = 0, rc;
-    struct fs_err err;
-    fs_httpc *c = NULL;
-    json_t *spec = NULL, *resp = NULL;
-    const json_t *invs, *job;
+    size_t npos = 0;
+    int help = 0, rc;
+    enum fs_algo algo = FS_ALGO_SECURE_SUM;
+    int known;
 
-    fs_err_clear(&err);
-    memset(&po, 0, sizeof po);
+    memset(&a, 0, sizeof a);
     rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
     if (rc != CLI_OK) {
         return rc;
@@ -824,178 +902,34 @@ static int job_create(int argc, char **argv)
         create_help();
         return CLI_OK;
     }
-    tls.ca_file = s_ca;
-    if ((rc = check_server(cmd, s_server)) != CLI_OK ||
-        (rc = check_invitation_url(cmd, "--public-url", s_pub, &tls)) != CLI_OK ||
+    a.tls.ca_file = a.ca;
+    if ((rc = check_server(cmd, a.server)) != CLI_OK ||
+        (rc = check_invitation_url(cmd, "--public-url", a.pub, &a.tls)) != CLI_OK ||
         (rc =
-             check_invitation_url(cmd, s_mpub != NULL ? "--masking-public-url" : "--masking-server",
-                                  s_mpub != NULL ? s_mpub : s_msrv, &tls)) != CLI_OK) {
+             check_invitation_url(cmd, a.mpub != NULL ? "--masking-public-url" : "--masking-server",
+                                  a.mpub != NULL ? a.mpub : a.msrv, &a.tls)) != CLI_OK) {
         return rc;
     }
-    power = orch_power_algorithm(s_alg);
-    if (!power && (orch_power_given(&po) || s_cols != NULL)) {
+    known = fs_algo_parse(a.alg, &algo) == 0;
+    if (!(known && fs_algo_is_power(algo)) && (orch_power_given(&a.po) || a.cols != NULL)) {
         return cli_usage_error(cmd, "--cols and the power-method options are for fedpower, "
                                     "fedpower-utility, fedpower-private and dp-ppm");
     }
-    if (power) {
-        return power_create(cmd, s_server, s_tok, s_alg, s_parties, s_shape, s_cols, s_sizes, s_k,
-                            s_thr, s_rt, s_jt, s_name, s_pub, s_outdir, s_format, &tls, &po,
-                            allow_dropouts,
-                            s_part != NULL || s_method != NULL || standardize || s_msrv != NULL ||
-                                s_mtok != NULL || s_mpub != NULL || s_block != NULL,
-                            pkeys, allow_unpinned, allow_low);
+    if (known && fs_algo_is_power(algo) &&
+        (a.part != NULL || a.method != NULL || a.standardize || a.msrv != NULL || a.mtok != NULL ||
+         a.mpub != NULL || a.block != NULL)) {
+        return cli_usage_error(cmd, "--partition, --method, --standardize, --masking-* and "
+                                    "--block-size are for fedsvd and fedpca");
     }
-    if (s_alg != NULL && (strcmp(s_alg, "fedsvd") == 0 || strcmp(s_alg, "fedpca") == 0)) {
-        fed = 1;
-        rc = fed_create_args(cmd, s_alg, s_part, s_sizes, s_k, s_method, standardize, s_msrv,
-                             s_mtok, s_mpub, s_block, &sizes, &nsizes, &kk, &block);
-        if (rc != CLI_OK) {
-            return rc;
-        }
-        if (s_parties == NULL) {
-            s_parties = "0"; /* from --party-sizes below */
-        }
-    } else if (s_part != NULL || s_sizes != NULL || s_k != NULL || s_method != NULL ||
-               standardize || allow_dropouts || s_msrv != NULL || s_mtok != NULL ||
-               s_mpub != NULL || s_block != NULL) {
-        return cli_usage_error(cmd, "--partition, --party-sizes, --k, --method, --standardize, "
-                                    "--allow-dropouts, --masking-* and --block-size are for "
-                                    "fedsvd and fedpca");
-    }
-    if (s_tok == NULL || s_alg == NULL || s_parties == NULL || s_shape == NULL) {
-        free(sizes);
+    if (a.alg == NULL) {
         return cli_usage_error(
             cmd, "--admin-token-file, --algorithm, --parties and --shape are required");
     }
-    if (!fed && strcmp(s_alg, "secure-sum") != 0) {
-        return cli_usage_error(cmd, "--algorithm: expected " ORCH_ALGORITHMS ", got '%s'", s_alg);
+    if (!known) {
+        return cli_usage_error(cmd, "--algorithm: expected " FS_ALGO_LIST ", got '%s'", a.alg);
     }
-    if (fed && strcmp(s_parties, "0") != 0 &&
-        ((rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) != 0 ||
-         parties != nsizes)) {
-        free(sizes);
-        return rc != 0 ? rc
-                       : cli_usage_error(cmd, "--parties %zu but --party-sizes lists %zu", parties,
-                                         nsizes);
-    }
-    if (fed) {
-        parties = nsizes;
-    }
-    if ((!fed &&
-         (rc = cli_parse_size(cmd, "--parties", s_parties, 1, JOB_MAX_PARTIES, &parties)) != 0) ||
-        (rc = parse_shape(cmd, s_shape, shape)) != 0 ||
-        (s_thr != NULL &&
-         (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, parties, &thr)) != 0) ||
-        (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
-        (s_jt != NULL && (rc = cli_parse_size(cmd, "--join-timeout", s_jt, 1,
-                                              FS_JOB_MAX_JOIN_TIMEOUT, &jt)) != 0) ||
-        (rc = cli_parse_format(cmd, s_format, &json)) != 0) {
-        free(sizes);
-        return rc;
-    }
-    if (s_pub != NULL && !orch_url_ok(s_pub)) {
-        free(sizes);
-        return cli_usage_error(cmd, "--public-url: expected an http:// or https:// URL, got '%s'",
-                               s_pub);
-    }
-    spec = json_pack("{s:s, s:I, s:[I,I]}", "algorithm", s_alg, "parties", (json_int_t)parties,
-                     "shape", shape[0], shape[1]);
-    if (spec == NULL) {
-        return cli_runtime_error(cmd, "out of memory");
-    }
-    if (s_thr != NULL) {
-        json_object_set_new(spec, "threshold", json_integer((json_int_t)thr));
-    }
-    if (allow_low) {
-        json_object_set_new(spec, "allow_low_threshold", json_true());
-    }
-    if (s_rt != NULL) {
-        json_object_set_new(spec, "round_timeout_s", json_integer((json_int_t)rt));
-    }
-    if (s_jt != NULL) {
-        json_object_set_new(spec, "join_timeout_s", json_integer((json_int_t)jt));
-    }
-    if (s_name != NULL) {
-        json_object_set_new(spec, "name", json_string(s_name));
-    }
-    if (s_pub != NULL) {
-        json_object_set_new(spec, "server_url", json_string(s_pub));
-    }
-    if (fed) {
-        json_t *a = json_array();
-        for (size_t i = 0; a != NULL && i < nsizes; i++) {
-            json_array_append_new(a, json_integer((json_int_t)sizes[i]));
-        }
-        json_object_set_new(spec, "partition", json_string(s_part != NULL ? s_part : "samples"));
-        json_object_set_new(spec, "party_sizes", a);
-        if (kk > 0) {
-            json_object_set_new(spec, "k", json_integer((json_int_t)kk));
-        }
-        if (s_method != NULL) {
-            json_object_set_new(spec, "method", json_string(s_method));
-        }
-        if (standardize) {
-            json_object_set_new(spec, "standardize", json_true());
-        }
-        if (allow_dropouts) {
-            json_object_set_new(spec, "allow_dropouts", json_true());
-        }
-    }
-    if ((rc = orch_party_keys(cmd, pkeys, parties, allow_unpinned, spec)) != CLI_OK) {
-        goto out;
-    }
-    if (fed && json_object_get(spec, "party_keys") == NULL) {
-        rc = cli_usage_error(cmd, "fedsvd and fedpca jobs need --party-key I:FINGERPRINT for "
-                                  "every party: the masking server releases party i's keys only "
-                                  "to requests signed by party i's identity");
-        goto out;
-    }
-    if (s_outdir != NULL && (rc = cli_mkdir_p(cmd, s_outdir)) != CLI_OK) {
-        goto out;
-    }
-    if ((rc = connect_server(cmd, s_server, s_tok, &tls, &c)) != CLI_OK) {
-        goto out;
-    }
-    if (fs_httpc_json(c, "POST", "/v1/jobs", spec, &resp, NULL, &err) != 0) {
-        rc = cli_fs_error(cmd, &err);
-        goto out;
-    }
-    job = json_object_get(resp, "job");
-    invs = json_object_get(resp, "invitations");
-    if (!json_is_object(job) || !json_is_array(invs) || json_array_size(invs) != parties) {
-        rc = cli_runtime_error(cmd, "POST /v1/jobs: the response lacks the job or %zu invitations",
-                               parties);
-        goto out;
-    }
-    if (orch_check_invitation_pins(spec, invs, &err) != 0) {
-        rc = cli_fs_error(cmd, &err);
-        goto out;
-    }
-    snprintf(job_id, sizeof job_id, "%s", str_or(job, "id", ""));
-    if (fed) {
-        rc = fed_create_maskset(
-            cmd, s_msrv, s_mtok, s_mpub, &tls, job_id,
-            s_part != NULL && strcmp(s_part, "features") == 0, sizes, nsizes,
-            (size_t)(s_part != NULL && strcmp(s_part, "features") == 0 ? shape[0] : shape[1]),
-            block, json_object_get(spec, "party_keys"), c, (json_t *)invs);
-        if (rc != CLI_OK) {
-            /* a job without masks cannot run: do not leave it waiting */
-            char path[ORCH_ID_MAX + 16];
-            snprintf(path, sizeof path, "/v1/jobs/%s", job_id);
-            if (orch_id_ok(job_id) &&
-                fs_httpc_json(c, "DELETE", path, NULL, NULL, NULL, &err) == 0) {
-                fprintf(stderr, "fedsvd %s: job %s cancelled\n", cmd, job_id);
-            }
-            goto out;
-        }
-    }
-    rc = emit_invitations(cmd, job, invs, s_outdir, json, parties);
-out:
-    json_decref(resp);
-    json_decref(spec);
-    fs_httpc_free(c);
-    free(sizes);
-    return rc;
+    a.algo = algo;
+    return create_job(cmd, &a, algo);
 }
 
 /* ---- status / watch / result / list / cancel ---- */
@@ -1025,6 +959,7 @@ static int job_status(int argc, char **argv)
     struct fs_err err;
     fs_httpc *c = NULL;
     json_t *job = NULL;
+    struct fs_job_status *st = NULL;
 
     memset(&a, 0, sizeof a);
     fs_err_clear(&err);
@@ -1047,16 +982,22 @@ static int job_status(int argc, char **argv)
     if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
         return rc;
     }
-    if (orch_job_get(c, a.job, &job, &err) != 0) {
+    st = malloc(sizeof *st);
+    if (st == NULL) {
+        rc = cli_runtime_error(cmd, "out of memory");
+        goto out;
+    }
+    if (orch_job_poll(c, a.job, &job, st, &err) != 0) {
         rc = cli_fs_error(cmd, &err);
         goto out;
     }
     if (a.json) {
         rc = cli_print_json(cmd, json_incref(job));
     } else {
-        print_job_text(job);
+        print_job_text(st);
     }
 out:
+    free(st);
     json_decref(job);
     fs_httpc_free(c);
     return rc;
@@ -1094,6 +1035,7 @@ static int job_watch(int argc, char **argv)
     struct sigaction sa, old_int, old_term;
     fs_httpc *c = NULL;
     json_t *job = NULL;
+    struct fs_job_status *st = NULL;
 
     memset(&a, 0, sizeof a);
     fs_err_clear(&err);
@@ -1118,7 +1060,12 @@ static int job_watch(int argc, char **argv)
     if (a.token_file == NULL) {
         return cli_usage_error(cmd, "--token-file is required");
     }
+    st = malloc(sizeof *st);
+    if (st == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
+    }
     if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+        free(st);
         return rc;
     }
     memset(&sa, 0, sizeof sa);
@@ -1131,13 +1078,13 @@ static int job_watch(int argc, char **argv)
     for (;;) {
         json_decref(job);
         job = NULL;
-        if (orch_job_get(c, a.job, &job, &err) != 0) {
+        if (orch_job_poll(c, a.job, &job, st, &err) != 0) {
             orch_progress_done(&prog);
             rc = cli_fs_error(cmd, &err);
             goto out;
         }
-        orch_progress_job(&prog, job);
-        if (strcmp(orch_job_state(job), "running") != 0) {
+        orch_progress_job(&prog, st);
+        if (st->state != FS_JOB_STATE_RUNNING) {
             break;
         }
         if (g_watch_stop != 0) {
@@ -1148,7 +1095,7 @@ static int job_watch(int argc, char **argv)
         if (timeout > 0 && cli_now() - t0 > timeout) {
             orch_progress_done(&prog);
             rc = cli_runtime_error(cmd, "timed out after %.0f s; job %s is still %s", timeout,
-                                   a.job, str_or(job, "phase", "running"));
+                                   a.job, st->phase);
             goto out;
         }
         orch_sleep_ms((long)(interval * 1000));
@@ -1157,51 +1104,38 @@ static int job_watch(int argc, char **argv)
     if (a.json) {
         rc = cli_print_json(cmd, json_incref(job));
     } else {
-        print_job_text(job);
+        print_job_text(st);
     }
-    if (rc == CLI_OK && strcmp(orch_job_state(job), "done") != 0) {
-        rc = cli_runtime_error(cmd, "job %s %s: %s", a.job, orch_job_state(job),
-                               str_or(job, "error", "no reason given"));
+    if (rc == CLI_OK && st->state != FS_JOB_STATE_DONE) {
+        rc = cli_runtime_error(cmd, "job %s %s: %s", a.job, fs_job_state_name(st->state),
+                               st->has_error ? st->error : "no reason given");
     }
 out:
     sigaction(SIGINT, &old_int, NULL);
     sigaction(SIGTERM, &old_term, NULL);
+    free(st);
     json_decref(job);
     fs_httpc_free(c);
     return rc;
 }
 
-/* Download every file of a manifest into dir, verifying sha256. */
-static int fetch_files(const char *cmd, fs_httpc *c, const char *prefix, const json_t *manifest,
-                       const char *dir)
+/* Download every file of a result into dir, verifying sha256. */
+static int fetch_files(const char *cmd, fs_httpc *c, const char *prefix,
+                       const struct fs_job_result *res, const char *dir)
 {
-    const json_t *files = json_object_get(manifest, "files");
     struct fs_err err;
-    size_t i;
-    json_t *f;
 
     fs_err_clear(&err);
-    if (!json_is_array(files)) {
-        return cli_runtime_error(cmd, "the result manifest lists no files");
-    }
-    json_array_foreach(files, i, f)
-    {
-        const char *name = json_string_value(json_object_get(f, "name"));
-        const char *sha = json_string_value(json_object_get(f, "sha256"));
+    for (size_t i = 0; i < res->nfiles; i++) {
+        const char *name = res->files[i].name;
         char path[512], dest[4096];
-        size_t n;
         int rc;
 
-        n = name != NULL ? strlen(name) : 0;
-        if (n < 5 || strcmp(name + n - 4, ".npy") != 0 || !orch_id_ok(name)) {
-            return cli_runtime_error(cmd, "the result manifest names a bad file '%s'",
-                                     name != NULL ? name : "");
-        }
         snprintf(path, sizeof path, "%s/%s", prefix, name);
         if ((rc = cli_path_join(cmd, dest, sizeof dest, dir, name)) != CLI_OK) {
             return rc;
         }
-        if (orch_download_verified(c, path, dest, sha, NULL, &err) != 0) {
+        if (orch_download_verified(c, path, dest, res->files[i].sha256, NULL, &err) != 0) {
             return cli_fs_error(cmd, &err);
         }
     }
@@ -1229,6 +1163,7 @@ static int job_result(int argc, char **argv)
     struct fs_err err;
     fs_httpc *c = NULL;
     json_t *res = NULL;
+    struct fs_job_result *r = NULL;
     char path[64 + ORCH_ID_MAX];
 
     memset(&a, 0, sizeof a);
@@ -1257,28 +1192,31 @@ static int job_result(int argc, char **argv)
         rc = cli_fs_error(cmd, &err);
         goto out;
     }
+    if ((r = malloc(sizeof *r)) == NULL) {
+        rc = cli_runtime_error(cmd, "out of memory");
+        goto out;
+    }
+    if (fs_job_result_decode(res, 0, r, &err) != 0) {
+        rc = cli_runtime_error(cmd, "the result manifest: %s", err.msg);
+        goto out;
+    }
     if (s_out != NULL && ((rc = cli_mkdir_p(cmd, s_out)) != CLI_OK ||
-                          (rc = fetch_files(cmd, c, path, res, s_out)) != CLI_OK)) {
+                          (rc = fetch_files(cmd, c, path, r, s_out)) != CLI_OK)) {
         goto out;
     }
     if (a.json) {
         rc = cli_print_json(cmd, json_incref(res));
     } else {
-        const json_t *files = json_object_get(res, "files");
-        size_t i;
-        json_t *f;
-
-        printf("%-12s %s\n", "algorithm", str_or(res, "algorithm", "?"));
-        print_ids("survivors", json_object_get(res, "survivors"));
-        print_ids("dropped", json_object_get(res, "dropped"));
-        json_array_foreach(files, i, f)
-        {
-            printf("%-12s %s sha256 %s%s%s\n", "file", str_or(f, "name", "?"),
-                   str_or(f, "sha256", "?"), s_out != NULL ? " -> " : "",
-                   s_out != NULL ? s_out : "");
+        printf("%-12s %s\n", "algorithm", r->algorithm);
+        print_ids("survivors", r->survivors, r->nsurvivors);
+        print_ids("dropped", r->dropped, r->ndropped);
+        for (size_t i = 0; i < r->nfiles; i++) {
+            printf("%-12s %s sha256 %s%s%s\n", "file", r->files[i].name, r->files[i].sha256,
+                   s_out != NULL ? " -> " : "", s_out != NULL ? s_out : "");
         }
     }
 out:
+    free(r);
     json_decref(res);
     fs_httpc_free(c);
     return rc;
@@ -1297,11 +1235,13 @@ static int job_list(int argc, char **argv)
         {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
     };
     const char *pos[1];
-    size_t npos = 0, i;
+    size_t npos = 0, n = 0;
     int help = 0, rc;
     struct fs_err err;
     fs_httpc *c = NULL;
-    json_t *res = NULL, *j;
+    json_t *res = NULL;
+    const json_t *jobs = NULL;
+    struct fs_job_status *st = NULL;
 
     memset(&a, 0, sizeof a);
     fs_err_clear(&err);
@@ -1332,13 +1272,25 @@ static int job_list(int argc, char **argv)
         rc = cli_print_json(cmd, json_incref(res));
         goto out;
     }
-    json_array_foreach(json_object_get(res, "jobs"), i, j)
-    {
-        printf("%s  %-12s %-8s %-19s parties %lld\n", str_or(j, "id", "?"),
-               str_or(j, "algorithm", "?"), str_or(j, "state", "?"), str_or(j, "phase", "?"),
-               (long long)json_integer_value(json_object_get(j, "parties")));
+    st = malloc(sizeof *st);
+    if (st == NULL) {
+        rc = cli_runtime_error(cmd, "out of memory");
+        goto out;
+    }
+    if (fs_job_list_decode(res, &jobs, &n, &err) != 0) {
+        rc = cli_runtime_error(cmd, "GET /v1/jobs: %s", err.msg);
+        goto out;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (fs_job_status_decode(json_array_get(jobs, i), st, &err) != 0) {
+            rc = cli_runtime_error(cmd, "GET /v1/jobs: jobs[%zu]: %s", i, err.msg);
+            goto out;
+        }
+        printf("%s  %-12s %-8s %-19s parties %lu\n", st->id, st->algorithm,
+               fs_job_state_name(st->state), st->phase, (unsigned long)st->parties);
     }
 out:
+    free(st);
     json_decref(res);
     fs_httpc_free(c);
     return rc;
@@ -1394,7 +1346,11 @@ static int job_cancel(int argc, char **argv)
     if (a.json) {
         rc = cli_print_json(cmd, json_incref(res));
     } else {
-        printf("job %s: %s\n", a.job, str_or(res, "phase", "cancelled"));
+        struct fs_job_status *st = malloc(sizeof *st);
+
+        printf("job %s: %s\n", a.job,
+               st != NULL && fs_job_status_decode(res, st, &err) == 0 ? st->phase : "cancelled");
+        free(st);
     }
 out:
     json_decref(res);

@@ -1,15 +1,15 @@
 /* fedsvd local for the power methods (fedpower, fedpower-utility,
  * fedpower-private, dp-ppm; docs/wire-fedpower.md): the same real processes
- * as the other algorithms (cmd_local.c, cli/local.h: one aggregation-server,
+ * as the other algorithms (local.c: one aggregation-server,
  * one client-agent per party, no masking server), a job spec with the
  * power-method parameters, and a result of V.npy (d x k), eigenvalues.npy,
  * summary.json (convergence and, with --reference, the subspace error per
  * sync, computed from the broadcast iterates the server keeps at
  * GET /v1/jobs/{job}/aggregations/{r}/z.npy; the privacy report; timings,
  * bytes and peak memory) and convergence.svg (drawn by `fedsvd plot line`'s
- * code).
- *
- * Also the power options shared with `fedsvd job create` (orch.h). */
+ * code). The processes, the agents and the pieces of the summary are
+ * local.c's; the power options (shared with `fedsvd job create`) are
+ * power_opts.c's. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -19,266 +19,30 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_docs.h"
 #include "io/matio.h"
 #include "la/qr.h"
 #include "local.h"
 #include "orch.h"
 #include "proto/fedpower.h"
 
-#define NOPTS(a)        (sizeof(a) / sizeof((a)[0]))
-#define POWER_NPY_HEAD  4096 /* bytes read to parse a .npy header */
-#define POWER_MAX_DIM   (1u << 20)
-#define POWER_MAX_RANK  1024
-#define POWER_MAX_ITERS 100000
-
-static const char *const k_algs[] = {"fedpower", "fedpower-utility", "fedpower-private", "dp-ppm"};
-
-int orch_power_algorithm(const char *alg)
-{
-    for (size_t i = 0; alg != NULL && i < NOPTS(k_algs); i++) {
-        if (strcmp(alg, k_algs[i]) == 0) {
-            return 1;
-        }
-    }
-    return 0;
-}
-
-/* ---- the job-spec options (shared with job create) ---- */
-
-int orch_power_given(const struct orch_power_opts *o)
-{
-    return o->rank != NULL || o->iterations != NULL || o->sync_every != NULL || o->align != NULL ||
-           o->sigma != NULL || o->sigma_server != NULL || o->epsilon != NULL || o->delta != NULL ||
-           o->clip_z != NULL || o->bound_m != NULL || o->bound_mode != NULL ||
-           o->value_bound != NULL || o->noise_exchange != NULL || o->paillier_bits != NULL ||
-           o->allow_weak_privacy || o->no_eigenvalues;
-}
-
-void orch_power_help(void)
-{
-    printf("Power methods (fedpower, fedpower-utility, fedpower-private, dp-ppm):\n"
-           "  --k K                the target rank: the top-K eigenspace (required)\n"
-           "  --rank R             iteration rank, K..d (default K)\n"
-           "  --iterations T       power iterations (default 92)\n"
-           "  --sync-every P       aggregate every P iterations (default 4; dp-ppm: 1 only)\n"
-           "  --align A            global (default: Procrustes to the last broadcast Z),\n"
-           "                       client1 (to party 1's upload; fedpower only) or none\n"
-           "  --sigma S            noise standard deviation (fedpower/utility: 0 = none,\n"
-           "                       the default); fedpower-private and dp-ppm need exactly one\n"
-           "                       of --sigma and --epsilon\n"
-           "  --sigma-server S2    fedpower: the server's noise std\n"
-           "  --epsilon E          target total epsilon: sigma is calibrated to it\n"
-           "  --delta D            delta of the target and of every epsilon reported\n"
-           "                       (default 1e-5)\n"
-           "  --clip-z Z           fedpower-private: clip Z's entries to [-Z, Z] (required)\n"
-           "  --bound-m M          fedpower-private: bound on the entries of M_i^T M_i / s_i\n"
-           "                       (required)\n"
-           "  --bound-mode B       fedpower-private: clip (default) or reject data beyond M\n"
-           "  --value-bound V      public bound on ||M_i^T M_i / s_i||_2 for the fixed-point\n"
-           "                       encoding of secure aggregation (utility, private, dp-ppm;\n"
-           "                       private defaults to d*M)\n"
-           "  --noise-exchange X   fedpower-utility: seed (default) or elementwise\n"
-           "  --paillier-bits N    fedpower-utility: the exchange key size, 1024..8192\n"
-           "                       (default 3072)\n"
-           "  --allow-weak-privacy run a job whose total epsilon is above 10 (refused by\n"
-           "                       default)\n"
-           "  --no-eigenvalues     skip the final Rayleigh-Ritz release (no eigenvalues; V\n"
-           "                       is the first K columns of the last iterate)\n");
-}
-
-/* Optional value parsers: CLI_OK and *out untouched when s is NULL. */
-static int opt_size(const char *cmd, const char *flag, const char *s, size_t min, size_t max,
-                    size_t *out)
-{
-    return s == NULL ? CLI_OK : cli_parse_size(cmd, flag, s, min, max, out);
-}
-
-static int opt_pos(const char *cmd, const char *flag, const char *s, double *out)
-{
-    return s == NULL ? CLI_OK : cli_parse_double(cmd, flag, s, 0.0, CLI_OPEN, 0.0, CLI_NONE, out);
-}
-
-/* A "only for ..." combination check: CLI_EUSAGE when given without ok. */
-static int only_for(const char *cmd, int given, int ok, const char *flag, const char *what)
-{
-    if (given && !ok) {
-        return cli_usage_error(cmd, "%s %s for %s", flag, strstr(flag, " and ") ? "are" : "is",
-                               what);
-    }
-    return CLI_OK;
-}
-
-int orch_power_spec(const char *cmd, const char *alg, const struct orch_power_opts *o, size_t d,
-                    json_t *spec, int *value_bound_missing)
-{
-    int plain = strcmp(alg, "fedpower") == 0, util = strcmp(alg, "fedpower-utility") == 0;
-    int priv = strcmp(alg, "fedpower-private") == 0, dppm = strcmp(alg, "dp-ppm") == 0;
-    size_t k = 0, rank = 0, iters = 92, every = dppm ? 1 : 4, bits = 0;
-    size_t dmax = d > 0 ? d : POWER_MAX_DIM;
-    double sigma = 0, sigma_s = 0, eps = 0, delta = 1e-5, cz = 0, bm = 0, vb = 0;
-    int rc;
-
-    if (!orch_power_algorithm(alg)) {
-        return cli_usage_error(cmd, "--algorithm: '%s' is not a power method", alg);
-    }
-    if (o->k == NULL) {
-        return cli_usage_error(cmd, "%s needs --k", alg);
-    }
-    /* --k 0 waits for d (the call with the files read) to name the real range */
-    if ((rc = cli_parse_size(cmd, "--k", o->k, 0, (size_t)1 << 31, &k)) != CLI_OK) {
-        return rc;
-    }
-    if (d > 0 && (k < 1 || k > d)) {
-        return cli_usage_error(cmd, "--k: must be between 1 and d = %zu (the columns), got '%s'", d,
-                               o->k);
-    }
-    if (k > dmax) {
-        return cli_usage_error(cmd, "--k: must be between 1 and %zu, got '%s'", dmax, o->k);
-    }
-    if ((rc = opt_size(cmd, "--rank", o->rank, k, dmax < POWER_MAX_RANK ? dmax : POWER_MAX_RANK,
-                       &rank)) != CLI_OK ||
-        (rc = opt_size(cmd, "--iterations", o->iterations, 1, POWER_MAX_ITERS, &iters)) != CLI_OK ||
-        (rc = opt_size(cmd, "--sync-every", o->sync_every, 1, iters, &every)) != CLI_OK ||
-        (rc = opt_size(cmd, "--paillier-bits", o->paillier_bits, 1024, 8192, &bits)) != CLI_OK ||
-        (o->sigma != NULL && (rc = cli_parse_double(cmd, "--sigma", o->sigma, 0.0, CLI_CLOSED, 0.0,
-                                                    CLI_NONE, &sigma)) != CLI_OK) ||
-        (o->sigma_server != NULL &&
-         (rc = cli_parse_double(cmd, "--sigma-server", o->sigma_server, 0.0, CLI_CLOSED, 0.0,
-                                CLI_NONE, &sigma_s)) != CLI_OK) ||
-        (rc = opt_pos(cmd, "--epsilon", o->epsilon, &eps)) != CLI_OK ||
-        (o->delta != NULL && (rc = cli_parse_double(cmd, "--delta", o->delta, 0.0, CLI_OPEN, 1.0,
-                                                    CLI_OPEN, &delta)) != CLI_OK) ||
-        (rc = opt_pos(cmd, "--clip-z", o->clip_z, &cz)) != CLI_OK ||
-        (rc = opt_pos(cmd, "--bound-m", o->bound_m, &bm)) != CLI_OK ||
-        (rc = opt_pos(cmd, "--value-bound", o->value_bound, &vb)) != CLI_OK) {
-        return rc;
-    }
-    if (bits % 2 != 0) {
-        return cli_usage_error(cmd, "--paillier-bits: expected an even number, got %zu", bits);
-    }
-    if (dppm && every != 1) {
-        return cli_usage_error(cmd, "--sync-every: dp-ppm aggregates after every iteration (1)");
-    }
-    if (o->align != NULL && strcmp(o->align, "global") != 0 && strcmp(o->align, "client1") != 0 &&
-        strcmp(o->align, "none") != 0) {
-        return cli_usage_error(cmd, "--align: expected global, client1 or none, got '%s'",
-                               o->align);
-    }
-    if (o->bound_mode != NULL && strcmp(o->bound_mode, "clip") != 0 &&
-        strcmp(o->bound_mode, "reject") != 0) {
-        return cli_usage_error(cmd, "--bound-mode: expected clip or reject, got '%s'",
-                               o->bound_mode);
-    }
-    if (o->noise_exchange != NULL && strcmp(o->noise_exchange, "seed") != 0 &&
-        strcmp(o->noise_exchange, "elementwise") != 0) {
-        return cli_usage_error(cmd, "--noise-exchange: expected seed or elementwise, got '%s'",
-                               o->noise_exchange);
-    }
-    if ((rc = only_for(cmd, o->align != NULL && strcmp(o->align, "client1") == 0, plain,
-                       "--align client1", "fedpower")) != CLI_OK ||
-        (rc = only_for(cmd, o->sigma_server != NULL, plain, "--sigma-server", "fedpower")) !=
-            CLI_OK ||
-        (rc = only_for(cmd, o->clip_z != NULL || o->bound_m != NULL || o->bound_mode != NULL, priv,
-                       "--clip-z, --bound-m and --bound-mode", "fedpower-private")) != CLI_OK ||
-        (rc = only_for(cmd, o->noise_exchange != NULL || o->paillier_bits != NULL, util,
-                       "--noise-exchange and --paillier-bits", "fedpower-utility")) != CLI_OK ||
-        (rc = only_for(cmd, o->value_bound != NULL, !plain, "--value-bound",
-                       "fedpower-utility, fedpower-private and dp-ppm (secure aggregation)")) !=
-            CLI_OK) {
-        return rc;
-    }
-    if (o->epsilon != NULL && (o->sigma != NULL || o->sigma_server != NULL)) {
-        return cli_usage_error(cmd, "give --sigma (and --sigma-server) or --epsilon, not both");
-    }
-    if ((priv || dppm) && o->sigma == NULL && o->epsilon == NULL) {
-        return cli_usage_error(cmd, "%s needs --sigma or --epsilon", alg);
-    }
-    if ((priv || dppm) && o->sigma != NULL && !(sigma > 0.0)) {
-        return cli_usage_error(cmd, "--sigma: %s needs noise (> 0)", alg);
-    }
-    if (priv && (o->clip_z == NULL || o->bound_m == NULL)) {
-        return cli_usage_error(cmd, "fedpower-private needs --clip-z and --bound-m");
-    }
-    if (value_bound_missing != NULL) {
-        *value_bound_missing = (util || dppm) && o->value_bound == NULL;
-    }
-    if (spec == NULL) {
-        return CLI_OK;
-    }
-    json_object_set_new(spec, "k", json_integer((json_int_t)k));
-    json_object_set_new(spec, "rank", json_integer((json_int_t)(rank > 0 ? rank : k)));
-    json_object_set_new(spec, "iterations", json_integer((json_int_t)iters));
-    json_object_set_new(spec, "sync_every", json_integer((json_int_t)every));
-    json_object_set_new(spec, "align", json_string(o->align != NULL ? o->align : "global"));
-    json_object_set_new(spec, "delta", json_real(delta));
-    json_object_set_new(spec, "eigenvalues", json_boolean(!o->no_eigenvalues));
-    json_object_set_new(spec, "allow_weak_privacy", json_boolean(o->allow_weak_privacy));
-    if (o->sigma != NULL) {
-        json_object_set_new(spec, "sigma", json_real(sigma));
-    }
-    if (o->sigma_server != NULL) {
-        json_object_set_new(spec, "sigma_server", json_real(sigma_s));
-    }
-    if (o->epsilon != NULL) {
-        json_object_set_new(spec, "epsilon", json_real(eps));
-    }
-    if (priv) {
-        json_object_set_new(spec, "clip_z", json_real(cz));
-        json_object_set_new(spec, "bound_m", json_real(bm));
-        json_object_set_new(spec, "bound_mode",
-                            json_string(o->bound_mode != NULL ? o->bound_mode : "clip"));
-    }
-    if (o->value_bound != NULL) {
-        json_object_set_new(spec, "value_bound", json_real(vb));
-    }
-    if (util) {
-        json_object_set_new(spec, "noise_exchange",
-                            json_string(o->noise_exchange != NULL ? o->noise_exchange : "seed"));
-        if (o->paillier_bits != NULL) {
-            json_object_set_new(spec, "paillier_bits", json_integer((json_int_t)bits));
-        }
-    }
-    return CLI_OK;
-}
+#define NOPTS(a)       (sizeof(a) / sizeof((a)[0]))
+#define POWER_NPY_HEAD 4096 /* bytes read to parse a .npy header */
 
 /* ---- fedsvd local --algorithm <power method> ---- */
-
-void local_power_help(void)
-{
-    printf("The power methods (fedpower, fedpower-utility, fedpower-private, dp-ppm) compute\n"
-           "the top-K eigenspace of the parties' combined covariance sum_i M_i^T M_i / s by\n"
-           "federated power iterations (no masking server). Party files may be dense (.npy,\n"
-           "CSV) or sparse (MatrixMarket); all have the same d columns. They write\n"
-           "DIR/V.npy (d x K), DIR/eigenvalues.npy (K; not with --no-eigenvalues),\n"
-           "DIR/summary.json (parameters, convergence per sync, with --reference the\n"
-           "projection distance and sin theta to it per sync and at the end, the privacy\n"
-           "report, phase timings including crypto, bytes and peak memory per process) and\n"
-           "DIR/convergence.svg. Options besides --party, --out, --threshold (below\n"
-           "floor(K/2)+1 only with --allow-low-threshold),\n"
-           "--round-timeout (default 300), --fail-party I:PHASE[:R] (R: stop at PHASE of\n"
-           "aggregation R, 0-based), --timeout, --keep, --bin-dir, --format:\n");
-    orch_power_help();
-    printf("  --reference V.npy    d x >=K matrix whose first K columns span the true\n"
-           "                       eigenspace (e.g. V.npy of 'fedsvd svd --k K' on the pooled\n"
-           "                       data): the subspace error per sync and at the end\n"
-           "  --allow-dropouts     a party lost during the job is dropped and the job goes\n"
-           "                       on with the survivors while >= T remain (default: the\n"
-           "                       job fails)\n"
-           "  In local runs --value-bound defaults to the largest ||M_i||_F^2 / s_i of the\n"
-           "  party files (a bound on ||M_i^T M_i / s_i||_2, computed here; a real\n"
-           "  deployment agrees on a public bound instead).\n");
-}
 
 struct power {
     struct local L;
     const char *alg;
+    enum fs_algo algo;
+    struct fs_job_spec *job; /* the job to create (power parameters from the options) */
     struct orch_power_opts o;
     size_t d, k;
     int *sparse;           /* per party: the file is MatrixMarket coordinate */
     double frob_bound;     /* max_i ||M_i||_F^2 / s_i when computed, else -1 */
     const char *vb_source; /* "given", "frobenius" or "default" */
     const char *reference; /* --reference */
-    json_t *spec;          /* what was POSTed */
+    json_t *spec;          /* what was POSTed (JSON) */
     json_t *per_sync;      /* convergence entries, with the subspace error */
     json_t *subspace;      /* {"initial", "final", ...} or NULL */
     int allow_dropouts;
@@ -409,53 +173,42 @@ static int read_parties(struct power *P, int need_bound)
     return CLI_OK;
 }
 
+/* The job spec of the run, but for the server's URL and the pins (known
+ * once the services are up): P->job, and as JSON in P->spec. */
+static int fill_job(struct power *P)
+{
+    struct local *L = &P->L;
+    struct fs_job_spec *spec = P->job;
+
+    snprintf(spec->name, sizeof spec->name, "fedsvd local");
+    spec->parties = (uint32_t)L->k;
+    spec->threshold = (uint32_t)L->thr;
+    spec->allow_low_threshold = L->allow_low_threshold;
+    spec->rows = L->n_rows;
+    spec->cols = P->d;
+    for (size_t i = 0; i < L->k; i++) {
+        spec->power.party_rows[i] = L->sizes[i];
+    }
+    spec->power.allow_dropouts = P->allow_dropouts;
+    spec->round_timeout_s = (uint32_t)L->round_timeout;
+    spec->join_timeout_s = (uint32_t)(L->round_timeout > 60 ? L->round_timeout : 60);
+    json_decref(P->spec);
+    P->spec = NULL;
+    return orch_job_spec_json(L->cmd, spec, &P->spec);
+}
+
 static int create_job(struct power *P, json_t **invitations)
 {
     struct local *L = &P->L;
-    json_t *resp = NULL, *rows = json_array();
-    const json_t *job, *invs;
-    const char *id;
-    struct fs_err err;
-    int rc = CLI_OK;
+    json_t *sent = NULL;
+    int rc;
 
-    fs_err_clear(&err);
-    *invitations = NULL;
-    for (size_t i = 0; rows != NULL && i < L->k; i++) {
-        json_array_append_new(rows, json_integer((json_int_t)L->sizes[i]));
+    snprintf(P->job->server_url, sizeof P->job->server_url, "%s", L->server.url);
+    rc = local_post_job(L, P->job, &sent, invitations);
+    if (rc == CLI_OK) {
+        json_decref(P->spec);
+        P->spec = sent;
     }
-    json_object_set_new(P->spec, "algorithm", json_string(P->alg));
-    json_object_set_new(P->spec, "name", json_string("fedsvd local"));
-    json_object_set_new(P->spec, "parties", json_integer((json_int_t)L->k));
-    json_object_set_new(P->spec, "threshold", json_integer((json_int_t)L->thr));
-    if (L->allow_low_threshold) {
-        json_object_set_new(P->spec, "allow_low_threshold", json_true());
-    }
-    json_object_set_new(P->spec, "cols", json_integer((json_int_t)P->d));
-    json_object_set_new(P->spec, "party_rows", rows);
-    json_object_set_new(P->spec, "allow_dropouts", json_boolean(P->allow_dropouts));
-    json_object_set_new(P->spec, "round_timeout_s", json_integer((json_int_t)L->round_timeout));
-    json_object_set_new(P->spec, "join_timeout_s",
-                        json_integer((json_int_t)(L->round_timeout > 60 ? L->round_timeout : 60)));
-    json_object_set_new(P->spec, "server_url", json_string(L->server.url));
-    if ((rc = local_pin_spec(L, P->spec)) != CLI_OK) {
-        return rc;
-    }
-    if (fs_httpc_json(L->server.http, "POST", "/v1/jobs", P->spec, &resp, NULL, &err) != 0) {
-        return cli_fs_error(L->cmd, &err);
-    }
-    job = json_object_get(resp, "job");
-    invs = json_object_get(resp, "invitations");
-    id = json_string_value(json_object_get(job, "id"));
-    if (!orch_id_ok(id) || !json_is_array(invs) || json_array_size(invs) != L->k) {
-        rc = cli_runtime_error(L->cmd,
-                               "POST /v1/jobs: the response lacks a job id or %zu "
-                               "invitations",
-                               L->k);
-    } else {
-        snprintf(L->job_id, sizeof L->job_id, "%s", id);
-        *invitations = json_incref((json_t *)invs);
-    }
-    json_decref(resp);
     return rc;
 }
 
@@ -463,13 +216,12 @@ static int create_job(struct power *P, json_t **invitations)
 static int fetch_file(struct power *P, const char *name, int required, char sha_out[65])
 {
     struct local *L = &P->L;
-    char path[128 + ORCH_ID_MAX], dest[LOCAL_PATH];
-    const char *sha = local_manifest_sha(L->manifest, name);
+    char path[128 + ORCH_ID_MAX], dest[LOCAL_PATH], sha[65];
     struct fs_err err;
     int rc;
 
     fs_err_clear(&err);
-    if (sha == NULL || strlen(sha) != 64) {
+    if (!local_manifest_sha(L->manifest, name, sha)) {
         if (!required) {
             return CLI_OK;
         }
@@ -507,11 +259,10 @@ static int collect_parties(struct power *P)
         return cli_runtime_error(L->cmd, "out of memory");
     }
     for (size_t i = 0; i < L->k; i++) {
-        const char *st = json_string_value(json_object_get(json_array_get(L->parts, i), "state"));
         char path[64 + ORCH_ID_MAX];
         json_t *m = NULL;
 
-        if (st == NULL || strcmp(st, "done") != 0) {
+        if (!local_part_done(json_array_get(L->parts, i))) {
             json_array_append_new(L->party_manifests, json_null());
             continue;
         }
@@ -568,27 +319,29 @@ static json_t *subspace_entry(const fs_mat *ref, const fs_mat *m, size_t k, stru
 }
 
 /* Fetch the broadcast Z before aggregation r (verified) and load it. */
-static int fetch_z(struct power *P, size_t r, json_t **agg, fs_mat **z, struct fs_err *err)
+static int fetch_z(struct power *P, size_t r, struct fs_power_agg_view *agg, fs_mat **z,
+                   struct fs_err *err)
 {
     struct local *L = &P->L;
     char path[128 + ORCH_ID_MAX], dest[LOCAL_PATH];
-    const char *sha;
+    json_t *doc = NULL;
     int rc;
 
-    *agg = NULL;
     *z = NULL;
     snprintf(path, sizeof path, "/v1/jobs/%s/aggregations/%zu", L->job_id, r);
-    if ((rc = fs_httpc_json(L->server.http, "GET", path, NULL, agg, NULL, err)) != 0) {
+    if ((rc = fs_httpc_json(L->server.http, "GET", path, NULL, &doc, NULL, err)) != 0) {
         return rc;
     }
-    sha = json_string_value(json_object_get(json_object_get(*agg, "z"), "sha256"));
+    rc = fs_power_agg_view_decode(doc, agg, err);
+    json_decref(doc);
+    if (rc != 0) {
+        return rc;
+    }
     snprintf(path, sizeof path, "/v1/jobs/%s/aggregations/%zu/z.npy", L->job_id, r);
     if ((size_t)snprintf(dest, sizeof dest, "%s/z-%zu.npy", L->root, r) >= sizeof dest) {
         return fs_err_set(err, FS_ERANGE, "%s: path too long", L->root);
     }
-    if ((rc = orch_download_verified(L->server.http, path, dest,
-                                     sha != NULL && strlen(sha) == 64 ? sha : NULL, NULL, err)) !=
-        0) {
+    if ((rc = orch_download_verified(L->server.http, path, dest, agg->z_sha256, NULL, err)) != 0) {
         return rc;
     }
     rc = fs_io_load_dense(dest, FS_FMT_NPY, NULL, z, err);
@@ -607,7 +360,7 @@ static int subspace_errors(struct power *P)
     struct local *L = &P->L;
     const json_t *conv = json_object_get(L->manifest, "convergence");
     size_t syncs = (size_t)json_integer_value(json_object_get(L->manifest, "syncs"));
-    size_t naggs = (size_t)json_integer_value(json_object_get(L->job, "aggregations"));
+    size_t naggs = L->status != NULL ? L->status->aggregations : 0;
     fs_mat *raw = NULL, *ref = NULL, *v = NULL;
     char vpath[LOCAL_PATH];
     struct fs_err err;
@@ -649,24 +402,23 @@ static int subspace_errors(struct power *P)
     }
     P->subspace = json_pack("{s:s, s:I}", "reference", P->reference, "k", (json_int_t)P->k);
     for (size_t r = 0; r < naggs && P->subspace != NULL; r++) {
-        json_t *agg = NULL, *e;
+        struct fs_power_agg_view agg;
+        json_t *e;
         fs_mat *z = NULL;
 
         if (fetch_z(P, r, &agg, &z, &err) != 0 ||
             (e = subspace_entry(ref, z, P->k, &err)) == NULL) {
-            json_decref(agg);
             fs_mat_free(z);
             rc = cli_runtime_error(L->cmd, "the iterate before aggregation %zu: %s", r, err.msg);
             goto out;
         }
-        json_object_set(e, "iteration", json_object_get(agg, "iteration"));
+        json_object_set_new(e, "iteration", json_integer((json_int_t)agg.iteration));
         if (r == 0) {
             json_object_set(P->subspace, "initial", e);
         } else if (r - 1 < json_array_size(P->per_sync)) {
             json_object_update(json_array_get(P->per_sync, r - 1), e);
         }
         json_decref(e);
-        json_decref(agg);
         fs_mat_free(z);
     }
     {
@@ -750,11 +502,8 @@ static int run_power(struct power *P, char *error, size_t error_cap)
 {
     struct local *L = &P->L;
     json_t *invs = NULL;
-    struct fs_err err;
-    char path[128 + ORCH_ID_MAX];
     int rc;
 
-    fs_err_clear(&err);
     error[0] = '\0';
     if ((rc = local_start(L, error, error_cap)) != CLI_OK) {
         goto out;
@@ -766,9 +515,7 @@ static int run_power(struct power *P, char *error, size_t error_cap)
     if ((rc = local_drive(L, invs, error, error_cap)) != CLI_OK) {
         goto out;
     }
-    snprintf(path, sizeof path, "/v1/jobs/%s/result", L->job_id);
-    if (fs_httpc_json(L->server.http, "GET", path, NULL, &L->manifest, NULL, &err) != 0) {
-        rc = cli_fs_error(L->cmd, &err);
+    if ((rc = local_get_result(L)) != CLI_OK) {
         snprintf(error, error_cap, "could not fetch the result");
         goto out;
     }
@@ -799,26 +546,24 @@ static json_t *party_entry(const struct power *P, size_t i)
     const struct local *L = &P->L;
     const json_t *p = json_array_get(L->parts, i);
     const json_t *m = json_array_get(L->party_manifests, i);
-    const char *sha = local_manifest_sha(m, "V.npy");
+    char sha[65];
+    int has_sha = local_manifest_sha(m, "V.npy", sha);
     json_t *o;
 
-    o = json_pack("{s:I, s:s, s:s, s:[I,I], s:o, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "party",
-                  (json_int_t)(i + 1), "file", L->shown[i], "format",
-                  P->sparse[i] ? "sparse" : "dense", "shape", (json_int_t)L->sizes[i],
-                  (json_int_t)P->d, "participation",
-                  L->part_ids[i] != NULL ? json_string(L->part_ids[i]) : json_null(), "state",
-                  local_copy_if(p, "state", local_is_str), "dropped",
-                  local_id_in(json_object_get(L->job, "dropped"), i + 1), "fail_at",
-                  local_fail_json(L, i), "bytes_sent", local_copy_if(p, "bytes_sent", local_is_num),
-                  "bytes_received", local_copy_if(p, "bytes_received", local_is_num), "timings",
-                  local_copy_if(m, "party_timings", local_is_obj), "peak_memory_bytes",
-                  local_hwm_json(&L->agents[i]), "error", local_copy_if(p, "error", local_is_str));
+    o = json_pack(
+        "{s:I, s:s, s:s, s:[I,I], s:o, s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "party",
+        (json_int_t)(i + 1), "file", L->shown[i], "format", P->sparse[i] ? "sparse" : "dense",
+        "shape", (json_int_t)L->sizes[i], (json_int_t)P->d, "participation",
+        L->part_ids[i] != NULL ? json_string(L->part_ids[i]) : json_null(), "state",
+        local_copy_if(p, "state", local_is_str), "dropped", local_dropped(L, i + 1), "fail_at",
+        local_fail_json(L, i), "bytes_sent", local_copy_if(p, "bytes_sent", local_is_num),
+        "bytes_received", local_copy_if(p, "bytes_received", local_is_num), "timings",
+        local_copy_if(m, "party_timings", local_is_obj), "peak_memory_bytes",
+        local_hwm_json(&L->agents[i]), "error", local_copy_if(p, "error", local_is_str));
     if (o != NULL) {
-        json_object_set_new(
-            o, "in_result",
-            json_boolean(local_id_in(json_object_get(L->manifest, "survivors"), i + 1)));
+        json_object_set_new(o, "in_result", json_boolean(local_in_result(L, i + 1)));
         json_object_set_new(o, "v_matches_server",
-                            sha == NULL || P->v_sha[0] == '\0'
+                            !has_sha || P->v_sha[0] == '\0'
                                 ? json_null()
                                 : json_boolean(strcmp(sha, P->v_sha) == 0));
     }
@@ -967,37 +712,193 @@ static void print_text(const struct power *P, const json_t *summary)
 
 /* ---- entry ---- */
 
+/* The options of fedsvd local for a power method. */
+struct power_args {
+    const char *s_alg, *s_out, *s_thr, *s_rt, *s_timeout, *s_bin, *s_format, *s_ref;
+    int keep, allow_dropouts;
+    const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
+    size_t nparty, nfail, ninput;
+};
+
+/* Every option checked on its own (exit 2 before any file is read); P and
+ * its local filled in. *vb_missing: the value bound is to be computed. */
+static int check_options(struct power *P, struct power_args *a, int *vb_missing)
+{
+    struct local *L = &P->L;
+    const char *cmd = L->cmd;
+    size_t rt = 300;
+    int rc;
+
+    if (a->ninput > 0) {
+        return cli_usage_error(cmd, "--input/--parties are for fedsvd and fedpca; give --party "
+                                    "FILE per party");
+    }
+    if (a->s_out == NULL || a->nparty == 0) {
+        return cli_usage_error(cmd, "--algorithm, --out and at least one --party are required");
+    }
+    P->alg = a->s_alg;
+    P->reference = a->s_ref;
+    P->allow_dropouts = a->allow_dropouts;
+    if (fs_algo_parse(a->s_alg, &P->algo) != 0 || !fs_algo_is_power(P->algo)) {
+        return cli_usage_error(cmd, "--algorithm: '%s' is not a power method",
+                               a->s_alg != NULL ? a->s_alg : "");
+    }
+    /* the flags on their own first */
+    if ((rc = orch_power_params(cmd, P->algo, &P->o, 0, NULL, vb_missing)) != CLI_OK) {
+        return rc;
+    }
+    L->k = a->nparty;
+    L->shown = a->party;
+    L->out = a->s_out;
+    L->keep = a->keep;
+    L->thr = L->k / 2 + 1;
+    if ((rc = local_alloc(L, a->fail, a->nfail, LOCAL_FAIL_POWER)) != CLI_OK) {
+        return rc;
+    }
+    P->sparse = calloc(L->k, sizeof *P->sparse);
+    P->job = malloc(sizeof *P->job);
+    if (P->sparse == NULL || P->job == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
+    }
+    fs_job_spec_init(P->job, P->algo);
+    if ((a->s_thr != NULL &&
+         (rc = cli_parse_size(cmd, "--threshold", a->s_thr, 1, L->k, &L->thr)) != 0) ||
+        (a->s_rt != NULL &&
+         (rc = cli_parse_size(cmd, "--round-timeout", a->s_rt, 1, 86400, &rt)) != 0) ||
+        (a->s_timeout != NULL && (rc = cli_parse_double(cmd, "--timeout", a->s_timeout, 0, CLI_OPEN,
+                                                        0, CLI_NONE, &L->timeout)) != 0) ||
+        (rc = cli_parse_format(cmd, a->s_format, &L->json)) != 0) {
+        return rc;
+    }
+    if (a->s_ref != NULL && access(a->s_ref, R_OK) != 0) {
+        return cli_runtime_error(cmd, "--reference %s: %s", a->s_ref, strerror(errno));
+    }
+    L->round_timeout = (double)rt;
+    return CLI_OK;
+}
+
+/* --reference: d x >= k. */
+static int check_reference(struct power *P)
+{
+    const char *cmd = P->L.cmd;
+    struct fs_err err;
+    fs_mat *ref = NULL;
+    int rc = CLI_OK;
+
+    fs_err_clear(&err);
+    if (P->reference == NULL) {
+        return CLI_OK;
+    }
+    if (fs_io_load_dense(P->reference, FS_FMT_AUTO, NULL, &ref, &err) != 0) {
+        return cli_fs_error(cmd, &err);
+    }
+    if (ref->rows != P->d || ref->cols < P->k) {
+        rc = cli_runtime_error(cmd, "--reference %s: %zu x %zu, expected %zu x >= %zu (d x k)",
+                               P->reference, ref->rows, ref->cols, P->d, P->k);
+    }
+    fs_mat_free(ref);
+    return rc;
+}
+
+/* The party files, the job's parameters (now with d), the temporary root
+ * and the processes' paths; the signal handlers from here on. */
+static int prepare(struct power *P, const struct power_args *a, int vb_missing,
+                   struct local_signals *sigs)
+{
+    struct local *L = &P->L;
+    int rc;
+
+    if ((rc = read_parties(P, vb_missing)) != CLI_OK ||
+        (rc = orch_power_params(L->cmd, P->algo, &P->o, P->d, &P->job->power, NULL)) != CLI_OK) {
+        return rc;
+    }
+    P->k = P->job->power.k;
+    if (vb_missing) {
+        /* a bound on ||M_i^T M_i / s_i||_2, a hair above it against rounding */
+        double vb = P->frob_bound * (1.0 + 1e-9);
+        P->job->power.value_bound = vb > 0 ? vb : 1.0;
+        P->vb_source = "frobenius";
+    } else if (P->o.value_bound == NULL) {
+        P->vb_source = P->algo == FS_ALGO_FEDPOWER_PRIVATE ? "d*bound_m" : "none";
+    }
+    if ((rc = fill_job(P)) != CLI_OK || (rc = check_reference(P)) != CLI_OK ||
+        (rc = local_find_bin_dir(L, a->s_bin)) != CLI_OK ||
+        (rc = cli_mkdir_p(L->cmd, a->s_out)) != CLI_OK) {
+        return rc;
+    }
+    local_remove_stale(L);
+    local_signals_install(sigs);
+    if ((rc = local_setup_root(L)) != CLI_OK ||
+        (rc = local_init_proc(L, &L->server, "aggregation-server", "aggregation-server")) !=
+            CLI_OK) {
+        return rc;
+    }
+    for (size_t i = 0; i < L->k; i++) {
+        char name[32];
+
+        snprintf(name, sizeof name, "agent-%zu", i + 1);
+        if ((rc = local_init_proc(L, &L->agents[i], name, "client-agent")) != CLI_OK) {
+            return rc;
+        }
+    }
+    return CLI_OK;
+}
+
+/* Stop everything, write summary.json, print the outcome: the exit status. */
+static int finish(struct power *P, const char *error, int rc)
+{
+    struct local *L = &P->L;
+    json_t *summary = NULL;
+
+    orch_progress_done(&L->prog);
+    local_stop(L);
+    if (L->root[0] != '\0') {
+        local_copy_logs(L);
+        if (L->t_start > 0) {
+            summary = build_summary(P, error[0] != '\0' ? error : NULL);
+            rc = local_write_summary(L, summary, rc);
+        }
+        local_drop_root(L);
+    }
+    if (summary != NULL && L->json) {
+        /* on failure too: the summary says what failed */
+        int prc = cli_print_json(L->cmd, json_incref(summary));
+
+        rc = rc != CLI_OK ? rc : prc;
+    } else if (rc == CLI_OK && summary != NULL) {
+        print_text(P, summary);
+    }
+    json_decref(summary);
+    return rc;
+}
+
 int cmd_local_power(int argc, char **argv)
 {
     const char *cmd = "local";
-    const char *s_alg = NULL, *s_out = NULL, *s_thr = NULL, *s_rt = NULL, *s_timeout = NULL;
-    const char *s_bin = NULL, *s_format = NULL, *s_ref = NULL;
-    int keep = 0, allow_dropouts = 0;
+    struct power_args a;
     struct power P;
     struct cli_opt opts[] = {
-        {"algorithm", CLI_OPT_VALUE, &s_alg, NULL},
-        {"out", CLI_OPT_DIR, &s_out, NULL},
-        {"threshold", CLI_OPT_VALUE, &s_thr, NULL},
+        {"algorithm", CLI_OPT_VALUE, &a.s_alg, NULL},
+        {"out", CLI_OPT_DIR, &a.s_out, NULL},
+        {"threshold", CLI_OPT_VALUE, &a.s_thr, NULL},
         {"allow-low-threshold", CLI_OPT_FLAG, NULL, &P.L.allow_low_threshold},
-        {"round-timeout", CLI_OPT_VALUE, &s_rt, NULL},
-        {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
-        {"bin-dir", CLI_OPT_DIR, &s_bin, NULL},
-        {"format", CLI_OPT_VALUE, &s_format, NULL},
-        {"keep", CLI_OPT_FLAG, NULL, &keep},
-        {"reference", CLI_OPT_VALUE, &s_ref, NULL},
-        {"allow-dropouts", CLI_OPT_FLAG, NULL, &allow_dropouts},
+        {"round-timeout", CLI_OPT_VALUE, &a.s_rt, NULL},
+        {"timeout", CLI_OPT_VALUE, &a.s_timeout, NULL},
+        {"bin-dir", CLI_OPT_DIR, &a.s_bin, NULL},
+        {"format", CLI_OPT_VALUE, &a.s_format, NULL},
+        {"keep", CLI_OPT_FLAG, NULL, &a.keep},
+        {"reference", CLI_OPT_VALUE, &a.s_ref, NULL},
+        {"allow-dropouts", CLI_OPT_FLAG, NULL, &a.allow_dropouts},
         {"k", CLI_OPT_VALUE, &P.o.k, NULL},
         ORCH_POWER_OPTS(P.o),
     };
-    const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
     char **rest = NULL;
-    size_t nparty = 0, nfail = 0, ninput = 0, rt = 300;
     int help = 0, vb_missing = 0, rc;
     struct local *L = &P.L;
     struct local_signals sigs;
     char error[FS_ERR_MSG_MAX];
-    json_t *summary = NULL;
 
+    memset(&a, 0, sizeof a);
     memset(&P, 0, sizeof P);
     memset(&sigs, 0, sizeof sigs);
     L->cmd = cmd;
@@ -1008,137 +909,25 @@ int cmd_local_power(int argc, char **argv)
     if (rest == NULL) {
         return cli_runtime_error(cmd, "out of memory");
     }
-    rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), party, &nparty, fail, &nfail, input,
-                          &ninput, rest, &help);
-    if (rc != CLI_OK) {
-        goto out;
-    }
-    if (help) {
+    rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), a.party, &a.nparty, a.fail, &a.nfail,
+                          a.input, &a.ninput, rest, &help);
+    if (rc == CLI_OK && help) {
         local_help();
-        rc = CLI_OK;
-        goto out;
-    }
-    if (ninput > 0) {
-        rc = cli_usage_error(cmd, "--input/--parties are for fedsvd and fedpca; give --party "
-                                  "FILE per party");
-        goto out;
-    }
-    if (s_out == NULL || nparty == 0) {
-        rc = cli_usage_error(cmd, "--algorithm, --out and at least one --party are required");
-        goto out;
-    }
-    P.alg = s_alg;
-    P.reference = s_ref;
-    P.allow_dropouts = allow_dropouts;
-    /* the flags on their own first (exit 2 before any file is read) */
-    if ((rc = orch_power_spec(cmd, s_alg, &P.o, 0, NULL, &vb_missing)) != CLI_OK) {
-        goto out;
-    }
-    L->k = nparty;
-    L->shown = party;
-    L->out = s_out;
-    L->keep = keep;
-    L->thr = L->k / 2 + 1;
-    if ((rc = local_alloc(L, fail, nfail, LOCAL_FAIL_POWER)) != CLI_OK) {
-        goto out;
-    }
-    P.sparse = calloc(L->k, sizeof *P.sparse);
-    P.spec = json_object();
-    if (P.sparse == NULL || P.spec == NULL) {
-        rc = cli_runtime_error(cmd, "out of memory");
-        goto out;
-    }
-    if ((s_thr != NULL &&
-         (rc = cli_parse_size(cmd, "--threshold", s_thr, 1, L->k, &L->thr)) != 0) ||
-        (s_rt != NULL && (rc = cli_parse_size(cmd, "--round-timeout", s_rt, 1, 86400, &rt)) != 0) ||
-        (s_timeout != NULL && (rc = cli_parse_double(cmd, "--timeout", s_timeout, 0, CLI_OPEN, 0,
-                                                     CLI_NONE, &L->timeout)) != 0) ||
-        (rc = cli_parse_format(cmd, s_format, &L->json)) != 0) {
-        goto out;
-    }
-    if (s_ref != NULL && access(s_ref, R_OK) != 0) {
-        rc = cli_runtime_error(cmd, "--reference %s: %s", s_ref, strerror(errno));
-        goto out;
-    }
-    L->round_timeout = (double)rt;
-    L->t_start = cli_now();
-    orch_progress_init(&L->prog, stderr, cmd);
-    if ((rc = read_parties(&P, vb_missing)) != CLI_OK) {
-        goto out;
-    }
-    /* now with d: --k and --rank against it, and the spec's fields */
-    if ((rc = orch_power_spec(cmd, s_alg, &P.o, P.d, P.spec, NULL)) != CLI_OK) {
-        goto out;
-    }
-    P.k = (size_t)json_integer_value(json_object_get(P.spec, "k"));
-    if (vb_missing) {
-        /* a bound on ||M_i^T M_i / s_i||_2, a hair above it against rounding */
-        double vb = P.frob_bound * (1.0 + 1e-9);
-        json_object_set_new(P.spec, "value_bound", json_real(vb > 0 ? vb : 1.0));
-        P.vb_source = "frobenius";
-    } else if (P.o.value_bound == NULL) {
-        P.vb_source = strcmp(s_alg, "fedpower-private") == 0 ? "d*bound_m" : "none";
-    }
-    if (s_ref != NULL) {
-        struct fs_err err;
-        fs_mat *ref = NULL;
-
-        fs_err_clear(&err);
-        if (fs_io_load_dense(s_ref, FS_FMT_AUTO, NULL, &ref, &err) != 0) {
-            rc = cli_fs_error(cmd, &err);
-            goto out;
-        }
-        if (ref->rows != P.d || ref->cols < P.k) {
-            rc = cli_runtime_error(cmd, "--reference %s: %zu x %zu, expected %zu x >= %zu (d x k)",
-                                   s_ref, ref->rows, ref->cols, P.d, P.k);
-            fs_mat_free(ref);
-            goto out;
-        }
-        fs_mat_free(ref);
-    }
-    if ((rc = local_find_bin_dir(L, s_bin)) != CLI_OK || (rc = cli_mkdir_p(cmd, s_out)) != CLI_OK) {
-        goto out;
-    }
-    local_remove_stale(L);
-    local_signals_install(&sigs);
-    if ((rc = local_setup_root(L)) != CLI_OK ||
-        (rc = local_init_proc(L, &L->server, "aggregation-server", "aggregation-server")) !=
-            CLI_OK) {
-        goto out;
-    }
-    for (size_t i = 0; i < L->k; i++) {
-        char name[32];
-
-        snprintf(name, sizeof name, "agent-%zu", i + 1);
-        if ((rc = local_init_proc(L, &L->agents[i], name, "client-agent")) != CLI_OK) {
-            goto out;
+    } else if (rc == CLI_OK && (rc = check_options(&P, &a, &vb_missing)) == CLI_OK) {
+        L->t_start = cli_now();
+        orch_progress_init(&L->prog, stderr, cmd);
+        if ((rc = prepare(&P, &a, vb_missing, &sigs)) == CLI_OK) {
+            rc = run_power(&P, error, sizeof error);
         }
     }
-    rc = run_power(&P, error, sizeof error);
-out:
-    orch_progress_done(&L->prog);
-    local_stop(L);
-    if (L->root[0] != '\0') {
-        local_copy_logs(L);
-        if (L->t_start > 0) {
-            summary = build_summary(&P, error[0] != '\0' ? error : NULL);
-            rc = local_write_summary(L, summary, rc);
-        }
-        local_drop_root(L);
-    }
-    if (summary != NULL && L->json) {
-        /* on failure too: the summary says what failed */
-        int prc = cli_print_json(cmd, json_incref(summary));
-
-        rc = rc != CLI_OK ? rc : prc;
-    } else if (rc == CLI_OK && summary != NULL) {
-        print_text(&P, summary);
+    if (!help) {
+        rc = finish(&P, error, rc);
     }
     local_signals_restore(&sigs);
-    json_decref(summary);
     json_decref(P.spec);
     json_decref(P.per_sync);
     json_decref(P.subspace);
+    free(P.job);
     free(P.sparse);
     local_free(L);
     free(rest);

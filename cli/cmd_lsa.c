@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_local.h"
 #include "core/hex.h"
 #include "crypto/ct.h"
 #include "crypto/rand.h"
@@ -724,6 +725,7 @@ static void reset_job(struct local *L)
     L->job = NULL;
     json_decref(L->manifest);
     L->manifest = NULL;
+    L->have_result = 0;
     L->job_id[0] = '\0';
 }
 
@@ -1129,6 +1131,92 @@ static void print_text(const struct lsa *A, const json_t *summary)
            A->out, A->out, A->out);
 }
 
+/* --stop-words, and --vocabulary or the hashing key (--key-file, else a fresh one). */
+static int read_words(struct lsa *A, const char *s_stop, const char *s_vocab, const char *s_key)
+{
+    struct fs_err err;
+    int rc;
+
+    fs_err_clear(&err);
+    if (s_stop != NULL && fs_text_read_words(s_stop, 0, &A->stop, &err) != 0) {
+        return cli_runtime_error(A->cmd, "--stop-words %s", err.msg);
+    }
+    A->topt.stop = A->stop;
+    if (s_vocab != NULL) {
+        if (fs_text_read_words(s_vocab, 1, &A->vocab, &err) != 0) {
+            return cli_runtime_error(A->cmd, "--vocabulary %s", err.msg);
+        }
+        A->d = fs_text_set_size(A->vocab);
+        if (A->d == 0) {
+            return cli_runtime_error(A->cmd, "--vocabulary %s: no word", s_vocab);
+        }
+    } else if (s_key != NULL) {
+        if ((rc = read_key_file(A, s_key)) != CLI_OK) {
+            return rc;
+        }
+        A->key_given = 1;
+    } else {
+        if (fs_rand_bytes(A->key, sizeof A->key, &err) != 0) {
+            return cli_fs_error(A->cmd, &err);
+        }
+        fs_hex_encode(A->key, FS_TEXT_KEY_LEN, A->key_hex);
+    }
+    return CLI_OK;
+}
+
+/* The run (central or federated), summary.json, and what is printed. */
+static int run_and_report(struct lsa *A, const char *s_bin, int keep, double timeout)
+{
+    json_t *summary = NULL;
+    int rc;
+
+    if (A->central) {
+        double t0 = cli_now() - A->t_read;
+        rc = run_central(A, &summary);
+        if (summary != NULL) {
+            json_object_set_new(json_object_get(summary, "seconds"), "total",
+                                json_real(cli_now() - t0));
+        }
+    } else {
+        rc = run_federated(A, s_bin, keep, timeout, &summary);
+    }
+    if (summary != NULL) {
+        char path[LOCAL_PATH];
+        if (cli_path_join(A->cmd, path, sizeof path, A->out, "summary.json") == CLI_OK) {
+            int wrc = cli_write_json_file(A->cmd, path, json_incref(summary));
+            rc = rc != CLI_OK ? rc : wrc;
+        }
+    }
+    if (rc == CLI_OK && summary != NULL) {
+        if (A->json) {
+            rc = cli_print_json(A->cmd, json_incref(summary));
+        } else {
+            print_text(A, summary);
+        }
+    }
+    json_decref(summary);
+    return rc;
+}
+
+static void lsa_free(struct lsa *A)
+{
+    for (size_t i = 0; A->p != NULL && i < A->np; i++) {
+        fs_text_corpus_clear(&A->p[i].c);
+        free(A->p[i].feat);
+        fs_mat_free(A->p[i].u);
+    }
+    free(A->p);
+    fs_text_set_free(A->vocab);
+    fs_text_set_free(A->stop);
+    free(A->df);
+    free(A->col);
+    free(A->idf);
+    fs_mat_free(A->v);
+    free(A->s);
+    fs_wipe(A->key, sizeof A->key);
+    fs_wipe(A->key_hex, sizeof A->key_hex);
+}
+
 int cmd_lsa(int argc, char **argv)
 {
     const char *cmd = "lsa";
@@ -1162,11 +1250,8 @@ int cmd_lsa(int argc, char **argv)
     int help = 0, rc;
     double timeout = 600;
     struct lsa A;
-    struct fs_err err;
-    json_t *summary = NULL;
 
     memset(&A, 0, sizeof A);
-    fs_err_clear(&err);
     A.cmd = cmd;
     A.max_df = 1.0;
     A.top = LSA_TOP_DEFAULT;
@@ -1237,77 +1322,13 @@ int cmd_lsa(int argc, char **argv)
     for (size_t i = 0; i < nparty; i++) {
         A.p[i].input = party[i];
     }
-    if (s_stop != NULL && fs_text_read_words(s_stop, 0, &A.stop, &err) != 0) {
-        rc = cli_runtime_error(cmd, "--stop-words %s", err.msg);
+    if ((rc = read_words(&A, s_stop, s_vocab, s_key)) != CLI_OK ||
+        (rc = cli_mkdir_p(cmd, s_out)) != CLI_OK || (rc = read_parties(&A)) != CLI_OK) {
         goto out;
     }
-    A.topt.stop = A.stop;
-    if (s_vocab != NULL) {
-        if (fs_text_read_words(s_vocab, 1, &A.vocab, &err) != 0) {
-            rc = cli_runtime_error(cmd, "--vocabulary %s", err.msg);
-            goto out;
-        }
-        A.d = fs_text_set_size(A.vocab);
-        if (A.d == 0) {
-            rc = cli_runtime_error(cmd, "--vocabulary %s: no word", s_vocab);
-            goto out;
-        }
-    } else if (s_key != NULL) {
-        if ((rc = read_key_file(&A, s_key)) != CLI_OK) {
-            goto out;
-        }
-        A.key_given = 1;
-    } else {
-        if (fs_rand_bytes(A.key, sizeof A.key, &err) != 0) {
-            rc = cli_fs_error(cmd, &err);
-            goto out;
-        }
-        fs_hex_encode(A.key, FS_TEXT_KEY_LEN, A.key_hex);
-    }
-    if ((rc = cli_mkdir_p(cmd, s_out)) != CLI_OK || (rc = read_parties(&A)) != CLI_OK) {
-        goto out;
-    }
-    if (central) {
-        double t0 = cli_now() - A.t_read;
-        rc = run_central(&A, &summary);
-        if (summary != NULL) {
-            json_object_set_new(json_object_get(summary, "seconds"), "total",
-                                json_real(cli_now() - t0));
-        }
-    } else {
-        rc = run_federated(&A, s_bin, keep, timeout, &summary);
-    }
-    if (summary != NULL) {
-        char path[LOCAL_PATH];
-        if (cli_path_join(cmd, path, sizeof path, s_out, "summary.json") == CLI_OK) {
-            int wrc = cli_write_json_file(cmd, path, json_incref(summary));
-            rc = rc != CLI_OK ? rc : wrc;
-        }
-    }
-    if (rc == CLI_OK && summary != NULL) {
-        if (A.json) {
-            rc = cli_print_json(cmd, json_incref(summary));
-        } else {
-            print_text(&A, summary);
-        }
-    }
+    rc = run_and_report(&A, s_bin, keep, timeout);
 out:
-    json_decref(summary);
-    for (size_t i = 0; A.p != NULL && i < A.np; i++) {
-        fs_text_corpus_clear(&A.p[i].c);
-        free(A.p[i].feat);
-        fs_mat_free(A.p[i].u);
-    }
-    free(A.p);
-    fs_text_set_free(A.vocab);
-    fs_text_set_free(A.stop);
-    free(A.df);
-    free(A.col);
-    free(A.idf);
-    fs_mat_free(A.v);
-    free(A.s);
-    fs_wipe(A.key, sizeof A.key);
-    fs_wipe(A.key_hex, sizeof A.key_hex);
+    lsa_free(&A);
     free(rest);
     return rc;
 }

@@ -112,8 +112,8 @@ void orch_participation_print(const struct fs_participation *p)
     }
 }
 
-/* GET /v1/participations: the document, checked to hold an array. */
-static int get_list(const char *cmd, fs_httpc *c, json_t **out)
+/* GET /v1/participations: the document and its borrowed array of n entries. */
+static int get_list(const char *cmd, fs_httpc *c, json_t **out, const json_t **items, size_t *n)
 {
     struct fs_err err;
 
@@ -121,10 +121,36 @@ static int get_list(const char *cmd, fs_httpc *c, json_t **out)
     if (fs_httpc_json(c, "GET", "/v1/participations", NULL, out, NULL, &err) != 0) {
         return cli_fs_error(cmd, &err);
     }
-    if (!json_is_array(json_object_get(*out, "participations"))) {
+    if (fs_participation_list_decode(*out, items, n, &err) != 0) {
         json_decref(*out);
         *out = NULL;
-        return cli_runtime_error(cmd, "GET /v1/participations: expected {\"participations\": []}");
+        return cli_runtime_error(cmd, "GET /v1/participations: %s", err.msg);
+    }
+    return CLI_OK;
+}
+
+/* "ID (state), ..." of the first LIST_SHOW participations into names. */
+static int list_names(const char *cmd, const json_t *items, size_t n, char *names, size_t cap)
+{
+    size_t used = 0;
+
+    names[0] = '\0';
+    for (size_t i = 0; i < n; i++) {
+        struct fs_participation p;
+        struct fs_err err;
+        int w;
+
+        if (fs_participation_decode(json_array_get(items, i), &p, &err) != 0) {
+            return cli_runtime_error(cmd, "GET /v1/participations: participations[%zu]: %s", i,
+                                     err.msg);
+        }
+        w = i >= LIST_SHOW
+                ? snprintf(names + used, cap - used, ", ...")
+                : snprintf(names + used, cap - used, "%s%s (%s)", i > 0 ? ", " : "", p.id, p.state);
+        if (w < 0 || (size_t)w >= cap - used || i >= LIST_SHOW) {
+            break;
+        }
+        used += (size_t)w;
     }
     return CLI_OK;
 }
@@ -134,10 +160,9 @@ static int resolve_id(const char *cmd, fs_httpc *c, const char *given,
                       char id[FS_PARTICIPATION_ID_LEN + 1])
 {
     json_t *doc = NULL;
-    const json_t *a;
+    const json_t *items = NULL;
     char names[LIST_SHOW * 80] = "";
-    size_t used = 0, i;
-    json_t *v;
+    size_t n = 0;
     int rc;
 
     if (given != NULL) {
@@ -150,33 +175,21 @@ static int resolve_id(const char *cmd, fs_httpc *c, const char *given,
         snprintf(id, FS_PARTICIPATION_ID_LEN + 1, "%s", given);
         return CLI_OK;
     }
-    if ((rc = get_list(cmd, c, &doc)) != CLI_OK) {
+    if ((rc = get_list(cmd, c, &doc, &items, &n)) != CLI_OK) {
         return rc;
     }
-    a = json_object_get(doc, "participations");
-    if (json_array_size(a) == 1) {
-        const char *s = json_string_value(json_object_get(json_array_get(a, 0), "id"));
-        rc = fs_participation_id_valid(s)
-                 ? (snprintf(id, FS_PARTICIPATION_ID_LEN + 1, "%s", s), CLI_OK)
-                 : cli_runtime_error(cmd, "GET /v1/participations: a bad participation id");
-    } else if (json_array_size(a) == 0) {
+    if (n == 1) {
+        struct fs_participation p;
+        struct fs_err err;
+        rc = fs_participation_decode(json_array_get(items, 0), &p, &err) == 0
+                 ? (snprintf(id, FS_PARTICIPATION_ID_LEN + 1, "%s", p.id), CLI_OK)
+                 : cli_runtime_error(cmd, "GET /v1/participations: %s", err.msg);
+    } else if (n == 0) {
         rc = cli_runtime_error(cmd, "the agent has no participations (start one with 'fedsvd "
                                     "join')");
-    } else {
-        json_array_foreach(a, i, v)
-        {
-            int w = i >= LIST_SHOW
-                        ? snprintf(names + used, sizeof names - used, ", ...")
-                        : snprintf(names + used, sizeof names - used, "%s%s (%s)",
-                                   i > 0 ? ", " : "", json_string_value(json_object_get(v, "id")),
-                                   json_string_value(json_object_get(v, "state")));
-            if (w < 0 || (size_t)w >= sizeof names - used || i >= LIST_SHOW) {
-                break;
-            }
-            used += (size_t)w;
-        }
-        rc = cli_usage_error(cmd, "the agent has %zu participations; give the ID of one: %s",
-                             json_array_size(a), names);
+    } else if ((rc = list_names(cmd, items, n, names, sizeof names)) == CLI_OK) {
+        rc = cli_usage_error(cmd, "the agent has %zu participations; give the ID of one: %s", n,
+                             names);
     }
     json_decref(doc);
     return rc;
@@ -197,27 +210,26 @@ static int agent_error(const char *cmd, const char *id, const struct fs_err *err
 static int part_list(const char *cmd, struct orch_agent_opts *o, fs_httpc *c)
 {
     json_t *doc = NULL;
-    size_t i;
-    json_t *v;
+    const json_t *items = NULL;
+    size_t n = 0;
     int rc;
 
-    if ((rc = get_list(cmd, c, &doc)) != CLI_OK) {
+    if ((rc = get_list(cmd, c, &doc, &items, &n)) != CLI_OK) {
         return rc;
     }
     if (o->json) {
         return cli_print_json(cmd, doc);
     }
-    if (json_array_size(json_object_get(doc, "participations")) == 0) {
+    if (n == 0) {
         fprintf(stderr, "fedsvd %s: the agent has no participations\n", cmd);
     } else {
         printf("%-34s  %-34s  %5s  %-16s  %-7s  %s\n", "ID", "JOB", "PARTY", "ALGORITHM", "STATE",
                "PHASE");
     }
-    json_array_foreach(json_object_get(doc, "participations"), i, v)
-    {
+    for (size_t i = 0; i < n; i++) {
         struct fs_participation p;
         struct fs_err err;
-        if (fs_participation_decode(v, &p, &err) != 0) {
+        if (fs_participation_decode(json_array_get(items, i), &p, &err) != 0) {
             json_decref(doc);
             return cli_runtime_error(cmd, "GET /v1/participations: participations[%zu]: %s", i,
                                      err.msg);

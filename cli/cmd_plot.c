@@ -19,14 +19,12 @@
 #include "core/version.h"
 #include "io/matio.h"
 #include "la/mat.h"
+#include "plot_axes.h"
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
 
 #define PLOT_MAX_CLASSES 20      /* distinct labels in a scatter (two palettes of 10) */
 #define PLOT_MAX_SERIES  20      /* columns in a line plot */
-#define PLOT_MAX_NAMES   256     /* entries in --class-names / --names */
-#define PLOT_MAX_TICKS   32      /* major ticks per axis */
-#define PLOT_MAX_MINOR   96      /* minor (log) ticks per axis */
 #define PLOT_MAX_BARS    1000    /* --max of a scree plot */
 #define PLOT_LEG_CHARS   28      /* legend entries are cut to at most this many characters */
 #define PLOT_MAX_DRAWN   1000000 /* --max-points: 1e6 circles is ~50 MB of SVG */
@@ -37,291 +35,13 @@ static const char *const palette[PLOT_MAX_CLASSES] = {
     "#7f7f7f", "#bcbd22", "#17becf", "#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
     "#c5b0d5", "#c49c94", "#f7b6d2", "#c7c7c7", "#dbdb8d", "#9edae5"};
 
-/* ---- text ---- */
-
-/* Length of the valid UTF-8 sequence at p, 0 if the bytes there are not one
- * (overlong forms and surrogates included), so the output stays valid XML. */
-static size_t utf8_seq(const unsigned char *p)
-{
-    if (p[0] < 0x80) {
-        return 1;
-    }
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-        return (p[1] & 0xc0) == 0x80 ? 2 : 0;
-    }
-    if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        unsigned lo = p[0] == 0xe0 ? 0xa0 : 0x80;
-        unsigned hi = p[0] == 0xed ? 0x9f : 0xbf;
-        return (p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80) ? 3 : 0;
-    }
-    if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        unsigned lo = p[0] == 0xf0 ? 0x90 : 0x80;
-        unsigned hi = p[0] == 0xf4 ? 0x8f : 0xbf;
-        return (p[1] >= lo && p[1] <= hi && (p[2] & 0xc0) == 0x80 && (p[3] & 0xc0) == 0x80) ? 4 : 0;
-    }
-    return 0;
-}
-
-/* Write s as XML character data / attribute text: markup characters become
- * entities, control characters (not allowed in XML 1.0) spaces, and invalid
- * UTF-8 bytes U+FFFD. At most max_chars characters; a longer s is cut and
- * ends in an ellipsis. */
-static void put_esc_max(FILE *f, const char *s, size_t max_chars)
-{
-    const unsigned char *p = (const unsigned char *)s;
-    size_t chars = 0;
-
-    while (*p != '\0') {
-        size_t n = utf8_seq(p);
-
-        if (++chars == max_chars && p[n > 0 ? n : 1] != '\0') {
-            fputs("\xe2\x80\xa6", f);
-            break;
-        }
-        if (n == 0) {
-            fputs("\xef\xbf\xbd", f);
-            p++;
-            continue;
-        }
-        if (n > 1) {
-            fwrite(p, 1, n, f);
-            p += n;
-            continue;
-        }
-        switch (*p) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&apos;", f);
-            break;
-        default:
-            fputc(*p < 0x20 || *p == 0x7f ? ' ' : *p, f);
-            break;
-        }
-        p++;
-    }
-}
-
-static void put_esc(FILE *f, const char *s)
-{
-    put_esc_max(f, s, SIZE_MAX);
-}
-
-/* Estimated rendered width in px of s at font size `size` (characters, not bytes). */
-static double text_px(const char *s, double size)
-{
-    size_t chars = 0;
-
-    for (const unsigned char *p = (const unsigned char *)s; *p != '\0'; p++) {
-        chars += (*p & 0xc0) != 0x80;
-    }
-    return 0.6 * size * (double)chars;
-}
-
-/* ---- name lists ("T-shirt,Trouser,...") ---- */
-
-struct names {
-    char *buf;   /* one copy of the argument, commas replaced by NULs */
-    char **item; /* borrowed from buf */
-    size_t n;
-};
-
-static void names_free(struct names *nm)
-{
-    free(nm->item);
-    free(nm->buf);
-    nm->item = NULL;
-    nm->buf = NULL;
-    nm->n = 0;
-}
-
-static int names_parse(const char *cmd, const char *flag, const char *s, struct names *nm)
-{
-    size_t count = 1;
-
-    memset(nm, 0, sizeof *nm);
-    if (s == NULL) {
-        return CLI_OK;
-    }
-    for (const char *p = s; *p != '\0'; p++) {
-        count += *p == ',';
-    }
-    if (count > PLOT_MAX_NAMES) {
-        return cli_usage_error(cmd, "%s: more than %d names", flag, PLOT_MAX_NAMES);
-    }
-    nm->buf = strdup(s);
-    nm->item = calloc(count, sizeof *nm->item);
-    if (nm->buf == NULL || nm->item == NULL) {
-        names_free(nm);
-        return cli_runtime_error(cmd, "out of memory");
-    }
-    nm->item[0] = nm->buf;
-    for (char *p = nm->buf; *p != '\0'; p++) {
-        if (*p == ',') {
-            *p = '\0';
-            nm->item[++nm->n] = p + 1;
-        }
-    }
-    nm->n = count;
-    return CLI_OK;
-}
-
-/* ---- axes ---- */
-
-struct axis {
-    double lo, hi; /* the shown range, in axis units (log10 of the data on a log axis) */
-    int log;
-    size_t nt;
-    double t[PLOT_MAX_TICKS]; /* major ticks, axis units */
-    char lab[PLOT_MAX_TICKS][32];
-    size_t nm;
-    double minor[PLOT_MAX_MINOR]; /* log axes only */
-};
-
-/* 1, 2 or 5 times a power of ten, at least range/target. */
-static double nice_step(double range, double target)
-{
-    double raw = range / target;
-    double mag = pow(10.0, floor(log10(raw)));
-    double norm = raw / mag;
-
-    if (norm <= 1.0) {
-        return mag;
-    }
-    if (norm <= 2.0) {
-        return 2.0 * mag;
-    }
-    if (norm <= 5.0) {
-        return 5.0 * mag;
-    }
-    return 10.0 * mag;
-}
-
-/* One number format for the whole axis, so "0.5" and "1.0" never mix with "1e-05". */
-static void label_ticks(struct axis *a, double step)
-{
-    double big = 0.0;
-    int dec = step >= 1.0 ? 0 : (int)ceil(-log10(step) - 1e-9);
-    int general, prec;
-
-    for (size_t i = 0; i < a->nt; i++) {
-        big = fmax(big, fabs(a->t[i]));
-    }
-    general = big >= 1e6 || dec > 5;
-    /* Enough significant digits that neighbouring ticks differ (1000000.1 vs 1000000.2). */
-    prec = big > step ? (int)ceil(log10(big / step) - 1e-9) + 1 : 1;
-    prec = prec < 1 ? 1 : prec > 17 ? 17 : prec;
-    for (size_t i = 0; i < a->nt; i++) {
-        if (general) {
-            snprintf(a->lab[i], sizeof a->lab[i], "%.*g", prec, a->t[i]);
-        } else {
-            snprintf(a->lab[i], sizeof a->lab[i], "%.*f", dec, a->t[i]);
-        }
-    }
-}
-
-/* Linear axis over [lo, hi] (already padded) with about `target` ticks; the
- * step is at least min_step (1 for row indices). */
-static void axis_linear(struct axis *a, double lo, double hi, double target, double min_step)
-{
-    double step;
-    double first;
-
-    memset(a, 0, sizeof *a);
-    if (!(hi > lo)) {
-        double pad = lo != 0.0 ? 0.1 * fabs(lo) : 1.0;
-        lo -= pad;
-        hi += pad;
-    }
-    a->lo = lo;
-    a->hi = hi;
-    step = fmax(nice_step(hi - lo, target), min_step);
-    first = ceil(lo / step - 1e-9);
-    for (size_t k = 0; a->nt < PLOT_MAX_TICKS; k++) {
-        double v = (first + (double)k) * step;
-        if (v > hi + 1e-9 * step) {
-            break;
-        }
-        /* -0 and 1e-17 (accumulated rounding) both print as "0". */
-        a->t[a->nt++] = fabs(v) < 1e-9 * step ? 0.0 : v;
-    }
-    label_ticks(a, step);
-}
-
-/* Component numbers 1..m as categories at integer positions. */
-static void axis_components(struct axis *a, size_t m)
-{
-    size_t step = (size_t)nice_step((double)m, 10.0);
-
-    memset(a, 0, sizeof *a);
-    a->lo = 0.5;
-    a->hi = (double)m + 0.5;
-    if (step < 1) {
-        step = 1;
-    }
-    /* 1, 5, 10, 15 ... reads well; 1, 2, 4, 6 does not, so step 2 gives 1, 3, 5 ... */
-    for (size_t v = 1; v <= m && a->nt < PLOT_MAX_TICKS;
-         v = (v == 1 && step > 2) ? step : v + step) {
-        a->t[a->nt] = (double)v;
-        snprintf(a->lab[a->nt], sizeof a->lab[a->nt], "%zu", v);
-        a->nt++;
-    }
-}
-
-/* Log axis covering [minv, maxv] (both > 0) with whole decades at the ends. */
-static void axis_log(struct axis *a, double minv, double maxv)
-{
-    double lo = floor(log10(minv));
-    double hi = ceil(log10(maxv));
-    double every;
-    int plain;
-
-    memset(a, 0, sizeof *a);
-    a->log = 1;
-    if (hi <= lo) {
-        hi = lo + 1.0;
-    }
-    a->lo = lo;
-    a->hi = hi;
-    every = ceil((hi - lo) / 10.0);
-    /* Plain numbers (0.001 ... 10000) when they all fit, else 1eN for every label. */
-    plain = lo >= -3.0 && hi <= 4.0;
-    /* Multiples of `every` decades, so 1e0 is labelled whenever it is in range. */
-    for (double d = ceil(lo / every) * every; d <= hi + 0.5 && a->nt < PLOT_MAX_TICKS; d += every) {
-        a->t[a->nt] = d;
-        if (plain) {
-            snprintf(a->lab[a->nt], sizeof a->lab[a->nt], "%g", pow(10.0, d));
-        } else {
-            snprintf(a->lab[a->nt], sizeof a->lab[a->nt], "1e%d", (int)d);
-        }
-        a->nt++;
-    }
-    if (hi - lo <= 8.0) {
-        for (double d = lo; d < hi - 0.5; d += 1.0) {
-            for (int j = 2; j <= 9 && a->nm < PLOT_MAX_MINOR; j++) {
-                a->minor[a->nm++] = d + log10((double)j);
-            }
-        }
-    }
-}
-
 /* ---- the figure ---- */
 
 struct plot {
     FILE *f;
     double w, h;
     double x0, x1, y0, y1; /* plot area in px: left, right, top, bottom */
-    struct axis ax, ay;
+    struct cli_plot_axis ax, ay;
 };
 
 static double px_x(const struct plot *p, double v)
@@ -340,7 +60,7 @@ static void layout(struct plot *p, const char *title, double legend_w)
     double ylab = 0.0;
 
     for (size_t i = 0; i < p->ay.nt; i++) {
-        ylab = fmax(ylab, text_px(p->ay.lab[i], 12.0));
+        ylab = fmax(ylab, cli_svg_text_px(p->ay.lab[i], 12.0));
     }
     p->x0 = 44.0 + ylab;
     p->x1 = p->w - 24.0 - legend_w;
@@ -372,9 +92,9 @@ static void svg_head(struct plot *p, const char *title, const char *desc)
             "height=\"%g\" viewBox=\"0 0 %g %g\">\n",
             p->w, p->h, p->w, p->h);
     fprintf(f, "<title>");
-    put_esc(f, title != NULL && title[0] != '\0' ? title : desc);
+    cli_svg_put_esc(f, title != NULL && title[0] != '\0' ? title : desc);
     fprintf(f, "</title>\n<desc>");
-    put_esc(f, desc);
+    cli_svg_put_esc(f, desc);
     fprintf(f, " (fedsvd plot %s)</desc>\n", fs_version());
     fprintf(f, "<defs>\n<style type=\"text/css\"><![CDATA[\n%s", style_common);
     for (size_t i = 0; i < PLOT_MAX_CLASSES; i++) {
@@ -413,7 +133,7 @@ static void draw_grid(const struct plot *p)
  * 10 px) when it is too long for that. */
 static void draw_title(const struct plot *p, const char *title)
 {
-    double tw = text_px(title, 17.0);
+    double tw = cli_svg_text_px(title, 17.0);
     double x = 0.5 * (p->x0 + p->x1);
     double size = 17.0;
 
@@ -428,7 +148,7 @@ static void draw_title(const struct plot *p, const char *title)
         fprintf(p->f, " style=\"font-size: %.1fpx\"", size);
     }
     fprintf(p->f, ">");
-    put_esc(p->f, title);
+    cli_svg_put_esc(p->f, title);
     fprintf(p->f, "</text>\n");
 }
 
@@ -461,18 +181,18 @@ static void draw_axes(const struct plot *p, const char *title, const char *xlabe
     for (size_t i = 0; i < p->ay.nt; i++) {
         fprintf(f, "<text x=\"%g\" y=\"%.1f\" text-anchor=\"end\">%s</text>\n", p->x0 - 8.0,
                 px_y(p, p->ay.t[i]) + 4.0, p->ay.lab[i]);
-        ylab = fmax(ylab, text_px(p->ay.lab[i], 12.0));
+        ylab = fmax(ylab, cli_svg_text_px(p->ay.lab[i], 12.0));
     }
     fprintf(f, "</g>\n");
     fprintf(f, "<text class=\"lab\" x=\"%.1f\" y=\"%g\" text-anchor=\"middle\">",
             0.5 * (p->x0 + p->x1), p->y1 + 44.0);
-    put_esc(f, xlabel);
+    cli_svg_put_esc(f, xlabel);
     fprintf(f, "</text>\n");
     fprintf(f,
             "<text class=\"lab\" transform=\"translate(%.1f,%.1f) rotate(-90)\" "
             "text-anchor=\"middle\">",
             p->x0 - 20.0 - ylab, 0.5 * (p->y0 + p->y1));
-    put_esc(f, ylabel);
+    cli_svg_put_esc(f, ylabel);
     fprintf(f, "</text>\n");
     if (title != NULL && title[0] != '\0') {
         draw_title(p, title);
@@ -497,7 +217,7 @@ struct leg_entry {
  * figure so that the legend takes at most about a third of the width. */
 static size_t legend_chars(const struct plot *p)
 {
-    double fit = floor((0.35 * p->w - 62.0) / text_px("M", 13.0));
+    double fit = floor((0.35 * p->w - 62.0) / cli_svg_text_px("M", 13.0));
 
     return fit < 8.0 ? 8 : fit > PLOT_LEG_CHARS ? PLOT_LEG_CHARS : (size_t)fit;
 }
@@ -506,14 +226,14 @@ static size_t legend_chars(const struct plot *p)
 static double legend_width(const struct plot *p, const char *heading, const struct leg_entry *e,
                            size_t n)
 {
-    double w = heading != NULL ? text_px(heading, 13.0) : 0.0;
-    double cap = text_px("M", 13.0) * (double)legend_chars(p);
+    double w = heading != NULL ? cli_svg_text_px(heading, 13.0) : 0.0;
+    double cap = cli_svg_text_px("M", 13.0) * (double)legend_chars(p);
 
     if (n == 0) {
         return 0.0;
     }
     for (size_t i = 0; i < n; i++) {
-        w = fmax(w, 26.0 + fmin(text_px(e[i].text, 13.0), cap));
+        w = fmax(w, 26.0 + fmin(cli_svg_text_px(e[i].text, 13.0), cap));
     }
     return 16.0 + 2.0 * LEG_PAD + w;
 }
@@ -536,7 +256,7 @@ static void draw_legend(const struct plot *p, const char *heading, const struct 
     y += LEG_PAD;
     if (heading != NULL) {
         fprintf(f, "<text x=\"%g\" y=\"%g\" font-weight=\"bold\">", x, y + 12.0);
-        put_esc(f, heading);
+        cli_svg_put_esc(f, heading);
         fprintf(f, "</text>\n");
         y += LEG_ROW;
     }
@@ -552,7 +272,7 @@ static void draw_legend(const struct plot *p, const char *heading, const struct 
                     x - 2.0, y + 8.0, x + 16.0, y + 8.0, e[i].color);
         }
         fprintf(f, "<text x=\"%g\" y=\"%g\">", x + 24.0, y + 12.5);
-        put_esc_max(f, e[i].text, legend_chars(p));
+        cli_svg_put_esc_max(f, e[i].text, legend_chars(p));
         fprintf(f, "</text>\n");
     }
     fprintf(f, "</g>\n");
@@ -716,7 +436,7 @@ static void copy_rows(fs_mat *all, size_t at, const fs_mat *m, int vectors, size
 static int load_rows(const char *cmd, const char *flag, const char *list, enum fs_io_format fmt,
                      int vectors, fs_mat **out)
 {
-    struct names files;
+    struct cli_plot_names files;
     fs_mat **parts = NULL;
     size_t rows = 0, cols = 0, at = 0;
     int rc;
@@ -725,7 +445,7 @@ static int load_rows(const char *cmd, const char *flag, const char *list, enum f
     if (strchr(list, ',') == NULL) {
         return load(cmd, list, fmt, out);
     }
-    rc = names_parse(cmd, flag, list, &files);
+    rc = cli_plot_names_parse(cmd, flag, list, &files);
     if (rc != CLI_OK) {
         return rc;
     }
@@ -770,7 +490,7 @@ out:
         fs_mat_free(parts[f]);
     }
     free(parts);
-    names_free(&files);
+    cli_plot_names_free(&files);
     return rc;
 }
 
@@ -994,7 +714,7 @@ static int padded_range(const double *v, size_t m, double *lo, double *hi)
 struct scatter_data {
     fs_mat *scores, *scale, *labels;
     struct classes cl;
-    struct names names;
+    struct cli_plot_names names;
     size_t *order;
     double *xs, *ys;
     double xl, xh, yl, yh; /* padded ranges */
@@ -1008,7 +728,7 @@ static void scatter_data_free(struct scatter_data *d)
     free(d->ys);
     free(d->xs);
     free(d->order);
-    names_free(&d->names);
+    cli_plot_names_free(&d->names);
     free(d->cl.of);
     fs_mat_free(d->labels);
     fs_mat_free(d->scale);
@@ -1055,7 +775,7 @@ static int scatter_prepare(const char *cmd, const struct scatter_args *a, struct
             return rc;
         }
     }
-    rc = names_parse(cmd, "--class-names", a->class_names, &d->names);
+    rc = cli_plot_names_parse(cmd, "--class-names", a->class_names, &d->names);
     if (rc != CLI_OK) {
         return rc;
     }
@@ -1110,8 +830,8 @@ static void scatter_draw(struct plot *p, const struct scatter_args *a, struct sc
     snprintf(d->ylab, sizeof d->ylab, "PC%zu", a->yi + 1);
     xlabel = xlabel != NULL ? xlabel : d->xlab;
     ylabel = ylabel != NULL ? ylabel : d->ylab;
-    axis_linear(&p->ax, d->xl, d->xh, 8.0, 0.0);
-    axis_linear(&p->ay, d->yl, d->yh, 7.0, 0.0);
+    cli_plot_axis_linear(&p->ax, d->xl, d->xh, 8.0, 0.0);
+    cli_plot_axis_linear(&p->ay, d->yl, d->yh, 7.0, 0.0);
     scatter_legend(d);
     lw = legend_width(p, d->cl.n > 0 ? "class" : NULL, d->leg, d->cl.n);
     layout(p, a->c.title, lw);
@@ -1300,8 +1020,8 @@ static void scree_draw(struct plot *p, const struct scree_args *a, const double 
         top = fmax(top, a->cumulative ? cum : ratio[i]);
     }
     *cum_last = cum;
-    axis_components(&p->ax, m);
-    axis_linear(&p->ay, 0.0, top > 0.0 ? top * 1.05 : 1.0, 7.0, 0.0);
+    cli_plot_axis_components(&p->ax, m);
+    cli_plot_axis_linear(&p->ay, 0.0, top > 0.0 ? top * 1.05 : 1.0, 7.0, 0.0);
     lw = legend_width(p, NULL, leg, a->cumulative ? 2 : 1);
     layout(p, a->c.title, lw);
     svg_head(p, a->c.title, "explained variance ratio");
@@ -1461,7 +1181,7 @@ static int line_parse(const char *cmd, int argc, char **argv, struct line_args *
 }
 
 static int line_check(const char *cmd, const struct line_args *a, const fs_mat *y,
-                      const struct names *nm, double *lo, double *hi)
+                      const struct cli_plot_names *nm, double *lo, double *hi)
 {
     *lo = INFINITY;
     *hi = -INFINITY;
@@ -1535,7 +1255,7 @@ static void line_series(const struct plot *p, const struct line_args *a, const f
 }
 
 static void line_draw(struct plot *p, const struct line_args *a, const fs_mat *y,
-                      const struct names *nm, double lo, double hi)
+                      const struct cli_plot_names *nm, double lo, double hi)
 {
     struct leg_entry leg[PLOT_MAX_SERIES];
     size_t nleg = nm->n > 0 || y->cols > 1 ? y->cols : 0;
@@ -1543,12 +1263,13 @@ static void line_draw(struct plot *p, const struct line_args *a, const fs_mat *y
     double lw;
 
     if (a->log_y) {
-        axis_log(&p->ay, lo, hi);
+        cli_plot_axis_log(&p->ay, lo, hi);
     } else {
-        axis_linear(&p->ay, lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo), 7.0, 0.0);
+        cli_plot_axis_linear(&p->ay, lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo), 7.0, 0.0);
     }
     /* 2% on each side so end markers are not cut in half by the clip path. */
-    axis_linear(&p->ax, -0.02 * (double)(y->rows - 1), 1.02 * (double)(y->rows - 1), 8.0, 1.0);
+    cli_plot_axis_linear(&p->ax, -0.02 * (double)(y->rows - 1), 1.02 * (double)(y->rows - 1), 8.0,
+                         1.0);
     for (size_t j = 0; j < nleg; j++) {
         snprintf(leg[j].num, sizeof leg[j].num, "column %zu", j);
         leg[j].text = nm->n > 0 && nm->item[j][0] != '\0' ? nm->item[j] : leg[j].num;
@@ -1572,7 +1293,7 @@ static void line_draw(struct plot *p, const struct line_args *a, const fs_mat *y
 /* Check y against the arguments and write the SVG a->c.out. */
 static int line_write(const char *cmd, const struct line_args *a, const fs_mat *y, long *bytes)
 {
-    struct names nm;
+    struct cli_plot_names nm;
     struct plot p;
     double lo = 0.0, hi = 0.0;
     char tmp[4096];
@@ -1580,7 +1301,7 @@ static int line_write(const char *cmd, const struct line_args *a, const fs_mat *
 
     memset(&nm, 0, sizeof nm);
     memset(&p, 0, sizeof p);
-    rc = names_parse(cmd, "--names", a->names, &nm);
+    rc = cli_plot_names_parse(cmd, "--names", a->names, &nm);
     if (rc == CLI_OK) {
         rc = line_check(cmd, a, y, &nm, &lo, &hi);
     }
@@ -1593,7 +1314,7 @@ static int line_write(const char *cmd, const struct line_args *a, const fs_mat *
         line_draw(&p, a, y, &nm, lo, hi);
         rc = svg_close(cmd, p.f, tmp, a->c.out, bytes);
     }
-    names_free(&nm);
+    cli_plot_names_free(&nm);
     return rc;
 }
 

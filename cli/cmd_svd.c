@@ -369,6 +369,72 @@ static void print_text(const struct svd_args *a, const fs_mat *x, const fs_svd *
     }
 }
 
+/* The method that runs: auto resolved here, not in the library, so that the
+ * summary names it; a randomized run's seed drawn here so that it can be
+ * printed and the run repeated. */
+static int resolve_method(struct svd_args *a, enum fs_topk_method *used)
+{
+    int rc;
+
+    *used = a->method;
+    if (a->k == 0) {
+        *used = FS_TOPK_THIN;
+    }
+    if (*used == FS_TOPK_AUTO) {
+        /* The baseline must be exact: never pick the randomized method silently. */
+        *used = FS_TOPK_GESVDX;
+    }
+    if (*used == FS_TOPK_RANDOMIZED && !a->seeded) {
+        if ((rc = cli_parse_seed("svd", NULL, a->seed, a->seed_hex)) != 0) {
+            return rc;
+        }
+        a->seeded = 1;
+    } else if (*used != FS_TOPK_RANDOMIZED &&
+               (a->seeded || a->oversample > 0 || a->power_iters >= 0)) {
+        fprintf(stderr,
+                "fedsvd svd: note: --seed/--oversample/--power-iters only affect the "
+                "randomized method (this run uses %s)\n",
+                method_name(*used));
+    }
+    return CLI_OK;
+}
+
+/* The SVD of x (thin, or the top k by `used`). */
+static int compute(const struct svd_args *a, const fs_mat *x, enum fs_topk_method used, fs_svd *d,
+                   struct fs_err *err)
+{
+    struct fs_svd_opts o = fs_svd_opts_default();
+
+    if (a->k == 0) {
+        return fs_svd_thin(x, d, err);
+    }
+    o.method = used;
+    if (a->oversample > 0) {
+        o.oversample = a->oversample;
+    }
+    if (a->power_iters >= 0) {
+        o.power_iters = a->power_iters;
+    }
+    o.seed = a->seeded ? a->seed : NULL;
+    return fs_svd_topk(x, a->k, &o, d, err);
+}
+
+/* The seed, centering and input list of the summary. */
+static void summary_extras(const struct svd_args *a, enum fs_topk_method used, json_t *summary)
+{
+    if (used == FS_TOPK_RANDOMIZED) {
+        json_object_set_new(summary, "seed", json_string(a->seed_hex));
+    }
+    json_object_set_new(summary, "centered", json_boolean(a->center));
+    if (a->ninputs > 1) {
+        json_t *ins = json_array();
+        for (size_t i = 0; ins != NULL && i < a->ninputs; i++) {
+            json_array_append_new(ins, json_string(a->inputs[i]));
+        }
+        json_object_set_new(summary, "inputs", ins);
+    }
+}
+
 int cmd_svd(int argc, char **argv)
 {
     const char *cmd = "svd";
@@ -420,43 +486,11 @@ int cmd_svd(int argc, char **argv)
         goto out;
     }
 
-    /* Resolve auto here, not in the library, so the summary names the method that ran. */
-    used = a.method;
-    if (a.k == 0) {
-        used = FS_TOPK_THIN;
+    if ((rc = resolve_method(&a, &used)) != CLI_OK) {
+        goto out;
     }
-    if (used == FS_TOPK_AUTO) {
-        /* The baseline must be exact: never pick the randomized method silently. */
-        used = FS_TOPK_GESVDX;
-    }
-    if (used == FS_TOPK_RANDOMIZED && !a.seeded) {
-        /* Draw the sketch seed here so the summary can print it and a run can be repeated. */
-        if ((rc = cli_parse_seed(cmd, NULL, a.seed, a.seed_hex)) != 0) {
-            goto out;
-        }
-        a.seeded = 1;
-    } else if (used != FS_TOPK_RANDOMIZED && (a.seeded || a.oversample > 0 || a.power_iters >= 0)) {
-        fprintf(stderr,
-                "fedsvd svd: note: --seed/--oversample/--power-iters only affect the "
-                "randomized method (this run uses %s)\n",
-                method_name(used));
-    }
-
     t1 = cli_now();
-    if (a.k == 0) {
-        rc = fs_svd_thin(x, &d, &err);
-    } else {
-        struct fs_svd_opts o = fs_svd_opts_default();
-        o.method = used;
-        if (a.oversample > 0) {
-            o.oversample = a.oversample;
-        }
-        if (a.power_iters >= 0) {
-            o.power_iters = a.power_iters;
-        }
-        o.seed = a.seeded ? a.seed : NULL;
-        rc = fs_svd_topk(x, a.k, &o, &d, &err);
-    }
+    rc = compute(&a, x, used, &d, &err);
     t2 = cli_now();
     if (rc != 0) {
         fs_err_prefix(&err, "%s: ", a.input);
@@ -485,17 +519,7 @@ int cmd_svd(int argc, char **argv)
         rc = cli_runtime_error(cmd, "out of memory building the summary");
         goto out;
     }
-    if (used == FS_TOPK_RANDOMIZED) {
-        json_object_set_new(summary, "seed", json_string(a.seed_hex));
-    }
-    json_object_set_new(summary, "centered", json_boolean(a.center));
-    if (a.ninputs > 1) {
-        json_t *ins = json_array();
-        for (size_t i = 0; ins != NULL && i < a.ninputs; i++) {
-            json_array_append_new(ins, json_string(a.inputs[i]));
-        }
-        json_object_set_new(summary, "inputs", ins);
-    }
+    summary_extras(&a, used, summary);
     if (a.out != NULL) {
         json_object_set_new(summary, "out", json_string(a.out));
         if (mean != NULL) {

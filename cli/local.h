@@ -1,9 +1,11 @@
-/* The machinery of `fedsvd local` that the algorithm families share
- * (cmd_local.c: secure-sum, fedsvd, fedpca; cmd_local_power.c: the power
- * methods): child processes of the services on loopback ports, the run's
- * temporary root with its tokens, the job's agents and participations, and
- * the pieces of the summary. Every int function returns a CLI_* exit status
- * after printing its one-line diagnostic (cli.h), unless it says otherwise. */
+/* The machinery of `fedsvd local` that the algorithm families share, used
+ * by cmd_local.c (secure-sum, fedsvd, fedpca), cmd_local_power.c (the power
+ * methods) and cmd_lsa.c: child processes of the services on loopback ports,
+ * the run's temporary root with its tokens, the job's agents and
+ * participations, and the pieces of the summary (local.c); the shared
+ * command line (local_args.c) and usage text (local_help.c). Every int
+ * function returns a CLI_* exit status after printing its one-line
+ * diagnostic (cli.h), unless it says otherwise. */
 #ifndef FS_CLI_LOCAL_H
 #define FS_CLI_LOCAL_H
 
@@ -15,11 +17,13 @@
 #include <jansson.h>
 
 #include "cli.h"
+#include "jobs.h"
 #include "net/auth.h"
 #include "orch.h"
 
 #define LOCAL_MAX_PARTIES 100
 #define LOCAL_PATH        4096
+#define LOCAL_POLL_MS     50 /* between two polls of the job or the agents */
 
 /* --fail-party phases: the first LOCAL_FAIL_SECAGG are those of every
  * secure sum; the power methods add noise_exchange and plain_upload. */
@@ -66,10 +70,13 @@ struct local {
     struct proc server;
     struct proc *agents;
     char job_id[ORCH_ID_MAX];
-    char **part_ids; /* participation id per agent */
-    json_t *job;     /* last Job seen */
-    json_t *parts;   /* array: last Participation per agent (or null) */
-    json_t *manifest;
+    char **part_ids;              /* participation id per agent */
+    json_t *job;                  /* last Job seen */
+    struct fs_job_status *status; /* the same, decoded (api/jobdoc.h) */
+    json_t *parts;                /* array: last Participation per agent (or null) */
+    json_t *manifest;             /* the job's Result (GET /v1/jobs/{job}/result) */
+    struct fs_job_result *result; /* the same, decoded, when have_result */
+    int have_result;
     char sum_sha[65];
     double t_start, t_ready, t_created, t_finished;
     double t_collected, t_stopped; /* fedsvd/fedpca: results copied, services stopped */
@@ -104,13 +111,19 @@ struct local_signals {
 void local_signals_install(struct local_signals *s);
 void local_signals_restore(struct local_signals *s);
 
-/** The usage text of `fedsvd local` (all algorithms). */
+/** The signal that stopped the run (SIGINT, SIGTERM, SIGHUP), or 0. */
+int local_interrupted(void);
+
+/** The usage text of `fedsvd local` (all algorithms; local_help.c). */
 void local_help(void);
+
+/* ---- the command line (local_args.c) ---- */
+
+/** 1 when argv's --algorithm names a power method (cmd_local_power, else cmd_local). */
+int local_is_power(int argc, char **argv);
 
 /** Party i's fail_at as the agent takes it ("masked_input", "masked_input:2"), or null. */
 json_t *local_fail_json(const struct local *L, size_t i);
-
-/* ---- setup ---- */
 
 /** Take every --party/--fail-party/--input (repeatable) out of argv; the rest goes to rest[]. */
 int local_split_repeated(const char *cmd, int argc, char **argv, const char **party, size_t *nparty,
@@ -128,16 +141,18 @@ int local_parse_args(const char *cmd, int argc, char **argv, const struct cli_op
 /** The per-party arrays of L (L->k parties) and the --fail-party values (nphases allowed). */
 int local_alloc(struct local *L, const char **fail, size_t nfail, size_t nphases);
 
-/** Write summary (if not NULL) as L->out/summary.json; returns rc, or the write's failure. */
-int local_write_summary(struct local *L, json_t *summary, int rc);
-
 /**
  * "I:PHASE" into fail_at[I-1]; PHASE among the first nphases of
- * local_fail_name. With fail_round (not NULL) also "I:PHASE:R" (R into
+ * local_fail_json. With fail_round (not NULL) also "I:PHASE:R" (R into
  * fail_round[I-1], -1 without), for the phases of every aggregation.
  */
 int local_parse_fail(const char *cmd, const char *s, size_t k, size_t nphases, int *fail_at,
                      int *fail_round);
+
+/* ---- setup (local.c from here on) ---- */
+
+/** Write summary (if not NULL) as L->out/summary.json; returns rc, or the write's failure. */
+int local_write_summary(struct local *L, json_t *summary, int rc);
 
 int local_find_bin_dir(struct local *L, const char *given);
 
@@ -151,12 +166,18 @@ int local_init_proc(struct local *L, struct proc *p, const char *name, const cha
 int local_start_services(struct local *L);
 
 /**
- * Pin the parties of the job about to be created: spec gets "party_keys",
- * the identity fingerprint each agent of this run reported (agent i is
- * party i), so that the job runs exactly as a job with pins collected out of
- * band does.
+ * Pin the parties of the job about to be created: spec gets party_keys,
+ * the identity each agent of this run reported (agent i is party i), so
+ * that the job runs exactly as a job with pins collected out of band does.
  */
-int local_pin_spec(struct local *L, json_t *spec);
+int local_pin_spec(struct local *L, struct fs_job_spec *spec);
+
+/**
+ * POST /v1/jobs: spec (the rest filled in by the caller) pinned to this
+ * run's agents; L->job_id and *invitations (new reference, L->k of them)
+ * from the reply; *sent (when not NULL) the JSON that was posted.
+ */
+int local_post_job(struct local *L, struct fs_job_spec *spec, json_t **sent, json_t **invitations);
 
 /** Remove result files of an earlier run from L->out (and its party-<i>/ directories). */
 void local_remove_stale(struct local *L);
@@ -172,20 +193,41 @@ int local_start(struct local *L, char *error, size_t error_cap);
  */
 int local_drive(struct local *L, const json_t *invs, char *error, size_t error_cap);
 
+/** The invitation for party (1-based) in invs, by its "party" field, or NULL. */
+const json_t *local_invitation_for(const json_t *invs, size_t party);
+
 /** Hand each agent its invitation (by "party") and its file; records participation ids. */
 int local_join_agents(struct local *L, const json_t *invs);
 
 /** Poll the job (progress line) until it is no longer running; checks the children. */
 int local_follow_job(struct local *L);
 
+/** 1 when a Participation is done or failed. */
+int local_part_terminal(const json_t *p);
+
+/** 1 when a Participation is done. */
+int local_part_done(const json_t *p);
+
+/** One poll of every open participation; *open = how many are still not done or failed. */
+int local_poll_agents(struct local *L, size_t *open);
+
 /** Poll every participation until done/failed or wait_s seconds. */
 int local_settle_agents(struct local *L, double wait_s);
+
+/** GET the job's Result into L->manifest and L->result (have_result). */
+int local_get_result(struct local *L);
+
+/** 1 when party (1-based) is among the result's survivors. */
+int local_in_result(const struct local *L, size_t party);
+
+/** 1 when the last Job seen lists party (1-based) as dropped. */
+int local_dropped(const struct local *L, size_t party);
 
 /** Re-read the job's status (best effort). */
 void local_refresh_job(struct local *L);
 
-/** The sha256 of file `name` in a result manifest's "files", or NULL. */
-const char *local_manifest_sha(const json_t *m, const char *name);
+/** 1 with the sha256 (64 hex digits) of file `name` of a result document's "files" in sha. */
+int local_manifest_sha(const json_t *m, const char *name, char sha[65]);
 
 /* ---- the end ---- */
 
@@ -215,30 +257,4 @@ int local_is_num(const json_t *v);
 int local_is_str(const json_t *v);
 int local_is_arr(const json_t *v);
 int local_is_obj(const json_t *v);
-
-/* ---- several jobs on one set of services (fedsvd lsa: a secure sum, then fedsvd) ---- */
-
-/** POST /v1/jobs for L: secure-sum (L->fed 0: shape rows x cols) or fedsvd/fedpca (L->fed 1). */
-int local_create_job(struct local *L, json_t **invitations);
-
-/** fedsvd/fedpca: the job's mask set, merged into the invitations. */
-int local_create_maskset(struct local *L, json_t *invs);
-
-/** secure-sum: download the job's sum.npy into L->out (checked against its sha256). */
-int local_fetch_sum(struct local *L);
-
-/** fedsvd/fedpca: each party's result into L->out (shared) and L->out/party-<i>/ (private). */
-int local_fed_collect(struct local *L);
-
-/** fedsvd/fedpca: the summary fedsvd local writes (new reference, or NULL). */
-json_t *local_fed_summary(struct local *L, const char *error);
-
-/* ---- the power methods (cmd_local_power.c) ---- */
-
-/** `fedsvd local --algorithm <power method> ...` (argv as for cmd_local). */
-int cmd_local_power(int argc, char **argv);
-
-/** The power methods' lines of `fedsvd local --help`. */
-void local_power_help(void);
-
 #endif

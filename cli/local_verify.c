@@ -157,6 +157,55 @@ static void centre(fs_mat *x, int standardize, double *mean)
     }
 }
 
+/* The figures of the comparison of the result (shared, priv, s) with the
+ * reference SVD of the pooled matrix x. New reference, or NULL (memory). */
+static json_t *compare(const struct local_verify_in *in, const fs_mat *x, const fs_mat *shared,
+                       const fs_mat *priv, const fs_mat *s, const fs_svd *ref, size_t k, double sv,
+                       double mean_err, double t0)
+{
+    json_t *o;
+    size_t rank = fs_svd_rank(ref, (double)(x->rows > x->cols ? x->rows : x->cols) * DBL_EPSILON);
+    size_t kc = rank < k ? rank : k;
+    const fs_mat *ref_shared = in->features ? ref->u : ref->v;
+    const fs_mat *ref_priv = in->features ? ref->v : ref->u;
+    /* fedpca scores are U S; components and U are orthonormal */
+    fs_mat *u_for = NULL;
+    double rec, rec_ref;
+    if (in->pca && in->features) {
+        /* shared scores = U S: normalise for the subspace figures */
+        u_for = fs_mat_dup(shared);
+        for (size_t j = 0; u_for != NULL && j < k; j++) {
+            for (size_t i = 0; i < u_for->rows; i++) {
+                FS_MAT_AT(u_for, i, j) = s->data[j] > 0 ? FS_MAT_AT(u_for, i, j) / s->data[j] : 0.0;
+            }
+        }
+    }
+    if (!in->pca) {
+        rec =
+            in->features ? recon(x, shared, s->data, priv, k) : recon(x, priv, s->data, shared, k);
+    } else {
+        rec = in->features ? recon(x, shared, NULL, priv, k) : recon(x, priv, NULL, shared, k);
+    }
+    rec_ref = recon(x, ref->u, ref->s, ref->v, k);
+    o = json_pack(
+        "{s:s, s:[I,I], s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:f}", "reference",
+        in->k > 0 ? "LAPACK dgesvdx (exact top-k) of the pooled matrix"
+                  : "LAPACK dgesdd (thin SVD) of the pooled matrix",
+        "pooled_shape", (json_int_t)x->rows, (json_int_t)x->cols, "compared_columns",
+        (json_int_t)kc, "reference_rank", (json_int_t)rank, "sv_error", num(sv),
+        "shared_projection_distance",
+        num(proj_dist(u_for != NULL ? u_for : shared, ref_shared, kc)),
+        "private_projection_distance", in->pca ? json_null() : num(proj_dist(priv, ref_priv, kc)),
+        "min_abs_cosine_shared", num(min_cos(u_for != NULL ? u_for : shared, ref_shared, kc)),
+        "reconstruction_error", num(rec), "reference_reconstruction_error", num(rec_ref),
+        "reference_seconds", (double)clock() / CLOCKS_PER_SEC - t0);
+    fs_mat_free(u_for);
+    if (o != NULL && in->pca && !in->features) {
+        json_object_set_new(o, "mean_max_abs_error", num(mean_err));
+    }
+    return o;
+}
+
 int local_verify(const struct local_verify_in *in, json_t **out, struct fs_err *err)
 {
     const char *shared_name =
@@ -246,52 +295,9 @@ int local_verify(const struct local_verify_in *in, json_t **out, struct fs_err *
         double e = fabs(s->data[j] - ref.s[j]) / ref.s[0];
         sv = e > sv ? e : sv;
     }
-    {
-        size_t rank =
-            fs_svd_rank(&ref, (double)(x->rows > x->cols ? x->rows : x->cols) * DBL_EPSILON);
-        size_t kc = rank < k ? rank : k;
-        const fs_mat *ref_shared = in->features ? ref.u : ref.v;
-        const fs_mat *ref_priv = in->features ? ref.v : ref.u;
-        /* fedpca scores are U S; components and U are orthonormal */
-        fs_mat *u_for = NULL;
-        double rec, rec_ref;
-        if (in->pca && in->features) {
-            /* shared scores = U S: normalise for the subspace figures */
-            u_for = fs_mat_dup(shared);
-            for (size_t j = 0; u_for != NULL && j < k; j++) {
-                for (size_t i = 0; i < u_for->rows; i++) {
-                    FS_MAT_AT(u_for, i, j) =
-                        s->data[j] > 0 ? FS_MAT_AT(u_for, i, j) / s->data[j] : 0.0;
-                }
-            }
-        }
-        if (!in->pca) {
-            rec = in->features ? recon(x, shared, s->data, priv, k)
-                               : recon(x, priv, s->data, shared, k);
-        } else {
-            rec = in->features ? recon(x, shared, NULL, priv, k) : recon(x, priv, NULL, shared, k);
-        }
-        rec_ref = recon(x, ref.u, ref.s, ref.v, k);
-        *out = json_pack("{s:s, s:[I,I], s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, s:f}", "reference",
-                         in->k > 0 ? "LAPACK dgesvdx (exact top-k) of the pooled matrix"
-                                   : "LAPACK dgesdd (thin SVD) of the pooled matrix",
-                         "pooled_shape", (json_int_t)x->rows, (json_int_t)x->cols,
-                         "compared_columns", (json_int_t)kc, "reference_rank", (json_int_t)rank,
-                         "sv_error", num(sv), "shared_projection_distance",
-                         num(proj_dist(u_for != NULL ? u_for : shared, ref_shared, kc)),
-                         "private_projection_distance",
-                         in->pca ? json_null() : num(proj_dist(priv, ref_priv, kc)),
-                         "min_abs_cosine_shared",
-                         num(min_cos(u_for != NULL ? u_for : shared, ref_shared, kc)),
-                         "reconstruction_error", num(rec), "reference_reconstruction_error",
-                         num(rec_ref), "reference_seconds", (double)clock() / CLOCKS_PER_SEC - t0);
-        fs_mat_free(u_for);
-        if (*out != NULL && in->pca && !in->features) {
-            json_object_set_new(*out, "mean_max_abs_error", num(mean_err));
-        }
-        if (*out == NULL) {
-            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
-        }
+    *out = compare(in, x, shared, priv, s, &ref, k, sv, mean_err, t0);
+    if (*out == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
     }
 done:
     if (parts != NULL) {

@@ -5,6 +5,13 @@
 
 #include "cli.h"
 #include "core/version.h"
+#include "local.h"
+
+/* fedsvd local: the power methods have options of their own. */
+static int run_local(int argc, char **argv)
+{
+    return local_is_power(argc, argv) ? cmd_local_power(argc, argv) : cmd_local(argc, argv);
+}
 
 struct command {
     const char *name;
@@ -20,7 +27,7 @@ static const struct command commands[] = {
     {"convert", cmd_convert, "convert a matrix file between npy, csv and MatrixMarket"},
     {"sum", cmd_sum, "add matrices elementwise (the reference for secure-sum results)"},
     {"job", cmd_job, "create jobs and invitations, watch progress, fetch results (needs a server)"},
-    {"local", cmd_local, "run a whole federated job on this machine with real services"},
+    {"local", run_local, "run a whole federated job on this machine with real services"},
     {"agent", cmd_agent, "a client-agent's identity fingerprint, to pin in jobs"},
     {"join", cmd_join, "join a job: hand an invitation and the site's dataset to its agent"},
     {"participation", cmd_participation, "a site's participations: list, status, result files"},

@@ -9,8 +9,12 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_docs.h"
+#include "core/hex.h"
+#include "crypto/ct.h"
 #include "crypto/ed25519.h"
 #include "crypto/sha256.h"
+#include "jobdoc.h"
 #include "net/auth.h"
 
 int orch_client(fs_httpc **out, const char *base_url, const char *token, long timeout_ms,
@@ -81,29 +85,21 @@ int orch_agent_identity(fs_httpc *c, char fpr[ORCH_FPR_LEN + 1], struct fs_err *
 {
     uint8_t pk[FS_ED25519_KEY_LEN];
     json_t *r = NULL;
-    const char *alg;
     int rc = fs_httpc_json(c, "GET", "/v1/identity", NULL, &r, NULL, err);
 
-    if (rc == 0) {
-        alg = json_string_value(json_object_get(r, "algorithm"));
-        if (alg == NULL || strcmp(alg, "ed25519") != 0) {
-            rc = fs_err_set(err, FS_EFORMAT, "GET /v1/identity: algorithm is not ed25519");
-        } else if (fs_ed25519_fpr_parse(json_string_value(json_object_get(r, "fingerprint")), pk,
-                                        err) != 0) {
-            rc = fs_err_prefix(err, "GET /v1/identity: ");
-        } else {
-            fs_ed25519_fpr_format(pk, fpr);
-        }
+    if (rc == 0 && (rc = fs_identity_decode(r, pk, err)) != 0) {
+        fs_err_prefix(err, "GET /v1/identity: ");
+    } else if (rc == 0) {
+        fs_ed25519_fpr_format(pk, fpr);
     }
     json_decref(r);
     return rc;
 }
 
 int orch_party_keys(const char *cmd, const char *const *items, size_t parties, int allow_unpinned,
-                    json_t *spec)
+                    struct fs_job_spec *spec)
 {
-    char(*fprs)[ORCH_FPR_LEN + 1] = NULL;
-    json_t *a = NULL;
+    unsigned char *seen = NULL;
     size_t given = 0;
     int rc = CLI_OK;
 
@@ -117,11 +113,11 @@ int orch_party_keys(const char *cmd, const char *const *items, size_t parties, i
                                    "(its operator prints it with 'fedsvd agent identity'), or "
                                    "give --allow-unpinned to trust the keys the server relays");
         }
-        json_object_set_new(spec, "allow_unpinned", json_true());
+        spec->allow_unpinned = 1;
         return CLI_OK;
     }
-    fprs = calloc(parties, sizeof *fprs);
-    if (fprs == NULL) {
+    seen = calloc(parties, 1);
+    if (seen == NULL) {
         return cli_runtime_error(cmd, "out of memory");
     }
     for (size_t i = 0; i < given && rc == CLI_OK; i++) {
@@ -145,51 +141,65 @@ int orch_party_keys(const char *cmd, const char *const *items, size_t parties, i
                                  party, colon + 1);
             break;
         }
-        if (fprs[party - 1][0] != '\0') {
+        if (seen[party - 1]) {
             rc = cli_usage_error(cmd, "--party-key: party %zu given twice", party);
             break;
         }
-        fs_ed25519_fpr_format(pk, fprs[party - 1]);
+        seen[party - 1] = 1;
+        memcpy(spec->party_keys[party - 1], pk, sizeof pk);
     }
     for (size_t p = 0; p < parties && rc == CLI_OK; p++) {
-        if (fprs[p][0] == '\0') {
+        if (!seen[p]) {
             rc = cli_usage_error(cmd,
                                  "--party-key: party %zu has no key (pin all %zu parties, or "
                                  "none with --allow-unpinned)",
                                  p + 1, parties);
         }
     }
-    if (rc == CLI_OK) {
-        a = json_array();
-        for (size_t p = 0; a != NULL && p < parties; p++) {
-            json_array_append_new(a, json_string(fprs[p]));
-        }
-        if (a == NULL || json_object_set_new(spec, "party_keys", a) != 0) {
-            rc = cli_runtime_error(cmd, "out of memory");
-        }
-    }
-    free(fprs);
+    spec->has_pins = rc == CLI_OK;
+    free(seen);
     return rc;
 }
 
-int orch_check_invitation_pins(const json_t *spec, const json_t *invs, struct fs_err *err)
+int orch_job_spec_json(const char *cmd, const struct fs_job_spec *spec, json_t **out)
 {
-    const json_t *want = json_object_get(spec, "party_keys");
+    *out = fs_job_spec_encode(spec);
+    if (*out == NULL) {
+        return cli_runtime_error(cmd, "out of memory");
+    }
+    return CLI_OK;
+}
+
+int orch_check_invitation_pins(const struct fs_job_spec *spec, const json_t *invs,
+                               struct fs_err *err)
+{
+    uint8_t(*keys)[FS_JOB_KEY_LEN] = calloc(spec->parties > 0 ? spec->parties : 1, sizeof *keys);
+    struct fs_err derr;
     size_t i;
     json_t *inv;
+    int rc = 0;
 
+    if (keys == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
     json_array_foreach(invs, i, inv)
     {
-        const json_t *got = json_object_get(inv, "party_keys");
-        if (want == NULL ? got != NULL && !json_is_null(got) : !json_equal(want, got)) {
-            return fs_err_set(err, FS_EAUTH,
-                              "POST /v1/jobs: invitation %zu does not carry the party keys this "
-                              "job pins: the server altered them; do not hand the invitations "
-                              "out",
-                              i + 1);
+        int has = 0;
+
+        fs_err_clear(&derr);
+        if (fs_job_party_keys_decode(inv, spec->parties, &has, keys, &derr) != 0 ||
+            has != spec->has_pins ||
+            (has && memcmp(keys, spec->party_keys, spec->parties * sizeof *keys) != 0)) {
+            rc = fs_err_set(err, FS_EAUTH,
+                            "POST /v1/jobs: invitation %zu does not carry the party keys this "
+                            "job pins: the server altered them; do not hand the invitations "
+                            "out",
+                            i + 1);
+            break;
         }
     }
-    return 0;
+    free(keys);
+    return rc;
 }
 
 int orch_id_ok(const char *s)
@@ -254,10 +264,19 @@ int orch_job_set_maskset(fs_httpc *c, const char *job_id, const char *masking_ur
                          const char *maskset, const char *end_token, struct fs_err *err)
 {
     char path[64 + ORCH_ID_MAX];
-    json_t *body = json_pack("{s:s, s:s, s:s}", "masking_url", masking_url, "maskset", maskset,
-                             "end_token", end_token);
+    struct fs_job_maskset m;
+    json_t *body;
     int rc;
 
+    if (strlen(masking_url) >= sizeof m.masking_url || strlen(maskset) >= sizeof m.maskset ||
+        strlen(end_token) >= sizeof m.end_token) {
+        return fs_err_set(err, FS_EINVAL, "mask set: a field is too long");
+    }
+    snprintf(m.masking_url, sizeof m.masking_url, "%s", masking_url);
+    snprintf(m.maskset, sizeof m.maskset, "%s", maskset);
+    snprintf(m.end_token, sizeof m.end_token, "%s", end_token);
+    body = fs_job_maskset_encode(&m);
+    fs_wipe(&m, sizeof m);
     if (body == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
@@ -283,11 +302,25 @@ int orch_job_get(fs_httpc *c, const char *job_id, json_t **out, struct fs_err *e
     return rc;
 }
 
+int orch_job_poll(fs_httpc *c, const char *job_id, json_t **out, struct fs_job_status *st,
+                  struct fs_err *err)
+{
+    int rc = orch_job_get(c, job_id, out, err);
+
+    if (rc == 0 && (rc = fs_job_status_decode(*out, st, err)) != 0) {
+        json_decref(*out);
+        *out = NULL;
+    }
+    return rc;
+}
+
 const char *orch_job_state(const json_t *job)
 {
-    const char *s = json_string_value(json_object_get(job, "state"));
+    struct fs_job_status st;
+    struct fs_err err;
 
-    return s != NULL ? s : "";
+    fs_err_clear(&err);
+    return fs_job_status_decode(job, &st, &err) == 0 ? fs_job_state_name(st.state) : "";
 }
 
 size_t orch_count(const json_t *obj, const char *key)
@@ -299,7 +332,6 @@ size_t orch_count(const json_t *obj, const char *key)
 
 int orch_sha256_file(const char *path, char hex[65], struct fs_err *err)
 {
-    static const char digits[] = "0123456789abcdef";
     fs_sha256_ctx *ctx = NULL;
     uint8_t d[FS_SHA256_LEN];
     unsigned char *buf = NULL;
@@ -332,11 +364,7 @@ int orch_sha256_file(const char *path, char hex[65], struct fs_err *err)
     if ((rc = fs_sha256_final(ctx, d, err)) != 0) {
         goto out;
     }
-    for (size_t i = 0; i < FS_SHA256_LEN; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
-    }
-    hex[64] = '\0';
+    fs_hex_encode(d, FS_SHA256_LEN, hex);
 out:
     fs_sha256_free(ctx);
     if (f != NULL) {
@@ -405,27 +433,23 @@ void orch_progress_init(struct orch_progress *p, FILE *f, const char *who)
 }
 
 /* "[3, 7]" (at most a few ids, then "…"), or "none". */
-static void id_list(const json_t *a, char *buf, size_t cap)
+static void id_list(const uint32_t *ids, size_t n, char *buf, size_t cap)
 {
     size_t used = 0;
-    size_t i;
-    json_t *v;
 
-    if (!json_is_array(a) || json_array_size(a) == 0) {
+    if (n == 0) {
         snprintf(buf, cap, "none");
         return;
     }
     buf[0] = '\0';
-    json_array_foreach(a, i, v)
-    {
+    for (size_t i = 0; i < n; i++) {
         int w;
 
         if (i >= 12) {
             snprintf(buf + used, cap - used, ",...");
             return;
         }
-        w = snprintf(buf + used, cap - used, "%s%lld", i > 0 ? "," : "",
-                     (long long)json_integer_value(v));
+        w = snprintf(buf + used, cap - used, "%s%lu", i > 0 ? "," : "", (unsigned long)ids[i]);
         if (w < 0 || (size_t)w >= cap - used) {
             return;
         }
@@ -450,32 +474,29 @@ static void emit(struct orch_progress *p, const char *key, const char *line)
     fflush(p->f);
 }
 
-void orch_progress_job(struct orch_progress *p, const json_t *job)
+void orch_progress_job(struct orch_progress *p, const struct fs_job_status *st)
 {
-    const char *phase = json_string_value(json_object_get(job, "phase"));
-    const json_t *deadline = json_object_get(job, "deadline_in_s");
-    long long agg = json_integer_value(json_object_get(job, "aggregation"));
-    long long aggs = json_integer_value(json_object_get(job, "aggregations"));
-    long long parties = json_integer_value(json_object_get(job, "parties"));
     char dropped[96], in[32], outb[32], dl[80], key[256], line[512];
 
-    id_list(json_object_get(job, "dropped"), dropped, sizeof dropped);
-    orch_bytes(json_number_value(json_object_get(job, "bytes_in")), in, sizeof in);
-    orch_bytes(json_number_value(json_object_get(job, "bytes_out")), outb, sizeof outb);
+    id_list(st->dropped, st->ndropped, dropped, sizeof dropped);
+    orch_bytes((double)st->bytes_in, in, sizeof in);
+    orch_bytes((double)st->bytes_out, outb, sizeof outb);
     dl[0] = '\0';
-    if (json_is_number(deadline) && strcmp(orch_job_state(job), "running") == 0) {
+    if (st->has_deadline && st->state == FS_JOB_STATE_RUNNING) {
         char dur[40];
         snprintf(dl, sizeof dl, ", %s closes in %s",
-                 phase != NULL && strcmp(phase, "waiting_for_parties") == 0 ? "join" : "round",
-                 orch_duration(json_number_value(deadline), dur, sizeof dur));
+                 strcmp(st->phase, "waiting_for_parties") == 0 ? "join" : "round",
+                 orch_duration(st->deadline_in_s, dur, sizeof dur));
     }
-    snprintf(key, sizeof key, "%s|%lld|%zu|%s", phase != NULL ? phase : "?", agg,
-             orch_count(job, "present"), dropped);
+    snprintf(key, sizeof key, "%s|%lu|%zu|%s", st->phase, (unsigned long)st->aggregation,
+             st->npresent, dropped);
     snprintf(line, sizeof line,
-             "[%6.1fs] %-19s aggregation %lld/%lld, parties %zu/%lld present, dropped: %s, "
+             "[%6.1fs] %-19s aggregation %lu/%lu, parties %zu/%lu present, dropped: %s, "
              "server in %s out %s%s",
-             cli_now() - p->t0, phase != NULL ? phase : "?", aggs > 0 ? agg + 1 : 0, aggs,
-             orch_count(job, "present"), parties, dropped, in, outb, dl);
+             cli_now() - p->t0, st->phase,
+             (unsigned long)(st->aggregations > 0 ? st->aggregation + 1 : 0),
+             (unsigned long)st->aggregations, st->npresent, (unsigned long)st->parties, dropped, in,
+             outb, dl);
     emit(p, key, line);
 }
 

@@ -14,6 +14,8 @@
 #include <stdio.h>
 
 #include "core/err.h"
+#include "jobdoc.h"
+#include "jobs.h"
 #include "net/http_client.h"
 
 #define ORCH_ID_MAX 128 /* job / participation ids we accept, including the NUL */
@@ -58,19 +60,24 @@ FS_WUR int orch_agent_identity(fs_httpc *c, char fpr[ORCH_FPR_LEN + 1], struct f
 /**
  * The pins of a job spec from `--party-key I:FINGERPRINT` values (items, a
  * NULL-terminated list; may be empty): every party 1..parties exactly once,
- * added to spec as "party_keys"; with none given, allow_unpinned must be
- * set and spec gets "allow_unpinned": true. @return CLI_OK or CLI_EUSAGE
- * after printing the reason.
+ * into spec's party_keys (has_pins); with none given, allow_unpinned must be
+ * set and so is spec's. @return CLI_OK or CLI_EUSAGE after printing the
+ * reason.
  */
 int orch_party_keys(const char *cmd, const char *const *items, size_t parties, int allow_unpinned,
-                    json_t *spec);
+                    struct fs_job_spec *spec);
+
+/** The JSON of a job spec to POST (fs_job_spec_encode). *out: new reference. CLI_OK or
+ * CLI_ERUNTIME. */
+int orch_job_spec_json(const char *cmd, const struct fs_job_spec *spec, json_t **out);
 
 /**
  * Every invitation must carry the spec's party_keys (or none when the spec
  * has none): a server that drops or changes the pins is caught before the
  * invitations go out. @return 0 or FS_EAUTH.
  */
-FS_WUR int orch_check_invitation_pins(const json_t *spec, const json_t *invs, struct fs_err *err);
+FS_WUR int orch_check_invitation_pins(const struct fs_job_spec *spec, const json_t *invs,
+                                      struct fs_err *err);
 
 /**
  * PUT /v1/jobs/{id}/maskset on the aggregation server (admin client c): the
@@ -83,8 +90,12 @@ FS_WUR int orch_job_set_maskset(fs_httpc *c, const char *job_id, const char *mas
 /** GET /v1/jobs/{id}. @param out new reference. */
 FS_WUR int orch_job_get(fs_httpc *c, const char *job_id, json_t **out, struct fs_err *err);
 
-/** "running", "done" or "failed" from a Job ("" when absent). Borrowed. */
+/** "running", "done" or "failed" from a Job ("" when it is not one). Static. */
 const char *orch_job_state(const json_t *job);
+
+/** orch_job_get, then the Job decoded into *st (api/jobdoc.h). @return 0 or the error. */
+FS_WUR int orch_job_poll(fs_httpc *c, const char *job_id, json_t **out, struct fs_job_status *st,
+                         struct fs_err *err);
 
 /** Number of entries of an integer array member (0 when absent). */
 size_t orch_count(const json_t *obj, const char *key);
@@ -167,7 +178,7 @@ struct orch_progress {
 void orch_progress_init(struct orch_progress *p, FILE *f, const char *who);
 
 /** Show a Job: phase, aggregation, parties present/dropped, bytes, deadline. */
-void orch_progress_job(struct orch_progress *p, const json_t *job);
+void orch_progress_job(struct orch_progress *p, const struct fs_job_status *st);
 
 /** Show a free-form status text. */
 void orch_progress_text(struct orch_progress *p, const char *text);
@@ -178,7 +189,7 @@ void orch_progress_done(struct orch_progress *p);
 /** Sleep ms milliseconds (returns early on a signal). */
 void orch_sleep_ms(long ms);
 
-/* ---- power-method job parameters (implemented in cmd_local_power.c) ---- */
+/* ---- power-method job parameters (power_opts.c) ---- */
 
 /* The options of `fedsvd local` and `fedsvd job create` that set the
  * parameters of a fedpower, fedpower-utility, fedpower-private or dp-ppm job
@@ -212,10 +223,6 @@ struct orch_power_opts {
     {"no-eigenvalues", CLI_OPT_FLAG, NULL, &(o).no_eigenvalues}
 /* clang-format on */
 
-/** Every algorithm a job may run, for error messages. */
-#define ORCH_ALGORITHMS                                                                            \
-    "secure-sum, fedsvd, fedpca, fedpower, fedpower-utility, fedpower-private or dp-ppm"
-
 /** 1 when alg is fedpower, fedpower-utility, fedpower-private or dp-ppm. */
 int orch_power_algorithm(const char *alg);
 
@@ -226,14 +233,15 @@ int orch_power_given(const struct orch_power_opts *o);
 void orch_power_help(void);
 
 /**
- * Check the power options for algorithm alg (one of the four) and add the
- * job-spec fields (k, rank, iterations, sync_every, align, sigma, ...) to
- * spec. d = the features (0: not known yet, --k and --rank are then only
+ * Check the power options for algorithm algo (a power method) and, when out
+ * is not NULL, set the job parameters they give (k, rank, iterations,
+ * sync_every, align, sigma, ...; party_rows and allow_dropouts are the
+ * caller's). d = the features (0: not known yet, --k and --rank are then only
  * checked for form). *value_bound_missing (may be NULL) is set to 1 when the
  * algorithm needs a value_bound that was not given (fedpower-utility,
  * dp-ppm). @return CLI_OK, or CLI_EUSAGE after printing the one-line reason.
  */
-int orch_power_spec(const char *cmd, const char *alg, const struct orch_power_opts *o, size_t d,
-                    json_t *spec, int *value_bound_missing);
+int orch_power_params(const char *cmd, enum fs_algo algo, const struct orch_power_opts *o, size_t d,
+                      struct fs_job_fedpower *out, int *value_bound_missing);
 
 #endif

@@ -308,7 +308,6 @@ int cli_parse_format(const char *cmd, const char *s, int *json)
 
 int cli_parse_seed(const char *cmd, const char *s, uint8_t key[32], char hex[65])
 {
-    static const char digits[] = "0123456789abcdef";
     struct fs_err err;
 
     memset(key, 0, 32);
@@ -340,11 +339,7 @@ int cli_parse_seed(const char *cmd, const char *s, uint8_t key[32], char hex[65]
             key[i] = (uint8_t)(v >> (8 * i));
         }
     }
-    for (size_t i = 0; i < 32; i++) {
-        hex[2 * i] = digits[key[i] >> 4];
-        hex[2 * i + 1] = digits[key[i] & 15];
-    }
-    hex[64] = '\0';
+    fs_hex_encode(key, 32, hex);
     return CLI_OK;
 }
 

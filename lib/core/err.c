@@ -80,6 +80,14 @@ const char *fs_err_name(int code)
         return "not_found";
     case FS_ECONFLICT:
         return "conflict";
+    case FS_EFORBIDDEN:
+        return "forbidden";
+    case FS_EABORTED:
+        return "aborted";
+    case FS_ETOOMANY:
+        return "too_many";
+    case FS_EUNAVAILABLE:
+        return "unavailable";
     default:
         return "internal";
     }

@@ -38,3 +38,13 @@ int fs_hex_decode(const char *s, uint8_t *out, size_t n)
     }
     return 0;
 }
+
+int fs_hex_decode_lower(const char *s, uint8_t *out, size_t n)
+{
+    for (size_t i = 0; i < 2 * n; i++) {
+        if (s[i] >= 'A' && s[i] <= 'F') {
+            return -1;
+        }
+    }
+    return fs_hex_decode(s, out, n);
+}

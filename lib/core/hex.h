@@ -16,6 +16,13 @@ int fs_hex_digit(char c);
  */
 int fs_hex_decode(const char *s, uint8_t *out, size_t n);
 
+/**
+ * Decode exactly 2n lower-case hex digits at s (what fs_hex_encode writes;
+ * the canonical spelling of digests and ids on the wire) into n bytes.
+ * @return 0, or -1 on any other character (out may hold a partial result).
+ */
+int fs_hex_decode_lower(const char *s, uint8_t *out, size_t n);
+
 /** Encode n bytes as 2n lower-case hex digits and a terminator: out holds 2n + 1 chars. */
 void fs_hex_encode(const uint8_t *in, size_t n, char *out);
 

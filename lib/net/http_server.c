@@ -713,40 +713,6 @@ fail:
     return FS_ENOMEM;
 }
 
-unsigned fs_http_status_for_err(int code)
-{
-    switch (code) {
-    case FS_EFORMAT:
-        return 400;
-    case FS_EAUTH:
-        return 401;
-    case FS_ENOTFOUND:
-        return 404;
-    case FS_ECONFLICT:
-    case FS_ESTATE:
-        return 409;
-    case FS_ERANGE:
-        return 413;
-    case FS_EINVAL:
-        return 422;
-    default:
-        return 500;
-    }
-}
-
-int fs_http_problem_err(fs_http_resp *resp, const struct fs_err *err)
-{
-    int code = err != NULL ? err->code : FS_EINTERNAL;
-    unsigned status = fs_http_status_for_err(code);
-
-    if (status == 500) {
-        fs_log_pack(FS_LOG_ERROR, "internal error", "{s:s, s:s}", "code", fs_err_name(code),
-                    "error", err != NULL ? err->msg : "");
-        return fs_http_problem(resp, 500, "internal", NULL, "internal server error");
-    }
-    return fs_http_problem(resp, status, fs_err_name(code), NULL, "%s", err->msg);
-}
-
 /* ------------------------------------------------------------------ request */
 
 const char *fs_http_req_method(const fs_http_req *req)

@@ -331,17 +331,6 @@ FS_WUR int fs_http_resp_header(fs_http_resp *resp, const char *name, const char 
 int fs_http_problem(fs_http_resp *resp, unsigned status, const char *code, const char *title,
                     const char *detail_fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/**
- * Problem response for an fs_err: FS_EFORMAT 400, FS_EAUTH 401,
- * FS_ENOTFOUND 404, FS_ECONFLICT/FS_ESTATE 409, FS_ERANGE 413, FS_EINVAL 422;
- * anything else is a 500 whose detail is generic (the message is logged).
- * code = fs_err_name(err->code).
- */
-int fs_http_problem_err(fs_http_resp *resp, const struct fs_err *err);
-
-/** HTTP status an fs_err code maps to (see fs_http_problem_err). */
-unsigned fs_http_status_for_err(int code);
-
 /** 1 when a response has been set. */
 int fs_http_resp_is_set(const fs_http_resp *resp);
 

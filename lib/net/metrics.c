@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "reply.h"
+
 void fs_text_init(struct fs_text *t, size_t max)
 {
     memset(t, 0, sizeof *t);
@@ -179,8 +181,8 @@ int fs_http_metrics_respond(fs_http_resp *resp, struct fs_text *t)
     t->cap = 0;
     if (failed) {
         free(p);
-        /* "internal" as api/problem.h's FS_PROBLEM_INTERNAL (lib/ does not include api/) */
-        return fs_http_problem(resp, 500, "internal", NULL, "out of memory for the metrics");
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL,
+                               "out of memory for the metrics");
     }
     return fs_http_resp_bytes_owned(resp, 200, "text/plain; version=0.0.4; charset=utf-8", p, n);
 }

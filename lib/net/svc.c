@@ -9,6 +9,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -21,9 +22,10 @@ static int set_bool(void *field, const char *val, const char *src, struct fs_err
 {
     int b;
 
-    if (strcmp(val, "1") == 0 || strcmp(val, "true") == 0 || strcmp(val, "yes") == 0) {
+    if (strcmp(val, "1") == 0 || strcasecmp(val, "true") == 0 || strcasecmp(val, "yes") == 0) {
         b = 1;
-    } else if (strcmp(val, "0") == 0 || strcmp(val, "false") == 0 || strcmp(val, "no") == 0) {
+    } else if (strcmp(val, "0") == 0 || strcasecmp(val, "false") == 0 ||
+               strcasecmp(val, "no") == 0) {
         b = 0;
     } else {
         return fs_err_set(err, FS_EINVAL, "%s: expected 0 or 1", src);
@@ -93,18 +95,24 @@ static int is_bool_word(const char *v)
     static const char *const words[] = {"0", "1", "true", "false", "yes", "no"};
 
     for (size_t i = 0; i < sizeof words / sizeof words[0]; i++) {
-        if (strcmp(v, words[i]) == 0) {
+        if (strcasecmp(v, words[i]) == 0) {
             return 1;
         }
     }
     return 0;
 }
 
+/* Length of the flag's name: "--listen HOST:PORT" names --listen. */
+static int flag_len(const char *flag)
+{
+    return (int)strcspn(flag, " ");
+}
+
 /* The table entry argument a names (--flag or --flag=value), or nopts. */
 static size_t find_flag(const struct fs_svc_opt *opts, size_t nopts, const char *a)
 {
     for (size_t k = 0; k < nopts; k++) {
-        size_t fl = strlen(opts[k].flag);
+        size_t fl = (size_t)flag_len(opts[k].flag);
         if (strncmp(a, opts[k].flag, fl) == 0 && (a[fl] == '\0' || a[fl] == '=')) {
             return k;
         }
@@ -112,13 +120,51 @@ static size_t find_flag(const struct fs_svc_opt *opts, size_t nopts, const char 
     return nopts;
 }
 
+/* 1 when entry j is entry k or another spelling of it (no default, same field). */
+static int same_opt(const struct fs_svc_opt *opts, size_t k, size_t j)
+{
+    return j == k || (opts[j].def == NULL && opts[j].off == opts[k].off);
+}
+
+/* The value of entry k (and its other spellings): the last flag given, else
+ * the first environment variable set, else the default; src names it. */
+static const char *resolve(const struct fs_svc_opt *opts, size_t nopts, size_t k,
+                           const char *const *given, const int *pos, char *src, size_t cap)
+{
+    const char *val = NULL;
+    int best = 0;
+
+    for (size_t j = k; j < nopts; j++) {
+        if (same_opt(opts, k, j) && given[j] != NULL && pos[j] > best) {
+            val = given[j];
+            best = pos[j];
+            snprintf(src, cap, "%.*s", flag_len(opts[j].flag), opts[j].flag);
+        }
+    }
+    for (size_t j = k; j < nopts && val == NULL; j++) {
+        const char *e = same_opt(opts, k, j) ? getenv(opts[j].env) : NULL;
+        if (e != NULL && e[0] != '\0') {
+            val = e;
+            snprintf(src, cap, "%s", opts[j].env);
+        }
+    }
+    if (val == NULL) {
+        val = opts[k].def;
+        snprintf(src, cap, "default of %.*s", flag_len(opts[k].flag), opts[k].flag);
+    }
+    return val;
+}
+
 int fs_svc_opts_parse(const struct fs_svc_opt *opts, size_t nopts, void *cfg, int argc, char **argv,
                       int *help, struct fs_err *err)
 {
     const char **given = calloc(nopts > 0 ? nopts : 1, sizeof *given);
+    int *pos = calloc(nopts > 0 ? nopts : 1, sizeof *pos);
     int rc = 0;
 
-    if (given == NULL) {
+    if (given == NULL || pos == NULL) {
+        free(given);
+        free(pos);
         return fs_err_set(err, FS_ENOMEM, "config: out of memory");
     }
     *help = 0;
@@ -131,6 +177,9 @@ int fs_svc_opts_parse(const struct fs_svc_opt *opts, size_t nopts, void *cfg, in
             continue;
         }
         k = find_flag(opts, nopts, a);
+        if (k < nopts) {
+            pos[k] = i;
+        }
         if (k == nopts) {
             rc = fs_err_set(err, FS_EINVAL, "unknown argument \"%.64s\" (see --help)", a);
         } else if (eq != NULL) {
@@ -140,27 +189,21 @@ int fs_svc_opts_parse(const struct fs_svc_opt *opts, size_t nopts, void *cfg, in
         } else if (i + 1 < argc) {
             given[k] = argv[++i];
         } else {
-            rc = fs_err_set(err, FS_EINVAL, "%s: missing value", opts[k].flag);
+            rc = fs_err_set(err, FS_EINVAL, "%.*s: missing value", flag_len(opts[k].flag),
+                            opts[k].flag);
         }
     }
     for (size_t k = 0; k < nopts && rc == 0; k++) {
-        const char *val = given[k];
-        char src[64];
-        snprintf(src, sizeof src, "%s", opts[k].flag);
-        if (val == NULL) {
-            val = getenv(opts[k].env);
-            if (val != NULL && val[0] == '\0') {
-                val = NULL;
-            }
-            snprintf(src, sizeof src, "%s", opts[k].env);
+        char src[96];
+        const char *val;
+        if (opts[k].def == NULL) {
+            continue; /* another spelling: set with the entry it follows */
         }
-        if (val == NULL) {
-            val = opts[k].def;
-            snprintf(src, sizeof src, "default of %s", opts[k].flag);
-        }
+        val = resolve(opts, nopts, k, given, pos, src, sizeof src);
         rc = set_opt(&opts[k], cfg, val, src, err);
     }
     free(given);
+    free(pos);
     return rc;
 }
 
@@ -181,6 +224,15 @@ void fs_svc_opts_usage(FILE *out, const char *intro, const struct fs_svc_opt *op
 {
     fputs(intro, out);
     for (size_t k = 0; k < nopts; k++) {
+        if (opts[k].def == NULL) { /* another spelling of the entry with the same field */
+            size_t p = 0;
+            while (p < k && (opts[p].off != opts[k].off || opts[p].def == NULL)) {
+                p++;
+            }
+            fprintf(out, "  %-20s %-26s the same as %.*s\n", opts[k].flag, opts[k].env,
+                    flag_len(opts[p].flag), opts[p].flag);
+            continue;
+        }
         fprintf(out, "  %-20s %-26s default: %s\n      %s\n", opts[k].flag, opts[k].env,
                 opts[k].def[0] != '\0' ? opts[k].def : "(none)", opts[k].help);
     }

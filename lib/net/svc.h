@@ -5,7 +5,11 @@
  * A service describes its configuration struct with a table of fs_svc_opt
  * (offsets into the struct) and lets fs_svc_opts_parse fill it: a flag given
  * on the command line wins over its environment variable, which wins over the
- * default. Every value, defaults included, goes through the same checks. */
+ * default. Every value, defaults included, goes through the same checks.
+ * An entry whose def is NULL is another spelling of the entry above it with
+ * the same field (an older flag name and its variable): the last of their
+ * flags given wins, then the first of their variables set, then the default
+ * of the first entry. */
 #ifndef FS_NET_SVC_H
 #define FS_NET_SVC_H
 
@@ -29,12 +33,12 @@ enum fs_svc_opt_kind {
 };
 
 struct fs_svc_opt {
-    const char *flag; /* "--listen" */
+    const char *flag; /* "--listen", or "--listen HOST:PORT" (--help shows the word after it) */
     const char *env;  /* "FEDSVD_LISTEN" */
     enum fs_svc_opt_kind kind;
     size_t off;      /* offsetof the field in the configuration struct */
     size_t size;     /* FS_SVC_STR: the buffer's size, terminator included */
-    const char *def; /* the default, as it would be written on the command line */
+    const char *def; /* the default, as it would be written on the command line; NULL: see above */
     uint64_t lo, hi; /* FS_SVC_U64 / FS_SVC_U32 bounds */
     const char *help;
 };

@@ -2,6 +2,7 @@
 
 #include "secagg.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -552,4 +553,26 @@ double fs_agent_driver_progress(const struct fs_agent_driver *d, uint64_t chunks
         return 1.0;
     }
     return base + per * within;
+}
+
+int fs_agent_max_abs_exp(const double *x, size_t n, int *e)
+{
+    double m = 0.0;
+    int ex = 0;
+
+    for (size_t i = 0; i < n; i++) {
+        double a = fabs(x[i]);
+        if (!isfinite(a)) {
+            return -1;
+        }
+        if (a > m) {
+            m = a;
+        }
+    }
+    if (m == 0.0) {
+        return 0;
+    }
+    (void)frexp(m, &ex); /* m = f * 2^ex with 0.5 <= f < 1, so m < 2^ex */
+    *e = ex;
+    return 1;
 }

@@ -234,4 +234,11 @@ const char *fs_agent_driver_phase(const struct fs_agent_driver *d);
 double fs_agent_driver_progress(const struct fs_agent_driver *d, uint64_t chunks_done,
                                 uint64_t chunks_total);
 
+/**
+ * The largest binary exponent of the data: e with max|x| < 2^e (frexp), for
+ * the R0 advert's max_abs_exp. @return 1 and *e when some x != 0, 0 when the
+ * data is all zeros (max_abs_exp null), -1 if a value is not finite.
+ */
+int fs_agent_max_abs_exp(const double *x, size_t n, int *e);
+
 #endif

@@ -11,12 +11,12 @@
 #include <unistd.h>
 
 #include "../../api/jobs.h"
-#include "../../api/problem.h"
 #include "../../api/wire.h"
 #include "crypto/ct.h"
 #include "dashboard.h"
 #include "io/matio.h"
 #include "net/log.h"
+#include "net/reply.h"
 #include "net/svc.h"
 #include "powerjob.h"
 #include "proto/secagg.h"
@@ -130,95 +130,10 @@ static void rq_free(void *p)
     free(q);
 }
 
-static int problem(fs_http_resp *resp, const struct fs_err *err)
-{
-    unsigned status;
-    const char *code;
-
-    switch (err->code) {
-    case FS_EFORMAT:
-        status = 400;
-        code = FS_PROBLEM_BAD_REQUEST;
-        break;
-    case FS_EAUTH:
-        status = 401;
-        code = FS_PROBLEM_UNAUTHORIZED;
-        break;
-    case AGG_EFORBIDDEN:
-        status = 403;
-        code = FS_PROBLEM_FORBIDDEN;
-        break;
-    case FS_ENOTFOUND:
-        status = 404;
-        code = FS_PROBLEM_NOT_FOUND;
-        break;
-    case FS_ESTATE:
-        status = 409;
-        code = FS_PROBLEM_NOT_READY;
-        break;
-    case FS_ECONFLICT:
-        status = 409;
-        code = FS_PROBLEM_CONFLICT;
-        break;
-    case AGG_EABORTED:
-        status = 409;
-        code = FS_PROBLEM_ABORTED;
-        break;
-    case FS_ERANGE:
-        status = 413;
-        code = FS_PROBLEM_TOO_LARGE;
-        break;
-    case FS_EINVAL:
-        status = 422;
-        code = FS_PROBLEM_INVALID;
-        break;
-    case AGG_ETOOMANY:
-        status = 429;
-        code = FS_PROBLEM_TOO_MANY_JOBS;
-        break;
-    default:
-        fs_log_pack(FS_LOG_ERROR, "internal error", "{s:s}", "error", err->msg);
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL,
-                               "internal error (see the server log)");
-    }
-    if (status == 401) {
-        int rc = fs_http_problem(resp, status, code, NULL, "%s", err->msg);
-        if (rc == 0 && fs_http_resp_header(resp, "WWW-Authenticate", "Bearer") != 0) {
-            fs_log(FS_LOG_WARN, "cannot add WWW-Authenticate", NULL);
-        }
-        return rc;
-    }
-    return fs_http_problem(resp, status, code, NULL, "%s", err->msg);
-}
-
-static int fail(fs_http_resp *resp, int code, const char *fmt, const char *arg)
-{
-    struct fs_err err;
-
-    fs_err_clear(&err);
-    fs_err_set(&err, code, fmt, arg);
-    return problem(resp, &err);
-}
-
 /* JSON reply, counting its bytes for the job. Steals body. */
 static int reply_json(fs_http_resp *resp, struct rq *q, unsigned status, json_t *body)
 {
-    char *s;
-    size_t n;
-
-    if (body == NULL) {
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-    }
-    s = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    if (s == NULL) {
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-    }
-    n = strlen(s);
-    if (q != NULL) {
-        q->out_bytes += n;
-    }
-    return fs_http_resp_bytes_owned(resp, status, "application/json", s, n);
+    return fs_http_reply_json(resp, status, body, q != NULL ? &q->out_bytes : NULL);
 }
 
 static int parse_u64(const char *s, uint64_t max, uint64_t *out)
@@ -245,25 +160,6 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
     return 0;
 }
 
-/* The buffered body as JSON; problem set on failure. */
-static int body_json(fs_http_req *req, fs_http_resp *resp, json_t **out)
-{
-    struct fs_err err = {0};
-    int rc = fs_http_req_json(req, out, &err);
-
-    if (rc == FS_EINVAL) {
-        (void)fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
-                              "Content-Type must be application/json");
-        return -1;
-    }
-    if (rc != 0) {
-        err.code = FS_EFORMAT;
-        (void)problem(resp, &err);
-        return -1;
-    }
-    return 0;
-}
-
 /* ------------------------------------------------------------ auth (on_begin) */
 
 static int auth_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
@@ -282,30 +178,30 @@ static int auth_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
     q->app = app;
     fs_http_req_set_user(req, q, rq_free);
     if (fs_auth_parse_bearer(fs_http_req_header(req, "Authorization"), &tok, &len, &err) != 0) {
-        return problem(resp, &err) || 1;
+        return fs_http_problem_err(resp, &err) || 1;
     }
     admin = fs_auth_check_token(app->admin, tok, len, NULL, NULL) == 0;
     if (rc_->has_job) {
         const char *id = fs_http_req_param(req, "job");
         agg_job *j = agg_mgr_find(app->mgr, id);
         if (j == NULL) {
-            return fail(resp, admin ? FS_ENOTFOUND : FS_EAUTH,
-                        admin ? "no job %s" : "token is not valid for job %s",
-                        fs_job_id_valid(id) ? id : "(malformed id)") ||
+            return fs_http_fail(resp, admin ? FS_ENOTFOUND : FS_EAUTH,
+                                admin ? "no job %s" : "token is not valid for job %s",
+                                fs_job_id_valid(id) ? id : "(malformed id)") ||
                    1;
         }
         if (!admin && agg_job_auth(j, tok, len, &q->party, &err) != 0) {
-            return problem(resp, &err) || 1;
+            return fs_http_problem_err(resp, &err) || 1;
         }
         q->job = j;
     } else if (!admin) {
-        return fail(resp, FS_EAUTH, "%s", "the admin token is required") || 1;
+        return fs_http_fail(resp, FS_EAUTH, "%s", "the admin token is required") || 1;
     }
     if (rc_->auth == A_ADMIN && !admin) {
-        return fail(resp, AGG_EFORBIDDEN, "%s", "the admin token is required") || 1;
+        return fs_http_fail(resp, AGG_EFORBIDDEN, "%s", "the admin token is required") || 1;
     }
     if (rc_->auth == A_PARTY && admin) {
-        return fail(resp, AGG_EFORBIDDEN, "%s", "a party token is required") || 1;
+        return fs_http_fail(resp, AGG_EFORBIDDEN, "%s", "a party token is required") || 1;
     }
     return 0;
 }
@@ -475,13 +371,13 @@ static int h_jobs_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
     int rc;
 
     (void)rq_of(req);
-    if (body_json(req, resp, &body) != 0) {
+    if (fs_http_body_json(req, resp, &body) != 0) {
         return 0;
     }
     rc = fs_job_spec_decode(body, app->cfg->max_elements, &spec, &err);
     json_decref(body);
     if (rc != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     if (spec.server_url[0] != '\0') {
         snprintf(base, sizeof base, "%s", spec.server_url);
@@ -490,7 +386,7 @@ static int h_jobs_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
     }
     rc = agg_job_create(app->mgr, &spec, base, &out, &err);
     if (rc != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return reply_json(resp, NULL, 201, out);
 }
@@ -503,7 +399,7 @@ static int h_jobs_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
     (void)rq_of(req);
     if (state != NULL && strcmp(state, "running") != 0 && strcmp(state, "done") != 0 &&
         strcmp(state, "failed") != 0) {
-        return fail(resp, FS_EINVAL, "%s", "state must be running, done or failed");
+        return fs_http_fail(resp, FS_EINVAL, "%s", "state must be running, done or failed");
     }
     return reply_json(resp, NULL, 200, agg_mgr_list(rc_->app->mgr, state));
 }
@@ -519,31 +415,26 @@ static int h_job_maskset(fs_http_req *req, fs_http_resp *resp, void *ctx)
     struct fs_job_maskset m;
     struct fs_err err = {0};
     json_t *body = NULL;
-    json_t *st = NULL;
-    const char *alg;
     int rc;
 
-    if (body_json(req, resp, &body) != 0) {
+    if (fs_http_body_json(req, resp, &body) != 0) {
         return 0;
     }
     rc = fs_job_maskset_decode(body, &m, &err);
     json_decref(body);
     if (rc != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
-    st = agg_job_status(q->job);
-    alg = json_string_value(json_object_get(st, "algorithm"));
-    if (alg == NULL || !fs_job_is_fedsvd(alg)) {
-        rc = fail(resp, FS_EINVAL, "%s", "only a fedsvd or fedpca job has a mask set");
+    if (!fs_algo_is_fedsvd(agg_job_algo(q->job))) {
+        rc = fs_http_fail(resp, FS_EINVAL, "%s", "only a fedsvd or fedpca job has a mask set");
     } else if (agg_store_maskset_set(rc_->app->st, agg_job_id(q->job), m.masking_url, m.maskset,
                                      m.end_token, &err) != 0) {
-        rc = problem(resp, &err);
+        rc = fs_http_problem_err(resp, &err);
     } else {
         fs_log_pack(FS_LOG_INFO, "mask set registered", "{s:s, s:s}", "job", agg_job_id(q->job),
                     "maskset", m.maskset);
         rc = fs_http_resp_empty(resp, 204);
     }
-    json_decref(st);
     fs_wipe(&m, sizeof m);
     return rc;
 }
@@ -561,7 +452,7 @@ static int h_job_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
     struct fs_err err = {0};
     (void)ctx;
     if (agg_job_cancel(q->job, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     fs_log_pack(FS_LOG_INFO, "job cancelled", "{s:s}", "job", agg_job_id(q->job));
     return reply_json(resp, q, 200, agg_job_status(q->job));
@@ -579,15 +470,16 @@ static int party_post(fs_http_req *req, fs_http_resp *resp, unsigned ok_status,
     int rc;
 
     if (rs != NULL && parse_u64(rs, UINT32_MAX, &r) != 0) {
-        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+        return fs_http_fail(resp, FS_ENOTFOUND, "%s",
+                            "aggregation index must be a decimal integer");
     }
-    if (body_json(req, resp, &body) != 0) {
+    if (fs_http_body_json(req, resp, &body) != 0) {
         return 0;
     }
     rc = fn(q->job, q->party, (uint32_t)r, body, &err);
     json_decref(body);
     if (rc != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return fs_http_resp_empty(resp, ok_status);
 }
@@ -653,17 +545,18 @@ static int agg_file(fs_http_req *req, fs_http_resp *resp,
     uint64_t r = 0;
 
     if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
-        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+        return fs_http_fail(resp, FS_ENOTFOUND, "%s",
+                            "aggregation index must be a decimal integer");
     }
     if (locate(q->job, (uint32_t)r, path, sizeof path, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     if (stat(path, &st) == 0) {
         q->out_bytes += (uint64_t)st.st_size;
     }
     if (fs_http_resp_file(resp, 200, "application/x-npy", path, &err) != 0) {
         fs_err_set(&err, FS_EINTERNAL, "%s file missing", what);
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return 0;
 }
@@ -682,7 +575,7 @@ static int h_keys_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
     json_t *out = NULL;
     (void)ctx;
     if (agg_job_get_roster(q->job, &out, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return reply_json(resp, q, 200, out);
 }
@@ -694,7 +587,7 @@ static int h_shares_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
     json_t *out = NULL;
     (void)ctx;
     if (agg_job_get_shares(q->job, q->party, &out, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return reply_json(resp, q, 200, out);
 }
@@ -707,10 +600,11 @@ static int h_agg_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
     uint64_t r = 0;
     (void)ctx;
     if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
-        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+        return fs_http_fail(resp, FS_ENOTFOUND, "%s",
+                            "aggregation index must be a decimal integer");
     }
     if (agg_job_get_agg(q->job, (uint32_t)r, &out, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return reply_json(resp, q, 200, out);
 }
@@ -722,7 +616,7 @@ static int h_result(fs_http_req *req, fs_http_resp *resp, void *ctx)
     json_t *out = NULL;
     (void)ctx;
     if (agg_job_result(q->job, &out, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return reply_json(resp, q, 200, out);
 }
@@ -735,14 +629,14 @@ static int h_result_file(fs_http_req *req, fs_http_resp *resp, void *ctx)
     struct stat st;
     (void)ctx;
     if (agg_job_result_path(q->job, fs_http_req_param(req, "name"), path, sizeof path, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     if (stat(path, &st) == 0) {
         q->out_bytes += (uint64_t)st.st_size;
     }
     if (fs_http_resp_file(resp, 200, "application/x-npy", path, &err) != 0) {
         fs_err_set(&err, FS_EINTERNAL, "result file missing");
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return 0;
 }
@@ -799,11 +693,12 @@ static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
     }
     if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0 ||
         parse_u64(fs_http_req_param(req, "chunk"), UINT64_MAX / 2, &idx) != 0) {
-        return fail(resp, FS_ENOTFOUND, "%s", "aggregation and chunk must be decimal integers") ||
+        return fs_http_fail(resp, FS_ENOTFOUND, "%s",
+                            "aggregation and chunk must be decimal integers") ||
                1;
     }
     if (agg_job_chunk_check(q->job, q->party, (uint32_t)r, idx, &q->m, &err) != 0) {
-        return problem(resp, &err) || 1;
+        return fs_http_problem_err(resp, &err) || 1;
     }
     q->r = (uint32_t)r;
     q->idx = idx;
@@ -907,7 +802,7 @@ static int chunk_done(fs_http_req *req, fs_http_resp *resp, void *ctx)
     }
     agg_le64_decode(y, q->buf, q->m); /* in place: nothing to do on little-endian hosts */
     if (agg_job_put_chunk(q->job, q->party, q->r, q->idx, y, q->m, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return fs_http_resp_empty(resp, 204);
 }
@@ -935,7 +830,7 @@ static int h_exchange_key(fs_http_req *req, fs_http_resp *resp, void *ctx)
     json_t *out = NULL;
     (void)ctx;
     if (agg_job_exchange_key(q->job, &out, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return reply_json(resp, q, 200, out);
 }
@@ -948,10 +843,11 @@ static int h_selector(fs_http_req *req, fs_http_resp *resp, void *ctx)
     uint64_t r = 0;
     (void)ctx;
     if (parse_r(req, &r) != 0) {
-        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer");
+        return fs_http_fail(resp, FS_ENOTFOUND, "%s",
+                            "aggregation index must be a decimal integer");
     }
     if (agg_job_get_selector(q->job, q->party, (uint32_t)r, &out, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return reply_json(resp, q, 200, out);
 }
@@ -977,7 +873,9 @@ static int sized_begin(fs_http_req *req, fs_http_resp *resp, void *ctx, int plai
                1;
     }
     if (parse_r(req, &r) != 0) {
-        return fail(resp, FS_ENOTFOUND, "%s", "aggregation index must be a decimal integer") || 1;
+        return fs_http_fail(resp, FS_ENOTFOUND, "%s",
+                            "aggregation index must be a decimal integer") ||
+               1;
     }
     q->r = (uint32_t)r;
     if (plain) {
@@ -989,7 +887,7 @@ static int sized_begin(fs_http_req *req, fs_http_resp *resp, void *ctx, int plai
         cap = 4 * (((uint64_t)n + 2) / 3) + 256;
     }
     if (rc != 0) {
-        return problem(resp, &err) || 1;
+        return fs_http_problem_err(resp, &err) || 1;
     }
     if (fs_http_req_content_length(req, &cl) && cl > cap) {
         return fs_http_problem(resp, 413, FS_PROBLEM_TOO_LARGE, NULL,
@@ -1051,12 +949,13 @@ static int h_noise_response(fs_http_req *req, fs_http_resp *resp, void *ctx)
                       &je);
     if (!json_is_object(body)) {
         json_decref(body);
-        return fail(resp, FS_EFORMAT, "%s", "body: expected a JSON object {\"response\": \"…\"}");
+        return fs_http_fail(resp, FS_EFORMAT, "%s",
+                            "body: expected a JSON object {\"response\": \"…\"}");
     }
     v = json_object_get(body, "response");
     if (!json_is_string(v)) {
         json_decref(body);
-        return fail(resp, FS_EFORMAT, "%s", "response: expected a base64url string");
+        return fs_http_fail(resp, FS_EFORMAT, "%s", "response: expected a base64url string");
     }
     rc = fs_b64url_decode_alloc(json_string_value(v), q->buf_cap, &bytes, &n, &err);
     json_decref(body);
@@ -1067,7 +966,7 @@ static int h_noise_response(fs_http_req *req, fs_http_resp *resp, void *ctx)
     }
     free(bytes);
     if (rc != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return fs_http_resp_empty(resp, 204);
 }
@@ -1110,7 +1009,7 @@ static int h_plain(fs_http_req *req, fs_http_resp *resp, void *ctx)
     q->in_bytes = q->buf_n;
     rc = parse_zmax(fs_http_req_query(req, "zmax"), &zmax, &err);
     if (rc != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     caps.max_elems = want;
     rc = fs_npy_parse_header(q->buf != NULL ? q->buf : (const uint8_t *)"", q->buf_n, &caps, &h,
@@ -1148,7 +1047,7 @@ static int h_plain(fs_http_req *req, fs_http_resp *resp, void *ctx)
     rc = agg_job_put_plain(q->job, q->party, q->r, y, zmax, &err);
     fs_mat_free(y);
     if (rc != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return fs_http_resp_empty(resp, 204);
 }

@@ -1,7 +1,13 @@
 /* The job manager of the aggregation server: the registry of jobs, the
- * secure-sum job around lib/proto's fs_secagg_server (which holds all the
- * protocol logic), persistence of every accepted message (store.h), the
- * round driver (deadlines, closing rounds) and restart by replay.
+ * jobs around lib/proto's job state machine (jobsm.h: phases, party sets,
+ * thresholds, dropout rules) and fs_secagg_server (the secure aggregation),
+ * persistence of every accepted message (store.h), the status documents,
+ * the round driver (deadlines, closing rounds) and restart by replay.
+ * Files: jobmgr.c (registry, creation, driver), jobcore.c (the job, its
+ * locks and log), jobstatus.c (documents), jobround.c (messages, closing
+ * rounds), jobagg.c (aggregations, the unmasking worker), jobroutes.c
+ * (party routes), jobreplay.c (loading, replay); power methods plug in
+ * through powerjob.h's hooks.
  *
  * Locking: each job has `mu` (status fields; held briefly, never across
  * crypto or I/O-heavy work) and `sm_mu` (the state machine and the event
@@ -25,12 +31,13 @@
 #include "core/err.h"
 #include "store.h"
 
-#define AGG_EABORTED   (-100) /* 409 aborted: the job failed */
-#define AGG_EFORBIDDEN (-101) /* 403 */
-#define AGG_ETOOMANY   (-102) /* 429 too_many_jobs */
+#define AGG_EABORTED   FS_EABORTED   /* 409 aborted: the job failed */
+#define AGG_EFORBIDDEN FS_EFORBIDDEN /* 403 */
+#define AGG_ETOOMANY   FS_ETOOMANY   /* 429 too_many_jobs */
 
 typedef struct agg_mgr agg_mgr;
 typedef struct agg_job agg_job;
+struct agg_algo_ops;
 
 struct agg_mgr_config {
     const char *data_dir; /* copied */
@@ -51,6 +58,10 @@ struct agg_counts {
 /** New manager over an open store (borrowed). Free with agg_mgr_free. */
 FS_WUR int agg_mgr_new(const struct agg_mgr_config *cfg, agg_store *st, agg_mgr **out,
                        struct fs_err *err);
+
+/** The power methods' hooks (powerjob.h's agg_power_ops); before agg_mgr_load.
+ * Without them, power-method jobs are refused. */
+void agg_mgr_set_power_ops(agg_mgr *m, const struct agg_algo_ops *ops);
 
 /**
  * Load every job from the store. Running jobs are rebuilt by replaying their
@@ -90,6 +101,9 @@ FS_WUR int agg_job_auth(agg_job *j, const char *token, size_t len, uint32_t *par
                         struct fs_err *err);
 
 const char *agg_job_id(const agg_job *j);
+
+/** The job's algorithm. */
+enum fs_algo agg_job_algo(const agg_job *j);
 
 /** y[i] = the little-endian uint64 at b + 8i (the .npy <u8 layout), i < m. y may
  * overlap b when y <= b (decoding in place, moving left). */

@@ -1,40 +1,26 @@
-/* Internals of the job manager shared by jobmgr.c and powerjob.c (the
- * power-method job glue): the job and manager structs and the helpers both
- * use. Locking rules: see jobmgr.h. Not for other files. */
+/* Internals of the job manager, shared by its files (one direction each:
+ * jobutil.c < jobstatus.c < jobcore.c < jobagg.c < jobround.c < jobroutes.c,
+ * jobmgr.c, jobreplay.c, powerjob.c): the job and manager structs and the
+ * helpers they use. The protocol state (phases, party sets, thresholds,
+ * dropout rules) is lib/proto/jobsm.h's; the power methods plug in through
+ * struct agg_algo_ops, registered by main.c. Locking rules: see jobmgr.h.
+ * Not for other files. */
 #ifndef AGGSRV_JOBMGR_INTERNAL_H
 #define AGGSRV_JOBMGR_INTERNAL_H
 
 #include <jansson.h>
 #include <pthread.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "core/fdio.h"
 #include "jobmgr.h"
 #include "la/fixedpt.h"
 #include "proto/fedsvd.h"
+#include "proto/jobsm.h"
 #include "proto/secagg.h"
 
 struct agg_power;
-
-/* Phases in protocol order. JP_EXP (sealed exponents) and JP_FACTOR only
- * occur in fedsvd/fedpca jobs; JP_EXP..JP_R4 repeat per aggregation.
- * JP_NOISEX (fedpower-utility: after JP_R4 of a sync) and JP_PLAIN (plain
- * fedpower: instead of JP_R2..JP_R4) only in power-method jobs. */
-enum jphase {
-    JP_R0 = 0,
-    JP_R1,
-    JP_EXP,
-    JP_R2,
-    JP_R3,
-    JP_R4,
-    JP_FACTOR,
-    JP_NOISEX,
-    JP_PLAIN,
-    JP_DONE,
-    JP_FAILED
-};
-
-#define NTIMINGS 9 /* JP_R0 .. JP_PLAIN */
 
 struct chunk_ctx {
     agg_job *job;
@@ -51,19 +37,18 @@ struct agg_job {
     char server_url[FS_JOB_URL_MAX + 1];
     uint32_t n;
     uint32_t chunk_words;
-    uint64_t len;
-    uint64_t nchunks;
     char created_at[32];
     double created_unix;
     char dir[4200]; /* <data>/jobs/<id> */
     char tmp_dir[4300];
     fs_auth *auth; /* party tokens, labels "party:N" */
     struct fs_secagg_config cfg;
-    int fed;                 /* fedsvd / fedpca */
-    int power;               /* a power-method job (state in pw) */
-    uint32_t naggs;          /* secure aggregations of the job */
-    size_t *sizes;           /* fed: party_sizes as size_t, for lib/proto */
-    struct fs_fedsvd_job fj; /* fed: the job as lib/proto sees it (sizes borrowed) */
+    int fed;                        /* fedsvd / fedpca */
+    int power;                      /* a power-method job (state in pw) */
+    const struct agg_algo_ops *ops; /* power-method jobs; NULL otherwise */
+    uint32_t naggs;                 /* secure aggregations of the job */
+    size_t *sizes;                  /* fed: party_sizes as size_t, for lib/proto */
+    struct fs_fedsvd_job fj;        /* fed: the job as lib/proto sees it (sizes borrowed) */
 
     /* sm_mu */
     fs_secagg_server *sm;
@@ -74,43 +59,53 @@ struct agg_job {
     struct agg_power *pw; /* power-method jobs (powerjob.c); NULL otherwise */
     size_t nfirst;
 
+    /* the protocol state: changed with sm_mu and mu held (st.finishing: mu
+     * alone when the worker ends), read under either */
+    struct fs_jobsm st;
+
     /* mu */
-    enum jphase phase;
-    int finishing; /* R4 closed; unmasking on the worker */
+    uint64_t len; /* words of the aggregation in progress */
+    uint64_t nchunks;
     int worker_running;
     int worker_exited;
     pthread_t worker;
     double deadline_mono;
-    double phase_opened; /* wall clock */
-    uint32_t r;          /* the aggregation in progress (or the last one) */
-    double timings[NTIMINGS];
-    int has_timing[NTIMINGS];
-    uint8_t *joined;   /* advertised keys (U1) */
-    uint8_t *shared;   /* shared keys (U2) */
-    uint8_t *dropped;  /* counted as dropped at a round close */
-    uint8_t *in_round; /* still expected in the current round */
-    uint8_t *sent;     /* sent this round's message */
-    uint8_t *has_exp;
-    int *exp;
-    uint8_t (*sealed)[FS_FEDSVD_SEALED_EXP_LEN]; /* fed: this aggregation's sealed exponents */
-    uint8_t *has_sealed;
-    int *pubexp; /* fed: the public exponent each party reported (SVD aggregation) */
-    uint8_t *has_pubexp;
     uint64_t bytes_in;
     uint64_t bytes_out;
-    uint64_t phase_in[NTIMINGS]; /* bytes of requests that ended while phase t was open */
-    uint64_t phase_out[NTIMINGS];
+    uint64_t phase_in[FS_JOB_NTIMED]; /* bytes of requests that ended while phase t was open */
+    uint64_t phase_out[FS_JOB_NTIMED];
     struct fs_fixedpt fp;
     json_t *roster; /* {"roster": [...]} once R0 closed */
     json_t *aggs;   /* array: Aggregation document r (null until begun) */
     json_t *result; /* Result once done */
-    char error[512];
+};
+
+/* A job kind's hooks (the power methods, powerjob.c), called with the locks
+ * their comments in powerjob.c name. */
+struct agg_algo_ops {
+    /* before creation: complete and check the spec */
+    int (*prepare_spec)(struct fs_job_spec *spec, struct fs_err *err);
+    /* attach the kind's state to a new job shell (with_server: the protocol server) */
+    int (*attach)(agg_job *j, int with_server, struct fs_err *err);
+    void (*detach)(agg_job *j);
+    uint64_t (*round_len)(const struct fs_job_spec *spec, uint32_t r);
+    uint32_t (*secagg_aggregations)(const struct fs_job_spec *spec);
+    /* status fields of the Job document (mu held) */
+    void (*status_locked)(const agg_job *j, json_t *o);
+    /* begin round r (sm_mu held) */
+    int (*begin)(agg_job *j, uint32_t r, double at, struct fs_err *err);
+    /* the worker's part after a round closed (sm_mu held) */
+    void (*worker)(agg_job *j);
+    int (*result_name)(const agg_job *j, const char *name);
+    /* a job read from the store (running: it cannot resume) */
+    void (*load)(agg_job *j, int running);
 };
 
 struct agg_mgr {
     struct agg_mgr_config cfg;
     char data_dir[4096];
     agg_store *st;
+    const struct agg_algo_ops *power_ops;
     pthread_rwlock_t lock; /* the registry */
     agg_job **jobs;
     size_t njobs;
@@ -122,42 +117,76 @@ struct agg_mgr {
     struct agg_counts counts; /* rounds/dropped/chunks; states are counted on demand */
 };
 
-/* Phase names on the wire (PHASE_NAME of jobmgr.c). */
-const char *agg_phase_name(enum jphase ph);
-/* Key of timings[t] in the Job's "timings" (TIMING_NAME of jobmgr.c), t < NTIMINGS. */
-const char *agg_timing_name(int t);
+/* ---- jobutil.c: no job state */
+double agg_now_mono(void);
+double agg_now_wall(void);
+void agg_iso_time(double t, char out[32]);
+void agg_rm_tree(const char *path);
+int agg_is_internal(int code);
+json_t *agg_ids_where(const uint8_t *flags, const uint8_t *unless, uint32_t n);
+int agg_file_sha256_hex(const char *path, char hex[65], struct fs_err *err);
+int agg_read_words(const char *path, uint64_t off, uint64_t *y, size_t m, struct fs_err *err);
+void agg_le64_encode(uint8_t *b, const uint64_t *y, size_t m);
+int agg_write_upload(const char *path, const uint8_t *p, size_t n, off_t off, int sync);
 
-double now_mono(void);
-double now_wall(void);
-void rm_tree(const char *path);
-void count_add(agg_mgr *m, uint64_t *field, uint64_t k);
-void wake(agg_mgr *m);
-int is_internal(int code);
-json_t *ids_where(const uint8_t *flags, const uint8_t *unless, uint32_t n);
-int job_running(const agg_job *j);
+/* ---- jobstatus.c: documents (mu held where _locked) */
+json_t *agg_status_locked(const agg_job *j);
+const char *agg_state_locked(const agg_job *j); /* "running", "done", "failed" */
+void agg_persist_state(agg_job *j, const char *result_json);
+/* The Aggregation document of the aggregation in progress (borrowed; mu held). */
+json_t *agg_cur_doc(const agg_job *j);
+/* Every party not among the survivors u3. */
+json_t *agg_dropped_of(const agg_job *j, const uint32_t *u3, size_t n3);
+
+/* ---- jobcore.c */
+uint64_t agg_len(const agg_job *j, uint32_t r);
+int agg_is_stats(const agg_job *j, uint32_t r);
+int agg_words_path(const agg_job *j, uint32_t party, char *out, size_t cap);
+int agg_sum_path(const agg_job *j, uint32_t r, char *out, size_t cap);
+void agg_rm_chunks(const agg_job *j);
+int agg_job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec, uint32_t chunk_words,
+                  double created, agg_job **out, struct fs_err *err);
+void agg_job_free(agg_job *j);
+int agg_job_new_sm(agg_job *j, struct fs_err *err);
+int agg_add_digests(agg_job *j, const uint8_t (*digests)[32], struct fs_err *err);
+int agg_mgr_register(agg_mgr *m, agg_job *j, struct fs_err *err);
+void agg_count_add(agg_mgr *m, uint64_t *field, uint64_t k);
+void agg_wake(agg_mgr *m);
 /* sm_mu held */
-void fail_job(agg_job *j, const char *reason);
-void after_sm_error(agg_job *j, int rc, const struct fs_err *err);
-int log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx, const void *body,
-              size_t len, double at, struct fs_err *err);
-int log_json(agg_job *j, const char *kind, uint32_t party, const json_t *body, double at,
-             struct fs_err *err);
-void fail_no_dropouts(agg_job *j, enum jphase ph, uint32_t who, uint32_t drops);
-void persist_state(agg_job *j, const char *result_json);
-/* mu held */
-uint32_t mark_dropped_locked(agg_job *j, uint32_t *first);
-void next_round_locked(agg_job *j, enum jphase ph, const uint32_t *set, size_t k, double at,
-                       int record);
-json_t *cur_agg(const agg_job *j);
-int check_phase_locked(const agg_job *j, enum jphase want, uint32_t r, uint32_t party,
-                       struct fs_err *err);
-uint32_t *flag_ids(const uint8_t *flags, uint32_t n, size_t *k);
-int start_worker(agg_job *j);
-int file_sha256_hex(const char *path, char hex[65], struct fs_err *err);
-json_t *dropped_of(const agg_job *j, const uint32_t *u3, size_t n3);
-/* check the phase, then take sm_mu (held on success); leave() releases it */
-int enter(agg_job *j, enum jphase want, uint32_t r, uint32_t party, struct fs_err *err);
-void leave(agg_job *j);
+void agg_fail_job(agg_job *j, const char *reason);
+void agg_after_sm_error(agg_job *j, int rc, const struct fs_err *err);
+int agg_log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx, const void *body,
+                  size_t len, double at, struct fs_err *err);
+int agg_log_json(agg_job *j, const char *kind, uint32_t party, const json_t *body, double at,
+                 struct fs_err *err);
+void agg_fail_no_dropouts(agg_job *j, enum fs_job_phase ph, uint32_t who, uint32_t drops);
+/* mu held: open phase ph expecting set (and restart the round deadline) */
+void agg_next_round_locked(agg_job *j, enum fs_job_phase ph, const uint32_t *set, size_t k,
+                           double at, int record);
+/* mu held: may party act in phase want of aggregation r now? */
+int agg_check_locked(const agg_job *j, enum fs_job_phase want, uint32_t r, uint32_t party,
+                     struct fs_err *err);
+/* check, then take sm_mu (held on success); agg_leave releases it */
+int agg_enter(agg_job *j, enum fs_job_phase want, uint32_t r, uint32_t party, struct fs_err *err);
+/* agg_enter for a message that may repeat an accepted one (see jobcore.c) */
+int agg_enter_repeat(agg_job *j, enum fs_job_phase want, uint32_t r, uint32_t party, int *closed,
+                     struct fs_err *closed_err, struct fs_err *err);
+int agg_closed_verdict(int rc, const struct fs_err *closed_err, struct fs_err *err);
+void agg_leave(agg_job *j);
 int agg_exists(const agg_job *j, uint32_t r, struct fs_err *err);
+
+/* ---- jobagg.c: aggregations, the worker (sm_mu held) */
+int agg_begin_sum(agg_job *j, const struct fs_fixedpt *given, double at, struct fs_err *err);
+int agg_begin_fed(agg_job *j, uint32_t r, double at, struct fs_err *err);
+int agg_finish_stats(agg_job *j, double at, struct fs_err *err);
+int agg_start_worker(agg_job *j);
+
+/* ---- jobround.c: messages and closing rounds (sm_mu held) */
+/* A party's message: checked against the job's record, handed to the secure
+ * aggregation, persisted (unless replaying) and recorded. body: the JSON
+ * logged for ADV/SHARES/REVEALS (ADV: encoded when NULL). */
+int agg_apply(agg_job *j, const struct fs_jobsm_msg *msg, const json_t *body, double at,
+              struct fs_err *err);
+int agg_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err);
 
 #endif

@@ -25,6 +25,7 @@
 #include "net/http_server.h"
 #include "net/log.h"
 #include "net/svc.h"
+#include "powerjob.h"
 #include "store.h"
 
 static atomic_int g_stop_driver;
@@ -40,42 +41,112 @@ static void *driver_main(void *arg)
     return NULL;
 }
 
+/* Options, --version and --help: -1 to go on, else the exit status. */
+static int parse_options(int argc, char **argv, struct agg_config *cfg, char *host, size_t cap,
+                         uint16_t *port)
+{
+    struct fs_err err = {0};
+
+    if (fs_svc_version_flag("aggregation-server", argc, argv)) {
+        return 0;
+    }
+    if (agg_config_parse(argc, argv, cfg, &err) != 0) {
+        fprintf(stderr, "aggregation-server: %s\n", err.msg);
+        return 2;
+    }
+    if (cfg->help) {
+        agg_config_usage(stdout);
+        return 0;
+    }
+    fs_log_set_level(cfg->log_level);
+    if (fs_http_parse_listen(cfg->listen, host, cap, port, &err) != 0) {
+        fprintf(stderr, "aggregation-server: --listen: %s\n", err.msg);
+        return 2;
+    }
+    if (fs_svc_check_listen(host, cfg->tls_cert[0] != '\0', cfg->insecure_http, &err) != 0) {
+        fprintf(stderr, "aggregation-server: %s\n", err.msg);
+        return 2;
+    }
+    return -1;
+}
+
+/* The admin token, the store and the job manager. */
+static int open_state(struct agg_app *app, const struct agg_config *cfg, struct fs_err *err)
+{
+    struct agg_mgr_config mcfg;
+
+    if (agg_http_init(app, err) != 0 || fs_auth_new(&app->admin, err) != 0 ||
+        fs_auth_add_file(app->admin, cfg->admin_token_file, "admin", err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err->msg);
+        return -1;
+    }
+    if (fs_svc_private_dir(cfg->data_dir, err) != 0 ||
+        agg_store_open(cfg->data_dir, cfg->fsync, &app->st, err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err->msg);
+        return -1;
+    }
+    memset(&mcfg, 0, sizeof mcfg);
+    mcfg.data_dir = cfg->data_dir;
+    mcfg.max_elements = cfg->max_elements;
+    mcfg.max_jobs = cfg->max_jobs;
+    mcfg.chunk_words = cfg->chunk_words;
+    mcfg.fsync = cfg->fsync;
+    if (agg_mgr_new(&mcfg, app->st, &app->mgr, err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err->msg);
+        return -1;
+    }
+    agg_mgr_set_power_ops(app->mgr, &agg_power_ops);
+    (void)fs_svc_find_openapi(cfg->openapi, app->openapi_path, sizeof app->openapi_path);
+    if (app->openapi_path[0] == '\0') {
+        fs_log(FS_LOG_WARN, "no openapi.yaml found; /openapi.yaml answers 404", NULL);
+    }
+    return 0;
+}
+
+/* The HTTP server (not yet listening) and its routes. */
+static int setup_http(struct agg_app *app, const struct agg_config *cfg, const char *host,
+                      uint16_t port, struct fs_err *err)
+{
+    struct fs_http_server_config hcfg;
+
+    fs_http_server_config_default(&hcfg);
+    hcfg.host = host;
+    hcfg.port = port;
+    hcfg.threads = cfg->threads;
+    hcfg.max_connections = cfg->max_connections;
+    hcfg.max_per_ip = cfg->max_per_ip;
+    hcfg.request_timeout_s = cfg->request_timeout_s;
+    hcfg.conn_memory_limit = 256 * 1024; /* large upload pieces: fewer reads and callbacks */
+    hcfg.log_requests = 1;
+    hcfg.on_request = agg_http_on_request;
+    hcfg.hook_ctx = app;
+    hcfg.tls_cert_file = app->tls ? cfg->tls_cert : NULL;
+    hcfg.tls_key_file = app->tls ? cfg->tls_key : NULL;
+    if (fs_http_server_new(&app->srv, &hcfg, err) != 0 || agg_http_routes(app, err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot set up HTTP", "{s:s}", "error", err->msg);
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     agg_maskend *maskend = NULL;
     struct agg_config cfg;
     struct agg_app app;
-    struct agg_mgr_config mcfg;
-    struct fs_http_server_config hcfg;
     struct fs_err err = {0};
     char host[256];
     uint16_t port = 0;
     sigset_t sigs;
     pthread_t driver;
     int have_driver = 0;
-    int status = 1;
+    int status = parse_options(argc, argv, &cfg, host, sizeof host, &port);
 
+    if (status >= 0) {
+        return status;
+    }
+    status = 1;
     memset(&app, 0, sizeof app);
-    if (fs_svc_version_flag("aggregation-server", argc, argv)) {
-        return 0;
-    }
-    if (agg_config_parse(argc, argv, &cfg, &err) != 0) {
-        fprintf(stderr, "aggregation-server: %s\n", err.msg);
-        return 2;
-    }
-    if (cfg.help) {
-        agg_config_usage(stdout);
-        return 0;
-    }
-    fs_log_set_level(cfg.log_level);
-    if (fs_http_parse_listen(cfg.listen, host, sizeof host, &port, &err) != 0) {
-        fprintf(stderr, "aggregation-server: --listen: %s\n", err.msg);
-        return 2;
-    }
-    if (fs_svc_check_listen(host, cfg.tls_cert[0] != '\0', cfg.insecure_http, &err) != 0) {
-        fprintf(stderr, "aggregation-server: %s\n", err.msg);
-        return 2;
-    }
     /* Every file this process creates (database, chunks, results) is private. */
     umask(077);
     /* fedpower-utility's noise exchange keeps a Paillier private key here:
@@ -87,46 +158,7 @@ int main(int argc, char **argv)
     app.cfg = &cfg;
     app.tls = cfg.tls_cert[0] != '\0';
     atomic_store(&app.ready, 0);
-    if (agg_http_init(&app, &err) != 0 || fs_auth_new(&app.admin, &err) != 0 ||
-        fs_auth_add_file(app.admin, cfg.admin_token_file, "admin", &err) != 0) {
-        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
-        goto out;
-    }
-    if (fs_svc_private_dir(cfg.data_dir, &err) != 0 ||
-        agg_store_open(cfg.data_dir, cfg.fsync, &app.st, &err) != 0) {
-        fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
-        goto out;
-    }
-    memset(&mcfg, 0, sizeof mcfg);
-    mcfg.data_dir = cfg.data_dir;
-    mcfg.max_elements = cfg.max_elements;
-    mcfg.max_jobs = cfg.max_jobs;
-    mcfg.chunk_words = cfg.chunk_words;
-    mcfg.fsync = cfg.fsync;
-    if (agg_mgr_new(&mcfg, app.st, &app.mgr, &err) != 0) {
-        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
-        goto out;
-    }
-    (void)fs_svc_find_openapi(cfg.openapi, app.openapi_path, sizeof app.openapi_path);
-    if (app.openapi_path[0] == '\0') {
-        fs_log(FS_LOG_WARN, "no openapi.yaml found; /openapi.yaml answers 404", NULL);
-    }
-
-    fs_http_server_config_default(&hcfg);
-    hcfg.host = host;
-    hcfg.port = port;
-    hcfg.threads = cfg.threads;
-    hcfg.max_connections = cfg.max_connections;
-    hcfg.max_per_ip = cfg.max_per_ip;
-    hcfg.request_timeout_s = cfg.request_timeout_s;
-    hcfg.conn_memory_limit = 256 * 1024; /* large upload pieces: fewer reads and callbacks */
-    hcfg.log_requests = 1;
-    hcfg.on_request = agg_http_on_request;
-    hcfg.hook_ctx = &app;
-    hcfg.tls_cert_file = app.tls ? cfg.tls_cert : NULL;
-    hcfg.tls_key_file = app.tls ? cfg.tls_key : NULL;
-    if (fs_http_server_new(&app.srv, &hcfg, &err) != 0 || agg_http_routes(&app, &err) != 0) {
-        fs_log_pack(FS_LOG_ERROR, "cannot set up HTTP", "{s:s}", "error", err.msg);
+    if (open_state(&app, &cfg, &err) != 0 || setup_http(&app, &cfg, host, port, &err) != 0) {
         goto out;
     }
     /* Load (and replay) before serving: nothing may race the rebuild. */

@@ -1,6 +1,8 @@
 /* Power-method jobs on the aggregation server: see powerjob.h. Protocol
- * logic stays in lib/proto/fedpower; this file moves its messages, files and
- * phases. */
+ * logic stays in lib/proto/fedpower (the method) and lib/proto/jobsm (the
+ * job's phases); this file moves the method's messages and files. It uses
+ * the job manager's internals; the job manager reaches it only through
+ * agg_power_ops. */
 #include "powerjob.h"
 
 #include <math.h>
@@ -10,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "../../api/phase.h"
 #include "../../api/wire.h"
 #include "crypto/rand.h"
 #include "io/matio.h"
@@ -34,7 +37,6 @@ struct agg_power {
 
     /* sm_mu */
     fs_fedpower_server *srv;
-    uint8_t *active; /* plain fedpower: the parties expected in the next round */
 
     /* mu */
     uint32_t sync;    /* status: current sync (syncs at the Rayleigh round and after) */
@@ -56,7 +58,10 @@ static int is_utility(const agg_job *j)
 
 /* ------------------------------------------------------------ creation */
 
-int pj_prepare_spec(struct fs_job_spec *spec, struct fs_err *err)
+/* Before a job is created: draw z0_seed (unless the spec fixes it) and
+ * compute the privacy report; a weak job is FS_EINVAL unless
+ * allow_weak_privacy, as is an unreachable (epsilon, delta) target. */
+static int pj_prepare_spec(struct fs_job_spec *spec, struct fs_err *err)
 {
     struct fs_fedpower_config cfg;
     struct fs_fedpower_privacy rep;
@@ -86,7 +91,8 @@ int pj_prepare_spec(struct fs_job_spec *spec, struct fs_err *err)
     return 0;
 }
 
-uint64_t pj_round_len(const struct fs_job_spec *spec, uint32_t r)
+/* Words of round r's upload: d*r at a sync, r*r at the Rayleigh round. */
+static uint64_t pj_round_len(const struct fs_job_spec *spec, uint32_t r)
 {
     uint32_t syncs = (spec->power.iterations + spec->power.sync_every - 1) / spec->power.sync_every;
     uint64_t rk = spec->power.rank;
@@ -94,25 +100,35 @@ uint64_t pj_round_len(const struct fs_job_spec *spec, uint32_t r)
     return r < syncs ? spec->cols * rk : rk * rk;
 }
 
-uint32_t pj_secagg_aggregations(const struct fs_job_spec *spec)
+/* SecAgg aggregations the job's fs_secagg_server needs (1 for plain fedpower). */
+static uint32_t pj_secagg_aggregations(const struct fs_job_spec *spec)
 {
-    return strcmp(spec->algorithm, "fedpower") == 0 ? 1 : fs_job_aggregations(spec);
+    return spec->algo == FS_ALGO_FEDPOWER ? 1 : fs_job_aggregations(spec);
 }
 
-void pj_free(struct agg_power *pw)
+/* Free (the server wipes its key). */
+static void pj_free(struct agg_power *pw)
 {
     if (pw == NULL) {
         return;
     }
     fs_fedpower_server_free(pw->srv);
     free(pw->pk_b64);
-    free(pw->active);
     json_decref(pw->sync_ids);
     json_decref(pw->last_ids);
     free(pw);
 }
 
-int pj_attach(agg_job *j, int with_server, struct fs_err *err)
+static void pj_detach(agg_job *j)
+{
+    pj_free(j->pw);
+    j->pw = NULL;
+}
+
+/* Attach the power-method state to a new job shell: configuration, privacy
+ * report; with_server: the lib/proto server (fedpower-utility: Paillier key
+ * generation, ~0.1-1 s at 3072 bits). */
+static int pj_attach(agg_job *j, int with_server, struct fs_err *err)
 {
     struct agg_power *pw = calloc(1, sizeof *pw);
     int rc;
@@ -120,10 +136,9 @@ int pj_attach(agg_job *j, int with_server, struct fs_err *err)
     if (pw == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    pw->active = calloc((size_t)j->n + 1, 1);
     pw->sync_ids = json_array();
     pw->last_ids = json_array();
-    if (pw->active == NULL || pw->sync_ids == NULL || pw->last_ids == NULL) {
+    if (pw->sync_ids == NULL || pw->last_ids == NULL) {
         pj_free(pw);
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
@@ -138,7 +153,7 @@ int pj_attach(agg_job *j, int with_server, struct fs_err *err)
     pw->syncs = fs_fedpower_syncs(&pw->cfg);
     pw->secagg = fs_fedpower_uses_secagg(pw->cfg.alg);
     if (with_server) {
-        double t0 = now_mono();
+        double t0 = agg_now_mono();
         rc = fs_fedpower_server_new(&pw->cfg, pw->rows, &pw->srv, err);
         if (rc != 0) {
             pj_free(pw);
@@ -158,14 +173,16 @@ int pj_attach(agg_job *j, int with_server, struct fs_err *err)
             pw->pk_bits = pw->cfg.paillier_bits;
             pw->sel_size = fs_fedpower_server_selector_size(pw->srv);
             pw->resp_size = fs_fedpower_server_response_size(pw->srv);
-            pw->crypto_s = now_mono() - t0;
+            pw->crypto_s = agg_now_mono() - t0;
         }
     }
     j->pw = pw;
     return 0;
 }
 
-void pj_load(agg_job *j, int running)
+/* A job read from the store: attach its (server-less) state; a running one
+ * is failed (not resumable). sm_mu is not needed (nothing else runs yet). */
+static void pj_load(agg_job *j, int running)
 {
     struct fs_err err = {0};
 
@@ -179,16 +196,8 @@ void pj_load(agg_job *j, int running)
     }
     if (running) {
         pthread_mutex_lock(&j->sm_mu);
-        fail_job(j, RESTART_REASON);
+        agg_fail_job(j, RESTART_REASON);
         pthread_mutex_unlock(&j->sm_mu);
-    }
-}
-
-void pj_set_active_locked(agg_job *j, const uint32_t *ids, size_t k)
-{
-    memset(j->pw->active, 0, (size_t)j->n + 1);
-    for (size_t i = 0; i < k; i++) {
-        j->pw->active[ids[i]] = 1;
     }
 }
 
@@ -228,12 +237,13 @@ static json_t *privacy_json(const struct fs_fedpower_privacy *p)
     return o;
 }
 
-void pj_status_locked(const agg_job *j, json_t *o)
+/* Status fields of the Job document (mu held). */
+static void pj_status_locked(const agg_job *j, json_t *o)
 {
     const struct agg_power *pw = j->pw;
 
     json_object_set_new(o, "cols", json_integer((json_int_t)j->spec.cols));
-    (void)fs_job_fedpower_encode(o, j->spec.algorithm, j->n, &j->spec.power);
+    (void)fs_job_fedpower_encode(o, j->spec.algo, j->n, &j->spec.power);
     if (pw == NULL) {
         return;
     }
@@ -250,7 +260,8 @@ static int z_path(const agg_job *j, uint32_t r, char *out, size_t cap)
     return (size_t)snprintf(out, cap, "%s/z/%u.npy", j->dir, r) >= cap ? -1 : 0;
 }
 
-int pj_begin(agg_job *j, uint32_t r, double at, struct fs_err *err)
+/* Begin round r: write z.npy, open masked input or the plain upload (sm_mu held). */
+static int pj_begin(agg_job *j, uint32_t r, double at, struct fs_err *err)
 {
     struct agg_power *pw = j->pw;
     const fs_mat *z;
@@ -262,8 +273,7 @@ int pj_begin(agg_job *j, uint32_t r, double at, struct fs_err *err)
     char dir[4400];
     char path[4500];
     char hex[65];
-    uint32_t *ids = NULL;
-    const uint32_t *active;
+    uint32_t *active = NULL;
     size_t na = 0;
     json_t *doc;
     json_t *params;
@@ -282,36 +292,26 @@ int pj_begin(agg_job *j, uint32_t r, double at, struct fs_err *err)
         rc = fs_npy_write_mat(path, z, err);
     }
     if (rc == 0) {
-        rc = file_sha256_hex(path, hex, err);
+        rc = agg_file_sha256_hex(path, hex, err);
     }
     if (rc != 0) {
         return rc;
     }
-    if (pw->secagg) {
-        rc = fs_secagg_server_begin(j->sm, r, len, err);
-        if (rc != 0) {
-            after_sm_error(j, rc, err);
-            return rc;
-        }
-        active = fs_secagg_server_set(j->sm, 0, &na);
-    } else {
-        ids = flag_ids(pw->active, j->n, &na);
-        if (ids == NULL) {
-            return fs_err_set(err, FS_ENOMEM, "out of memory");
-        }
-        active = ids;
+    rc = fs_jobsm_begin(&j->st, j->sm, r, len, &active, &na, err);
+    if (rc != 0) {
+        agg_after_sm_error(j, rc, err);
+        return rc;
     }
     params =
         json_pack("{s:i, s:I, s:i}", "r", (int)r, "len", (json_int_t)len, "iteration", (int)iter);
     rc = params == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory")
-                        : log_json(j, "begin", 0, params, at, err);
+                        : agg_log_json(j, "begin", 0, params, at, err);
     json_decref(params);
     if (rc != 0) {
-        free(ids);
+        free(active);
         return rc;
     }
     pthread_mutex_lock(&j->mu);
-    j->r = r;
     j->len = len;
     j->nchunks = pw->secagg ? (len + j->chunk_words - 1) / j->chunk_words : 0;
     pw->sync = rayleigh ? pw->syncs : r;
@@ -322,88 +322,17 @@ int pj_begin(agg_job *j, uint32_t r, double at, struct fs_err *err)
                     rayleigh ? json_null() : json_integer(r), "iteration", (int)iter, "length",
                     (json_int_t)len, "rows", (json_int_t)urows, "cols", (json_int_t)rk,
                     "chunk_words", (json_int_t)(pw->secagg ? j->chunk_words : 0), "chunks",
-                    (json_int_t)j->nchunks, "phase", pw->secagg ? "masked_input" : "plain_upload",
+                    (json_int_t)j->nchunks, "phase",
+                    fs_job_phase_name(pw->secagg ? FS_JOB_MASKED_INPUT : FS_JOB_PLAIN_UPLOAD),
                     "active", fs_wire_ids_encode(active, na), "z", "shape", (json_int_t)z->rows,
                     (json_int_t)z->cols, "sha256", hex, "survivors", "signatures");
     json_array_set_new(j->aggs, r, doc != NULL ? doc : json_null());
-    next_round_locked(j, pw->secagg ? JP_R2 : JP_PLAIN, active, na, at, 0);
-    j->finishing = 0; /* (on the worker) the new round is open from now on */
+    fs_jobsm_opened(&j->st, r, active, na, at);
+    j->deadline_mono = agg_now_mono() + (double)j->spec.round_timeout_s;
+    fs_jobsm_set_finishing(&j->st, 0); /* (on the worker) the new round is open from now on */
     pthread_mutex_unlock(&j->mu);
-    free(ids);
+    free(active);
     return doc == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
-}
-
-int pj_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err)
-{
-    struct agg_power *pw = j->pw;
-    enum jphase ph;
-    uint32_t drops = 0;
-    uint32_t first = 0;
-    uint32_t *ids = NULL;
-    size_t k = 0;
-    int rc;
-
-    pthread_mutex_lock(&j->mu);
-    ph = j->phase;
-    if (ph == JP_PLAIN) {
-        drops = mark_dropped_locked(j, &first);
-    }
-    ids = flag_ids(j->sent, j->n, &k);
-    pthread_mutex_unlock(&j->mu);
-    if (ids == NULL) {
-        return fs_err_set(err, FS_ENOMEM, "out of memory");
-    }
-    if (!j->replaying) {
-        count_add(j->mgr,
-                  by_deadline ? &j->mgr->counts.rounds_deadline : &j->mgr->counts.rounds_complete,
-                  1);
-        count_add(j->mgr, &j->mgr->counts.parties_dropped, drops);
-        fs_log_pack(FS_LOG_INFO, "round closed", "{s:s, s:s, s:i, s:s, s:i, s:i}", "job", j->id,
-                    "phase", agg_phase_name(ph), "aggregation", (int)j->r, "reason",
-                    by_deadline ? "deadline" : "complete", "dropped", (int)drops, "answered",
-                    (int)k);
-    }
-    rc = log_event(j, ph == JP_PLAIN ? "close_plain" : "close_exchange", 0, 0, NULL, 0, at, err);
-    if (rc != 0) {
-        free(ids);
-        return rc;
-    }
-    if (ph == JP_PLAIN && drops > 0 && !j->spec.power.allow_dropouts) {
-        fail_no_dropouts(j, ph, first, drops);
-        free(ids);
-        return 0;
-    }
-    if (ph == JP_PLAIN && k < j->spec.threshold) {
-        char reason[200];
-        snprintf(reason, sizeof reason, "%zu plain uploads in round %u, threshold %u", k, j->r,
-                 j->spec.threshold);
-        fail_job(j, reason);
-        free(ids);
-        return 0;
-    }
-    pthread_mutex_lock(&j->mu);
-    j->timings[ph] += at - j->phase_opened;
-    j->has_timing[ph] = 1;
-    j->phase_opened = at;
-    if (ph == JP_PLAIN) {
-        memset(pw->active, 0, (size_t)j->n + 1);
-        for (size_t i = 0; i < k; i++) {
-            pw->active[ids[i]] = 1;
-        }
-        if (cur_agg(j) != NULL) {
-            json_object_set_new(cur_agg(j), "survivors", fs_wire_ids_encode(ids, k));
-        }
-    } else if (cur_agg(j) != NULL) {
-        json_object_set_new(cur_agg(j), "responders", fs_wire_ids_encode(ids, k));
-    }
-    pthread_mutex_unlock(&j->mu);
-    free(ids);
-    if (start_worker(j) != 0) {
-        fail_job(j, "cannot start the worker");
-        return fs_err_set(err, FS_EINTERNAL, "cannot start a thread");
-    }
-    persist_state(j, NULL);
-    return 0;
 }
 
 /* ------------------------------------------------------------ the worker */
@@ -442,7 +371,7 @@ static int write_npy_hex(agg_job *j, const char *name, const fs_mat *m, const do
         rc = m != NULL ? fs_npy_write_mat(path, m, err) : fs_npy_write_vec(path, v, n, err);
     }
     if (rc == 0) {
-        rc = file_sha256_hex(path, hex, err);
+        rc = agg_file_sha256_hex(path, hex, err);
     }
     return rc;
 }
@@ -505,9 +434,10 @@ static int build_result(agg_job *j, json_t **out, struct fs_err *err)
     }
     survivors = json_deep_copy(pw->last_ids);
     timings = json_object();
-    for (int t = 0; timings != NULL && t < NTIMINGS; t++) {
-        if (j->has_timing[t]) {
-            json_object_set_new(timings, agg_timing_name(t), json_real(j->timings[t]));
+    for (int t = 0; timings != NULL && t < FS_JOB_NTIMED; t++) {
+        if (j->st.has_timing[t]) {
+            json_object_set_new(timings, fs_job_timing_name((enum fs_job_phase)t),
+                                json_real(j->st.timings[t]));
         }
     }
     if (timings != NULL) {
@@ -515,7 +445,7 @@ static int build_result(agg_job *j, json_t **out, struct fs_err *err)
     }
     o = json_pack("{s:s, s:i, s:o, s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:{s:I, "
                   "s:I}, s:o}",
-                  "algorithm", j->spec.algorithm, "parties", (int)j->n, "survivors",
+                  "algorithm", fs_algo_name(j->spec.algo), "parties", (int)j->n, "survivors",
                   survivors != NULL ? survivors : json_array(), "d", (json_int_t)c->d, "k",
                   (json_int_t)c->k, "r", (json_int_t)c->r, "iterations", (json_int_t)c->iterations,
                   "sync_every", (json_int_t)c->sync_every, "syncs", (json_int_t)pw->syncs,
@@ -538,8 +468,8 @@ static int build_result(agg_job *j, json_t **out, struct fs_err *err)
                 in[p] = 1;
             }
         }
-        sv = in != NULL ? flag_ids(in, j->n, &nsv) : NULL;
-        json_object_set_new(o, "dropped", sv != NULL ? dropped_of(j, sv, nsv) : json_array());
+        sv = in != NULL ? fs_jobsm_ids(&j->st, in, &nsv) : NULL;
+        json_object_set_new(o, "dropped", sv != NULL ? agg_dropped_of(j, sv, nsv) : json_array());
         free(in);
         free(sv);
     }
@@ -564,40 +494,34 @@ static void finish_job(agg_job *j, double at)
         rc = res_s == NULL ? fs_err_set(&err, FS_ENOMEM, "out of memory") : 0;
     }
     if (rc == 0) {
-        rc = log_event(j, "done", 0, 0, NULL, 0, at, &err);
+        rc = agg_log_event(j, "done", 0, 0, NULL, 0, at, &err);
     }
     if (rc != 0) {
         char reason[600];
         snprintf(reason, sizeof reason, "result failed: %s", err.msg);
         json_decref(res);
         free(res_s);
-        fail_job(j, reason);
+        agg_fail_job(j, reason);
         return;
     }
     pthread_mutex_lock(&j->mu);
-    j->phase = JP_DONE;
+    fs_jobsm_done(&j->st);
     j->result = res;
-    memset(j->in_round, 0, (size_t)j->n + 1);
-    if (cur_agg(j) != NULL) {
-        json_object_set_new(cur_agg(j), "phase", json_string("done"));
+    if (agg_cur_doc(j) != NULL) {
+        json_object_set_new(agg_cur_doc(j), "phase", json_string(fs_job_phase_name(FS_JOB_DONE)));
     }
     j->pw->sync = j->pw->syncs;
     j->pw->iter = j->pw->cfg.iterations;
     pthread_mutex_unlock(&j->mu);
-    persist_state(j, res_s);
+    agg_persist_state(j, res_s);
     free(res_s);
     fs_log_pack(FS_LOG_INFO, "job done", "{s:s, s:s}", "job", j->id, "algorithm",
-                j->spec.algorithm);
+                fs_algo_name(j->spec.algo));
     fs_secagg_server_free(j->sm);
     j->sm = NULL;
     fs_fedpower_server_free(j->pw->srv); /* wipes the Paillier key */
     j->pw->srv = NULL;
-    rm_tree(j->tmp_dir);
-    for (uint32_t r = 0; r < j->naggs; r++) {
-        char p[4400];
-        snprintf(p, sizeof p, "%s/agg-%u", j->dir, r);
-        rm_tree(p);
-    }
+    agg_rm_chunks(j);
 }
 
 /* After an aggregate: the next round or the end. sm_mu held. */
@@ -609,18 +533,19 @@ static int advance(agg_job *j, double at, struct fs_err *err)
         finish_job(j, at);
         return 0;
     }
-    rc = pj_begin(j, j->r + 1, at, err);
+    rc = pj_begin(j, j->st.r + 1, at, err);
     if (rc == 0) {
-        persist_state(j, NULL);
+        agg_persist_state(j, NULL);
     }
     return rc;
 }
 
-void pj_worker(agg_job *j)
+/* The worker's part after a round closed (sm_mu held, the worker thread). */
+static void pj_worker(agg_job *j)
 {
     struct agg_power *pw = j->pw;
     struct fs_err err = {0};
-    enum jphase ph;
+    enum fs_job_phase ph;
     uint32_t r;
     double t0;
     double at;
@@ -628,65 +553,65 @@ void pj_worker(agg_job *j)
     int sync;
 
     pthread_mutex_lock(&j->mu);
-    ph = j->phase;
-    r = j->r;
+    ph = j->st.phase;
+    r = j->st.r;
     pthread_mutex_unlock(&j->mu);
-    if (pw == NULL || pw->srv == NULL || ph == JP_FAILED || ph == JP_DONE) {
+    if (pw == NULL || pw->srv == NULL || ph == FS_JOB_FAILED || ph == FS_JOB_DONE) {
         return;
     }
     sync = r < pw->syncs;
-    t0 = now_mono();
-    if (ph == JP_R4) {
+    t0 = agg_now_mono();
+    if (ph == FS_JOB_UNMASKING) {
         const uint64_t *sum = NULL;
         const uint32_t *u3 = NULL;
         size_t n3 = 0;
         rc = fs_secagg_server_finish(j->sm, &sum, &err);
         if (rc != 0) {
             if (fs_secagg_server_phase(j->sm) == FS_SECAGG_ABORTED) {
-                fail_job(j, fs_secagg_server_abort_reason(j->sm));
+                agg_fail_job(j, fs_secagg_server_abort_reason(j->sm));
                 return;
             }
         } else {
             u3 = fs_secagg_server_set(j->sm, 3, &n3);
-            t0 = now_mono();
+            t0 = agg_now_mono();
             rc = fs_fedpower_server_add_sum(pw->srv, sum, (size_t)j->len, u3, n3, &err);
             if (rc == 0) {
                 record_ids(j, sync, u3, n3);
             }
         }
-        at = now_wall();
+        at = agg_now_wall();
         pthread_mutex_lock(&j->mu);
-        j->timings[JP_R4] += at - j->phase_opened;
-        j->has_timing[JP_R4] = 1;
+        fs_jobsm_record_timing(&j->st, FS_JOB_UNMASKING, at);
         if (rc == 0 && is_utility(j)) {
-            pw->crypto_s += now_mono() - t0;
+            pw->crypto_s += agg_now_mono() - t0;
         }
         pthread_mutex_unlock(&j->mu);
         if (rc == 0 && fs_fedpower_server_phase(pw->srv) == FS_FEDPOWER_EXCHANGE) {
             /* fedpower-utility: the noise exchange of this sync over U3 */
-            rc = log_event(j, "exchange", 0, r, NULL, 0, at, &err);
+            rc = agg_log_event(j, "exchange", 0, r, NULL, 0, at, &err);
             if (rc == 0) {
                 pthread_mutex_lock(&j->mu);
-                if (cur_agg(j) != NULL) {
-                    json_object_set_new(cur_agg(j), "phase", json_string("noise_exchange"));
+                if (agg_cur_doc(j) != NULL) {
+                    json_object_set_new(agg_cur_doc(j), "phase",
+                                        json_string(fs_job_phase_name(FS_JOB_NOISE_EXCHANGE)));
                 }
-                next_round_locked(j, JP_NOISEX, u3, n3, at, 0);
-                j->finishing = 0; /* the exchange is open from now on */
+                agg_next_round_locked(j, FS_JOB_NOISE_EXCHANGE, u3, n3, at, 0);
+                fs_jobsm_set_finishing(&j->st, 0); /* the exchange is open from now on */
                 pthread_mutex_unlock(&j->mu);
-                persist_state(j, NULL);
+                agg_persist_state(j, NULL);
                 return;
             }
         }
-    } else if (ph == JP_NOISEX) {
+    } else if (ph == FS_JOB_NOISE_EXCHANGE) {
         rc = fs_fedpower_server_close_exchange(pw->srv, &err);
         pthread_mutex_lock(&j->mu);
-        pw->crypto_s += now_mono() - t0;
+        pw->crypto_s += agg_now_mono() - t0;
         pthread_mutex_unlock(&j->mu);
-    } else if (ph == JP_PLAIN) {
+    } else if (ph == FS_JOB_PLAIN_UPLOAD) {
         uint32_t *ids = NULL;
         size_t k = 0;
         pthread_mutex_lock(&j->mu);
-        ids = flag_ids(pw->active, j->n, &k);
+        ids = fs_jobsm_ids(&j->st, j->st.active, &k);
         pthread_mutex_unlock(&j->mu);
         rc = ids == NULL ? fs_err_set(&err, FS_ENOMEM, "out of memory")
                          : fs_fedpower_server_close_plain(pw->srv, &err);
@@ -697,29 +622,44 @@ void pj_worker(agg_job *j)
     } else {
         return;
     }
-    at = now_wall();
+    at = agg_now_wall();
     if (rc == 0) {
         pthread_mutex_lock(&j->mu);
-        if (cur_agg(j) != NULL) {
-            json_object_set_new(cur_agg(j), "phase", json_string("done"));
+        if (agg_cur_doc(j) != NULL) {
+            json_object_set_new(agg_cur_doc(j), "phase",
+                                json_string(fs_job_phase_name(FS_JOB_DONE)));
         }
         pthread_mutex_unlock(&j->mu);
         rc = advance(j, at, &err);
     }
     if (rc != 0) {
         char reason[700];
-        snprintf(reason, sizeof reason, "%s of round %u failed: %s", agg_phase_name(ph), r,
+        snprintf(reason, sizeof reason, "%s of round %u failed: %s", fs_job_phase_name(ph), r,
                  err.msg);
-        fail_job(j, reason);
+        agg_fail_job(j, reason);
     }
 }
 
 /* ------------------------------------------------------------ routes */
 
-int pj_result_name(const agg_job *j, const char *name)
+/* 1 when name (without .npy) is a result file of this power-method job. */
+static int pj_result_name(const agg_job *j, const char *name)
 {
     return strcmp(name, "V") == 0 ||
            (strcmp(name, "eigenvalues") == 0 && j->spec.power.eigenvalues);
+}
+
+/* sm_mu held: party's answer of the open round is in. */
+static void mark_sent(agg_job *j, uint32_t party)
+{
+    struct fs_jobsm_msg msg;
+
+    memset(&msg, 0, sizeof msg);
+    msg.kind = is_plain(j) ? FS_JOBSM_PLAIN : FS_JOBSM_NOISE;
+    msg.party = party;
+    pthread_mutex_lock(&j->mu);
+    fs_jobsm_accepted(&j->st, j->sm, &msg);
+    pthread_mutex_unlock(&j->mu);
 }
 
 static int need_power(const agg_job *j, int utility_only, int plain_only, struct fs_err *err)
@@ -750,10 +690,10 @@ int agg_job_z_path(agg_job *j, uint32_t r, char *path, size_t cap, struct fs_err
     pthread_mutex_lock(&j->mu);
     have = json_is_object(json_object_get(json_array_get(j->aggs, r), "z"));
     if (!have) {
-        rc = j->phase == JP_FAILED
-                 ? fs_err_set(err, AGG_EABORTED, "job failed: %s", j->error)
+        rc = j->st.phase == FS_JOB_FAILED
+                 ? fs_err_set(err, AGG_EABORTED, "job failed: %s", j->st.error)
                  : fs_err_set(err, FS_ESTATE, "round %u has not begun (job phase %s)", r,
-                              agg_phase_name(j->phase));
+                              fs_job_phase_name(j->st.phase));
     }
     pthread_mutex_unlock(&j->mu);
     if (rc == 0 && z_path(j, r, path, cap) != 0) {
@@ -791,12 +731,12 @@ static int enter_exchange(agg_job *j, uint32_t party, uint32_t r, struct fs_err 
     if (rc != 0) {
         return rc;
     }
-    rc = enter(j, JP_NOISEX, r, 0, err);
+    rc = agg_enter(j, FS_JOB_NOISE_EXCHANGE, r, 0, err);
     if (rc != 0) {
         return rc;
     }
     pthread_mutex_lock(&j->mu);
-    if (!j->in_round[party]) {
+    if (!j->st.in_round[party]) {
         rc = fs_err_set(err, FS_ECONFLICT, "party %u's input is not in sum %u", party, r);
     }
     pthread_mutex_unlock(&j->mu);
@@ -804,7 +744,7 @@ static int enter_exchange(agg_job *j, uint32_t party, uint32_t r, struct fs_err 
         rc = fs_err_set(err, FS_ECONFLICT, "job is over");
     }
     if (rc != 0) {
-        leave(j);
+        agg_leave(j);
     }
     return rc;
 }
@@ -823,7 +763,7 @@ int agg_job_get_selector(agg_job *j, uint32_t party, uint32_t r, json_t **out, s
     buf = malloc(j->pw->sel_size);
     rc = buf == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory")
                      : fs_fedpower_server_selector(j->pw->srv, party, buf, j->pw->sel_size, err);
-    leave(j);
+    agg_leave(j);
     if (rc == FS_ENOTFOUND) {
         rc = fs_err_set(err, FS_ECONFLICT, "party %u's input is not in sum %u", party, r);
     }
@@ -846,7 +786,7 @@ int agg_job_noise_check(agg_job *j, uint32_t party, uint32_t r, size_t *bytes, s
     *bytes = 0;
     if (rc == 0) {
         *bytes = j->pw->resp_size;
-        leave(j);
+        agg_leave(j);
     }
     return rc;
 }
@@ -872,11 +812,9 @@ int agg_job_post_noise_response(agg_job *j, uint32_t party, uint32_t r, const ui
         rc = fs_err_set(err, FS_ECONFLICT, "%s", err->msg);
     }
     if (rc == 0) {
-        pthread_mutex_lock(&j->mu);
-        j->sent[party] = 1;
-        pthread_mutex_unlock(&j->mu);
+        mark_sent(j, party);
     }
-    leave(j);
+    agg_leave(j);
     return rc;
 }
 
@@ -893,7 +831,7 @@ int agg_job_plain_check(agg_job *j, uint32_t party, uint32_t r, size_t *rows, si
         return rc;
     }
     pthread_mutex_lock(&j->mu);
-    rc = check_phase_locked(j, JP_PLAIN, r, party, err);
+    rc = agg_check_locked(j, FS_JOB_PLAIN_UPLOAD, r, party, err);
     pthread_mutex_unlock(&j->mu);
     if (rc == 0) {
         *rows = r < j->pw->syncs ? (size_t)j->spec.cols : (size_t)j->pw->cfg.r;
@@ -911,7 +849,7 @@ int agg_job_put_plain(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y, d
         rc = agg_exists(j, r, err);
     }
     if (rc == 0) {
-        rc = enter(j, JP_PLAIN, r, party, err);
+        rc = agg_enter(j, FS_JOB_PLAIN_UPLOAD, r, party, err);
     }
     if (rc != 0) {
         return rc;
@@ -922,10 +860,21 @@ int agg_job_put_plain(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y, d
         rc = fs_err_set(err, FS_ECONFLICT, "%s", err->msg);
     }
     if (rc == 0) {
-        pthread_mutex_lock(&j->mu);
-        j->sent[party] = 1;
-        pthread_mutex_unlock(&j->mu);
+        mark_sent(j, party);
     }
-    leave(j);
+    agg_leave(j);
     return rc;
 }
+
+const struct agg_algo_ops agg_power_ops = {
+    .prepare_spec = pj_prepare_spec,
+    .attach = pj_attach,
+    .detach = pj_detach,
+    .round_len = pj_round_len,
+    .secagg_aggregations = pj_secagg_aggregations,
+    .status_locked = pj_status_locked,
+    .begin = pj_begin,
+    .worker = pj_worker,
+    .result_name = pj_result_name,
+    .load = pj_load,
+};

@@ -9,11 +9,10 @@
 
 #include <openssl/crypto.h>
 
-#include "net/svc.h"
+#include "net/db.h"
 
 struct agg_store {
-    sqlite3 *db;
-    pthread_mutex_t mu;
+    fs_db *db;
 };
 
 static const char SCHEMA[] = "CREATE TABLE IF NOT EXISTS jobs ("
@@ -49,11 +48,6 @@ static const char SCHEMA[] = "CREATE TABLE IF NOT EXISTS jobs ("
                              "  next_try_unix REAL NOT NULL DEFAULT 0,"
                              "  ended_at REAL);";
 
-static int db_err(agg_store *st, struct fs_err *err, const char *what)
-{
-    return fs_err_set(err, FS_EIO, "server.db: %s: %s", what, sqlite3_errmsg(st->db));
-}
-
 int agg_store_open(const char *dir, int fsync_full, agg_store **out, struct fs_err *err)
 {
     agg_store *st = NULL;
@@ -68,8 +62,7 @@ int agg_store_open(const char *dir, int fsync_full, agg_store **out, struct fs_e
     if (st == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    pthread_mutex_init(&st->mu, NULL);
-    rc = fs_svc_db_open(path, fsync_full, SCHEMA, &st->db, err);
+    rc = fs_db_open(path, "server.db", fsync_full, SCHEMA, &st->db, err);
     if (rc != 0) {
         agg_store_close(st);
         return rc;
@@ -83,23 +76,8 @@ void agg_store_close(agg_store *st)
     if (st == NULL) {
         return;
     }
-    if (st->db != NULL) {
-        sqlite3_close_v2(st->db);
-    }
-    pthread_mutex_destroy(&st->mu);
+    fs_db_close(st->db);
     free(st);
-}
-
-static int exec_locked(agg_store *st, const char *sql, struct fs_err *err)
-{
-    char *msg = NULL;
-
-    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        int rc = fs_err_set(err, FS_EIO, "server.db: %s", msg != NULL ? msg : "exec failed");
-        sqlite3_free(msg);
-        return rc;
-    }
-    return 0;
 }
 
 int agg_store_job_insert(agg_store *st, const char *id, const char *created_at, double created_unix,
@@ -110,19 +88,19 @@ int agg_store_job_insert(agg_store *st, const char *id, const char *created_at, 
     sqlite3_stmt *s2 = NULL;
     int rc = 0;
 
-    pthread_mutex_lock(&st->mu);
-    rc = exec_locked(st, "BEGIN IMMEDIATE;", err);
+    fs_db_lock(st->db);
+    rc = fs_db_exec(st->db, "BEGIN IMMEDIATE;", "begin", err);
     if (rc != 0) {
         goto out;
     }
-    if (sqlite3_prepare_v2(st->db,
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
                            "INSERT INTO jobs (id, created_at, created_unix, spec, chunk_words, "
                            "state) VALUES (?, ?, ?, ?, ?, 'running');",
                            -1, &s1, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(st->db,
+        sqlite3_prepare_v2(fs_db_conn(st->db),
                            "INSERT INTO party_tokens (job_id, party, digest) VALUES (?, ?, ?);", -1,
                            &s2, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+        rc = fs_db_err(st->db, err, "prepare");
         goto rollback;
     }
     sqlite3_bind_text(s1, 1, id, -1, SQLITE_STATIC);
@@ -131,7 +109,7 @@ int agg_store_job_insert(agg_store *st, const char *id, const char *created_at, 
     sqlite3_bind_text(s1, 4, spec_json, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s1, 5, chunk_words);
     if (sqlite3_step(s1) != SQLITE_DONE) {
-        rc = db_err(st, err, "insert job");
+        rc = fs_db_err(st->db, err, "insert job");
         goto rollback;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -140,20 +118,20 @@ int agg_store_job_insert(agg_store *st, const char *id, const char *created_at, 
         sqlite3_bind_int64(s2, 2, (sqlite3_int64)i + 1);
         sqlite3_bind_blob(s2, 3, digests[i], 32, SQLITE_STATIC);
         if (sqlite3_step(s2) != SQLITE_DONE) {
-            rc = db_err(st, err, "insert token digest");
+            rc = fs_db_err(st->db, err, "insert token digest");
             goto rollback;
         }
     }
-    rc = exec_locked(st, "COMMIT;", err);
+    rc = fs_db_exec(st->db, "COMMIT;", "commit", err);
     if (rc == 0) {
         goto out;
     }
 rollback:
-    (void)exec_locked(st, "ROLLBACK;", NULL);
+    (void)fs_db_exec(st->db, "ROLLBACK;", "rollback", NULL);
 out:
     sqlite3_finalize(s1);
     sqlite3_finalize(s2);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -163,12 +141,12 @@ int agg_store_job_update(agg_store *st, const char *id, const char *state, const
     sqlite3_stmt *s = NULL;
     int rc = 0;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
+    fs_db_lock(st->db);
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
                            "UPDATE jobs SET state = ?, error = ?, result = coalesce(?, result), "
                            "status = coalesce(?, status) WHERE id = ?;",
                            -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+        rc = fs_db_err(st->db, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(s, 1, state, -1, SQLITE_STATIC);
@@ -183,11 +161,11 @@ int agg_store_job_update(agg_store *st, const char *id, const char *state, const
     }
     sqlite3_bind_text(s, 5, id, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, err, "update job");
+        rc = fs_db_err(st->db, err, "update job");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -198,12 +176,12 @@ int agg_store_event_append(agg_store *st, const char *id, uint64_t seq, const ch
     sqlite3_stmt *s = NULL;
     int rc = 0;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
+    fs_db_lock(st->db);
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
                            "INSERT INTO events (job_id, seq, kind, party, idx, body, at) "
                            "VALUES (?, ?, ?, ?, ?, ?, ?);",
                            -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+        rc = fs_db_err(st->db, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -216,11 +194,11 @@ int agg_store_event_append(agg_store *st, const char *id, uint64_t seq, const ch
     }
     sqlite3_bind_double(s, 7, at);
     if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, err, "append event");
+        rc = fs_db_err(st->db, err, "append event");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -237,12 +215,12 @@ int agg_store_jobs_load(agg_store *st,
     int rc = 0;
     int step;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
+    fs_db_lock(st->db);
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
                            "SELECT id, created_at, created_unix, spec, chunk_words, state, error, "
                            "result, status FROM jobs ORDER BY created_unix, id;",
                            -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+        rc = fs_db_err(st->db, err, "prepare");
         goto out;
     }
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
@@ -261,19 +239,19 @@ int agg_store_jobs_load(agg_store *st,
             goto out;
         }
         /* the callback may use the store (tokens, events): drop the lock */
-        pthread_mutex_unlock(&st->mu);
+        fs_db_unlock(st->db);
         rc = cb(ctx, &row, err);
-        pthread_mutex_lock(&st->mu);
+        fs_db_lock(st->db);
         if (rc != 0) {
             goto out;
         }
     }
     if (step != SQLITE_DONE) {
-        rc = db_err(st, err, "load jobs");
+        rc = fs_db_err(st->db, err, "load jobs");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -285,11 +263,10 @@ int agg_store_tokens_load(agg_store *st, const char *id, uint32_t n, uint8_t (*d
     int rc = 0;
     int step;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(
-            st->db, "SELECT party, digest FROM party_tokens WHERE job_id = ? ORDER BY party;", -1,
-            &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(
+        st->db, "SELECT party, digest FROM party_tokens WHERE job_id = ? ORDER BY party;", &s, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -303,14 +280,14 @@ int agg_store_tokens_load(agg_store *st, const char *id, uint32_t n, uint8_t (*d
         got++;
     }
     if (step != SQLITE_DONE) {
-        rc = db_err(st, err, "load tokens");
+        rc = fs_db_err(st->db, err, "load tokens");
     } else if (got != n) {
         rc = fs_err_set(err, FS_EFORMAT, "server.db: job %s has %u token digests, want %u", id, got,
                         n);
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -318,8 +295,8 @@ out:
 static int prepare_texts(agg_store *st, const char *sql, const char *const *texts, int n,
                          sqlite3_stmt **out, struct fs_err *err)
 {
-    if (sqlite3_prepare_v2(st->db, sql, -1, out, NULL) != SQLITE_OK) {
-        return db_err(st, err, "prepare");
+    if (sqlite3_prepare_v2(fs_db_conn(st->db), sql, -1, out, NULL) != SQLITE_OK) {
+        return fs_db_err(st->db, err, "prepare");
     }
     for (int i = 0; i < n; i++) {
         sqlite3_bind_text(*out, i + 1, texts[i], -1, SQLITE_STATIC);
@@ -334,15 +311,15 @@ int agg_store_maskset_set(agg_store *st, const char *job_id, const char *masking
     sqlite3_stmt *s = NULL;
     int rc;
 
-    pthread_mutex_lock(&st->mu);
+    fs_db_lock(st->db);
     rc = prepare_texts(st,
                        "INSERT INTO job_masksets (job_id, masking_url, maskset, end_token) "
                        "VALUES (?1, ?2, ?3, ?4) ON CONFLICT(job_id) DO NOTHING;",
                        v, 4, &s, err);
     if (rc == 0 && sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, err, "insert mask set");
+        rc = fs_db_err(st->db, err, "insert mask set");
     }
-    if (rc == 0 && sqlite3_changes(st->db) == 0) {
+    if (rc == 0 && sqlite3_changes(fs_db_conn(st->db)) == 0) {
         /* a repeat is fine (a retried PUT), another mask set is not */
         sqlite3_finalize(s);
         s = NULL;
@@ -355,7 +332,7 @@ int agg_store_maskset_set(agg_store *st, const char *job_id, const char *masking
         }
     }
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -371,15 +348,15 @@ int agg_store_maskset_due(agg_store *st, double now_unix, uint32_t max_attempts,
     int rc = 0;
 
     /* Copy the rows first: cb makes network calls and must not hold the lock. */
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
+    fs_db_lock(st->db);
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
                            "SELECT m.job_id, m.masking_url, m.maskset, m.end_token, m.attempts "
                            "FROM job_masksets m JOIN jobs j ON j.id = m.job_id WHERE j.state != "
                            "'running' AND m.end_token IS NOT NULL AND m.attempts < ?1 AND "
                            "m.next_try_unix <= ?2 LIMIT 16;",
                            -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
-        pthread_mutex_unlock(&st->mu);
+        rc = fs_db_err(st->db, err, "prepare");
+        fs_db_unlock(st->db);
         goto out;
     }
     sqlite3_bind_int64(s, 1, max_attempts);
@@ -404,11 +381,11 @@ int agg_store_maskset_due(agg_store *st, double now_unix, uint32_t max_attempts,
     if (rows == NULL) {
         rc = fs_err_set(err, FS_ENOMEM, "out of memory");
     } else if (step != SQLITE_DONE && step != SQLITE_ROW) {
-        rc = db_err(st, err, "select mask sets");
+        rc = fs_db_err(st->db, err, "select mask sets");
     }
     sqlite3_finalize(s);
     s = NULL;
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         if (rows[i].job_id == NULL || rows[i].masking_url == NULL || rows[i].maskset == NULL ||
             rows[i].end_token == NULL) {
@@ -437,14 +414,14 @@ int agg_store_maskset_result(agg_store *st, const char *job_id, int ended, doubl
     sqlite3_stmt *s = NULL;
     int rc = 0;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
+    fs_db_lock(st->db);
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
                            ended ? "UPDATE job_masksets SET end_token = NULL, ended_at = ?2, "
                                    "attempts = attempts + 1 WHERE job_id = ?1;"
                                  : "UPDATE job_masksets SET attempts = attempts + 1, "
                                    "next_try_unix = ?3 WHERE job_id = ?1;",
                            -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+        rc = fs_db_err(st->db, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(s, 1, job_id, -1, SQLITE_STATIC);
@@ -454,11 +431,11 @@ int agg_store_maskset_result(agg_store *st, const char *job_id, int ended, doubl
         sqlite3_bind_double(s, 3, next_try_unix);
     }
     if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, err, "update mask set");
+        rc = fs_db_err(st->db, err, "update mask set");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -471,12 +448,12 @@ int agg_store_events_load(agg_store *st, const char *id,
     int step;
 
     /* Events are read under the lock; callbacks must not call the store. */
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
+    fs_db_lock(st->db);
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
                            "SELECT seq, kind, party, idx, body, at FROM events WHERE job_id = ? "
                            "ORDER BY seq;",
                            -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+        rc = fs_db_err(st->db, err, "prepare");
         goto out;
     }
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -499,11 +476,11 @@ int agg_store_events_load(agg_store *st, const char *id,
         }
     }
     if (step != SQLITE_DONE) {
-        rc = db_err(st, err, "load events");
+        rc = fs_db_err(st->db, err, "load events");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -512,12 +489,13 @@ int agg_store_ping(agg_store *st)
     sqlite3_stmt *s = NULL;
     int ok = 0;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db, "SELECT count(*) FROM jobs;", -1, &s, NULL) == SQLITE_OK &&
+    fs_db_lock(st->db);
+    if (sqlite3_prepare_v2(fs_db_conn(st->db), "SELECT count(*) FROM jobs;", -1, &s, NULL) ==
+            SQLITE_OK &&
         sqlite3_step(s) == SQLITE_ROW) {
         ok = 1;
     }
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return ok;
 }

@@ -3,12 +3,13 @@
  * and hand work to a worker thread; they never run the protocol. */
 #include "agent.h"
 
-#include "../../api/problem.h"
+#include "core/hex.h"
 #include "crypto/ct.h"
 #include "crypto/ed25519.h"
 #include "crypto/rand.h"
 #include "io/matio.h"
 #include "net/http_client.h"
+#include "net/reply.h"
 #include "net/svc.h"
 
 #include <errno.h>
@@ -19,7 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-json_t *api_part_json(const struct part_rec *r)
+json_t *ca_api_part_json(const struct ca_part_rec *r)
 {
     json_t *o = json_pack(
         "{s:s, s:s, s:i, s:s, s:s, s:s, s:f, s:I, s:I, s:s, s:s, s:s, s:{s:s, s:s}, s:[I, I]}",
@@ -56,9 +57,8 @@ static int id_ok(const char *id)
     return 1;
 }
 
-static int new_id(char out[AGENT_ID_MAX], struct fs_err *err)
+static int new_id(char out[CA_ID_MAX], struct fs_err *err)
 {
-    static const char HEX[] = "0123456789abcdef";
     uint8_t b[16];
     int rc = fs_rand_bytes(b, sizeof b, err);
 
@@ -67,17 +67,13 @@ static int new_id(char out[AGENT_ID_MAX], struct fs_err *err)
     }
     out[0] = 'p';
     out[1] = '-';
-    for (int i = 0; i < 16; i++) {
-        out[2 + 2 * i] = HEX[b[i] >> 4];
-        out[3 + 2 * i] = HEX[b[i] & 15];
-    }
-    out[34] = '\0';
+    fs_hex_encode(b, sizeof b, out + 2);
     return 0;
 }
 
-static int reply_part(fs_http_resp *resp, unsigned status, const struct part_rec *r)
+static int reply_part(fs_http_resp *resp, unsigned status, const struct ca_part_rec *r)
 {
-    json_t *j = api_part_json(r);
+    json_t *j = ca_api_part_json(r);
 
     if (j == NULL) {
         return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
@@ -85,43 +81,20 @@ static int reply_part(fs_http_resp *resp, unsigned status, const struct part_rec
     return fs_http_resp_json(resp, status, j);
 }
 
-/* Problem reply for an fs_err, with the stable codes of api/problem.h. */
-static int reply_err(fs_http_resp *resp, const struct fs_err *err)
-{
-    switch (err->code) {
-    case FS_EFORMAT:
-        return fs_http_problem(resp, 400, FS_PROBLEM_BAD_REQUEST, NULL, "%s", err->msg);
-    case FS_EAUTH:
-        return fs_http_problem(resp, 401, FS_PROBLEM_UNAUTHORIZED, NULL, "%s", err->msg);
-    case FS_ENOTFOUND:
-        return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL, "%s", err->msg);
-    case FS_ECONFLICT:
-    case FS_ESTATE:
-        return fs_http_problem(resp, 409, FS_PROBLEM_CONFLICT, NULL, "%s", err->msg);
-    case FS_ERANGE:
-        return fs_http_problem(resp, 413, FS_PROBLEM_TOO_LARGE, NULL, "%s", err->msg);
-    case FS_EINVAL:
-        return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL, "%s", err->msg);
-    default:
-        fs_log_pack(FS_LOG_ERROR, "internal error", "{s:s}", "error", err->msg);
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "internal error");
-    }
-}
-
 /* ---- GET /v1/identity ---- */
 
 static int h_identity(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
     char fpr[FS_ED25519_FPR_LEN + 1];
     uint8_t pk[FS_ED25519_KEY_LEN];
     struct fs_err err;
 
     (void)req;
     fs_err_clear(&err);
-    if (files_identity_public(ag->cfg.data_dir, pk, &err) != 0) {
+    if (ca_files_identity_public(ag->cfg.data_dir, pk, &err) != 0) {
         err.code = FS_EINTERNAL;
-        return reply_err(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     fs_ed25519_fpr_format(pk, fpr);
     return fs_http_resp_json(resp, 200,
@@ -134,7 +107,8 @@ static int h_identity(fs_http_req *req, fs_http_resp *resp, void *ctx)
  * would carry the party's token and data in the clear, so it is refused (422)
  * unless the agent runs with --insecure-http. Checked again by the HTTP
  * client before every request. */
-static int check_urls(const struct agent *ag, const struct fs_agent_request *rq, struct fs_err *err)
+static int check_urls(const struct ca_agent *ag, const struct fs_agent_request *rq,
+                      struct fs_err *err)
 {
     if (fs_http_url_check(rq->base_url, ag->cfg.insecure_http, err) != 0) {
         return fs_err_prefix(err, "invitation: job_url: ");
@@ -149,7 +123,7 @@ static int check_urls(const struct agent *ag, const struct fs_agent_request *rq,
 /* A pinned job names this agent's identity for the party it invites:
  * anything else is a mix-up (another party's invitation, another agent's
  * data dir) that would only fail later in the protocol. 422 material. */
-static int check_own_pin(const struct agent *ag, const struct fs_invitation *inv,
+static int check_own_pin(const struct ca_agent *ag, const struct fs_invitation *inv,
                          struct fs_err *err)
 {
     char mine[FS_ED25519_FPR_LEN + 1];
@@ -160,7 +134,7 @@ static int check_own_pin(const struct agent *ag, const struct fs_invitation *inv
     if (!inv->has_pins) {
         return 0;
     }
-    rc = files_identity_public(ag->cfg.data_dir, pk, err);
+    rc = ca_files_identity_public(ag->cfg.data_dir, pk, err);
     if (rc != 0) {
         err->code = FS_EINTERNAL;
         return FS_EINTERNAL;
@@ -177,7 +151,7 @@ static int check_own_pin(const struct agent *ag, const struct fs_invitation *inv
 }
 
 /* Load and check the dataset against the invitation: 422 material. */
-static int load_dataset(const struct agent *ag, struct fs_agent_request *rq, fs_mat **out,
+static int load_dataset(const struct ca_agent *ag, struct fs_agent_request *rq, fs_mat **out,
                         struct fs_err *err)
 {
     struct fs_io_caps caps = fs_io_caps_default();
@@ -241,9 +215,9 @@ fail:
 
 /* A power-method job's dataset: dense (.npy, CSV, ...) or, for a MatrixMarket
  * coordinate file, kept sparse (CSR, never densified); it must be this
- * party's s_i x d (power_check). 422 material. */
-static int load_power_dataset(const struct agent *ag, struct fs_agent_request *rq, fs_mat **dense,
-                              fs_csr **sparse, struct fs_err *err)
+ * party's s_i x d (ca_power_check). 422 material. */
+static int load_power_dataset(const struct ca_agent *ag, struct fs_agent_request *rq,
+                              fs_mat **dense, fs_csr **sparse, struct fs_err *err)
 {
     struct fs_io_caps caps = fs_io_caps_default();
     char resolved[PATH_MAX];
@@ -273,7 +247,7 @@ static int load_power_dataset(const struct agent *ag, struct fs_agent_request *r
             }
         }
         if (rc == 0) {
-            rc = power_check(&rq->inv, (*sparse)->rows, (*sparse)->cols, err);
+            rc = ca_power_check(&rq->inv, (*sparse)->rows, (*sparse)->cols, err);
         }
     } else {
         rc = fs_io_load_dense(rq->path, rq->fmt, &caps, dense, err);
@@ -282,7 +256,7 @@ static int load_power_dataset(const struct agent *ag, struct fs_agent_request *r
                             rq->path, bi + 1, bj + 1);
         }
         if (rc == 0) {
-            rc = power_check(&rq->inv, (*dense)->rows, (*dense)->cols, err);
+            rc = ca_power_check(&rq->inv, (*dense)->rows, (*dense)->cols, err);
         }
     }
     if (rc != 0) {
@@ -326,85 +300,15 @@ static char *public_invitation(const struct fs_invitation *inv)
     return s;
 }
 
-static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
+/* The record of a new participation from its request. */
+static void fill_record(struct ca_part *p)
 {
-    struct agent *ag = ctx;
-    struct fs_err err = {0};
-    struct part *p = NULL;
-    json_t *body = NULL;
-    char *inv_json = NULL;
-    char tokpath[AGENT_PATH_MAX + 8];
-    char loc[64];
-    struct part_rec snap;
-    struct ledger_charge charge;
-    struct fs_ledger_decision dec;
-    char dsid[LEDGER_DATASET_ID_MAX + 1];
-    int rc;
-    int locked = 0;
-    int reserved = 0;
-
-    tokpath[0] = '\0';
-    if (atomic_load(&ag->stopping)) {
-        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
-                               "the agent is shutting down");
-    }
-    rc = fs_http_req_json(req, &body, &err);
-    if (rc == FS_EINVAL) {
-        fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
-                        "Content-Type must be application/json");
-        goto out;
-    }
-    if (rc != 0) {
-        err.code = FS_EFORMAT;
-        reply_err(resp, &err);
-        goto out;
-    }
-    p = calloc(1, sizeof *p);
-    if (p == NULL) {
-        fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-        goto out;
-    }
-    rc = ledger_take_dataset_id(body, dsid, &err); /* privacy ledger: dataset.id */
-    if (rc != 0) {
-        reply_err(resp, &err);
-        goto out;
-    }
-    rc = fs_agent_request_parse(body, ag->cfg.max_elements, &p->req, &err);
-    if (rc == 0) {
-        rc = check_urls(ag, &p->req, &err);
-    }
-    if (rc == 0) {
-        rc = check_own_pin(ag, &p->req.inv, &err);
-    }
-    if (rc == 0) {
-        rc = p->req.inv.is_fedpower ? load_power_dataset(ag, &p->req, &p->data, &p->sparse, &err)
-                                    : load_dataset(ag, &p->req, &p->data, &err);
-    }
-    if (rc != 0) {
-        reply_err(resp, &err);
-        goto out;
-    }
-    /* privacy ledger: the job's rho and the dataset's identity (hashes the file) */
-    rc = ledger_charge_for(&p->req.inv, dsid, p->req.path, &charge, &err);
-    if (rc != 0) {
-        reply_err(resp, &err);
-        goto out;
-    }
-    rc = new_id(p->rec.id, &err);
-    if (rc == 0 && snprintf(p->dir, sizeof p->dir, "%s/participations/%s", ag->cfg.data_dir,
-                            p->rec.id) >= (int)sizeof p->dir) {
-        rc = fs_err_set(&err, FS_EINVAL, "data dir path too long");
-    }
-    if (rc != 0) {
-        reply_err(resp, &err);
-        goto out;
-    }
     snprintf(p->rec.job_id, sizeof p->rec.job_id, "%s", p->req.inv.job_id);
     p->rec.party = p->req.inv.party;
     snprintf(p->rec.algorithm, sizeof p->rec.algorithm, "%s", p->req.inv.algorithm);
     snprintf(p->rec.state, sizeof p->rec.state, "running");
     snprintf(p->rec.phase, sizeof p->rec.phase, "advertise_keys");
-    files_now(p->rec.created_at);
+    ca_files_now(p->rec.created_at);
     memcpy(p->rec.updated_at, p->rec.created_at, sizeof p->rec.updated_at);
     snprintf(p->rec.dataset_path, sizeof p->rec.dataset_path, "%s", p->req.path);
     snprintf(p->rec.dataset_format, sizeof p->rec.dataset_format, "%s", p->req.format);
@@ -417,44 +321,111 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
         snprintf(p->rec.fail_at + n, sizeof p->rec.fail_at - n, ":%u", p->req.fail_round);
     }
     snprintf(p->rec.job_url, sizeof p->rec.job_url, "%s", p->req.inv.job_url);
-    inv_json = public_invitation(&p->req.inv);
-    if (inv_json == NULL) {
-        fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-        goto out;
-    }
+}
 
-    pthread_mutex_lock(&ag->mu);
-    locked = 1;
+/* A new participation from the request body: the invitation checked, the
+ * dataset loaded and checked, the privacy-ledger charge, an id and the
+ * record. @return 0, or -1 with the problem response set. */
+static int read_request(struct ca_agent *ag, fs_http_req *req, fs_http_resp *resp,
+                        struct ca_part **out, struct ca_ledger_charge *charge)
+{
+    struct fs_err err = {0};
+    struct ca_part *p = NULL;
+    json_t *body = NULL;
+    char dsid[CA_LEDGER_DATASET_ID_MAX + 1];
+    int rc;
+
+    *out = NULL;
+    if (fs_http_body_json(req, resp, &body) != 0) {
+        return -1;
+    }
+    p = calloc(1, sizeof *p);
+    if (p == NULL) {
+        json_decref(body);
+        (void)fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+        return -1;
+    }
+    rc = ca_ledger_take_dataset_id(body, dsid, &err); /* privacy ledger: dataset.id */
+    if (rc == 0) {
+        rc = fs_agent_request_parse(body, ag->cfg.max_elements, &p->req, &err);
+    }
+    if (rc == 0) {
+        rc = check_urls(ag, &p->req, &err);
+    }
+    if (rc == 0) {
+        rc = check_own_pin(ag, &p->req.inv, &err);
+    }
+    if (rc == 0) {
+        rc = p->req.inv.is_fedpower ? load_power_dataset(ag, &p->req, &p->data, &p->sparse, &err)
+                                    : load_dataset(ag, &p->req, &p->data, &err);
+    }
+    if (rc == 0) { /* privacy ledger: the job's rho and the dataset's identity (hashes the file) */
+        rc = ca_ledger_charge_for(&p->req.inv, dsid, p->req.path, charge, &err);
+    }
+    if (rc == 0) {
+        rc = new_id(p->rec.id, &err);
+    }
+    if (rc == 0 && snprintf(p->dir, sizeof p->dir, "%s/participations/%s", ag->cfg.data_dir,
+                            p->rec.id) >= (int)sizeof p->dir) {
+        rc = fs_err_set(&err, FS_EINVAL, "data dir path too long");
+    }
+    json_decref(body);
+    if (rc != 0) {
+        ca_part_free(p);
+        (void)fs_http_problem_err(resp, &err);
+        return -1;
+    }
+    fill_record(p);
+    *out = p;
+    return 0;
+}
+
+/* Under ag->mu: the cap on running participations, one participation per
+ * (job, party), the privacy budget; then the token file, the row and the
+ * worker, which takes p (*snap: the record as it started).
+ * @return 0, or -1 with the problem response set (p still the caller's). */
+static int admit_locked(struct ca_agent *ag, struct ca_part *p, const char *inv_json,
+                        const struct ca_ledger_charge *charge, fs_http_resp *resp,
+                        struct ca_part_rec *snap)
+{
+    struct fs_err err = {0};
+    struct fs_ledger_decision dec;
+    char tokpath[CA_PATH_MAX + 8];
+    int reserved = 0;
+    int rc;
+
+    tokpath[0] = '\0';
     if (ag->nrunning >= ag->cfg.max_running) {
-        fs_http_problem(resp, 429, FS_PROBLEM_TOO_MANY_JOBS, NULL,
-                        "%u participations are running, the most this agent runs at once "
-                        "(--max-participations)",
-                        ag->nrunning);
-        goto out;
+        (void)fs_http_problem(resp, 429, FS_PROBLEM_TOO_MANY_JOBS, NULL,
+                              "%u participations are running, the most this agent runs at once "
+                              "(--max-participations)",
+                              ag->nrunning);
+        return -1;
     }
-    rc = store_exists_live(ag->db, p->rec.job_id, p->rec.party, &err);
-    if (rc < 0) {
-        reply_err(resp, &err);
-        goto out;
+    rc = ca_store_exists_live(ag->db, p->rec.job_id, p->rec.party, &err);
+    if (rc != 0) {
+        if (rc < 0) {
+            (void)fs_http_problem_err(resp, &err);
+        } else {
+            (void)fs_http_problem(
+                resp, 409, FS_PROBLEM_CONFLICT, NULL,
+                "party %u of job %s already has a running or finished participation", p->rec.party,
+                p->rec.job_id);
+        }
+        return -1;
     }
-    if (rc > 0) {
-        fs_http_problem(resp, 409, FS_PROBLEM_CONFLICT, NULL,
-                        "party %u of job %s already has a running or finished participation",
-                        p->rec.party, p->rec.job_id);
-        goto out;
-    }
-    if (charge.charged) {
+    if (charge->charged) {
         /* check and reserve in one transaction, under ag->mu like the checks above */
-        rc = ledger_reserve(ag, &p->rec, &charge, &dec, &err);
+        rc = ca_ledger_reserve(ag, &p->rec, charge, &dec, &err);
         if (rc != 0) {
-            reply_err(resp, &err);
-            goto out;
+            (void)fs_http_problem_err(resp, &err);
+            return -1;
         }
         if (!dec.allowed) {
             fs_log_pack(FS_LOG_INFO, "participation refused: privacy budget", "{s:s, s:s, s:s}",
-                        "job", p->rec.job_id, "dataset", charge.dataset, "reason", dec.reason);
-            ledger_reply_refused(resp, p->rec.algorithm, &charge, &dec);
-            goto out;
+                        "job", p->rec.job_id, "dataset", charge->dataset, "reason", dec.reason);
+            (void)ca_ledger_reply_refused(resp, p->rec.algorithm, charge, &dec);
+            return -1;
         }
         reserved = 1;
     }
@@ -466,15 +437,15 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
         rc = fs_auth_token_write_file(tokpath, p->req.inv.token, &err);
     }
     if (rc == 0) {
-        rc = store_insert(ag->db, &p->rec, inv_json, &err);
+        rc = ca_store_insert(ag->db, &p->rec, inv_json, &err);
     }
     if (rc == 0) {
-        snap = p->rec; /* once started, the worker owns p */
-        rc = worker_start_locked(ag, p, &err);
+        *snap = p->rec; /* once started, the worker owns p */
+        rc = ca_worker_start_locked(ag, p, &err);
         if (rc != 0) {
             snprintf(p->rec.state, sizeof p->rec.state, "failed");
             snprintf(p->rec.error, sizeof p->rec.error, "%s", err.msg);
-            if (store_progress(ag->db, &p->rec, NULL) != 0) {
+            if (ca_store_progress(ag->db, &p->rec, NULL) != 0) {
                 fs_log(FS_LOG_WARN, "cannot mark a participation failed", NULL);
             }
         }
@@ -484,14 +455,44 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
             unlink(tokpath);
         }
         if (reserved) {
-            ledger_cancel(ag, p->rec.id); /* the job never started: nothing spent */
+            ca_ledger_cancel(ag, p->rec.id); /* the job never started: nothing spent */
         }
-        reply_err(resp, &err);
-        goto out;
+        (void)fs_http_problem_err(resp, &err);
+        return -1;
     }
-    p = NULL;
+    return 0;
+}
+
+static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct ca_agent *ag = ctx;
+    struct ca_part *p = NULL;
+    struct ca_ledger_charge charge;
+    struct ca_part_rec snap;
+    char *inv_json = NULL;
+    char loc[64];
+    int rc;
+
+    if (atomic_load(&ag->stopping)) {
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
+                               "the agent is shutting down");
+    }
+    if (read_request(ag, req, resp, &p, &charge) != 0) {
+        return 0;
+    }
+    inv_json = public_invitation(&p->req.inv);
+    if (inv_json == NULL) {
+        ca_part_free(p);
+        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
+    }
+    pthread_mutex_lock(&ag->mu);
+    rc = admit_locked(ag, p, inv_json, &charge, resp, &snap);
     pthread_mutex_unlock(&ag->mu);
-    locked = 0;
+    free(inv_json);
+    if (rc != 0) {
+        ca_part_free(p);
+        return 0;
+    }
     atomic_fetch_add(&ag->started, 1);
     fs_log_pack(FS_LOG_INFO, "participation started", "{s:s, s:s, s:i, s:s, s:I, s:I, s:s?}",
                 "participation", snap.id, "job", snap.job_id, "party", (int)snap.party, "algorithm",
@@ -501,13 +502,6 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
     if (reply_part(resp, 201, &snap) == 0 && fs_http_resp_header(resp, "Location", loc) != 0) {
         fs_log(FS_LOG_WARN, "cannot set the Location header", NULL);
     }
-out:
-    if (locked) {
-        pthread_mutex_unlock(&ag->mu);
-    }
-    part_free(p);
-    free(inv_json);
-    json_decref(body);
     return 0;
 }
 
@@ -515,19 +509,19 @@ out:
 
 static int h_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
     struct fs_err err = {0};
-    struct part_rec *recs = NULL;
+    struct ca_part_rec *recs = NULL;
     json_t *arr;
     size_t n = 0;
 
     (void)req;
-    if (store_list(ag->db, AGENT_LIST_MAX, &recs, &n, &err) != 0) {
-        return reply_err(resp, &err);
+    if (ca_store_list(ag->db, CA_LIST_MAX, &recs, &n, &err) != 0) {
+        return fs_http_problem_err(resp, &err);
     }
     arr = json_array();
     for (size_t i = 0; arr != NULL && i < n; i++) {
-        if (json_array_append_new(arr, api_part_json(&recs[i])) != 0) {
+        if (json_array_append_new(arr, ca_api_part_json(&recs[i])) != 0) {
             json_decref(arr);
             arr = NULL;
         }
@@ -540,7 +534,7 @@ static int h_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
 }
 
 /* Look up {id}; sets a 404 and returns non-zero when absent. */
-static int find(struct agent *ag, fs_http_req *req, fs_http_resp *resp, struct part_rec *r)
+static int find(struct ca_agent *ag, fs_http_req *req, fs_http_resp *resp, struct ca_part_rec *r)
 {
     struct fs_err err = {0};
     const char *id = fs_http_req_param(req, "id");
@@ -549,8 +543,8 @@ static int find(struct agent *ag, fs_http_req *req, fs_http_resp *resp, struct p
         fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL, "no such participation");
         return -1;
     }
-    if (store_get(ag->db, id, r, &err) != 0) {
-        reply_err(resp, &err);
+    if (ca_store_get(ag->db, id, r, &err) != 0) {
+        fs_http_problem_err(resp, &err);
         return -1;
     }
     return 0;
@@ -558,7 +552,7 @@ static int find(struct agent *ag, fs_http_req *req, fs_http_resp *resp, struct p
 
 static int h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct part_rec r;
+    struct ca_part_rec r;
 
     if (find(ctx, req, resp, &r) != 0) {
         return 0;
@@ -568,16 +562,16 @@ static int h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
     struct fs_err err = {0};
-    struct part_rec r;
+    struct ca_part_rec r;
 
     if (find(ag, req, resp, &r) != 0) {
         return 0;
     }
     if (strcmp(r.state, "running") == 0) {
         pthread_mutex_lock(&ag->mu);
-        for (struct part *p = ag->parts; p != NULL; p = p->next) {
+        for (struct ca_part *p = ag->parts; p != NULL; p = p->next) {
             if (strcmp(p->rec.id, r.id) == 0) {
                 atomic_store(&p->stop, 2);
             }
@@ -586,13 +580,13 @@ static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
         pthread_mutex_unlock(&ag->mu);
         snprintf(r.state, sizeof r.state, "failed");
         snprintf(r.error, sizeof r.error, "cancelled by the operator");
-        files_now(r.updated_at);
-        if (store_progress(ag->db, &r, &err) != 0 && err.code != FS_ESTATE) {
-            return reply_err(resp, &err);
+        ca_files_now(r.updated_at);
+        if (ca_store_progress(ag->db, &r, &err) != 0 && err.code != FS_ESTATE) {
+            return fs_http_problem_err(resp, &err);
         }
         fs_log_pack(FS_LOG_INFO, "participation cancelled", "{s:s}", "participation", r.id);
-        if (store_get(ag->db, r.id, &r, &err) != 0) {
-            return reply_err(resp, &err);
+        if (ca_store_get(ag->db, r.id, &r, &err) != 0) {
+            return fs_http_problem_err(resp, &err);
         }
     }
     if (strcmp(r.state, "done") == 0) {
@@ -603,9 +597,9 @@ static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
 }
 
 /* The manifest of a done participation, or a problem reply (returns NULL). */
-static json_t *load_manifest(struct agent *ag, const struct part_rec *r, fs_http_resp *resp)
+static json_t *load_manifest(struct ca_agent *ag, const struct ca_part_rec *r, fs_http_resp *resp)
 {
-    char path[AGENT_PATH_MAX + 64];
+    char path[CA_PATH_MAX + 64];
     json_error_t jerr;
     json_t *j;
 
@@ -632,9 +626,9 @@ static json_t *load_manifest(struct agent *ag, const struct part_rec *r, fs_http
 /* "bytes" of every entry of the manifest's "files": the size of the file
  * this agent serves, so that a client can check each download's length as
  * well as its sha256. -1 when a listed file is missing or not a plain file. */
-static int add_file_sizes(struct agent *ag, const struct part_rec *r, json_t *manifest)
+static int add_file_sizes(struct ca_agent *ag, const struct ca_part_rec *r, json_t *manifest)
 {
-    char path[AGENT_PATH_MAX + 128];
+    char path[CA_PATH_MAX + 128];
     struct stat sb;
     size_t i;
     json_t *f;
@@ -657,8 +651,8 @@ static int add_file_sizes(struct agent *ag, const struct part_rec *r, json_t *ma
 
 static int h_result(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
-    struct part_rec r;
+    struct ca_agent *ag = ctx;
+    struct ca_part_rec r;
     json_t *j;
 
     if (find(ag, req, resp, &r) != 0) {
@@ -679,13 +673,13 @@ static int h_result(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 static int h_result_file(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
     struct fs_err err = {0};
     struct fs_agent_result res;
-    struct part_rec r;
+    struct ca_part_rec r;
     const char *name = fs_http_req_param(req, "name");
     char file[FS_AGENT_FILE_NAME_MAX + 8];
-    char path[AGENT_PATH_MAX + 128];
+    char path[CA_PATH_MAX + 128];
     json_t *j;
     int listed = 0;
     int rc;
@@ -704,7 +698,7 @@ static int h_result_file(fs_http_req *req, fs_http_resp *resp, void *ctx)
     rc = fs_agent_result_parse(j, &res, &err);
     json_decref(j);
     if (rc != 0) {
-        return reply_err(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     for (size_t i = 0; i < res.nfiles; i++) {
         listed |= strcmp(res.files[i].name, file) == 0;
@@ -718,7 +712,7 @@ static int h_result_file(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL, "no such result file");
     }
     if (rc != 0) {
-        return reply_err(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return 0;
 }
@@ -734,7 +728,7 @@ static int h_healthz(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
 
     (void)req;
     if (atomic_load(&ag->stopping) || ag->db == NULL) {
@@ -746,7 +740,7 @@ static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
     struct fs_err err = {0};
     uint64_t running = 0;
     uint64_t done = 0;
@@ -756,8 +750,8 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
     int w;
 
     (void)req;
-    if (store_counts(ag->db, &running, &done, &failed, &err) != 0) {
-        return reply_err(resp, &err);
+    if (ca_store_counts(ag->db, &running, &done, &failed, &err) != 0) {
+        return fs_http_problem_err(resp, &err);
     }
     w = snprintf(buf, sizeof buf,
                  "# HELP fedsvd_agent_up 1 while the agent runs.\n"
@@ -809,12 +803,12 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
     struct fs_err err = {0};
     int rc;
 
     (void)req;
-    if (ag->cfg.openapi == NULL) {
+    if (ag->cfg.openapi[0] == '\0') {
         return fs_http_problem(resp, 404, FS_PROBLEM_NOT_FOUND, NULL,
                                "no contract configured (start the agent with --openapi FILE)");
     }
@@ -824,20 +818,20 @@ static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
                                "the contract file is missing");
     }
     if (rc != 0) {
-        return reply_err(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     return 0;
 }
 
-void api_on_request(const struct fs_http_log_entry *e, void *ctx)
+void ca_api_on_request(const struct fs_http_log_entry *e, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
     unsigned c = e->status / 100;
 
     atomic_fetch_add(&ag->http_by_class[c < 6 ? c : 0], 1);
 }
 
-int api_routes(struct agent *ag, struct fs_err *err)
+int ca_api_routes(struct ca_agent *ag, struct fs_err *err)
 {
     const struct fs_http_route routes[] = {
         {.method = "GET", .pattern = "/healthz", .handler = h_healthz},
@@ -846,7 +840,7 @@ int api_routes(struct agent *ag, struct fs_err *err)
         {.method = "GET", .pattern = "/openapi.yaml", .handler = h_openapi},
         {.method = "POST",
          .pattern = "/v1/participations",
-         .max_body = AGENT_MAX_BODY,
+         .max_body = CA_MAX_BODY,
          .auth = ag->auth,
          .handler = h_create},
         {.method = "GET", .pattern = "/v1/participations", .auth = ag->auth, .handler = h_list},
@@ -867,7 +861,7 @@ int api_routes(struct agent *ag, struct fs_err *err)
         {.method = "GET",
          .pattern = "/v1/privacy-ledger",
          .auth = ag->auth,
-         .handler = ledger_h_get},
+         .handler = ca_ledger_h_get},
     };
 
     for (size_t i = 0; i < sizeof routes / sizeof routes[0]; i++) {

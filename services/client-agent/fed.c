@@ -7,6 +7,7 @@
  * result files. No HTTP here: worker.c moves the messages. */
 #include "agent.h"
 
+#include "core/hex.h"
 #include "crypto/ct.h"
 #include "io/matio.h"
 #include "maskkeys.h"
@@ -17,7 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct fed_party {
+struct ca_fed {
     int pca;       /* fedpca (else fedsvd) */
     int partition; /* FS_JOB_SAMPLES / FS_JOB_FEATURES */
     uint32_t party;
@@ -29,24 +30,24 @@ struct fed_party {
     size_t nstats;
 };
 
-static fs_fedsvd_party *svd_party(struct fed_party *f)
+static fs_fedsvd_party *svd_party(struct ca_fed *f)
 {
     return f->pca ? fs_fedpca_party_svd(f->pp) : f->sp;
 }
 
-uint32_t fed_aggregations(const struct fed_party *f)
+uint32_t ca_fed_aggregations(const struct ca_fed *f)
 {
     return f->naggs;
 }
 
-int fed_is_stats(const struct fed_party *f, uint32_t r)
+int ca_fed_is_stats(const struct ca_fed *f, uint32_t r)
 {
     return r + 1 < f->naggs;
 }
 
-uint64_t fed_agg_len(const struct fed_party *f, uint32_t r)
+uint64_t ca_fed_agg_len(const struct ca_fed *f, uint32_t r)
 {
-    if (fed_is_stats(f, r)) {
+    if (ca_fed_is_stats(f, r)) {
         return r == 0 ? 3 * f->cols + 1 : 3 * f->cols;
     }
     return f->rows * f->cols;
@@ -75,8 +76,8 @@ static int check_keys(const struct fs_fedsvd_keys *k, const struct fs_invitation
     return 0;
 }
 
-int fed_check_manifest(const struct fs_invitation *inv, const struct fs_maskkeys *m,
-                       struct fs_err *err)
+int ca_fed_check_manifest(const struct fs_invitation *inv, const struct fs_maskkeys *m,
+                          struct fs_err *err)
 {
     if (strcmp(m->job_id, inv->job_id) != 0 || strcmp(m->maskset, inv->maskset) != 0) {
         return fs_err_set(err, FS_EINVAL,
@@ -87,10 +88,10 @@ int fed_check_manifest(const struct fs_invitation *inv, const struct fs_maskkeys
     return check_keys(&m->hdr, inv, err);
 }
 
-int fed_new(const struct fs_invitation *inv, const fs_mat *x, struct fs_fedsvd_keys *keys,
-            struct fed_party **out, struct fs_err *err)
+int ca_fed_new(const struct fs_invitation *inv, const fs_mat *x, struct fs_fedsvd_keys *keys,
+               struct ca_fed **out, struct fs_err *err)
 {
-    struct fed_party *f = calloc(1, sizeof *f);
+    struct ca_fed *f = calloc(1, sizeof *f);
     int rc;
 
     *out = NULL;
@@ -98,7 +99,7 @@ int fed_new(const struct fs_invitation *inv, const fs_mat *x, struct fs_fedsvd_k
         fs_fedsvd_keys_free(keys);
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    f->pca = strcmp(inv->algorithm, "fedpca") == 0;
+    f->pca = inv->algo_known && inv->algo == FS_ALGO_FEDPCA;
     f->partition = inv->fed.partition;
     f->party = inv->party;
     f->rows = inv->global_rows;
@@ -118,11 +119,11 @@ int fed_new(const struct fs_invitation *inv, const fs_mat *x, struct fs_fedsvd_k
     *out = f;
     return 0;
 fail:
-    fed_free(f);
+    ca_fed_free(f);
     return rc;
 }
 
-void fed_free(struct fed_party *f)
+void ca_fed_free(struct ca_fed *f)
 {
     if (f == NULL) {
         return;
@@ -136,14 +137,14 @@ void fed_free(struct fed_party *f)
     free(f);
 }
 
-int fed_exponent(struct fed_party *f, uint32_t r, uint8_t sealed[FS_FEDSVD_SEALED_EXP_LEN],
-                 struct fs_err *err)
+int ca_fed_exponent(struct ca_fed *f, uint32_t r, uint8_t sealed[FS_FEDSVD_SEALED_EXP_LEN],
+                    struct fs_err *err)
 {
     fs_fedsvd_party *sp;
     int e = 0;
     int rc;
 
-    if (fed_is_stats(f, r)) {
+    if (ca_fed_is_stats(f, r)) {
         return fs_fedpca_party_stats_exponent(f->pp, sealed, err);
     }
     sp = svd_party(f);
@@ -158,12 +159,12 @@ int fed_exponent(struct fed_party *f, uint32_t r, uint8_t sealed[FS_FEDSVD_SEALE
     return rc;
 }
 
-int fed_prepare_pending(struct fed_party *f)
+int ca_fed_prepare_pending(struct ca_fed *f)
 {
     return f != NULL && !fs_fedsvd_party_prepared(svd_party(f));
 }
 
-int fed_prepare(struct fed_party *f, struct fs_err *err)
+int ca_fed_prepare(struct ca_fed *f, struct fs_err *err)
 {
     fs_fedsvd_party *sp = f != NULL ? svd_party(f) : NULL;
     int e = 0;
@@ -174,24 +175,24 @@ int fed_prepare(struct fed_party *f, struct fs_err *err)
     return fs_fedsvd_party_prepare(sp, &e, err);
 }
 
-int fed_open(struct fed_party *f, uint32_t r, const uint32_t *ids,
-             const uint8_t (*sealed)[FS_FEDSVD_SEALED_EXP_LEN], size_t k, int *pubexp,
-             struct fs_err *err)
+int ca_fed_open(struct ca_fed *f, uint32_t r, const uint32_t *ids,
+                const uint8_t (*sealed)[FS_FEDSVD_SEALED_EXP_LEN], size_t k, int *pubexp,
+                struct fs_err *err)
 {
     fs_fedsvd_party *sp;
     int rc;
 
     *pubexp = 0;
-    if (fed_is_stats(f, r)) {
+    if (ca_fed_is_stats(f, r)) {
         size_t len;
         rc = fs_fedpca_party_stats_open(f->pp, ids, sealed, k, err);
         if (rc != 0) {
             return rc;
         }
         len = fs_fedpca_party_stats_len(f->pp);
-        if (len != fed_agg_len(f, r)) {
+        if (len != ca_fed_agg_len(f, r)) {
             return fs_err_set(err, FS_EINTERNAL, "statistics length %zu, expected %llu", len,
-                              (unsigned long long)fed_agg_len(f, r));
+                              (unsigned long long)ca_fed_agg_len(f, r));
         }
         if (f->stats != NULL) {
             fs_wipe(f->stats, f->nstats * sizeof *f->stats);
@@ -216,10 +217,10 @@ int fed_open(struct fed_party *f, uint32_t r, const uint32_t *ids,
     return rc;
 }
 
-int fed_chunk(struct fed_party *f, uint32_t r, fs_secagg_client *c, uint64_t off, uint64_t *y,
-              size_t m, struct fs_err *err)
+int ca_fed_chunk(struct ca_fed *f, uint32_t r, fs_secagg_client *c, uint64_t off, uint64_t *y,
+                 size_t m, struct fs_err *err)
 {
-    if (fed_is_stats(f, r)) {
+    if (ca_fed_is_stats(f, r)) {
         if (f->stats == NULL || off + m > f->nstats) {
             return fs_err_set(err, FS_ESTATE, "no statistics input for this chunk");
         }
@@ -232,9 +233,9 @@ int fed_chunk(struct fed_party *f, uint32_t r, fs_secagg_client *c, uint64_t off
     return fs_fedsvd_party_masked(svd_party(f), c, off, y, m, err);
 }
 
-void fed_end_upload(struct fed_party *f, uint32_t r)
+void ca_fed_end_upload(struct ca_fed *f, uint32_t r)
 {
-    if (fed_is_stats(f, r)) {
+    if (ca_fed_is_stats(f, r)) {
         if (f->stats != NULL) {
             fs_wipe(f->stats, f->nstats * sizeof *f->stats);
             free(f->stats);
@@ -246,8 +247,8 @@ void fed_end_upload(struct fed_party *f, uint32_t r)
     }
 }
 
-int fed_stats_result(struct fed_party *f, const uint64_t *sum, size_t len, const uint32_t *u3,
-                     size_t n3, struct fs_err *err)
+int ca_fed_stats_result(struct ca_fed *f, const uint64_t *sum, size_t len, const uint32_t *u3,
+                        size_t n3, struct fs_err *err)
 {
     return fs_fedpca_party_stats_result(f->pp, sum, len, u3, n3, err);
 }
@@ -256,7 +257,7 @@ int fed_stats_result(struct fed_party *f, const uint64_t *sum, size_t len, const
 static int put_file(const char *dir, const char *name, const fs_mat *m, json_t *files,
                     struct fs_err *err)
 {
-    char path[AGENT_PATH_MAX + 64];
+    char path[CA_PATH_MAX + 64];
     uint8_t d[32];
     char hex[65];
     json_t *shape;
@@ -269,13 +270,11 @@ static int put_file(const char *dir, const char *name, const fs_mat *m, json_t *
     if (rc != 0) {
         return rc;
     }
-    rc = files_sha256(path, d, err);
+    rc = ca_files_sha256(path, d, err);
     if (rc != 0) {
         return rc;
     }
-    for (int i = 0; i < 32; i++) {
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    }
+    fs_hex_encode(d, sizeof d, hex);
     shape = json_pack("[I, I]", (json_int_t)m->rows, (json_int_t)m->cols);
     if (json_array_append_new(files, json_pack("{s:s, s:o, s:s}", "name", name, "shape", shape,
                                                "sha256", hex)) != 0) {
@@ -287,7 +286,7 @@ static int put_file(const char *dir, const char *name, const fs_mat *m, json_t *
 static int put_vec(const char *dir, const char *name, const double *v, size_t n, json_t *files,
                    struct fs_err *err)
 {
-    char path[AGENT_PATH_MAX + 64];
+    char path[CA_PATH_MAX + 64];
     uint8_t d[32];
     char hex[65];
     int rc;
@@ -297,14 +296,12 @@ static int put_vec(const char *dir, const char *name, const double *v, size_t n,
     }
     rc = fs_npy_write_vec(path, v, n, err);
     if (rc == 0) {
-        rc = files_sha256(path, d, err);
+        rc = ca_files_sha256(path, d, err);
     }
     if (rc != 0) {
         return rc;
     }
-    for (int i = 0; i < 32; i++) {
-        snprintf(hex + 2 * i, 3, "%02x", d[i]);
-    }
+    fs_hex_encode(d, sizeof d, hex);
     if (json_array_append_new(files, json_pack("{s:s, s:[I], s:s}", "name", name, "shape",
                                                (json_int_t)n, "sha256", hex)) != 0) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
@@ -312,9 +309,9 @@ static int put_vec(const char *dir, const char *name, const double *v, size_t n,
     return 0;
 }
 
-int fed_finish(struct fed_party *f, const double *s, size_t r, fs_mat *vc, double total_sq,
-               const uint32_t *u3, size_t n3, const char *dir, json_t *files, json_t *info,
-               struct fs_err *err)
+int ca_fed_finish(struct ca_fed *f, const double *s, size_t r, fs_mat *vc, double total_sq,
+                  const uint32_t *u3, size_t n3, const char *dir, json_t *files, json_t *info,
+                  struct fs_err *err)
 {
     struct fs_fedsvd_published pub;
     int rc;

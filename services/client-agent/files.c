@@ -17,7 +17,7 @@
 
 #define IDENTITY_FILE "identity.key"
 
-void files_now(char out[32])
+void ca_files_now(char out[32])
 {
     time_t t = time(NULL);
     struct tm tm;
@@ -34,9 +34,9 @@ static int identity_path(const char *data_dir, char *buf, size_t cap, struct fs_
     return 0;
 }
 
-int files_identity_load(const char *data_dir, uint8_t sk[32], struct fs_err *err)
+int ca_files_identity_load(const char *data_dir, uint8_t sk[32], struct fs_err *err)
 {
-    char path[AGENT_PATH_MAX];
+    char path[CA_PATH_MAX];
     struct stat sb;
     ssize_t got;
     uint8_t extra;
@@ -71,12 +71,12 @@ int files_identity_load(const char *data_dir, uint8_t sk[32], struct fs_err *err
     return rc;
 }
 
-int files_identity_ensure(const char *data_dir, struct fs_err *err)
+int ca_files_identity_ensure(const char *data_dir, struct fs_err *err)
 {
-    char path[AGENT_PATH_MAX];
+    char path[CA_PATH_MAX];
     uint8_t sk[32];
     uint8_t pk[32];
-    int rc = files_identity_load(data_dir, sk, err);
+    int rc = ca_files_identity_load(data_dir, sk, err);
 
     if (rc == 0) {
         rc = fs_ed25519_public(pk, sk, err); /* a usable key */
@@ -100,10 +100,10 @@ int files_identity_ensure(const char *data_dir, struct fs_err *err)
     return rc;
 }
 
-int files_identity_public(const char *data_dir, uint8_t pk[32], struct fs_err *err)
+int ca_files_identity_public(const char *data_dir, uint8_t pk[32], struct fs_err *err)
 {
     uint8_t sk[32];
-    int rc = files_identity_load(data_dir, sk, err);
+    int rc = ca_files_identity_load(data_dir, sk, err);
 
     if (rc == 0) {
         rc = fs_ed25519_public(pk, sk, err);
@@ -112,7 +112,7 @@ int files_identity_public(const char *data_dir, uint8_t pk[32], struct fs_err *e
     return rc;
 }
 
-int files_sha256(const char *path, uint8_t out[32], struct fs_err *err)
+int ca_files_sha256(const char *path, uint8_t out[32], struct fs_err *err)
 {
     fs_sha256_ctx *h = NULL;
     uint8_t *buf = NULL;

@@ -12,8 +12,9 @@
  * point never under-counts. */
 #include "agent.h"
 
-#include "../../api/problem.h"
+#include "core/hex.h"
 #include "dp/dp.h"
+#include "net/reply.h"
 
 #include <math.h>
 #include <sqlite3.h>
@@ -38,7 +39,7 @@ static const char LEDGER_SCHEMA[] =
     " updated_at TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS privacy_ledger_dataset ON privacy_ledger (dataset_id);";
 
-/* At startup (store_open has marked the participations that were running
+/* At startup (ca_store_open has marked the participations that were running
  * when the agent died as failed): their reservations are settled as spent,
  * since no worker can say any more that no noisy upload left. */
 static const char SETTLE_SQL[] =
@@ -64,7 +65,7 @@ static int settle_locked(sqlite3 *db, const char *sql, struct fs_err *err)
     char now[32];
     int rc = 0;
 
-    files_now(now);
+    ca_files_now(now);
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         return db_err(db, err, "prepare settle");
     }
@@ -76,9 +77,9 @@ static int settle_locked(sqlite3 *db, const char *sql, struct fs_err *err)
     return rc;
 }
 
-int ledger_init(agent_store *s, struct fs_err *err)
+int ca_ledger_init(fs_db *s, struct fs_err *err)
 {
-    sqlite3 *db = store_lock(s);
+    sqlite3 *db = fs_db_lock(s);
     int rc = 0;
 
     if (sqlite3_exec(db, LEDGER_SCHEMA, NULL, NULL, NULL) != SQLITE_OK) {
@@ -89,7 +90,7 @@ int ledger_init(agent_store *s, struct fs_err *err)
     if (rc == 0) {
         rc = settle_locked(db, ORPHAN_SQL, err);
     }
-    store_unlock(s);
+    fs_db_unlock(s);
     return rc;
 }
 
@@ -99,7 +100,8 @@ static int id_char_ok(char ch)
            strchr("._:@/+-", ch) != NULL;
 }
 
-int ledger_take_dataset_id(json_t *body, char id[LEDGER_DATASET_ID_MAX + 1], struct fs_err *err)
+int ca_ledger_take_dataset_id(json_t *body, char id[CA_LEDGER_DATASET_ID_MAX + 1],
+                              struct fs_err *err)
 {
     json_t *ds = json_is_object(body) ? json_object_get(body, "dataset") : NULL;
     json_t *v = json_is_object(ds) ? json_object_get(ds, "id") : NULL;
@@ -118,10 +120,10 @@ int ledger_take_dataset_id(json_t *body, char id[LEDGER_DATASET_ID_MAX + 1], str
     }
     s = json_string_value(v);
     n = strlen(s);
-    if (n == 0 || n > LEDGER_DATASET_ID_MAX || strncmp(s, "sha256:", 7) == 0) {
+    if (n == 0 || n > CA_LEDGER_DATASET_ID_MAX || strncmp(s, "sha256:", 7) == 0) {
         return fs_err_set(err, FS_EINVAL,
                           "dataset.id: expected 1..%d characters, not starting with \"sha256:\"",
-                          LEDGER_DATASET_ID_MAX);
+                          CA_LEDGER_DATASET_ID_MAX);
     }
     for (size_t i = 0; i < n; i++) {
         if (!id_char_ok(s[i])) {
@@ -135,17 +137,16 @@ int ledger_take_dataset_id(json_t *body, char id[LEDGER_DATASET_ID_MAX + 1], str
     return 0;
 }
 
-int ledger_charge_for(const struct fs_invitation *inv, const char *id, const char *path,
-                      struct ledger_charge *c, struct fs_err *err)
+int ca_ledger_charge_for(const struct fs_invitation *inv, const char *id, const char *path,
+                         struct ca_ledger_charge *c, struct fs_err *err)
 {
-    static const char HEX[] = "0123456789abcdef";
     struct fs_fedpower_config cfg;
     uint64_t *rows = NULL;
     uint8_t h[32];
     int rc;
 
     memset(c, 0, sizeof *c);
-    if (!fs_job_is_fedpower(inv->algorithm)) {
+    if (!inv->algo_known || !fs_algo_is_power(inv->algo)) {
         return 0;
     }
     rows = calloc(FS_JOB_MAX_PARTIES, sizeof *rows);
@@ -176,15 +177,11 @@ int ledger_charge_for(const struct fs_invitation *inv, const char *id, const cha
         return 0;
     }
     /* the content, not the name: a renamed copy is the same data */
-    rc = files_sha256(path, h, err);
+    rc = ca_files_sha256(path, h, err);
     if (rc != 0) {
         return rc;
     }
-    for (int i = 0; i < 32; i++) {
-        c->sha256[2 * i] = HEX[h[i] >> 4];
-        c->sha256[2 * i + 1] = HEX[h[i] & 15];
-    }
-    c->sha256[64] = '\0';
+    fs_hex_encode(h, sizeof h, c->sha256);
     snprintf(c->dataset, sizeof c->dataset, "sha256:%s", c->sha256);
     return 0;
 }
@@ -256,7 +253,7 @@ out:
     return 0;
 }
 
-static int insert_entry(sqlite3 *db, const struct part_rec *r, const struct ledger_charge *c,
+static int insert_entry(sqlite3 *db, const struct ca_part_rec *r, const struct ca_ledger_charge *c,
                         struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
@@ -289,10 +286,11 @@ static int insert_entry(sqlite3 *db, const struct part_rec *r, const struct ledg
     return rc;
 }
 
-int ledger_reserve(struct agent *ag, const struct part_rec *r, const struct ledger_charge *c,
-                   struct fs_ledger_decision *d, struct fs_err *err)
+int ca_ledger_reserve(struct ca_agent *ag, const struct ca_part_rec *r,
+                      const struct ca_ledger_charge *c, struct fs_ledger_decision *d,
+                      struct fs_err *err)
 {
-    sqlite3 *db = store_lock(ag->db);
+    sqlite3 *db = fs_db_lock(ag->db);
     struct fs_ledger_entry *e = NULL;
     size_t n = 0;
     int rc;
@@ -302,7 +300,7 @@ int ledger_reserve(struct agent *ag, const struct part_rec *r, const struct ledg
      * another process on the same agent.db */
     if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
         rc = db_err(db, err, "begin");
-        store_unlock(ag->db);
+        fs_db_unlock(ag->db);
         return rc;
     }
     rc = load_entries(db, c->dataset, &e, &n, err);
@@ -322,20 +320,20 @@ int ledger_reserve(struct agent *ag, const struct part_rec *r, const struct ledg
     if (rc != 0) {
         sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
     }
-    store_unlock(ag->db);
+    fs_db_unlock(ag->db);
     free(e);
     return rc;
 }
 
 /* One-statement update of a participation's entry. */
-static int exec_for(struct agent *ag, const char *sql, const char *part_id, struct fs_err *err)
+static int exec_for(struct ca_agent *ag, const char *sql, const char *part_id, struct fs_err *err)
 {
-    sqlite3 *db = store_lock(ag->db);
+    sqlite3 *db = fs_db_lock(ag->db);
     sqlite3_stmt *st = NULL;
     char now[32];
     int rc = 0;
 
-    files_now(now);
+    ca_files_now(now);
     if (sqlite3_prepare_v2(db, sql, -1, &st, NULL) != SQLITE_OK) {
         rc = db_err(db, err, "prepare");
     } else {
@@ -348,11 +346,11 @@ static int exec_for(struct agent *ag, const char *sql, const char *part_id, stru
         }
     }
     sqlite3_finalize(st);
-    store_unlock(ag->db);
+    fs_db_unlock(ag->db);
     return rc;
 }
 
-void ledger_cancel(struct agent *ag, const char *part_id)
+void ca_ledger_cancel(struct ca_agent *ag, const char *part_id)
 {
     struct fs_err err = {0};
 
@@ -362,7 +360,7 @@ void ledger_cancel(struct agent *ag, const char *part_id)
     }
 }
 
-int ledger_spend(struct agent *ag, const char *part_id, struct fs_err *err)
+int ca_ledger_spend(struct ca_agent *ag, const char *part_id, struct fs_err *err)
 {
     return exec_for(ag,
                     "UPDATE privacy_ledger SET state='spent', updated_at=?2 "
@@ -370,7 +368,7 @@ int ledger_spend(struct agent *ag, const char *part_id, struct fs_err *err)
                     part_id, err);
 }
 
-int ledger_release(struct agent *ag, const char *part_id, struct fs_err *err)
+int ca_ledger_release(struct ca_agent *ag, const char *part_id, struct fs_err *err)
 {
     return exec_for(ag,
                     "UPDATE privacy_ledger SET state='released', updated_at=?2 "
@@ -391,8 +389,8 @@ static int set_num(json_t *o, const char *key, double v)
     return json_object_set_new(o, key, num(v));
 }
 
-int ledger_reply_refused(fs_http_resp *resp, const char *algorithm, const struct ledger_charge *c,
-                         const struct fs_ledger_decision *d)
+int ca_ledger_reply_refused(fs_http_resp *resp, const char *algorithm,
+                            const struct ca_ledger_charge *c, const struct fs_ledger_decision *d)
 {
     char detail[FS_LEDGER_REASON_MAX + 64];
     json_t *o;
@@ -484,7 +482,7 @@ static int ledger_doc(sqlite3 *db, const struct fs_ledger_budget *b, json_t **ou
     json_t *doc = NULL;
     json_t *datasets = json_array();
     json_t *budget = NULL;
-    char cur[LEDGER_DATASET_ID_MAX + 8] = "";
+    char cur[CA_LEDGER_DATASET_ID_MAX + 8] = "";
     size_t listed = 0;
     int truncated = 0;
     int step;
@@ -553,7 +551,7 @@ static int ledger_doc(sqlite3 *db, const struct fs_ledger_budget *b, json_t **ou
         a.e[a.n].rho = rho;
         a.e[a.n].state = s;
         a.n++;
-        if (listed < LEDGER_LIST_MAX) {
+        if (listed < CA_LEDGER_LIST_MAX) {
             if (json_array_append_new(a.entries, entry_json(st, rho, fs_ledger_state_name(s))) !=
                 0) {
                 rc = fs_err_set(err, FS_ENOMEM, "out of memory");
@@ -594,18 +592,18 @@ out:
     return rc;
 }
 
-int ledger_h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
+int ca_ledger_h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct agent *ag = ctx;
+    struct ca_agent *ag = ctx;
     struct fs_err err = {0};
     json_t *doc = NULL;
     sqlite3 *db;
     int rc;
 
     (void)req;
-    db = store_lock(ag->db);
+    db = fs_db_lock(ag->db);
     rc = ledger_doc(db, &ag->cfg.budget, &doc, &err);
-    store_unlock(ag->db);
+    fs_db_unlock(ag->db);
     if (rc != 0) {
         fs_log_pack(FS_LOG_ERROR, "privacy ledger: cannot read", "{s:s}", "error", err.msg);
         return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "internal error");

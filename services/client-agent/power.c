@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct power_party {
+struct ca_power {
     struct fs_fedpower_config cfg;
     uint64_t rows[FS_JOB_MAX_PARTIES];
     uint32_t party;
@@ -23,7 +23,8 @@ struct power_party {
     int received; /* aggregation whose Z was received, + 1 (0: none yet) */
 };
 
-int power_check(const struct fs_invitation *inv, uint64_t rows, uint64_t cols, struct fs_err *err)
+int ca_power_check(const struct fs_invitation *inv, uint64_t rows, uint64_t cols,
+                   struct fs_err *err)
 {
     struct fs_fedpower_config cfg;
     uint64_t *pr = calloc(FS_JOB_MAX_PARTIES, sizeof *pr);
@@ -46,10 +47,10 @@ int power_check(const struct fs_invitation *inv, uint64_t rows, uint64_t cols, s
     return rc == 0 ? 0 : FS_EINVAL;
 }
 
-int power_new(const struct fs_invitation *inv, const fs_mat *dense, const fs_csr *csr,
-              struct power_party **out, struct fs_err *err)
+int ca_power_new(const struct fs_invitation *inv, const fs_mat *dense, const fs_csr *csr,
+                 struct ca_power **out, struct fs_err *err)
 {
-    struct power_party *p = calloc(1, sizeof *p);
+    struct ca_power *p = calloc(1, sizeof *p);
     int rc;
 
     *out = NULL;
@@ -61,7 +62,7 @@ int power_new(const struct fs_invitation *inv, const fs_mat *dense, const fs_csr
         rc = fs_fedpower_party_new(&p->cfg, p->rows, inv->party, dense, csr, &p->fp, err);
     }
     if (rc != 0) {
-        power_free(p);
+        ca_power_free(p);
         return rc;
     }
     p->party = inv->party;
@@ -71,7 +72,7 @@ int power_new(const struct fs_invitation *inv, const fs_mat *dense, const fs_csr
     return 0;
 }
 
-void power_free(struct power_party *p)
+void ca_power_free(struct ca_power *p)
 {
     if (p == NULL) {
         return;
@@ -81,7 +82,7 @@ void power_free(struct power_party *p)
     free(p);
 }
 
-enum fs_agent_power power_kind(const struct power_party *p)
+enum fs_agent_power ca_power_kind(const struct ca_power *p)
 {
     switch (p->cfg.alg) {
     case FS_FEDPOWER_PLAIN:
@@ -93,38 +94,38 @@ enum fs_agent_power power_kind(const struct power_party *p)
     }
 }
 
-uint32_t power_aggregations(const struct power_party *p)
+uint32_t ca_power_aggregations(const struct ca_power *p)
 {
     return p->naggs;
 }
 
-uint32_t power_exchanges(const struct power_party *p)
+uint32_t ca_power_exchanges(const struct ca_power *p)
 {
     return p->cfg.alg == FS_FEDPOWER_UTILITY ? p->syncs : 0;
 }
 
-int power_is_rayleigh(const struct power_party *p, uint32_t r)
+int ca_power_is_rayleigh(const struct ca_power *p, uint32_t r)
 {
     return r >= p->syncs;
 }
 
-uint64_t power_agg_len(const struct power_party *p, uint32_t r)
+uint64_t ca_power_agg_len(const struct ca_power *p, uint32_t r)
 {
-    return (uint64_t)p->cfg.r * (power_is_rayleigh(p, r) ? p->cfg.r : p->cfg.d);
+    return (uint64_t)p->cfg.r * (ca_power_is_rayleigh(p, r) ? p->cfg.r : p->cfg.d);
 }
 
-uint32_t power_d(const struct power_party *p)
+uint32_t ca_power_d(const struct ca_power *p)
 {
     return p->cfg.d;
 }
 
-uint32_t power_r(const struct power_party *p)
+uint32_t ca_power_r(const struct ca_power *p)
 {
     return p->cfg.r;
 }
 
-int power_receive(struct power_party *p, uint32_t r, const fs_mat *z, uint32_t iter,
-                  struct fs_err *err)
+int ca_power_receive(struct ca_power *p, uint32_t r, const fs_mat *z, uint32_t iter,
+                     struct fs_err *err)
 {
     int rc;
 
@@ -135,7 +136,7 @@ int power_receive(struct power_party *p, uint32_t r, const fs_mat *z, uint32_t i
         return fs_err_set(err, FS_EFORMAT, "Z of aggregation %u is %zu x %zu, expected %u x %u", r,
                           z->rows, z->cols, p->cfg.d, p->cfg.r);
     }
-    if (power_is_rayleigh(p, r) != (iter == p->cfg.iterations && p->cfg.eigenvalues)) {
+    if (ca_power_is_rayleigh(p, r) != (iter == p->cfg.iterations && p->cfg.eigenvalues)) {
         return fs_err_set(err, FS_EFORMAT, "aggregation %u: iteration %u does not fit its kind", r,
                           iter);
     }
@@ -146,8 +147,8 @@ int power_receive(struct power_party *p, uint32_t r, const fs_mat *z, uint32_t i
     return rc;
 }
 
-int power_chunk(struct power_party *p, fs_secagg_client *c, uint64_t off, uint64_t *y, size_t m,
-                struct fs_err *err)
+int ca_power_chunk(struct ca_power *p, fs_secagg_client *c, uint64_t off, uint64_t *y, size_t m,
+                   struct fs_err *err)
 {
     size_t len = 0;
     const uint64_t *v = fs_fedpower_party_ring_upload(p->fp, &len);
@@ -159,23 +160,23 @@ int power_chunk(struct power_party *p, fs_secagg_client *c, uint64_t off, uint64
     return fs_secagg_client_mask(c, off, y, y, m, err);
 }
 
-const fs_mat *power_plain(const struct power_party *p, double *zmax)
+const fs_mat *ca_power_plain(const struct ca_power *p, double *zmax)
 {
     return fs_fedpower_party_plain_upload(p->fp, zmax);
 }
 
-int power_set_key(struct power_party *p, const uint8_t *pk, size_t len, struct fs_err *err)
+int ca_power_set_key(struct ca_power *p, const uint8_t *pk, size_t len, struct fs_err *err)
 {
     return fs_fedpower_party_set_exchange_key(p->fp, pk, len, err);
 }
 
-size_t power_response_size(const struct power_party *p)
+size_t ca_power_response_size(const struct ca_power *p)
 {
     return fs_fedpower_party_exchange_size(p->fp);
 }
 
-int power_exchange(struct power_party *p, const uint8_t *sel, size_t sel_len, uint8_t *out,
-                   size_t out_len, struct fs_err *err)
+int ca_power_exchange(struct ca_power *p, const uint8_t *sel, size_t sel_len, uint8_t *out,
+                      size_t out_len, struct fs_err *err)
 {
     return fs_fedpower_party_exchange(p->fp, sel, sel_len, out, out_len, err);
 }

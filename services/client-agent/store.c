@@ -2,17 +2,11 @@
  * by the HTTP threads and the workers behind a mutex: the rows are small and
  * written at most a few times a second per participation. */
 #include "agent.h"
-#include "net/svc.h"
 
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-struct agent_store {
-    sqlite3 *db;
-    pthread_mutex_t mu;
-};
 
 #define RESTART_REASON "agent restarted during the protocol"
 
@@ -43,50 +37,40 @@ static const char SCHEMA[] =
     "id, job_id, party, algorithm, state, phase, progress, bytes_sent, bytes_received, error, "    \
     "created_at, updated_at, dataset_path, dataset_format, rows, cols, fail_at, job_url"
 
-static int db_err(sqlite3 *db, struct fs_err *err, const char *what)
+int ca_store_open(const char *path, fs_db **out, unsigned *n_marked, struct fs_err *err)
 {
-    return fs_err_set(err, FS_EIO, "agent.db: %s: %s", what, sqlite3_errmsg(db));
-}
-
-int store_open(const char *path, agent_store **out, unsigned *n_marked, struct fs_err *err)
-{
-    agent_store *s = NULL;
+    fs_db *s = NULL;
     sqlite3_stmt *st = NULL;
     char now[32];
     int rc = 0;
 
     *out = NULL;
-    s = calloc(1, sizeof *s);
-    if (s == NULL) {
-        return fs_err_set(err, FS_ENOMEM, "agent.db: out of memory");
-    }
-    pthread_mutex_init(&s->mu, NULL);
-    rc = fs_svc_db_open(path, 0, SCHEMA, &s->db, err);
+    rc = fs_db_open(path, "agent.db", 0, SCHEMA, &s, err);
     if (rc != 0) {
-        goto out;
+        return rc;
     }
-    files_now(now);
-    if (sqlite3_prepare_v2(s->db,
-                           "UPDATE participations SET state='failed', error=?, updated_at=? "
-                           "WHERE state='running'",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "prepare");
+    ca_files_now(now);
+    rc = fs_db_prepare(s,
+                       "UPDATE participations SET state='failed', error=?, updated_at=? "
+                       "WHERE state='running'",
+                       &st, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(st, 1, RESTART_REASON, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 2, now, -1, SQLITE_TRANSIENT);
     if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_err(s->db, err, "marking stale participations");
+        rc = fs_db_err(s, err, "marking stale participations");
         goto out;
     }
     if (n_marked != NULL) {
-        *n_marked = (unsigned)sqlite3_changes(s->db);
+        *n_marked = (unsigned)sqlite3_changes(fs_db_conn(s));
     }
     /* Credentials never stay at rest: a stored invitation holds neither the
      * party token nor (as an older version stored it) a mask token. Scrub
      * what an older version left, with secure_delete so that the old page
      * contents are overwritten, then fold the WAL into the database. */
-    if (sqlite3_exec(s->db,
+    if (sqlite3_exec(fs_db_conn(s),
                      "PRAGMA secure_delete = ON;"
                      "UPDATE participations SET invitation = json_remove(invitation, "
                      "'$.mask_token', '$.token') WHERE json_valid(invitation) AND "
@@ -94,41 +78,31 @@ int store_open(const char *path, agent_store **out, unsigned *n_marked, struct f
                      "json_type(invitation, '$.token') IS NOT NULL);"
                      "PRAGMA wal_checkpoint(TRUNCATE);",
                      NULL, NULL, NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "scrubbing stored invitations");
+        rc = fs_db_err(s, err, "scrubbing stored invitations");
         goto out;
     }
 out:
     sqlite3_finalize(st);
     if (rc != 0) {
-        store_close(s);
+        fs_db_close(s);
         return rc;
     }
     *out = s;
     return 0;
 }
 
-void store_close(agent_store *s)
-{
-    if (s == NULL) {
-        return;
-    }
-    sqlite3_close(s->db);
-    pthread_mutex_destroy(&s->mu);
-    free(s);
-}
-
-int store_insert(agent_store *s, const struct part_rec *r, const char *invitation_json,
-                 struct fs_err *err)
+int ca_store_insert(fs_db *s, const struct ca_part_rec *r, const char *invitation_json,
+                    struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0;
 
-    pthread_mutex_lock(&s->mu);
-    if (sqlite3_prepare_v2(s->db,
-                           "INSERT INTO participations (" COLS ", invitation) VALUES "
-                           "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "prepare insert");
+    fs_db_lock(s);
+    rc = fs_db_prepare(s,
+                       "INSERT INTO participations (" COLS ", invitation) VALUES "
+                       "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       &st, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
@@ -151,26 +125,26 @@ int store_insert(agent_store *s, const struct part_rec *r, const char *invitatio
     sqlite3_bind_text(st, 18, r->job_url, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 19, invitation_json, -1, SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_err(s->db, err, "insert");
+        rc = fs_db_err(s, err, "insert");
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->mu);
+    fs_db_unlock(s);
     return rc;
 }
 
-int store_progress(agent_store *s, const struct part_rec *r, struct fs_err *err)
+int ca_store_progress(fs_db *s, const struct ca_part_rec *r, struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0;
 
-    pthread_mutex_lock(&s->mu);
-    if (sqlite3_prepare_v2(s->db,
-                           "UPDATE participations SET state=?, phase=?, progress=?, "
-                           "bytes_sent=?, bytes_received=?, error=?, updated_at=? "
-                           "WHERE id=? AND state='running'",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "prepare update");
+    fs_db_lock(s);
+    rc = fs_db_prepare(s,
+                       "UPDATE participations SET state=?, phase=?, progress=?, "
+                       "bytes_sent=?, bytes_received=?, error=?, updated_at=? "
+                       "WHERE id=? AND state='running'",
+                       &st, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(st, 1, r->state, -1, SQLITE_STATIC);
@@ -182,56 +156,48 @@ int store_progress(agent_store *s, const struct part_rec *r, struct fs_err *err)
     sqlite3_bind_text(st, 7, r->updated_at, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 8, r->id, -1, SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = db_err(s->db, err, "update");
-    } else if (sqlite3_changes(s->db) == 0) {
+        rc = fs_db_err(s, err, "update");
+    } else if (sqlite3_changes(fs_db_conn(s)) == 0) {
         rc = fs_err_set(err, FS_ESTATE, "participation %s is no longer running", r->id);
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->mu);
+    fs_db_unlock(s);
     return rc;
 }
 
-static void col_text(sqlite3_stmt *st, int i, char *buf, size_t cap)
-{
-    const unsigned char *t = sqlite3_column_text(st, i);
-
-    snprintf(buf, cap, "%s", t != NULL ? (const char *)t : "");
-}
-
-static void row_to_rec(sqlite3_stmt *st, struct part_rec *r)
+static void row_to_rec(sqlite3_stmt *st, struct ca_part_rec *r)
 {
     memset(r, 0, sizeof *r);
-    col_text(st, 0, r->id, sizeof r->id);
-    col_text(st, 1, r->job_id, sizeof r->job_id);
+    fs_db_col_text(st, 0, r->id, sizeof r->id);
+    fs_db_col_text(st, 1, r->job_id, sizeof r->job_id);
     r->party = (uint32_t)sqlite3_column_int64(st, 2);
-    col_text(st, 3, r->algorithm, sizeof r->algorithm);
-    col_text(st, 4, r->state, sizeof r->state);
-    col_text(st, 5, r->phase, sizeof r->phase);
+    fs_db_col_text(st, 3, r->algorithm, sizeof r->algorithm);
+    fs_db_col_text(st, 4, r->state, sizeof r->state);
+    fs_db_col_text(st, 5, r->phase, sizeof r->phase);
     r->progress = sqlite3_column_double(st, 6);
     r->bytes_sent = (uint64_t)sqlite3_column_int64(st, 7);
     r->bytes_received = (uint64_t)sqlite3_column_int64(st, 8);
-    col_text(st, 9, r->error, sizeof r->error);
-    col_text(st, 10, r->created_at, sizeof r->created_at);
-    col_text(st, 11, r->updated_at, sizeof r->updated_at);
-    col_text(st, 12, r->dataset_path, sizeof r->dataset_path);
-    col_text(st, 13, r->dataset_format, sizeof r->dataset_format);
+    fs_db_col_text(st, 9, r->error, sizeof r->error);
+    fs_db_col_text(st, 10, r->created_at, sizeof r->created_at);
+    fs_db_col_text(st, 11, r->updated_at, sizeof r->updated_at);
+    fs_db_col_text(st, 12, r->dataset_path, sizeof r->dataset_path);
+    fs_db_col_text(st, 13, r->dataset_format, sizeof r->dataset_format);
     r->rows = (uint64_t)sqlite3_column_int64(st, 14);
     r->cols = (uint64_t)sqlite3_column_int64(st, 15);
-    col_text(st, 16, r->fail_at, sizeof r->fail_at);
-    col_text(st, 17, r->job_url, sizeof r->job_url);
+    fs_db_col_text(st, 16, r->fail_at, sizeof r->fail_at);
+    fs_db_col_text(st, 17, r->job_url, sizeof r->job_url);
 }
 
-int store_get(agent_store *s, const char *id, struct part_rec *r, struct fs_err *err)
+int ca_store_get(fs_db *s, const char *id, struct ca_part_rec *r, struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0;
     int step;
 
-    pthread_mutex_lock(&s->mu);
-    if (sqlite3_prepare_v2(s->db, "SELECT " COLS " FROM participations WHERE id=?", -1, &st,
-                           NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "prepare select");
+    fs_db_lock(s);
+    rc = fs_db_prepare(s, "SELECT " COLS " FROM participations WHERE id=?", &st, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
@@ -241,18 +207,18 @@ int store_get(agent_store *s, const char *id, struct part_rec *r, struct fs_err 
     } else if (step == SQLITE_DONE) {
         rc = fs_err_set(err, FS_ENOTFOUND, "no such participation");
     } else {
-        rc = db_err(s->db, err, "select");
+        rc = fs_db_err(s, err, "select");
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->mu);
+    fs_db_unlock(s);
     return rc;
 }
 
-int store_list(agent_store *s, size_t max, struct part_rec **out, size_t *n, struct fs_err *err)
+int ca_store_list(fs_db *s, size_t max, struct ca_part_rec **out, size_t *n, struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
-    struct part_rec *recs = NULL;
+    struct ca_part_rec *recs = NULL;
     size_t k = 0;
     int rc = 0;
     int step;
@@ -263,10 +229,10 @@ int store_list(agent_store *s, size_t max, struct part_rec **out, size_t *n, str
     if (recs == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    pthread_mutex_lock(&s->mu);
-    if (sqlite3_prepare_v2(s->db, "SELECT " COLS " FROM participations ORDER BY rowid DESC LIMIT ?",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "prepare list");
+    fs_db_lock(s);
+    rc = fs_db_prepare(s, "SELECT " COLS " FROM participations ORDER BY rowid DESC LIMIT ?", &st,
+                       err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_int64(st, 1, (sqlite3_int64)max);
@@ -274,11 +240,11 @@ int store_list(agent_store *s, size_t max, struct part_rec **out, size_t *n, str
         row_to_rec(st, &recs[k++]);
     }
     if (step != SQLITE_DONE && step != SQLITE_ROW) {
-        rc = db_err(s->db, err, "list");
+        rc = fs_db_err(s, err, "list");
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->mu);
+    fs_db_unlock(s);
     if (rc != 0) {
         free(recs);
         return rc;
@@ -288,17 +254,17 @@ out:
     return 0;
 }
 
-int store_exists_live(agent_store *s, const char *job_id, uint32_t party, struct fs_err *err)
+int ca_store_exists_live(fs_db *s, const char *job_id, uint32_t party, struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
     int rc;
 
-    pthread_mutex_lock(&s->mu);
-    if (sqlite3_prepare_v2(s->db,
-                           "SELECT 1 FROM participations WHERE job_id=? AND party=? AND "
-                           "state IN ('running','done') LIMIT 1",
-                           -1, &st, NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "prepare exists");
+    fs_db_lock(s);
+    rc = fs_db_prepare(s,
+                       "SELECT 1 FROM participations WHERE job_id=? AND party=? AND "
+                       "state IN ('running','done') LIMIT 1",
+                       &st, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(st, 1, job_id, -1, SQLITE_STATIC);
@@ -311,17 +277,17 @@ int store_exists_live(agent_store *s, const char *job_id, uint32_t party, struct
         rc = 0;
         break;
     default:
-        rc = db_err(s->db, err, "exists");
+        rc = fs_db_err(s, err, "exists");
         break;
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->mu);
+    fs_db_unlock(s);
     return rc;
 }
 
-int store_counts(agent_store *s, uint64_t *running, uint64_t *done, uint64_t *failed,
-                 struct fs_err *err)
+int ca_store_counts(fs_db *s, uint64_t *running, uint64_t *done, uint64_t *failed,
+                    struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
     int rc = 0;
@@ -330,10 +296,9 @@ int store_counts(agent_store *s, uint64_t *running, uint64_t *done, uint64_t *fa
     *running = 0;
     *done = 0;
     *failed = 0;
-    pthread_mutex_lock(&s->mu);
-    if (sqlite3_prepare_v2(s->db, "SELECT state, COUNT(*) FROM participations GROUP BY state", -1,
-                           &st, NULL) != SQLITE_OK) {
-        rc = db_err(s->db, err, "prepare counts");
+    fs_db_lock(s);
+    rc = fs_db_prepare(s, "SELECT state, COUNT(*) FROM participations GROUP BY state", &st, err);
+    if (rc != 0) {
         goto out;
     }
     while ((step = sqlite3_step(st)) == SQLITE_ROW) {
@@ -351,21 +316,10 @@ int store_counts(agent_store *s, uint64_t *running, uint64_t *done, uint64_t *fa
         }
     }
     if (step != SQLITE_DONE) {
-        rc = db_err(s->db, err, "counts");
+        rc = fs_db_err(s, err, "counts");
     }
 out:
     sqlite3_finalize(st);
-    pthread_mutex_unlock(&s->mu);
+    fs_db_unlock(s);
     return rc;
-}
-
-sqlite3 *store_lock(agent_store *s)
-{
-    pthread_mutex_lock(&s->mu);
-    return s->db;
-}
-
-void store_unlock(agent_store *s)
-{
-    pthread_mutex_unlock(&s->mu);
 }

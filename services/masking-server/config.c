@@ -6,8 +6,8 @@
 
 #include "net/svc.h"
 
-#define OFF(f) offsetof(struct msk_config, f)
-#define SZ(f)  sizeof(((struct msk_config *)0)->f)
+#define OFF(f) offsetof(struct mask_config, f)
+#define SZ(f)  sizeof(((struct mask_config *)0)->f)
 
 static const struct fs_svc_opt OPTS[] = {
     {"--listen", "FEDSVD_LISTEN", FS_SVC_STR, OFF(listen), SZ(listen), "127.0.0.1:8445", 0, 0,
@@ -75,7 +75,7 @@ static const struct fs_svc_opt OPTS[] = {
 
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
 
-int msk_config_parse(int argc, char **argv, struct msk_config *cfg, struct fs_err *err)
+int mask_config_parse(int argc, char **argv, struct mask_config *cfg, struct fs_err *err)
 {
     int rc;
 
@@ -90,7 +90,7 @@ int msk_config_parse(int argc, char **argv, struct msk_config *cfg, struct fs_er
     return fs_svc_check_admin_tls(cfg->admin_token_file, cfg->tls_cert, cfg->tls_key, err);
 }
 
-void msk_config_usage(FILE *out)
+void mask_config_usage(FILE *out)
 {
     fs_svc_opts_usage(
         out,

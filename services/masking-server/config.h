@@ -1,7 +1,7 @@
 /* masking-server configuration: flags, then FEDSVD_* environment variables,
  * then defaults. */
-#ifndef MSK_CONFIG_H
-#define MSK_CONFIG_H
+#ifndef MASK_CONFIG_H
+#define MASK_CONFIG_H
 
 #include <stdint.h>
 #include <stdio.h>
@@ -9,16 +9,16 @@
 #include "core/err.h"
 #include "net/log.h"
 
-#define MSK_PATH_MAX 4096
+#define MASK_PATH_MAX 4096
 
-struct msk_config {
+struct mask_config {
     char listen[256]; /* HOST:PORT */
-    char data_dir[MSK_PATH_MAX];
-    char admin_token_file[MSK_PATH_MAX];
-    char openapi[MSK_PATH_MAX]; /* "" = search next to the binary */
-    char tls_cert[MSK_PATH_MAX];
-    char tls_key[MSK_PATH_MAX];
-    char port_file[MSK_PATH_MAX]; /* "" = none */
+    char data_dir[MASK_PATH_MAX];
+    char admin_token_file[MASK_PATH_MAX];
+    char openapi[MASK_PATH_MAX]; /* "" = search next to the binary */
+    char tls_cert[MASK_PATH_MAX];
+    char tls_key[MASK_PATH_MAX];
+    char port_file[MASK_PATH_MAX]; /* "" = none */
     enum fs_log_level log_level;
     uint32_t max_parties;        /* parties of one mask set */
     uint64_t max_dim;            /* rows and cols of a mask set, each */
@@ -40,9 +40,9 @@ struct msk_config {
  * Fill cfg from argv and the environment. Prints nothing.
  * @return 0, or FS_EINVAL with a message naming the flag / variable.
  */
-FS_WUR int msk_config_parse(int argc, char **argv, struct msk_config *cfg, struct fs_err *err);
+FS_WUR int mask_config_parse(int argc, char **argv, struct mask_config *cfg, struct fs_err *err);
 
 /** Print the --help text (every flag, its environment variable and default). */
-void msk_config_usage(FILE *out);
+void mask_config_usage(FILE *out);
 
 #endif

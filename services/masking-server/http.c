@@ -11,24 +11,23 @@
 #include <sys/time.h>
 #include <time.h>
 
-#include "../../api/problem.h"
 #include "crypto/ed25519.h"
 #include "crypto/rand.h"
 #include "crypto/reqsig.h"
 #include "net/log.h"
 #include "net/metrics.h"
+#include "net/reply.h"
 #include "net/svc.h"
 #include "spec.h"
 
 #define SPEC_BODY        (256 * 1024) /* MaskSetSpec: 1000 parties fit many times */
 #define METRIC_SERIES    256
 #define METRICS_TEXT_MAX ((size_t)4 << 20)
-#define PROBLEM_GONE     "gone" /* 410: the mask set was deleted */
 #define JOB_ID_HEADER    "X-Fedsvd-Job-Id"
 #define KEYS_ID_HEADER   "X-Fedsvd-Keys-Id"
 #define EXPIRE_BATCH     64 /* mask sets expired per sweep step */
 
-struct msk_metrics {
+struct mask_metrics {
     fs_http_metrics *http;
     pthread_mutex_t mu;    /* of the counters below */
     uint64_t keys_served;  /* manifests */
@@ -37,58 +36,6 @@ struct msk_metrics {
 };
 
 /* ------------------------------------------------------------ helpers */
-
-static int problem(fs_http_resp *resp, const struct fs_err *err)
-{
-    unsigned status;
-    const char *code;
-
-    switch (err->code) {
-    case FS_EFORMAT:
-        status = 400;
-        code = FS_PROBLEM_BAD_REQUEST;
-        break;
-    case FS_EAUTH:
-        status = 401;
-        code = FS_PROBLEM_UNAUTHORIZED;
-        break;
-    case FS_ENOTFOUND:
-        status = 404;
-        code = FS_PROBLEM_NOT_FOUND;
-        break;
-    case FS_ECONFLICT:
-        status = 409;
-        code = FS_PROBLEM_CONFLICT;
-        break;
-    case FS_ERANGE:
-        status = 413;
-        code = FS_PROBLEM_TOO_LARGE;
-        break;
-    case FS_EINVAL:
-        status = 422;
-        code = FS_PROBLEM_INVALID;
-        break;
-    case FS_ESTATE: {
-        int rc = fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "%s", err->msg);
-        if (rc == 0 && fs_http_resp_header(resp, "Retry-After", "1") != 0) {
-            fs_log(FS_LOG_WARN, "cannot add Retry-After", NULL);
-        }
-        return rc;
-    }
-    default:
-        fs_log_pack(FS_LOG_ERROR, "internal error", "{s:s}", "error", err->msg);
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL,
-                               "internal error (see the server log)");
-    }
-    if (status == 401) {
-        int rc = fs_http_problem(resp, status, code, NULL, "%s", err->msg);
-        if (rc == 0 && fs_http_resp_header(resp, "WWW-Authenticate", "Bearer") != 0) {
-            fs_log(FS_LOG_WARN, "cannot add WWW-Authenticate", NULL);
-        }
-        return rc;
-    }
-    return fs_http_problem(resp, status, code, NULL, "%s", err->msg);
-}
 
 /* 401 on a key route: the challenge names the signature scheme. */
 static int sig_unauthorized(fs_http_resp *resp, const char *msg)
@@ -99,50 +46,6 @@ static int sig_unauthorized(fs_http_resp *resp, const char *msg)
         fs_log(FS_LOG_WARN, "cannot add WWW-Authenticate", NULL);
     }
     return rc;
-}
-
-static int fail(fs_http_resp *resp, int code, const char *msg)
-{
-    struct fs_err err;
-
-    fs_err_clear(&err);
-    fs_err_set(&err, code, "%s", msg);
-    return problem(resp, &err);
-}
-
-/* JSON reply. Steals body. */
-static int reply_json(fs_http_resp *resp, unsigned status, json_t *body)
-{
-    char *s;
-
-    if (body == NULL) {
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-    }
-    s = json_dumps(body, JSON_COMPACT);
-    json_decref(body);
-    if (s == NULL) {
-        return fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
-    }
-    return fs_http_resp_bytes_owned(resp, status, "application/json", s, strlen(s));
-}
-
-/* The buffered body as JSON; problem set on failure. */
-static int body_json(fs_http_req *req, fs_http_resp *resp, json_t **out)
-{
-    struct fs_err err = {0};
-    int rc = fs_http_req_json(req, out, &err);
-
-    if (rc == FS_EINVAL) {
-        (void)fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
-                              "Content-Type must be application/json");
-        return -1;
-    }
-    if (rc != 0) {
-        err.code = FS_EFORMAT;
-        (void)problem(resp, &err);
-        return -1;
-    }
-    return 0;
 }
 
 /* Current UTC time, ISO 8601 with seconds ("2026-11-23T10:00:00Z"), and as Unix seconds. */
@@ -175,7 +78,7 @@ static int parse_party(const char *s, uint32_t *out)
 }
 
 /* Base URL for keys_url: http(s)://<Host header>, when the header is sane. */
-static void request_base_url(fs_http_req *req, const struct msk_app *app, char *out, size_t cap)
+static void request_base_url(fs_http_req *req, const struct mask_app *app, char *out, size_t cap)
 {
     const char *host = fs_http_req_header(req, "Host");
     size_t n = host != NULL ? strlen(host) : 0;
@@ -222,7 +125,7 @@ static char *dup_or_null(const char *s)
     return s != NULL ? strdup(s) : NULL;
 }
 
-static int row_copy_set(struct row_copy *c, const struct msk_row *row, struct fs_err *err)
+static int row_copy_set(struct row_copy *c, const struct mask_row *row, struct fs_err *err)
 {
     c->id = dup_or_null(row->id);
     c->job_id = dup_or_null(row->job_id);
@@ -239,7 +142,7 @@ static int row_copy_set(struct row_copy *c, const struct msk_row *row, struct fs
     return 0;
 }
 
-static int copy_one(void *ctx, const struct msk_row *row, struct fs_err *err)
+static int copy_one(void *ctx, const struct mask_row *row, struct fs_err *err)
 {
     return row_copy_set(ctx, row, err);
 }
@@ -250,7 +153,7 @@ struct row_list {
     size_t cap;
 };
 
-static int copy_many(void *ctx, const struct msk_row *row, struct fs_err *err)
+static int copy_many(void *ctx, const struct mask_row *row, struct fs_err *err)
 {
     struct row_list *l = ctx;
 
@@ -272,9 +175,9 @@ static int copy_many(void *ctx, const struct msk_row *row, struct fs_err *err)
 }
 
 /* Caps that accept every spec this server ever stored (the flags may have changed since). */
-static const struct msk_caps STORED_CAPS = {1000, FS_FEDSVD_MAX_DIM, UINT64_MAX, 1};
+static const struct mask_caps STORED_CAPS = {1000, FS_FEDSVD_MAX_DIM, UINT64_MAX, 1};
 
-static int stored_spec(const char *text, struct msk_spec *spec, struct fs_err *err)
+static int stored_spec(const char *text, struct mask_spec *spec, struct fs_err *err)
 {
     json_error_t je;
     json_t *j = json_loads(text, JSON_REJECT_DUPLICATES, &je);
@@ -284,7 +187,7 @@ static int stored_spec(const char *text, struct msk_spec *spec, struct fs_err *e
     if (j == NULL) {
         return fs_err_set(err, FS_EINTERNAL, "stored spec is not JSON: %s", je.text);
     }
-    rc = msk_spec_decode(j, &STORED_CAPS, spec, err);
+    rc = mask_spec_decode(j, &STORED_CAPS, spec, err);
     json_decref(j);
     if (rc != 0) {
         return fs_err_set(err, FS_EINTERNAL, "stored spec is invalid");
@@ -293,7 +196,7 @@ static int stored_spec(const char *text, struct msk_spec *spec, struct fs_err *e
 }
 
 struct party_ctx {
-    const struct msk_spec *spec;
+    const struct mask_spec *spec;
     json_t *arr;
 };
 
@@ -302,10 +205,10 @@ static json_t *str_or_null(const char *s)
     return s != NULL ? json_string(s) : json_null();
 }
 
-static int party_json(void *ctx, const struct msk_party_row *r, struct fs_err *err)
+static int party_json(void *ctx, const struct mask_party_row *r, struct fs_err *err)
 {
     struct party_ctx *pc = ctx;
-    const struct msk_spec *s = pc->spec;
+    const struct mask_spec *s = pc->spec;
     char fpr[FS_ED25519_FPR_LEN + 1];
     json_t *o;
 
@@ -315,8 +218,8 @@ static int party_json(void *ctx, const struct msk_party_row *r, struct fs_err *e
     o = json_pack(
         "{s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "party", (json_int_t)r->party,
         s->partition == FS_FEDSVD_SAMPLES ? "rows" : "cols", (json_int_t)s->sizes[r->party - 1],
-        "offset", (json_int_t)msk_spec_offset(s, r->party), "key_bytes",
-        (json_int_t)msk_spec_key_bytes(s, r->party), "downloads", (json_int_t)r->downloads,
+        "offset", (json_int_t)mask_spec_offset(s, r->party), "key_bytes",
+        (json_int_t)mask_spec_key_bytes(s, r->party), "downloads", (json_int_t)r->downloads,
         "first_download_at", str_or_null(r->first_at), "last_download_at", str_or_null(r->last_at));
     if (o != NULL && s->identities != NULL) {
         fs_ed25519_fpr_format(s->identities[r->party - 1], fpr);
@@ -332,10 +235,10 @@ static int party_json(void *ctx, const struct msk_party_row *r, struct fs_err *e
 }
 
 /* The MaskSet document of a row. @param out new reference. */
-static int status_json(struct msk_app *app, const struct row_copy *row, json_t **out,
+static int status_json(struct mask_app *app, const struct row_copy *row, json_t **out,
                        struct fs_err *err)
 {
-    struct msk_spec spec;
+    struct mask_spec spec;
     struct party_ctx pc = {NULL, NULL};
     size_t rows;
     size_t cols;
@@ -348,26 +251,26 @@ static int status_json(struct msk_app *app, const struct row_copy *row, json_t *
     *out = NULL;
     rc = stored_spec(row->spec, &spec, err);
     if (rc != 0) {
-        msk_spec_clear(&spec);
+        mask_spec_clear(&spec);
         return rc;
     }
     pc.spec = &spec;
     pc.arr = json_array();
     if (pc.arr == NULL) {
-        msk_spec_clear(&spec);
+        mask_spec_clear(&spec);
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    rc = msk_store_parties(app->st, row->id, party_json, &pc, err);
+    rc = mask_store_parties(app->st, row->id, party_json, &pc, err);
     if (rc != 0) {
         json_decref(pc.arr);
-        msk_spec_clear(&spec);
+        mask_spec_clear(&spec);
         return rc;
     }
-    if (strcmp(state, "active") == 0 && !msk_store_seed_exists(app->st, row->id)) {
+    if (strcmp(state, "active") == 0 && !mask_store_seed_exists(app->st, row->id)) {
         state = "seed_missing";
     }
-    msk_spec_shape(&spec, &rows, &cols);
-    msk_spec_blocks(&spec, &bp, &bs);
+    mask_spec_shape(&spec, &rows, &cols);
+    mask_spec_blocks(&spec, &bp, &bs);
     if (row->expires_unix > 0) {
         time_t t = (time_t)row->expires_unix;
         struct tm tm;
@@ -381,20 +284,20 @@ static int status_json(struct msk_app *app, const struct row_copy *row, json_t *
                      (json_int_t)bp, "shared", (json_int_t)bs, "parties", pc.arr, "created_at",
                      row->created_at, "deleted_at", str_or_null(row->deleted_at), "expires_at",
                      str_or_null(row->expires_unix > 0 ? expires : NULL));
-    msk_spec_clear(&spec);
+    mask_spec_clear(&spec);
     if (*out == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
     return 0;
 }
 
-static int status_of(struct msk_app *app, const char *id, json_t **out, struct fs_err *err)
+static int status_of(struct mask_app *app, const char *id, json_t **out, struct fs_err *err)
 {
     struct row_copy row;
     int rc;
 
     memset(&row, 0, sizeof row);
-    rc = msk_store_get(app->st, id, copy_one, &row, err);
+    rc = mask_store_get(app->st, id, copy_one, &row, err);
     if (rc == 0) {
         rc = status_json(app, &row, out, err);
     }
@@ -408,24 +311,24 @@ static int h_healthz(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     (void)req;
     (void)ctx;
-    return reply_json(resp, 200, fs_svc_health_doc());
+    return fs_http_reply_json(resp, 200, fs_svc_health_doc(), NULL);
 }
 
 static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
+    struct mask_app *app = ctx;
 
     (void)req;
-    if (!atomic_load(&app->ready) || !msk_store_ping(app->st)) {
+    if (!atomic_load(&app->ready) || !mask_store_ping(app->st)) {
         return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
                                "not ready: starting, stopping, or the database is not open");
     }
-    return reply_json(resp, 200, json_pack("{s:s}", "status", "ready"));
+    return fs_http_reply_json(resp, 200, json_pack("{s:s}", "status", "ready"), NULL);
 }
 
 static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
+    struct mask_app *app = ctx;
     struct fs_err err = {0};
 
     (void)req;
@@ -439,9 +342,9 @@ static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 /* ------------------------------------------------------------ metrics */
 
-void msk_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx)
+void mask_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx)
 {
-    const struct msk_app *app = hook_ctx;
+    const struct mask_app *app = hook_ctx;
 
     if (app->metrics != NULL) {
         fs_http_metrics_record(app->metrics->http, e);
@@ -450,9 +353,9 @@ void msk_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx)
 
 static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
-    struct msk_metrics *m = app->metrics;
-    struct msk_keygen_stats ks;
+    struct mask_app *app = ctx;
+    struct mask_metrics *m = app->metrics;
+    struct mask_keygen_stats ks;
     struct fs_err err = {0};
     uint64_t active = 0;
     uint64_t deleted = 0;
@@ -460,10 +363,10 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
     (void)req;
     fs_text_init(&b, METRICS_TEXT_MAX);
-    if (msk_store_counts(app->st, &active, &deleted, &err) != 0) {
+    if (mask_store_counts(app->st, &active, &deleted, &err) != 0) {
         fs_log_pack(FS_LOG_WARN, "metrics: cannot count mask sets", "{s:s}", "error", err.msg);
     }
-    msk_keygen_stats(app->kg, &ks);
+    mask_keygen_stats(app->kg, &ks);
     fs_text_printf(
         &b,
         "# HELP fedsvd_masksets Mask sets known to the server, by state.\n"
@@ -530,15 +433,15 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
 /* ------------------------------------------------------------ mask sets (admin) */
 
 /* Insert the mask set: seed file first, then the row (see store.h). */
-static int persist(struct msk_app *app, const char *id, const struct msk_spec *spec,
+static int persist(struct mask_app *app, const char *id, const struct mask_spec *spec,
                    const uint8_t end_digest[FS_AUTH_DIGEST_LEN], struct fs_err *err)
 {
-    uint8_t seed[MSK_SEED_LEN];
+    uint8_t seed[MASK_SEED_LEN];
     char created[32];
     double unix_s = now_iso(created);
     char *text = NULL;
-    json_t *canon = msk_spec_encode(spec);
-    struct msk_new m;
+    json_t *canon = mask_spec_encode(spec);
+    struct mask_new m;
     int rc;
 
     if (canon == NULL || (text = json_dumps(canon, JSON_COMPACT | JSON_SORT_KEYS)) == NULL) {
@@ -548,7 +451,7 @@ static int persist(struct msk_app *app, const char *id, const struct msk_spec *s
     json_decref(canon);
     rc = fs_rand_bytes(seed, sizeof seed, err);
     if (rc == 0) {
-        rc = msk_store_seed_write(app->st, id, seed, err);
+        rc = mask_store_seed_write(app->st, id, seed, err);
     }
     OPENSSL_cleanse(seed, sizeof seed);
     if (rc == 0) {
@@ -562,10 +465,10 @@ static int persist(struct msk_app *app, const char *id, const struct msk_spec *s
         m.end_digest = end_digest;
         m.identities = (const uint8_t(*)[32])spec->identities;
         m.parties = spec->parties;
-        rc = msk_store_insert(app->st, &m, err);
+        rc = mask_store_insert(app->st, &m, err);
         if (rc != 0) {
             struct fs_err e2 = {0};
-            if (msk_store_seed_destroy(app->st, id, &e2) != 0) {
+            if (mask_store_seed_destroy(app->st, id, &e2) != 0) {
                 fs_log_pack(FS_LOG_ERROR, "cannot destroy the seed of a failed create",
                             "{s:s, s:s}", "maskset", id, "error", e2.msg);
             }
@@ -576,12 +479,12 @@ static int persist(struct msk_app *app, const char *id, const struct msk_spec *s
 }
 
 /* The parties of the create response: number, pinned identity, keys URL (no credential). */
-static json_t *party_urls(const char *base, const char *id, const struct msk_spec *spec)
+static json_t *party_urls(const char *base, const char *id, const struct mask_spec *spec)
 {
     json_t *arr = json_array();
 
     for (uint32_t i = 0; arr != NULL && i < spec->parties; i++) {
-        char url[MSK_URL_MAX + 128];
+        char url[MASK_URL_MAX + 128];
         char fpr[FS_ED25519_FPR_LEN + 1];
         snprintf(url, sizeof url, "%s/v1/masksets/%s/parties/%u/keys", base, id, i + 1);
         fs_ed25519_fpr_format(spec->identities[i], fpr);
@@ -596,13 +499,13 @@ static json_t *party_urls(const char *base, const char *id, const struct msk_spe
 
 static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
-    const struct msk_caps caps = {app->cfg->max_parties, app->cfg->max_dim, app->cfg->max_key_bytes,
-                                  0};
-    struct msk_spec spec;
+    struct mask_app *app = ctx;
+    const struct mask_caps caps = {app->cfg->max_parties, app->cfg->max_dim,
+                                   app->cfg->max_key_bytes, 0};
+    struct mask_spec spec;
     struct fs_err err = {0};
-    char id[MSK_ID_LEN + 1];
-    char base[MSK_URL_MAX + 1];
+    char id[MASK_ID_LEN + 1];
+    char base[MASK_URL_MAX + 1];
     char end_token[FS_AUTH_TOKEN_GEN_LEN + 1] = "";
     uint8_t end_digest[FS_AUTH_DIGEST_LEN];
     json_t *body = NULL;
@@ -613,19 +516,19 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
     int rc;
 
     memset(&spec, 0, sizeof spec);
-    if (body_json(req, resp, &body) != 0) {
+    if (fs_http_body_json(req, resp, &body) != 0) {
         return 0;
     }
-    rc = msk_spec_decode(body, &caps, &spec, &err);
+    rc = mask_spec_decode(body, &caps, &spec, &err);
     json_decref(body);
     if (rc != 0) {
-        rc = problem(resp, &err);
+        rc = fs_http_problem_err(resp, &err);
         goto out;
     }
-    if (msk_id_generate(id, &err) != 0 || fs_auth_token_generate(end_token, &err) != 0 ||
+    if (mask_id_generate(id, &err) != 0 || fs_auth_token_generate(end_token, &err) != 0 ||
         fs_auth_digest(end_token, strlen(end_token), end_digest, &err) != 0 ||
         persist(app, id, &spec, end_digest, &err) != 0 || status_of(app, id, &status, &err) != 0) {
-        rc = problem(resp, &err);
+        rc = fs_http_problem_err(resp, &err);
         goto out;
     }
     if (spec.server_url[0] != '\0') {
@@ -638,7 +541,7 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
         rc = fs_http_problem(resp, 500, FS_PROBLEM_INTERNAL, NULL, "out of memory");
         goto out;
     }
-    msk_spec_shape(&spec, &rows, &cols);
+    mask_spec_shape(&spec, &rows, &cols);
     fs_log_pack(FS_LOG_INFO, "mask set created", "{s:s, s:s, s:s, s:i, s:I, s:I, s:I}", "maskset",
                 id, "job", spec.job_id, "partition",
                 spec.partition == FS_FEDSVD_SAMPLES ? "samples" : "features", "parties",
@@ -646,9 +549,10 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
                 (json_int_t)spec.ttl_s);
     /* end_token: deletes this mask set (POST .../end) and nothing else; its
      * job's aggregation server keeps it and calls that when the job ends. */
-    rc = reply_json(resp, 201,
-                    json_pack("{s:o, s:o, s:s}", "maskset", status, "parties", parties, "end_token",
-                              end_token));
+    rc = fs_http_reply_json(
+        resp, 201,
+        json_pack("{s:o, s:o, s:s}", "maskset", status, "parties", parties, "end_token", end_token),
+        NULL);
     status = NULL;
     parties = NULL;
     if (rc == 0) {
@@ -666,13 +570,13 @@ out:
     json_decref(parties);
     OPENSSL_cleanse(end_token, sizeof end_token);
     OPENSSL_cleanse(end_digest, sizeof end_digest);
-    msk_spec_clear(&spec);
+    mask_spec_clear(&spec);
     return rc;
 }
 
 static int h_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
+    struct mask_app *app = ctx;
     const char *job_id = fs_http_req_query(req, "job_id");
     const char *state = fs_http_req_query(req, "state");
     struct row_list l = {NULL, 0, 0};
@@ -681,12 +585,12 @@ static int h_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
     int rc;
 
     if (state != NULL && strcmp(state, "active") != 0 && strcmp(state, "deleted") != 0) {
-        return fail(resp, FS_EINVAL, "state must be active or deleted");
+        return fs_http_fail(resp, FS_EINVAL, "state must be active or deleted");
     }
-    if (job_id != NULL && (job_id[0] == '\0' || strlen(job_id) > MSK_JOB_ID_MAX)) {
-        return fail(resp, FS_EINVAL, "job_id must be 1..64 characters");
+    if (job_id != NULL && (job_id[0] == '\0' || strlen(job_id) > MASK_JOB_ID_MAX)) {
+        return fs_http_fail(resp, FS_EINVAL, "job_id must be 1..64 characters");
     }
-    rc = msk_store_list(app->st, job_id, state, copy_many, &l, &err);
+    rc = mask_store_list(app->st, job_id, state, copy_many, &l, &err);
     arr = json_array();
     if (rc == 0 && arr == NULL) {
         rc = fs_err_set(&err, FS_ENOMEM, "out of memory");
@@ -704,9 +608,9 @@ static int h_list(fs_http_req *req, fs_http_resp *resp, void *ctx)
     free(l.v);
     if (rc != 0) {
         json_decref(arr);
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
-    return reply_json(resp, 200, json_pack("{s:o}", "masksets", arr));
+    return fs_http_reply_json(resp, 200, json_pack("{s:o}", "masksets", arr), NULL);
 }
 
 /* The {maskset} parameter for the admin: malformed ids are simply not found. */
@@ -714,8 +618,9 @@ static const char *admin_id(fs_http_req *req, fs_http_resp *resp)
 {
     const char *id = fs_http_req_param(req, "maskset");
 
-    if (!msk_id_valid(id)) {
-        (void)fail(resp, FS_ENOTFOUND, "no such mask set (ids look like m-<32 hex digits>)");
+    if (!mask_id_valid(id)) {
+        (void)fs_http_fail(resp, FS_ENOTFOUND,
+                           "no such mask set (ids look like m-<32 hex digits>)");
         return NULL;
     }
     return id;
@@ -723,7 +628,7 @@ static const char *admin_id(fs_http_req *req, fs_http_resp *resp)
 
 static int h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
+    struct mask_app *app = ctx;
     struct fs_err err = {0};
     json_t *s = NULL;
     const char *id = admin_id(req, resp);
@@ -732,27 +637,27 @@ static int h_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return 0;
     }
     if (status_of(app, id, &s, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
-    return reply_json(resp, 200, s);
+    return fs_http_reply_json(resp, 200, s, NULL);
 }
 
 /* Delete mask set id for `why` ("deleted", "job ended", "expired"): the
  * row first, then its generated keys and its seed (also when it was deleted
  * already: a crash may have left the seed behind). */
-static int delete_set(struct msk_app *app, const char *id, const char *why, struct fs_err *err)
+static int delete_set(struct mask_app *app, const char *id, const char *why, struct fs_err *err)
 {
     char at[32];
     int changed = 0;
     int rc;
 
     (void)now_iso(at);
-    rc = msk_store_mark_deleted(app->st, id, at, &changed, err);
+    rc = mask_store_mark_deleted(app->st, id, at, &changed, err);
     if (rc != 0) {
         return rc;
     }
-    msk_keygen_drop(app->kg, id); /* the generated key files too */
-    rc = msk_store_seed_destroy(app->st, id, err);
+    mask_keygen_drop(app->kg, id); /* the generated key files too */
+    rc = mask_store_seed_destroy(app->st, id, err);
     if (rc == 0 && changed) {
         fs_log_pack(FS_LOG_INFO, "mask set deleted", "{s:s, s:s}", "maskset", id, "reason", why);
     }
@@ -761,7 +666,7 @@ static int delete_set(struct msk_app *app, const char *id, const char *why, stru
 
 static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
+    struct mask_app *app = ctx;
     struct fs_err err = {0};
     json_t *s = NULL;
     const char *id = admin_id(req, resp);
@@ -771,16 +676,16 @@ static int h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx)
     }
     if (delete_set(app, id, "deleted by the admin", &err) != 0 ||
         status_of(app, id, &s, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
-    return reply_json(resp, 200, s);
+    return fs_http_reply_json(resp, 200, s, NULL);
 }
 
 /* POST /v1/masksets/{maskset}/end with the mask set's end token (its job
  * ended): delete it. The end token can do nothing else. */
 static int h_end(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
+    struct mask_app *app = ctx;
     struct fs_err err = {0};
     const char *id = fs_http_req_param(req, "maskset");
     const char *tok = NULL;
@@ -790,35 +695,37 @@ static int h_end(fs_http_req *req, fs_http_resp *resp, void *ctx)
     int rc;
 
     if (fs_auth_parse_bearer(fs_http_req_header(req, "Authorization"), &tok, &len, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
-    if (!msk_id_valid(id)) {
-        return fail(resp, FS_ENOTFOUND, "no such mask set (ids look like m-<32 hex digits>)");
+    if (!mask_id_valid(id)) {
+        return fs_http_fail(resp, FS_ENOTFOUND,
+                            "no such mask set (ids look like m-<32 hex digits>)");
     }
-    rc = msk_store_match_end(app->st, id, tok, len, &match, &err);
+    rc = mask_store_match_end(app->st, id, tok, len, &match, &err);
     if (rc != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
     if (!match) {
-        return fail(resp, FS_EAUTH,
-                    "not this mask set's end token (the one its create response returned; the "
-                    "admin deletes with DELETE /v1/masksets/{maskset})");
+        return fs_http_fail(
+            resp, FS_EAUTH,
+            "not this mask set's end token (the one its create response returned; the "
+            "admin deletes with DELETE /v1/masksets/{maskset})");
     }
     if (delete_set(app, id, "its job ended", &err) != 0 || status_of(app, id, &s, &err) != 0) {
-        return problem(resp, &err);
+        return fs_http_problem_err(resp, &err);
     }
-    return reply_json(resp, 200, s);
+    return fs_http_reply_json(resp, 200, s, NULL);
 }
 
-void msk_http_expire_due(struct msk_app *app)
+void mask_http_expire_due(struct mask_app *app)
 {
-    char ids[EXPIRE_BATCH][MSK_ID_LEN + 1];
+    char ids[EXPIRE_BATCH][MASK_ID_LEN + 1];
     struct fs_err err = {0};
     struct timeval tv;
     size_t n = 0;
 
     gettimeofday(&tv, NULL);
-    if (msk_store_expired(app->st, (double)tv.tv_sec, ids, EXPIRE_BATCH, &n, &err) != 0) {
+    if (mask_store_expired(app->st, (double)tv.tv_sec, ids, EXPIRE_BATCH, &n, &err) != 0) {
         fs_log_pack(FS_LOG_WARN, "cannot list expired mask sets", "{s:s}", "error", err.msg);
         return;
     }
@@ -838,7 +745,7 @@ void msk_http_expire_due(struct msk_app *app)
  * here. 0 when the request is authentic and *party is the path's party;
  * else the problem response is set. */
 static int keys_auth(fs_http_req *req, fs_http_resp *resp, const char *id,
-                     const struct msk_spec *spec, uint32_t *party)
+                     const struct mask_spec *spec, uint32_t *party)
 {
     struct fs_err err = {0};
     struct fs_reqsig rs;
@@ -888,7 +795,7 @@ static int keys_auth(fs_http_req *req, fs_http_resp *resp, const char *id,
     if (fs_reqsig_verify(&rs, spec->identities[want - 1], fs_http_req_method(req),
                          fs_http_req_path(req), id, (int64_t)time(NULL), &err) != 0) {
         if (err.code != FS_EAUTH) {
-            return problem(resp, &err) || 1;
+            return fs_http_problem_err(resp, &err) || 1;
         }
         return sig_unauthorized(resp, err.msg) || 1;
     }
@@ -897,7 +804,7 @@ static int keys_auth(fs_http_req *req, fs_http_resp *resp, const char *id,
 }
 
 /* Send blob b (owned by the response from here on) with the keys' headers. */
-static int send_blob(fs_http_resp *resp, const char *content_type, struct msk_blob *b,
+static int send_blob(fs_http_resp *resp, const char *content_type, struct mask_blob *b,
                      const char *job_id, const char *keys_id)
 {
     int rc;
@@ -920,14 +827,14 @@ static int send_blob(fs_http_resp *resp, const char *content_type, struct msk_bl
 }
 
 /* 1 when mask set id is (still) active, 0 when not, -1 when that cannot be read. */
-static int still_active(struct msk_app *app, const char *id)
+static int still_active(struct mask_app *app, const char *id)
 {
     struct row_copy row;
     struct fs_err err = {0};
     int active;
 
     memset(&row, 0, sizeof row);
-    if (msk_store_get(app->st, id, copy_one, &row, &err) != 0) {
+    if (mask_store_get(app->st, id, copy_one, &row, &err) != 0) {
         return -1;
     }
     active = strcmp(row.state, "active") == 0;
@@ -937,7 +844,7 @@ static int still_active(struct msk_app *app, const char *id)
 
 static int gone(fs_http_resp *resp, const char *id)
 {
-    return fs_http_problem(resp, 410, PROBLEM_GONE, NULL,
+    return fs_http_problem(resp, 410, FS_PROBLEM_GONE, NULL,
                            "mask set %s was deleted: its masks are gone for good", id);
 }
 
@@ -964,32 +871,32 @@ struct keys_req {
     const char *id;
     uint32_t party;
     struct row_copy row;
-    struct msk_spec spec;
-    msk_keyset *ks;
+    struct mask_spec spec;
+    mask_keyset *ks;
     int generated;
 };
 
-static void keys_req_clear(struct msk_app *app, struct keys_req *k)
+static void keys_req_clear(struct mask_app *app, struct keys_req *k)
 {
-    msk_keyset_put(app->kg, k->ks);
+    mask_keyset_put(app->kg, k->ks);
     row_copy_clear(&k->row);
-    msk_spec_clear(&k->spec);
+    mask_spec_clear(&k->spec);
 }
 
 /* Authenticate, then load the spec (and, unless piece is out of range, the
  * party's keys: cached or generated now). 0 when k->ks is set, else the
  * problem response is set. piece: SIZE_MAX for the manifest. */
-static int keys_load(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, size_t piece,
+static int keys_load(struct mask_app *app, fs_http_req *req, fs_http_resp *resp, size_t piece,
                      struct keys_req *k)
 {
     struct fs_err err = {0};
-    uint8_t seed[MSK_SEED_LEN];
+    uint8_t seed[MASK_SEED_LEN];
     int rc;
 
     memset(k, 0, sizeof *k);
     k->id = fs_http_req_param(req, "maskset");
-    rc =
-        msk_id_valid(k->id) ? msk_store_get(app->st, k->id, copy_one, &k->row, &err) : FS_ENOTFOUND;
+    rc = mask_id_valid(k->id) ? mask_store_get(app->st, k->id, copy_one, &k->row, &err)
+                              : FS_ENOTFOUND;
     if (rc == FS_ENOTFOUND) {
         (void)keys_auth(req, resp, k->id, NULL, &k->party); /* 403 for bearers, else 401 */
         return -1;
@@ -998,7 +905,7 @@ static int keys_load(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, 
         rc = stored_spec(k->row.spec, &k->spec, &err);
     }
     if (rc != 0) {
-        (void)problem(resp, &err);
+        (void)fs_http_problem_err(resp, &err);
         return -1;
     }
     if (keys_auth(req, resp, k->id, &k->spec, &k->party) != 0) {
@@ -1016,13 +923,14 @@ static int keys_load(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, 
         (void)gone(resp, k->id);
         return -1;
     }
-    if (piece != SIZE_MAX && piece >= msk_spec_pieces(&k->spec, k->party)) {
-        (void)fail(resp, FS_ENOTFOUND, "no such piece: see the keys manifest for the pieces");
+    if (piece != SIZE_MAX && piece >= mask_spec_pieces(&k->spec, k->party)) {
+        (void)fs_http_fail(resp, FS_ENOTFOUND,
+                           "no such piece: see the keys manifest for the pieces");
         return -1;
     }
     if (rc == 0) {
-        rc = msk_store_seed_read(app->st, k->id, seed, &err);
-        if (rc == FS_ENOTFOUND && !msk_store_seed_exists(app->st, k->id) &&
+        rc = mask_store_seed_read(app->st, k->id, seed, &err);
+        if (rc == FS_ENOTFOUND && !mask_store_seed_exists(app->st, k->id) &&
             still_active(app, k->id) == 0) {
             (void)gone(resp, k->id);
             return -1;
@@ -1036,23 +944,23 @@ static int keys_load(struct msk_app *app, fs_http_req *req, fs_http_resp *resp, 
         }
     }
     if (rc == 0) {
-        rc = msk_keygen_get(app->kg, k->id, &k->spec, seed, k->party, &k->ks, &k->generated, &err);
+        rc = mask_keygen_get(app->kg, k->id, &k->spec, seed, k->party, &k->ks, &k->generated, &err);
         OPENSSL_cleanse(seed, sizeof seed);
     }
     if (rc == 0 && still_active(app, k->id) != 1) {
         /* Deleted while we generated: do not hand out what the operator just revoked. */
-        msk_keygen_drop(app->kg, k->id);
+        mask_keygen_drop(app->kg, k->id);
         (void)gone(resp, k->id);
         return -1;
     }
     if (rc != 0) {
-        (void)problem(resp, &err);
+        (void)fs_http_problem_err(resp, &err);
         return -1;
     }
     return 0;
 }
 
-static void count_served(struct msk_app *app, int manifest, uint64_t bytes)
+static void count_served(struct mask_app *app, int manifest, uint64_t bytes)
 {
     pthread_mutex_lock(&app->metrics->mu);
     if (manifest) {
@@ -1066,9 +974,9 @@ static void count_served(struct msk_app *app, int manifest, uint64_t bytes)
 
 static int h_keys(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
-    struct msk_app *app = ctx;
+    struct mask_app *app = ctx;
     struct keys_req k;
-    struct msk_blob b = {-1, NULL, 0};
+    struct mask_blob b = {-1, NULL, 0};
     struct fs_err err = {0};
     char at[32];
     int rc;
@@ -1077,34 +985,34 @@ static int h_keys(fs_http_req *req, fs_http_resp *resp, void *ctx)
         keys_req_clear(app, &k);
         return 0;
     }
-    rc = msk_keyset_manifest(k.ks, &b, &err);
+    rc = mask_keyset_manifest(k.ks, &b, &err);
     if (rc != 0) {
-        rc = problem(resp, &err);
+        rc = fs_http_problem_err(resp, &err);
         goto out;
     }
     (void)now_iso(at);
-    if (msk_store_record_download(app->st, k.id, k.party, at, &err) != 0) {
+    if (mask_store_record_download(app->st, k.id, k.party, at, &err) != 0) {
         fs_log_pack(FS_LOG_WARN, "cannot record a download", "{s:s}", "error", err.msg);
     }
     fs_log_pack(FS_LOG_INFO, "keys served", "{s:s, s:i, s:I, s:I, s:b, s:f}", "maskset", k.id,
-                "party", (int)k.party, "pieces", (json_int_t)msk_keyset_npieces(k.ks), "bytes",
-                (json_int_t)msk_keyset_bytes(k.ks), "generated", k.generated, "keygen_s",
-                msk_keyset_seconds(k.ks));
-    rc = send_blob(resp, "application/json", &b, k.row.job_id, msk_keyset_id(k.ks));
+                "party", (int)k.party, "pieces", (json_int_t)mask_keyset_npieces(k.ks), "bytes",
+                (json_int_t)mask_keyset_bytes(k.ks), "generated", k.generated, "keygen_s",
+                mask_keyset_seconds(k.ks));
+    rc = send_blob(resp, "application/json", &b, k.row.job_id, mask_keyset_id(k.ks));
     if (rc == 0) {
         count_served(app, 1, 0);
     }
 out:
-    msk_blob_release(&b);
+    mask_blob_release(&b);
     keys_req_clear(app, &k);
     return rc;
 }
 
-static int keyfile(fs_http_req *req, fs_http_resp *resp, struct msk_app *app,
+static int keyfile(fs_http_req *req, fs_http_resp *resp, struct mask_app *app,
                    enum fs_fedsvd_keyfile which)
 {
     struct keys_req k;
-    struct msk_blob b = {-1, NULL, 0};
+    struct mask_blob b = {-1, NULL, 0};
     struct fs_err err = {0};
     const char *want = fs_http_req_query(req, "keys_id");
     size_t piece = 0;
@@ -1118,16 +1026,16 @@ static int keyfile(fs_http_req *req, fs_http_resp *resp, struct msk_app *app,
         keys_req_clear(app, &k);
         return 0;
     }
-    if (want != NULL && strcmp(want, msk_keyset_id(k.ks)) != 0) {
+    if (want != NULL && strcmp(want, mask_keyset_id(k.ks)) != 0) {
         rc = fs_http_problem(resp, 409, FS_PROBLEM_CONFLICT, NULL,
                              "these keys are not the ones of keys_id %.64s (they were generated "
                              "again); fetch the manifest again",
                              want);
         goto out;
     }
-    rc = msk_keyset_file(app->kg, k.ks, piece, which, &b, &err);
+    rc = mask_keyset_file(app->kg, k.ks, piece, which, &b, &err);
     if (rc != 0) {
-        rc = problem(resp, &err);
+        rc = fs_http_problem_err(resp, &err);
         goto out;
     }
     fs_log_pack(FS_LOG_DEBUG, "key file served", "{s:s, s:i, s:I, s:s, s:I, s:b}", "maskset", k.id,
@@ -1136,13 +1044,13 @@ static int keyfile(fs_http_req *req, fs_http_resp *resp, struct msk_app *app,
                 (json_int_t)b.len, "generated", k.generated);
     {
         uint64_t len = b.len;
-        rc = send_blob(resp, "application/x-npy", &b, k.row.job_id, msk_keyset_id(k.ks));
+        rc = send_blob(resp, "application/x-npy", &b, k.row.job_id, mask_keyset_id(k.ks));
         if (rc == 0) {
             count_served(app, 0, len);
         }
     }
 out:
-    msk_blob_release(&b);
+    mask_blob_release(&b);
     keys_req_clear(app, &k);
     return rc;
 }
@@ -1184,7 +1092,7 @@ static const struct route_def ROUTES[] = {
 
 #define NROUTES (sizeof ROUTES / sizeof ROUTES[0])
 
-int msk_http_routes(struct msk_app *app, struct fs_err *err)
+int mask_http_routes(struct mask_app *app, struct fs_err *err)
 {
     for (size_t i = 0; i < NROUTES; i++) {
         const struct route_def *d = &ROUTES[i];
@@ -1206,7 +1114,7 @@ int msk_http_routes(struct msk_app *app, struct fs_err *err)
     return 0;
 }
 
-int msk_http_init(struct msk_app *app, struct fs_err *err)
+int mask_http_init(struct mask_app *app, struct fs_err *err)
 {
     app->metrics = calloc(1, sizeof *app->metrics);
     if (app->metrics == NULL) {
@@ -1222,7 +1130,7 @@ int msk_http_init(struct msk_app *app, struct fs_err *err)
     return 0;
 }
 
-void msk_http_free(struct msk_app *app)
+void mask_http_free(struct mask_app *app)
 {
     if (app->metrics != NULL) {
         fs_http_metrics_free(app->metrics->http);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/hex.h"
 #include "la/mask.h"
 #include "maskkeys.h"
 
@@ -38,9 +39,9 @@
 
 enum { KS_GENERATING = 0, KS_READY = 1, KS_FAILED = 2 };
 
-struct msk_keyset {
-    struct msk_keyset *next; /* in kg->list while linked */
-    char id[MSK_ID_LEN + 1];
+struct mask_keyset {
+    struct mask_keyset *next; /* in kg->list while linked */
+    char id[MASK_ID_LEN + 1];
     uint32_t party;
     unsigned refs; /* the list's (while linked) + the callers' */
     int linked;
@@ -50,8 +51,8 @@ struct msk_keyset {
     double seconds;
     struct fs_maskkeys man; /* job_id, maskset, header with the seeds, pieces, keys_id */
     char keys_id[65];
-    struct msk_blob *files; /* 2 npieces: piece p's rows at 2p, block at 2p + 1 */
-    uint8_t *served;        /* 2 npieces flags */
+    struct mask_blob *files; /* 2 npieces: piece p's rows at 2p, block at 2p + 1 */
+    uint8_t *served;         /* 2 npieces flags */
     size_t nserved;
     uint64_t bytes;
 };
@@ -59,14 +60,14 @@ struct msk_keyset {
 /* A mask set's block cache, shared by the generations of its parties. */
 struct mcache {
     struct mcache *next; /* in kg->mcaches while linked */
-    char id[MSK_ID_LEN + 1];
+    char id[MASK_ID_LEN + 1];
     fs_mask_cache *c;
     unsigned refs; /* the list's (while linked) + the generations using it */
     int linked;
     double last_used;
 };
 
-struct msk_keygen {
+struct mask_keygen {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     unsigned slots; /* free generation slots */
@@ -76,9 +77,9 @@ struct msk_keygen {
     int have_sweeper;
     uint64_t cap;
     double ttl;
-    msk_keyset *list;
+    mask_keyset *list;
     struct mcache *mcaches;
-    struct msk_keygen_stats st;
+    struct mask_keygen_stats st;
 };
 
 static double now_s(void)
@@ -91,7 +92,7 @@ static double now_s(void)
 
 /* ------------------------------------------------------------ blobs */
 
-void msk_blob_release(struct msk_blob *b)
+void mask_blob_release(struct mask_blob *b)
 {
     if (b == NULL) {
         return;
@@ -106,7 +107,7 @@ void msk_blob_release(struct msk_blob *b)
 }
 
 /* An empty blob of len bytes to fill: a memfd, else a heap buffer. */
-static int blob_open(struct msk_blob *b, uint64_t len, struct fs_err *err)
+static int blob_open(struct mask_blob *b, uint64_t len, struct fs_err *err)
 {
     b->fd = (int)syscall(SYS_memfd_create, "fedsvd-keys", MFD_CLOEXEC | MFD_ALLOW_SEALING);
     b->buf = NULL;
@@ -122,7 +123,7 @@ static int blob_open(struct msk_blob *b, uint64_t len, struct fs_err *err)
 }
 
 /* Read-only from now on; sealing is best effort (older kernels, sandboxes). */
-static void blob_seal(struct msk_blob *b)
+static void blob_seal(struct mask_blob *b)
 {
     if (b->fd >= 0) {
         (void)fcntl(b->fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL);
@@ -130,7 +131,7 @@ static void blob_seal(struct msk_blob *b)
 }
 
 struct sink {
-    struct msk_blob *b;
+    struct mask_blob *b;
     uint64_t off;
 };
 
@@ -163,7 +164,7 @@ static int sink_write(void *ctx, const uint8_t *buf, size_t n, struct fs_err *er
 }
 
 /* A second handle on b for one response. */
-static int blob_share(const struct msk_blob *b, struct msk_blob *out, struct fs_err *err)
+static int blob_share(const struct mask_blob *b, struct mask_blob *out, struct fs_err *err)
 {
     out->fd = -1;
     out->buf = NULL;
@@ -186,13 +187,13 @@ static int blob_share(const struct msk_blob *b, struct msk_blob *out, struct fs_
 
 /* ------------------------------------------------------------ entries */
 
-static void keyset_free(msk_keyset *ks)
+static void keyset_free(mask_keyset *ks)
 {
     if (ks == NULL) {
         return;
     }
     for (size_t i = 0; ks->files != NULL && i < 2 * ks->man.npieces; i++) {
-        msk_blob_release(&ks->files[i]);
+        mask_blob_release(&ks->files[i]);
     }
     free(ks->files);
     free(ks->served);
@@ -202,9 +203,9 @@ static void keyset_free(msk_keyset *ks)
 }
 
 /* Unlink ks from the list (kg->mu held); frees it when nobody else holds it. */
-static void unlink_locked(msk_keygen *kg, msk_keyset *ks)
+static void unlink_locked(mask_keygen *kg, mask_keyset *ks)
 {
-    msk_keyset **pp = &kg->list;
+    mask_keyset **pp = &kg->list;
 
     if (!ks->linked) {
         return;
@@ -228,7 +229,7 @@ static void unlink_locked(msk_keygen *kg, msk_keyset *ks)
 
 /* ------------------------------------------------------------ block caches */
 
-static void mcache_release_locked(msk_keygen *kg, struct mcache *mc)
+static void mcache_release_locked(mask_keygen *kg, struct mcache *mc)
 {
     if (--mc->refs == 0) {
         struct fs_mask_cache_stats cs;
@@ -240,7 +241,7 @@ static void mcache_release_locked(msk_keygen *kg, struct mcache *mc)
     }
 }
 
-static void mcache_unlink_locked(msk_keygen *kg, struct mcache *mc)
+static void mcache_unlink_locked(mask_keygen *kg, struct mcache *mc)
 {
     struct mcache **pp = &kg->mcaches;
 
@@ -257,7 +258,7 @@ static void mcache_unlink_locked(msk_keygen *kg, struct mcache *mc)
 
 /* The block cache of mask set id, created if need be; NULL when out of
  * memory (the generation then runs without one). */
-static struct mcache *mcache_get(msk_keygen *kg, const char *id)
+static struct mcache *mcache_get(mask_keygen *kg, const char *id)
 {
     struct mcache *mc;
 
@@ -289,7 +290,7 @@ static struct mcache *mcache_get(msk_keygen *kg, const char *id)
     return mc;
 }
 
-static void mcache_put(msk_keygen *kg, struct mcache *mc)
+static void mcache_put(mask_keygen *kg, struct mcache *mc)
 {
     if (mc == NULL) {
         return;
@@ -301,9 +302,9 @@ static void mcache_put(msk_keygen *kg, struct mcache *mc)
 }
 
 /* Drop entries unused for ttl (kg->mu held). */
-static void sweep_locked(msk_keygen *kg, double now)
+static void sweep_locked(mask_keygen *kg, double now)
 {
-    msk_keyset *ks = kg->list;
+    mask_keyset *ks = kg->list;
 
     for (struct mcache *mc = kg->mcaches; mc != NULL;) {
         struct mcache *next = mc->next;
@@ -314,7 +315,7 @@ static void sweep_locked(msk_keygen *kg, double now)
     }
 
     while (ks != NULL) {
-        msk_keyset *next = ks->next;
+        mask_keyset *next = ks->next;
         if (ks->state == KS_READY && now - ks->last_used > kg->ttl) {
             unlink_locked(kg, ks);
         }
@@ -323,11 +324,11 @@ static void sweep_locked(msk_keygen *kg, double now)
 }
 
 /* Evict least recently used ready entries but keep (kg->mu held). */
-static void enforce_cap_locked(msk_keygen *kg, const msk_keyset *keep)
+static void enforce_cap_locked(mask_keygen *kg, const mask_keyset *keep)
 {
     while (kg->st.cache_bytes > kg->cap) {
-        msk_keyset *lru = NULL;
-        for (msk_keyset *ks = kg->list; ks != NULL; ks = ks->next) {
+        mask_keyset *lru = NULL;
+        for (mask_keyset *ks = kg->list; ks != NULL; ks = ks->next) {
             if (ks != keep && ks->state == KS_READY &&
                 (lru == NULL || ks->last_used < lru->last_used)) {
                 lru = ks;
@@ -342,7 +343,7 @@ static void enforce_cap_locked(msk_keygen *kg, const msk_keyset *keep)
 
 static void *sweeper_main(void *arg)
 {
-    msk_keygen *kg = arg;
+    mask_keygen *kg = arg;
 
     pthread_mutex_lock(&kg->mu);
     while (!kg->stop_sweeper) {
@@ -358,9 +359,9 @@ static void *sweeper_main(void *arg)
 
 /* ------------------------------------------------------------ generator */
 
-int msk_keygen_new(const struct msk_keygen_opts *o, msk_keygen **out, struct fs_err *err)
+int mask_keygen_new(const struct mask_keygen_opts *o, mask_keygen **out, struct fs_err *err)
 {
-    msk_keygen *kg = calloc(1, sizeof *kg);
+    mask_keygen *kg = calloc(1, sizeof *kg);
 
     if (kg == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
@@ -371,7 +372,7 @@ int msk_keygen_new(const struct msk_keygen_opts *o, msk_keygen **out, struct fs_
     kg->cap = o->cache_bytes;
     kg->ttl = o->ttl_s > 0 ? (double)o->ttl_s : 1.0;
     if (pthread_create(&kg->sweeper, NULL, sweeper_main, kg) != 0) {
-        msk_keygen_free(kg);
+        mask_keygen_free(kg);
         return fs_err_set(err, FS_ENOMEM, "cannot start the key cache sweeper");
     }
     kg->have_sweeper = 1;
@@ -379,7 +380,7 @@ int msk_keygen_new(const struct msk_keygen_opts *o, msk_keygen **out, struct fs_
     return 0;
 }
 
-void msk_keygen_close(msk_keygen *kg)
+void mask_keygen_close(mask_keygen *kg)
 {
     if (kg == NULL) {
         return;
@@ -390,7 +391,7 @@ void msk_keygen_close(msk_keygen *kg)
     pthread_mutex_unlock(&kg->mu);
 }
 
-void msk_keygen_free(msk_keygen *kg)
+void mask_keygen_free(mask_keygen *kg)
 {
     if (kg == NULL) {
         return;
@@ -413,7 +414,7 @@ void msk_keygen_free(msk_keygen *kg)
     free(kg);
 }
 
-void msk_keygen_stats(msk_keygen *kg, struct msk_keygen_stats *out)
+void mask_keygen_stats(mask_keygen *kg, struct mask_keygen_stats *out)
 {
     pthread_mutex_lock(&kg->mu);
     *out = kg->st;
@@ -428,7 +429,7 @@ void msk_keygen_stats(msk_keygen *kg, struct msk_keygen_stats *out)
     pthread_mutex_unlock(&kg->mu);
 }
 
-static int slot_acquire(msk_keygen *kg, struct fs_err *err)
+static int slot_acquire(mask_keygen *kg, struct fs_err *err)
 {
     int rc = 0;
 
@@ -439,7 +440,7 @@ static int slot_acquire(msk_keygen *kg, struct fs_err *err)
     }
     kg->st.waiting--;
     if (kg->closing) {
-        rc = fs_err_set(err, FS_ESTATE, "the server is shutting down");
+        rc = fs_err_set(err, FS_EUNAVAILABLE, "the server is shutting down");
     } else {
         kg->slots--;
         kg->st.running++;
@@ -449,7 +450,7 @@ static int slot_acquire(msk_keygen *kg, struct fs_err *err)
 }
 
 /* Give the slot back and publish the entry's outcome (rc). */
-static void finish_generation(msk_keygen *kg, msk_keyset *ks, int rc, const struct fs_err *err)
+static void finish_generation(mask_keygen *kg, mask_keyset *ks, int rc, const struct fs_err *err)
 {
     pthread_mutex_lock(&kg->mu);
     kg->slots++;
@@ -478,7 +479,7 @@ static void finish_generation(msk_keygen *kg, msk_keyset *ks, int rc, const stru
 }
 
 /* Write every piece's two files into ks (secret: the slab is wiped by the caller). */
-static int write_files(msk_keyset *ks, const struct fs_fedsvd_keys *keys, struct fs_err *err)
+static int write_files(mask_keyset *ks, const struct fs_fedsvd_keys *keys, struct fs_err *err)
 {
     size_t n = keys->a_slab->npieces;
     int rc = 0;
@@ -498,7 +499,7 @@ static int write_files(msk_keyset *ks, const struct fs_fedsvd_keys *keys, struct
         for (int w = 0; rc == 0 && w < 2; w++) {
             enum fs_fedsvd_keyfile which =
                 w == 0 ? FS_FEDSVD_KEYFILE_ROWS : FS_FEDSVD_KEYFILE_BLOCK;
-            struct msk_blob *b = &ks->files[2 * p + (size_t)w];
+            struct mask_blob *b = &ks->files[2 * p + (size_t)w];
             struct sink s = {b, 0};
             rc = blob_open(b, fs_fedsvd_keyfile_len(q->rows, q->cols, which), err);
             if (rc == 0) {
@@ -515,19 +516,8 @@ static int write_files(msk_keyset *ks, const struct fs_fedsvd_keys *keys, struct
     return rc;
 }
 
-static void hex32(const uint8_t in[32], char out[65])
-{
-    static const char HEX[] = "0123456789abcdef";
-
-    for (size_t i = 0; i < 32; i++) {
-        out[2 * i] = HEX[in[i] >> 4];
-        out[2 * i + 1] = HEX[in[i] & 15];
-    }
-    out[64] = '\0';
-}
-
 /* Generate ks's contents (no lock held). */
-static int generate(msk_keygen *kg, msk_keyset *ks, const struct msk_spec *spec,
+static int generate(mask_keygen *kg, mask_keyset *ks, const struct mask_spec *spec,
                     const uint8_t *seed, struct fs_err *err)
 {
     struct fs_fedsvd_job job;
@@ -537,7 +527,7 @@ static int generate(msk_keygen *kg, msk_keyset *ks, const struct msk_spec *spec,
     double t0 = now_s();
     int rc;
 
-    msk_spec_job(spec, &job);
+    mask_spec_job(spec, &job);
     rc = fs_fedsvd_maskset_new(&job, seed, &ms, err);
     if (rc == 0) {
         /* the slab's blocks through the mask set's block cache: a neighbour's
@@ -561,7 +551,7 @@ static int generate(msk_keygen *kg, msk_keyset *ks, const struct msk_spec *spec,
         rc = fs_fedsvd_keys_id(keys, ks->man.pieces, ks->man.npieces, ks->man.keys_id, err);
     }
     if (rc == 0) {
-        hex32(ks->man.keys_id, ks->keys_id);
+        fs_hex_encode(ks->man.keys_id, 32, ks->keys_id);
     }
     fs_fedsvd_keys_free(keys); /* wipes the slab */
 #ifdef __GLIBC__
@@ -574,18 +564,18 @@ static int generate(msk_keygen *kg, msk_keyset *ks, const struct msk_spec *spec,
     return rc;
 }
 
-int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
-                   const uint8_t seed[MSK_SEED_LEN], uint32_t party, msk_keyset **out,
-                   int *generated, struct fs_err *err)
+int mask_keygen_get(mask_keygen *kg, const char *id, const struct mask_spec *spec,
+                    const uint8_t seed[MASK_SEED_LEN], uint32_t party, mask_keyset **out,
+                    int *generated, struct fs_err *err)
 {
-    msk_keyset *ks;
+    mask_keyset *ks;
     int rc;
 
     *out = NULL;
     if (generated != NULL) {
         *generated = 0;
     }
-    if (strlen(id) > MSK_ID_LEN) {
+    if (strlen(id) > MASK_ID_LEN) {
         return fs_err_set(err, FS_EINVAL, "bad mask set id");
     }
     pthread_mutex_lock(&kg->mu);
@@ -606,8 +596,9 @@ int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
             *out = ks;
             return 0;
         }
-        rc = ks->state == KS_FAILED ? fs_err_set(err, ks->err.code, "%s", ks->err.msg)
-                                    : fs_err_set(err, FS_ESTATE, "the server is shutting down");
+        rc = ks->state == KS_FAILED
+                 ? fs_err_set(err, ks->err.code, "%s", ks->err.msg)
+                 : fs_err_set(err, FS_EUNAVAILABLE, "the server is shutting down");
         if (--ks->refs == 0) {
             keyset_free(ks);
         }
@@ -616,7 +607,7 @@ int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
     }
     if (kg->closing) {
         pthread_mutex_unlock(&kg->mu);
-        return fs_err_set(err, FS_ESTATE, "the server is shutting down");
+        return fs_err_set(err, FS_EUNAVAILABLE, "the server is shutting down");
     }
     ks = calloc(1, sizeof *ks);
     if (ks == NULL) {
@@ -640,13 +631,13 @@ int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
         unlink_locked(kg, ks);
         pthread_cond_broadcast(&kg->cv);
         pthread_mutex_unlock(&kg->mu);
-        msk_keyset_put(kg, ks);
+        mask_keyset_put(kg, ks);
         return rc;
     }
     rc = generate(kg, ks, spec, seed, err);
     finish_generation(kg, ks, rc, err);
     if (rc != 0) {
-        msk_keyset_put(kg, ks);
+        mask_keyset_put(kg, ks);
         return rc;
     }
     if (generated != NULL) {
@@ -656,7 +647,7 @@ int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
     return 0;
 }
 
-void msk_keyset_put(msk_keygen *kg, msk_keyset *ks)
+void mask_keyset_put(mask_keygen *kg, mask_keyset *ks)
 {
     if (ks == NULL) {
         return;
@@ -668,11 +659,11 @@ void msk_keyset_put(msk_keygen *kg, msk_keyset *ks)
     pthread_mutex_unlock(&kg->mu);
 }
 
-void msk_keygen_drop(msk_keygen *kg, const char *id)
+void mask_keygen_drop(mask_keygen *kg, const char *id)
 {
     pthread_mutex_lock(&kg->mu);
-    for (msk_keyset *ks = kg->list; ks != NULL;) {
-        msk_keyset *next = ks->next;
+    for (mask_keyset *ks = kg->list; ks != NULL;) {
+        mask_keyset *next = ks->next;
         if (strcmp(ks->id, id) == 0) {
             unlink_locked(kg, ks);
         }
@@ -690,7 +681,7 @@ void msk_keygen_drop(msk_keygen *kg, const char *id)
 
 /* ------------------------------------------------------------ serving */
 
-int msk_keyset_manifest(const msk_keyset *ks, struct msk_blob *out, struct fs_err *err)
+int mask_keyset_manifest(const mask_keyset *ks, struct mask_blob *out, struct fs_err *err)
 {
     json_t *j = fs_maskkeys_encode(&ks->man);
     char *text = j != NULL ? json_dumps(j, JSON_COMPACT) : NULL;
@@ -721,33 +712,33 @@ int msk_keyset_manifest(const msk_keyset *ks, struct msk_blob *out, struct fs_er
     OPENSSL_cleanse(text, strlen(text));
     free(text);
     if (rc != 0) {
-        msk_blob_release(out);
+        mask_blob_release(out);
     }
     return rc;
 }
 
-size_t msk_keyset_npieces(const msk_keyset *ks)
+size_t mask_keyset_npieces(const mask_keyset *ks)
 {
     return ks->man.npieces;
 }
 
-const char *msk_keyset_id(const msk_keyset *ks)
+const char *mask_keyset_id(const mask_keyset *ks)
 {
     return ks->keys_id;
 }
 
-double msk_keyset_seconds(const msk_keyset *ks)
+double mask_keyset_seconds(const mask_keyset *ks)
 {
     return ks->seconds;
 }
 
-uint64_t msk_keyset_bytes(const msk_keyset *ks)
+uint64_t mask_keyset_bytes(const mask_keyset *ks)
 {
     return ks->bytes;
 }
 
-int msk_keyset_file(msk_keygen *kg, msk_keyset *ks, size_t p, enum fs_fedsvd_keyfile which,
-                    struct msk_blob *out, struct fs_err *err)
+int mask_keyset_file(mask_keygen *kg, mask_keyset *ks, size_t p, enum fs_fedsvd_keyfile which,
+                     struct mask_blob *out, struct fs_err *err)
 {
     size_t i = 2 * p + (which == FS_FEDSVD_KEYFILE_BLOCK ? 1 : 0);
     int rc;

@@ -11,11 +11,11 @@
  * generating again, until the entry is dropped:
  *   - every file of it has been handed out once (the party has its keys;
  *     a later request generates again, bit-identical on this server);
- *   - the mask set is deleted (msk_keygen_drop);
+ *   - the mask set is deleted (mask_keygen_drop);
  *   - it was not used for ttl_s seconds (a sweeper thread checks);
  *   - the entries together exceed cache_bytes: least recently used first
  *     (never the one just generated);
- *   - the server stops (msk_keygen_free).
+ *   - the server stops (mask_keygen_free).
  * Dropping closes the cache's memfds: the kernel frees the pages once the
  * responses still sending them (each has its own dup) are done; heap copies
  * are wiped. Nothing of the slab stays in the heap.
@@ -33,8 +33,8 @@
  * one 1 MiB buffer, the memfds about the size of the slab); the others wait
  * for a slot. Two requests for the same party share one generation.
  * Thread-safe. */
-#ifndef MSK_KEYGEN_H
-#define MSK_KEYGEN_H
+#ifndef MASK_KEYGEN_H
+#define MASK_KEYGEN_H
 
 #include <stdint.h>
 
@@ -43,25 +43,25 @@
 #include "spec.h"
 #include "store.h"
 
-typedef struct msk_keygen msk_keygen;
+typedef struct mask_keygen mask_keygen;
 
-struct msk_keygen_opts {
+struct mask_keygen_opts {
     unsigned concurrency; /* generations at once, >= 1 */
     uint64_t cache_bytes; /* soft cap of the cached files */
     unsigned ttl_s;       /* drop entries unused this long, >= 1 */
 };
 
-/** New generator (starts the sweeper thread). @param out free with msk_keygen_free. */
-FS_WUR int msk_keygen_new(const struct msk_keygen_opts *o, msk_keygen **out, struct fs_err *err);
+/** New generator (starts the sweeper thread). @param out free with mask_keygen_free. */
+FS_WUR int mask_keygen_new(const struct mask_keygen_opts *o, mask_keygen **out, struct fs_err *err);
 
-/** Wake waiters and make new calls fail with FS_ESTATE (shutdown). Idempotent. */
-void msk_keygen_close(msk_keygen *kg);
+/** Wake waiters and make new calls fail with FS_EUNAVAILABLE (shutdown). Idempotent. */
+void mask_keygen_close(mask_keygen *kg);
 
 /** Stop the sweeper and free every entry (after every call has returned). Accepts NULL. */
-void msk_keygen_free(msk_keygen *kg);
+void mask_keygen_free(mask_keygen *kg);
 
 /* A party's keys as served; reference-counted, read-only once returned. */
-typedef struct msk_keyset msk_keyset;
+typedef struct mask_keyset mask_keyset;
 
 /**
  * Party's keys of mask set id: the cached entry, or generated now from
@@ -69,52 +69,53 @@ typedef struct msk_keyset msk_keyset;
  * generation of the same party).
  * @param seed borrowed; the caller wipes it.
  * @param generated if not NULL, 1 when this call generated the entry.
- * @param out release with msk_keyset_put.
- * @return 0, FS_ESTATE (closing), FS_EINVAL, FS_ENOMEM, FS_EIO, ...
+ * @param out release with mask_keyset_put.
+ * @return 0, FS_EUNAVAILABLE (closing), FS_EINVAL, FS_ENOMEM, FS_EIO, ...
  */
-FS_WUR int msk_keygen_get(msk_keygen *kg, const char *id, const struct msk_spec *spec,
-                          const uint8_t seed[MSK_SEED_LEN], uint32_t party, msk_keyset **out,
-                          int *generated, struct fs_err *err);
+FS_WUR int mask_keygen_get(mask_keygen *kg, const char *id, const struct mask_spec *spec,
+                           const uint8_t seed[MASK_SEED_LEN], uint32_t party, mask_keyset **out,
+                           int *generated, struct fs_err *err);
 
 /** Release a reference. Accepts NULL. */
-void msk_keyset_put(msk_keygen *kg, msk_keyset *ks);
+void mask_keyset_put(mask_keygen *kg, mask_keyset *ks);
 
 /** Drop every cached entry of mask set id (DELETE). */
-void msk_keygen_drop(msk_keygen *kg, const char *id);
+void mask_keygen_drop(mask_keygen *kg, const char *id);
 
 /* Something to send: fd >= 0 (owned: hand to fs_http_resp_fd) or buf (owned, wipe). */
-struct msk_blob {
+struct mask_blob {
     int fd;
     uint8_t *buf;
     uint64_t len;
 };
 
 /** Close / wipe and free what b holds. Accepts an empty b. */
-void msk_blob_release(struct msk_blob *b);
+void mask_blob_release(struct mask_blob *b);
 
 /** The manifest JSON (holds the seeds) as a new blob. */
-FS_WUR int msk_keyset_manifest(const msk_keyset *ks, struct msk_blob *out, struct fs_err *err);
+FS_WUR int mask_keyset_manifest(const mask_keyset *ks, struct mask_blob *out, struct fs_err *err);
 
 /** Number of slab pieces. */
-size_t msk_keyset_npieces(const msk_keyset *ks);
+size_t mask_keyset_npieces(const mask_keyset *ks);
 
 /** keys_id, 64 lower-case hex digits. */
-const char *msk_keyset_id(const msk_keyset *ks);
+const char *mask_keyset_id(const mask_keyset *ks);
 
 /** Generation time of the entry (seconds, without the wait for a slot). */
-double msk_keyset_seconds(const msk_keyset *ks);
+double mask_keyset_seconds(const mask_keyset *ks);
 
 /** Total bytes of the entry's files. */
-uint64_t msk_keyset_bytes(const msk_keyset *ks);
+uint64_t mask_keyset_bytes(const mask_keyset *ks);
 
 /**
  * File `which` of piece p as a new blob, and count it as handed out (the
  * entry is dropped once all are). @return 0, FS_ENOTFOUND (p out of range), FS_EIO.
  */
-FS_WUR int msk_keyset_file(msk_keygen *kg, msk_keyset *ks, size_t p, enum fs_fedsvd_keyfile which,
-                           struct msk_blob *out, struct fs_err *err);
+FS_WUR int mask_keyset_file(mask_keygen *kg, mask_keyset *ks, size_t p,
+                            enum fs_fedsvd_keyfile which, struct mask_blob *out,
+                            struct fs_err *err);
 
-struct msk_keygen_stats {
+struct mask_keygen_stats {
     uint64_t running;
     uint64_t waiting;
     uint64_t done;      /* generations completed */
@@ -130,6 +131,6 @@ struct msk_keygen_stats {
 };
 
 /** A snapshot of the counters (for /metrics). */
-void msk_keygen_stats(msk_keygen *kg, struct msk_keygen_stats *out);
+void mask_keygen_stats(mask_keygen *kg, struct mask_keygen_stats *out);
 
 #endif

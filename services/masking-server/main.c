@@ -36,7 +36,7 @@
 
 /* The expiry thread: deletes expired mask sets until told to stop. */
 struct expirer {
-    struct msk_app *app;
+    struct mask_app *app;
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int stop;
@@ -50,7 +50,7 @@ static void *expire_loop(void *arg)
     while (!e->stop) {
         struct timespec until;
         pthread_mutex_unlock(&e->mu);
-        msk_http_expire_due(e->app);
+        mask_http_expire_due(e->app);
         pthread_mutex_lock(&e->mu);
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_sec += EXPIRE_EVERY_S;
@@ -61,83 +61,41 @@ static void *expire_loop(void *arg)
     return NULL;
 }
 
-int main(int argc, char **argv)
+/* Everything before serving: the key generator, the admin token, the data
+ * directory and its store, the HTTP server listening, the port file.
+ * @return 0, or -1 (logged; what is set up is freed by the caller). */
+static int start(struct mask_app *app, struct mask_config *cfg, const char *host, uint16_t port)
 {
-    struct msk_config cfg;
-    struct msk_app app;
     struct fs_http_server_config hcfg;
+    struct mask_keygen_opts kopts;
     struct fs_err err = {0};
-    char host[256];
-    uint16_t port = 0;
-    sigset_t sigs;
-    struct msk_keygen_opts kopts;
     size_t swept = 0;
-    struct expirer exp;
-    pthread_t exp_thread;
-    int exp_started = 0;
-    int status = 1;
 
-    memset(&app, 0, sizeof app);
-    memset(&exp, 0, sizeof exp);
-    exp.app = &app;
-    pthread_mutex_init(&exp.mu, NULL);
-    pthread_cond_init(&exp.cv, NULL);
-    if (fs_svc_version_flag("masking-server", argc, argv)) {
-        return 0;
-    }
-    if (msk_config_parse(argc, argv, &cfg, &err) != 0) {
-        fprintf(stderr, "masking-server: %s\n", err.msg);
-        return 2;
-    }
-    if (cfg.help) {
-        msk_config_usage(stdout);
-        return 0;
-    }
-    fs_log_set_level(cfg.log_level);
-    if (fs_http_parse_listen(cfg.listen, host, sizeof host, &port, &err) != 0) {
-        fprintf(stderr, "masking-server: --listen: %s\n", err.msg);
-        return 2;
-    }
-    if (fs_svc_check_listen(host, cfg.tls_cert[0] != '\0', cfg.insecure_http, &err) != 0) {
-        fprintf(stderr, "masking-server: %s\n", err.msg);
-        return 2;
-    }
-    /* Every file this process creates (database, WAL, seeds) is private. */
-    umask(077);
-    /* Signals go to the main thread only: block them before any thread starts. */
-    fs_svc_block_signals(&sigs);
-
-    app.cfg = &cfg;
-    kopts.concurrency = cfg.keygen_concurrency;
-    kopts.cache_bytes = cfg.keys_cache_bytes;
-    kopts.ttl_s = cfg.keys_cache_ttl_s;
-    app.tls = cfg.tls_cert[0] != '\0';
-    atomic_store(&app.ready, 0);
-    if (msk_http_init(&app, &err) != 0 || fs_auth_new(&app.admin, &err) != 0 ||
-        fs_auth_add_file(app.admin, cfg.admin_token_file, "admin", &err) != 0 ||
-        msk_keygen_new(&kopts, &app.kg, &err) != 0) {
+    kopts.concurrency = cfg->keygen_concurrency;
+    kopts.cache_bytes = cfg->keys_cache_bytes;
+    kopts.ttl_s = cfg->keys_cache_ttl_s;
+    if (mask_http_init(app, &err) != 0 || fs_auth_new(&app->admin, &err) != 0 ||
+        fs_auth_add_file(app->admin, cfg->admin_token_file, "admin", &err) != 0 ||
+        mask_keygen_new(&kopts, &app->kg, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
-        goto out;
+        return -1;
     }
     /* The data directory holds the seeds: never shared with group or others. */
-    if (fs_svc_private_dir(cfg.data_dir, &err) != 0) {
+    if (fs_svc_private_dir(cfg->data_dir, &err) != 0 ||
+        mask_store_open(cfg->data_dir, cfg->fsync, &app->st, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
-        goto out;
+        return -1;
     }
-    if (msk_store_open(cfg.data_dir, cfg.fsync, &app.st, &err) != 0) {
-        fs_log_pack(FS_LOG_ERROR, "cannot open the data directory", "{s:s}", "error", err.msg);
-        goto out;
-    }
-    if (msk_store_sweep_seeds(app.st, &swept, &err) != 0) {
+    if (mask_store_sweep_seeds(app->st, &swept, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot clean up seed files", "{s:s}", "error", err.msg);
-        goto out;
+        return -1;
     }
     if (swept > 0) {
         fs_log_pack(FS_LOG_WARN, "destroyed seed files without an active mask set", "{s:I}",
                     "count", (json_int_t)swept);
     }
-    (void)fs_svc_find_openapi(cfg.openapi, app.openapi_path, sizeof app.openapi_path);
-    if (app.openapi_path[0] == '\0') {
+    (void)fs_svc_find_openapi(cfg->openapi, app->openapi_path, sizeof app->openapi_path);
+    if (app->openapi_path[0] == '\0') {
         fs_log(FS_LOG_WARN, "no openapi.yaml found; /openapi.yaml answers 404", NULL);
     }
 
@@ -145,29 +103,94 @@ int main(int argc, char **argv)
     hcfg.host = host;
     hcfg.port = port;
     hcfg.threads = 0; /* one thread per connection: see the comment at the top */
-    hcfg.max_connections = cfg.max_connections;
-    hcfg.max_per_ip = cfg.max_per_ip;
-    hcfg.request_timeout_s = cfg.request_timeout_s;
-    hcfg.timeout_s = cfg.idle_timeout_s;
+    hcfg.max_connections = cfg->max_connections;
+    hcfg.max_per_ip = cfg->max_per_ip;
+    hcfg.request_timeout_s = cfg->request_timeout_s;
+    hcfg.timeout_s = cfg->idle_timeout_s;
     hcfg.log_requests = 1;
-    hcfg.on_request = msk_http_on_request;
-    hcfg.hook_ctx = &app;
-    hcfg.tls_cert_file = app.tls ? cfg.tls_cert : NULL;
-    hcfg.tls_key_file = app.tls ? cfg.tls_key : NULL;
-    if (fs_http_server_new(&app.srv, &hcfg, &err) != 0 || msk_http_routes(&app, &err) != 0) {
+    hcfg.on_request = mask_http_on_request;
+    hcfg.hook_ctx = app;
+    hcfg.tls_cert_file = app->tls ? cfg->tls_cert : NULL;
+    hcfg.tls_key_file = app->tls ? cfg->tls_key : NULL;
+    if (fs_http_server_new(&app->srv, &hcfg, &err) != 0 || mask_http_routes(app, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot set up HTTP", "{s:s}", "error", err.msg);
-        goto out;
+        return -1;
     }
-    if (fs_http_server_start(app.srv, &err) != 0) {
-        fs_log_pack(FS_LOG_ERROR, "cannot listen", "{s:s, s:s}", "listen", cfg.listen, "error",
+    if (fs_http_server_start(app->srv, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot listen", "{s:s, s:s}", "listen", cfg->listen, "error",
                     err.msg);
-        goto out;
+        return -1;
     }
-    fs_svc_base_url(app.fallback_url, sizeof app.fallback_url, app.tls, host,
-                    fs_http_server_port(app.srv));
-    if (cfg.port_file[0] != '\0' &&
-        fs_svc_write_port_file(cfg.port_file, fs_http_server_port(app.srv), &err) != 0) {
+    fs_svc_base_url(app->fallback_url, sizeof app->fallback_url, app->tls, host,
+                    fs_http_server_port(app->srv));
+    if (cfg->port_file[0] != '\0' &&
+        fs_svc_write_port_file(cfg->port_file, fs_http_server_port(app->srv), &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot write the port file", "{s:s}", "error", err.msg);
+        return -1;
+    }
+    return 0;
+}
+
+/* The configuration: exit status 0 (--help, --version), 2 (a usage error), or -1 to run. */
+static int configure(int argc, char **argv, struct mask_config *cfg, char *host, size_t cap,
+                     uint16_t *port)
+{
+    struct fs_err err = {0};
+
+    if (fs_svc_version_flag("masking-server", argc, argv)) {
+        return 0;
+    }
+    if (mask_config_parse(argc, argv, cfg, &err) != 0) {
+        fprintf(stderr, "masking-server: %s\n", err.msg);
+        return 2;
+    }
+    if (cfg->help) {
+        mask_config_usage(stdout);
+        return 0;
+    }
+    fs_log_set_level(cfg->log_level);
+    if (fs_http_parse_listen(cfg->listen, host, cap, port, &err) != 0) {
+        fprintf(stderr, "masking-server: --listen: %s\n", err.msg);
+        return 2;
+    }
+    if (fs_svc_check_listen(host, cfg->tls_cert[0] != '\0', cfg->insecure_http, &err) != 0) {
+        fprintf(stderr, "masking-server: %s\n", err.msg);
+        return 2;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    struct mask_config cfg;
+    struct mask_app app;
+    char host[256];
+    uint16_t port = 0;
+    sigset_t sigs;
+    struct expirer exp;
+    pthread_t exp_thread;
+    int exp_started = 0;
+    int status;
+
+    memset(&app, 0, sizeof app);
+    memset(&exp, 0, sizeof exp);
+    status = configure(argc, argv, &cfg, host, sizeof host, &port);
+    if (status >= 0) {
+        return status;
+    }
+    status = 1;
+    exp.app = &app;
+    pthread_mutex_init(&exp.mu, NULL);
+    pthread_cond_init(&exp.cv, NULL);
+    /* Every file this process creates (database, WAL, seeds) is private. */
+    umask(077);
+    /* Signals go to the main thread only: block them before any thread starts. */
+    fs_svc_block_signals(&sigs);
+
+    app.cfg = &cfg;
+    app.tls = cfg.tls_cert[0] != '\0';
+    atomic_store(&app.ready, 0);
+    if (start(&app, &cfg, host, port) != 0) {
         goto out;
     }
     if (pthread_create(&exp_thread, NULL, expire_loop, &exp) != 0) {
@@ -181,7 +204,7 @@ int main(int argc, char **argv)
 
     (void)fs_svc_wait_signal(&sigs);
     atomic_store(&app.ready, 0);
-    msk_keygen_close(app.kg); /* downloads still waiting for a slot get 503 */
+    mask_keygen_close(app.kg); /* downloads still waiting for a slot get 503 */
     fs_http_server_stop(app.srv, cfg.shutdown_grace_ms);
     status = 0;
 out:
@@ -194,12 +217,12 @@ out:
     }
     pthread_cond_destroy(&exp.cv);
     pthread_mutex_destroy(&exp.mu);
-    msk_keygen_close(app.kg);
+    mask_keygen_close(app.kg);
     fs_http_server_free(app.srv);
-    msk_keygen_free(app.kg);
-    msk_store_close(app.st);
+    mask_keygen_free(app.kg);
+    mask_store_close(app.st);
     fs_auth_free(app.admin);
-    msk_http_free(&app);
+    mask_http_free(&app);
     if (status == 0) {
         fs_log(FS_LOG_INFO, "stopped", NULL);
     }

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/hex.h"
 #include "crypto/ed25519.h"
 #include "crypto/rand.h"
 #include "la/mask.h"
@@ -68,7 +69,7 @@ static int job_id_ok(const char *s)
 {
     size_t n = strlen(s);
 
-    if (n < 1 || n > MSK_JOB_ID_MAX) {
+    if (n < 1 || n > MASK_JOB_ID_MAX) {
         return 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -120,8 +121,8 @@ static int string_field(const json_t *obj, const char *key, int required, const 
 }
 
 /* parties[i].identity: a fingerprint (64 hex digits), distinct from the earlier parties'. */
-static int identity_field(const json_t *p, size_t i, const struct msk_caps *caps,
-                          struct msk_spec *s, struct fs_err *err)
+static int identity_field(const json_t *p, size_t i, const struct mask_caps *caps,
+                          struct mask_spec *s, struct fs_err *err)
 {
     json_t *v = json_object_get(p, "identity");
     struct fs_err e2 = {0};
@@ -159,7 +160,7 @@ static int identity_field(const json_t *p, size_t i, const struct msk_caps *caps
     return 0;
 }
 
-static int decode_parties(const json_t *arr, const struct msk_caps *caps, struct msk_spec *s,
+static int decode_parties(const json_t *arr, const struct mask_caps *caps, struct mask_spec *s,
                           struct fs_err *err)
 {
     static const char *const ROW_KEYS[] = {"party", "rows", "identity", NULL};
@@ -225,7 +226,7 @@ static int decode_parties(const json_t *arr, const struct msk_caps *caps, struct
     return 0;
 }
 
-static int decode_blocks(const json_t *v, const struct msk_caps *caps, struct msk_spec *s,
+static int decode_blocks(const json_t *v, const struct mask_caps *caps, struct mask_spec *s,
                          struct fs_err *err)
 {
     static const char *const KEYS[] = {"partitioned", "shared", NULL};
@@ -258,7 +259,7 @@ static int decode_blocks(const json_t *v, const struct msk_caps *caps, struct ms
     return rc;
 }
 
-static int decode(const json_t *j, const struct msk_caps *caps, struct msk_spec *s,
+static int decode(const json_t *j, const struct mask_caps *caps, struct mask_spec *s,
                   struct fs_err *err)
 {
     const char *str = NULL;
@@ -279,7 +280,7 @@ static int decode(const json_t *j, const struct msk_caps *caps, struct msk_spec 
         return fs_err_set(err, FS_EINVAL,
                           "job_id: 1..%d characters [A-Za-z0-9._-], starting with a letter or "
                           "digit",
-                          MSK_JOB_ID_MAX);
+                          MASK_JOB_ID_MAX);
     }
     memcpy(s->job_id, str, strlen(str) + 1);
     rc = string_field(j, "partition", 1, &str, err);
@@ -313,8 +314,8 @@ static int decode(const json_t *j, const struct msk_caps *caps, struct msk_spec 
     }
     if (rc == 0) {
         size_t ttl = 0;
-        rc = size_field(j, "ttl_s", MSK_TTL_MAX_S, 0, &ttl, "", err);
-        s->ttl_s = ttl != 0 ? (uint32_t)ttl : MSK_TTL_DEFAULT_S;
+        rc = size_field(j, "ttl_s", MASK_TTL_MAX_S, 0, &ttl, "", err);
+        s->ttl_s = ttl != 0 ? (uint32_t)ttl : MASK_TTL_DEFAULT_S;
     }
     if (rc == 0) {
         rc = string_field(j, "server_url", 0, &str, err);
@@ -323,19 +324,19 @@ static int decode(const json_t *j, const struct msk_caps *caps, struct msk_spec 
         return rc;
     }
     if (str != NULL) {
-        if (strlen(str) > MSK_URL_MAX || !url_ok(str)) {
+        if (strlen(str) > MASK_URL_MAX || !url_ok(str)) {
             return fs_err_set(err, FS_EINVAL,
                               "server_url: an http:// or https:// URL of at most %d bytes, no "
                               "spaces, no trailing '/'",
-                              MSK_URL_MAX);
+                              MASK_URL_MAX);
         }
         memcpy(s->server_url, str, strlen(str) + 1);
     }
     return 0;
 }
 
-int msk_spec_decode(const json_t *j, const struct msk_caps *caps, struct msk_spec *out,
-                    struct fs_err *err)
+int mask_spec_decode(const json_t *j, const struct mask_caps *caps, struct mask_spec *out,
+                     struct fs_err *err)
 {
     struct fs_fedsvd_job job;
     struct fs_err jerr = {0};
@@ -347,8 +348,8 @@ int msk_spec_decode(const json_t *j, const struct msk_caps *caps, struct msk_spe
         return rc;
     }
     for (uint32_t p = 1; p <= out->parties; p++) {
-        uint64_t b = msk_spec_key_bytes(out, p);
-        size_t np = msk_spec_pieces(out, p);
+        uint64_t b = mask_spec_key_bytes(out, p);
+        size_t np = mask_spec_pieces(out, p);
         if (np > FS_FEDSVD_KEYS_MAX_PIECES) {
             return fs_err_set(err, FS_EINVAL,
                               "party %u's slab would have %zu pieces (one per diagonal block it "
@@ -363,7 +364,7 @@ int msk_spec_decode(const json_t *j, const struct msk_caps *caps, struct msk_spe
                               p, (unsigned long long)b, (unsigned long long)caps->max_key_bytes);
         }
     }
-    msk_spec_job(out, &job);
+    mask_spec_job(out, &job);
     rc = fs_fedsvd_job_check(&job, &jerr);
     if (rc != 0) {
         return fs_err_set(err, FS_EINVAL, "%s", jerr.msg);
@@ -371,7 +372,7 @@ int msk_spec_decode(const json_t *j, const struct msk_caps *caps, struct msk_spe
     return 0;
 }
 
-void msk_spec_clear(struct msk_spec *s)
+void mask_spec_clear(struct mask_spec *s)
 {
     if (s == NULL) {
         return;
@@ -381,7 +382,7 @@ void msk_spec_clear(struct msk_spec *s)
     memset(s, 0, sizeof *s);
 }
 
-json_t *msk_spec_encode(const struct msk_spec *s)
+json_t *mask_spec_encode(const struct mask_spec *s)
 {
     const char *size_key = s->partition == FS_FEDSVD_SAMPLES ? "rows" : "cols";
     json_t *parties = json_array();
@@ -417,7 +418,7 @@ json_t *msk_spec_encode(const struct msk_spec *s)
     return out;
 }
 
-static size_t total_of(const struct msk_spec *s)
+static size_t total_of(const struct mask_spec *s)
 {
     size_t m = 0;
 
@@ -427,7 +428,7 @@ static size_t total_of(const struct msk_spec *s)
     return m;
 }
 
-void msk_spec_job(const struct msk_spec *s, struct fs_fedsvd_job *job)
+void mask_spec_job(const struct mask_spec *s, struct fs_fedsvd_job *job)
 {
     size_t m = total_of(s);
 
@@ -441,16 +442,16 @@ void msk_spec_job(const struct msk_spec *s, struct fs_fedsvd_job *job)
     job->block_b = s->block_shared;
 }
 
-void msk_spec_shape(const struct msk_spec *s, size_t *rows, size_t *cols)
+void mask_spec_shape(const struct mask_spec *s, size_t *rows, size_t *cols)
 {
     struct fs_fedsvd_job job;
 
-    msk_spec_job(s, &job);
+    mask_spec_job(s, &job);
     *rows = job.rows;
     *cols = job.cols;
 }
 
-size_t msk_spec_offset(const struct msk_spec *s, uint32_t party)
+size_t mask_spec_offset(const struct mask_spec *s, uint32_t party)
 {
     size_t off = 0;
 
@@ -460,7 +461,7 @@ size_t msk_spec_offset(const struct msk_spec *s, uint32_t party)
     return off;
 }
 
-void msk_spec_blocks(const struct msk_spec *s, size_t *partitioned, size_t *shared)
+void mask_spec_blocks(const struct mask_spec *s, size_t *partitioned, size_t *shared)
 {
     size_t m = total_of(s);
     size_t n = s->shared;
@@ -480,7 +481,7 @@ static uint64_t sat_add(uint64_t a, uint64_t b)
  * touches, each with all of that block's rows (lib/la/mask.h: nb =
  * ceil(m / block) balanced blocks, the larger ones first). Calls fn(r, c)
  * for each piece (r rows of the block, c columns covered); returns the count. */
-static size_t pieces_of(const struct msk_spec *s, uint32_t party,
+static size_t pieces_of(const struct mask_spec *s, uint32_t party,
                         void (*fn)(void *ctx, size_t r, size_t c), void *ctx)
 {
     size_t m = total_of(s);
@@ -497,11 +498,11 @@ static size_t pieces_of(const struct msk_spec *s, uint32_t party,
     if (party < 1 || party > s->parties) {
         return 0;
     }
-    msk_spec_blocks(s, &block, &unused);
+    mask_spec_blocks(s, &block, &unused);
     nb = m / block + (m % block != 0);
     base = m / nb;
     extra = m % nb;
-    off = msk_spec_offset(s, party);
+    off = mask_spec_offset(s, party);
     end = off + s->sizes[party - 1];
     /* the first block that can reach off: the larger blocks (base + 1) come first */
     first = off < extra * (base + 1) ? off / (base + 1) : extra + (off - extra * (base + 1)) / base;
@@ -532,7 +533,7 @@ static void add_piece_bytes(void *ctx, size_t r, size_t c)
     *total = sat_add(*total, fs_fedsvd_keyfile_len(r, c, FS_FEDSVD_KEYFILE_BLOCK));
 }
 
-uint64_t msk_spec_key_bytes(const struct msk_spec *s, uint32_t party)
+uint64_t mask_spec_key_bytes(const struct mask_spec *s, uint32_t party)
 {
     uint64_t total = 0;
 
@@ -540,17 +541,17 @@ uint64_t msk_spec_key_bytes(const struct msk_spec *s, uint32_t party)
     return total;
 }
 
-size_t msk_spec_pieces(const struct msk_spec *s, uint32_t party)
+size_t mask_spec_pieces(const struct mask_spec *s, uint32_t party)
 {
     return pieces_of(s, party, NULL, NULL);
 }
 
-int msk_id_valid(const char *s)
+int mask_id_valid(const char *s)
 {
-    if (s == NULL || strlen(s) != MSK_ID_LEN || s[0] != 'm' || s[1] != '-') {
+    if (s == NULL || strlen(s) != MASK_ID_LEN || s[0] != 'm' || s[1] != '-') {
         return 0;
     }
-    for (size_t i = 2; i < MSK_ID_LEN; i++) {
+    for (size_t i = 2; i < MASK_ID_LEN; i++) {
         char c = s[i];
         if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) {
             return 0;
@@ -559,9 +560,8 @@ int msk_id_valid(const char *s)
     return 1;
 }
 
-int msk_id_generate(char out[MSK_ID_LEN + 1], struct fs_err *err)
+int mask_id_generate(char out[MASK_ID_LEN + 1], struct fs_err *err)
 {
-    static const char HEX[] = "0123456789abcdef";
     uint8_t r[16];
     int rc = fs_rand_bytes(r, sizeof r, err);
 
@@ -570,10 +570,6 @@ int msk_id_generate(char out[MSK_ID_LEN + 1], struct fs_err *err)
     }
     out[0] = 'm';
     out[1] = '-';
-    for (size_t i = 0; i < sizeof r; i++) {
-        out[2 + 2 * i] = HEX[r[i] >> 4];
-        out[3 + 2 * i] = HEX[r[i] & 15];
-    }
-    out[MSK_ID_LEN] = '\0';
+    fs_hex_encode(r, sizeof r, out + 2); /* MASK_ID_LEN characters in all */
     return 0;
 }

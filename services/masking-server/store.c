@@ -15,14 +15,13 @@
 
 #include "core/fdio.h"
 #include "net/auth.h"
-#include "net/svc.h"
+#include "net/db.h"
 #include "spec.h"
 
 #define DIR_MAX 4200
 
-struct msk_store {
-    sqlite3 *db;
-    pthread_mutex_t mu;
+struct mask_store {
+    fs_db *db;
     char seeds[DIR_MAX]; /* <data-dir>/seeds */
 };
 
@@ -48,63 +47,30 @@ static const char SCHEMA[] =
     "  last_download_at TEXT,"
     "  PRIMARY KEY (maskset_id, party));";
 
-static int db_err(msk_store *st, struct fs_err *err, const char *what)
-{
-    return fs_err_set(err, FS_EIO, "masking.db: %s: %s", what, sqlite3_errmsg(st->db));
-}
-
-/* 1 when table has column col. */
-static int has_column(msk_store *st, const char *table, const char *col)
-{
-    sqlite3_stmt *s = NULL;
-    char sql[96];
-    int found = 0;
-
-    snprintf(sql, sizeof sql, "PRAGMA table_info(%s);", table);
-    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) == SQLITE_OK) {
-        while (!found && sqlite3_step(s) == SQLITE_ROW) {
-            const char *name = (const char *)sqlite3_column_text(s, 1);
-            found = name != NULL && strcmp(name, col) == 0;
-        }
-    }
-    sqlite3_finalize(s);
-    return found;
-}
-
 /* A database of the version with mask tokens: the token digests become the
  * identity column (those mask sets have no identities: nobody can fetch
  * their keys any more), and the masksets gain expiry and end-token columns. */
-static int migrate(msk_store *st, struct fs_err *err)
+static int migrate(mask_store *st, struct fs_err *err)
 {
     static const char *const STEPS[][3] = {
         {"mask_parties", "digest", "ALTER TABLE mask_parties RENAME COLUMN digest TO identity;"},
         {"masksets", "-expires_unix", "ALTER TABLE masksets ADD COLUMN expires_unix REAL;"},
         {"masksets", "-end_digest", "ALTER TABLE masksets ADD COLUMN end_digest BLOB;"},
     };
-    char *msg = NULL;
 
     for (size_t i = 0; i < sizeof STEPS / sizeof STEPS[0]; i++) {
         int absent = STEPS[i][1][0] == '-';
-        int has = has_column(st, STEPS[i][0], STEPS[i][1] + absent);
-        if (has == absent) { /* rename when present, add when absent */
-            continue;
-        }
-        if (sqlite3_exec(st->db, STEPS[i][2], NULL, NULL, &msg) != SQLITE_OK) {
-            int rc = fs_err_set(err, FS_EIO, "masking.db: upgrade: %s",
-                                msg != NULL ? msg : "exec failed");
-            sqlite3_free(msg);
+        int has = fs_db_has_column(st->db, STEPS[i][0], STEPS[i][1] + absent);
+        int rc = has == absent ? 0 /* rename when present, add when absent */
+                               : fs_db_exec(st->db, STEPS[i][2], "upgrade", err);
+        if (rc != 0) {
             return rc;
         }
     }
-    if (sqlite3_exec(st->db,
-                     "CREATE INDEX IF NOT EXISTS masksets_expiry ON masksets(expires_unix) "
-                     "WHERE state = 'active';",
-                     NULL, NULL, &msg) != SQLITE_OK) {
-        int rc = fs_err_set(err, FS_EIO, "masking.db: index: %s", msg != NULL ? msg : "failed");
-        sqlite3_free(msg);
-        return rc;
-    }
-    return 0;
+    return fs_db_exec(st->db,
+                      "CREATE INDEX IF NOT EXISTS masksets_expiry ON masksets(expires_unix) "
+                      "WHERE state = 'active';",
+                      "index", err);
 }
 
 static int mkdir_0700(const char *path, struct fs_err *err)
@@ -118,9 +84,9 @@ static int mkdir_0700(const char *path, struct fs_err *err)
     return 0;
 }
 
-int msk_store_open(const char *dir, int fsync_full, msk_store **out, struct fs_err *err)
+int mask_store_open(const char *dir, int fsync_full, mask_store **out, struct fs_err *err)
 {
-    msk_store *st = NULL;
+    mask_store *st = NULL;
     char path[DIR_MAX];
     int rc = 0;
 
@@ -132,13 +98,12 @@ int msk_store_open(const char *dir, int fsync_full, msk_store **out, struct fs_e
     if (st == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    pthread_mutex_init(&st->mu, NULL);
     snprintf(st->seeds, sizeof st->seeds, "%s/seeds", dir);
     rc = mkdir_0700(st->seeds, err);
     if (rc != 0) {
         goto out;
     }
-    rc = fs_svc_db_open(path, fsync_full, SCHEMA, &st->db, err);
+    rc = fs_db_open(path, "masking.db", fsync_full, SCHEMA, &st->db, err);
     if (rc == 0) {
         rc = migrate(st, err);
     }
@@ -149,41 +114,33 @@ int msk_store_open(const char *dir, int fsync_full, msk_store **out, struct fs_e
     (void)chmod(path, 0600);
 out:
     if (rc != 0) {
-        msk_store_close(st);
+        mask_store_close(st);
         return rc;
     }
     *out = st;
     return 0;
 }
 
-void msk_store_close(msk_store *st)
+void mask_store_close(mask_store *st)
 {
     if (st == NULL) {
         return;
     }
-    if (st->db != NULL) {
-        sqlite3_close_v2(st->db);
-    }
-    pthread_mutex_destroy(&st->mu);
+    fs_db_close(st->db);
     free(st);
 }
 
-int msk_store_ping(msk_store *st)
+int mask_store_ping(mask_store *st)
 {
-    int ok;
-
-    pthread_mutex_lock(&st->mu);
-    ok = sqlite3_exec(st->db, "SELECT 1;", NULL, NULL, NULL) == SQLITE_OK;
-    pthread_mutex_unlock(&st->mu);
-    return ok;
+    return fs_db_ping(st->db);
 }
 
 /* ------------------------------------------------------------ seeds */
 
-static int seed_path(const msk_store *st, const char *id, const char *suffix, char *out, size_t cap,
-                     struct fs_err *err)
+static int seed_path(const mask_store *st, const char *id, const char *suffix, char *out,
+                     size_t cap, struct fs_err *err)
 {
-    if (!msk_id_valid(id)) {
+    if (!mask_id_valid(id)) {
         return fs_err_set(err, FS_EINVAL, "bad mask set id");
     }
     if ((size_t)snprintf(out, cap, "%s/%s%s", st->seeds, id, suffix) >= cap) {
@@ -202,8 +159,8 @@ static void fsync_dir(const char *dir)
     }
 }
 
-int msk_store_seed_write(msk_store *st, const char *id, const uint8_t seed[MSK_SEED_LEN],
-                         struct fs_err *err)
+int mask_store_seed_write(mask_store *st, const char *id, const uint8_t seed[MASK_SEED_LEN],
+                          struct fs_err *err)
 {
     char tmp[DIR_MAX + 64];
     char path[DIR_MAX + 64];
@@ -224,7 +181,7 @@ int msk_store_seed_write(msk_store *st, const char *id, const uint8_t seed[MSK_S
     if (fd < 0) {
         return fs_err_set(err, FS_EIO, "create %s: %s", tmp, strerror(errno));
     }
-    if (fchmod(fd, 0600) != 0 || fs_write_all(fd, seed, MSK_SEED_LEN) != 0 || fsync(fd) != 0) {
+    if (fchmod(fd, 0600) != 0 || fs_write_all(fd, seed, MASK_SEED_LEN) != 0 || fsync(fd) != 0) {
         rc = fs_err_set(err, FS_EIO, "write %s: %s", tmp, strerror(errno));
         close(fd);
         (void)unlink(tmp);
@@ -240,8 +197,8 @@ int msk_store_seed_write(msk_store *st, const char *id, const uint8_t seed[MSK_S
     return 0;
 }
 
-int msk_store_seed_read(msk_store *st, const char *id, uint8_t seed[MSK_SEED_LEN],
-                        struct fs_err *err)
+int mask_store_seed_read(mask_store *st, const char *id, uint8_t seed[MASK_SEED_LEN],
+                         struct fs_err *err)
 {
     char path[DIR_MAX + 64];
     struct stat sb;
@@ -257,18 +214,18 @@ int msk_store_seed_read(msk_store *st, const char *id, uint8_t seed[MSK_SEED_LEN
         return fs_err_set(err, errno == ENOENT ? FS_ENOTFOUND : FS_EIO, "open seed of %s: %s", id,
                           strerror(errno));
     }
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size != MSK_SEED_LEN) {
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_size != MASK_SEED_LEN) {
         close(fd);
-        return fs_err_set(err, FS_EIO, "seed of %s: not a %d-byte regular file", id, MSK_SEED_LEN);
+        return fs_err_set(err, FS_EIO, "seed of %s: not a %d-byte regular file", id, MASK_SEED_LEN);
     }
-    while (got < MSK_SEED_LEN) {
-        ssize_t r = read(fd, seed + got, MSK_SEED_LEN - got);
+    while (got < MASK_SEED_LEN) {
+        ssize_t r = read(fd, seed + got, MASK_SEED_LEN - got);
         if (r < 0 && errno == EINTR) {
             continue;
         }
         if (r <= 0) {
             close(fd);
-            OPENSSL_cleanse(seed, MSK_SEED_LEN);
+            OPENSSL_cleanse(seed, MASK_SEED_LEN);
             return fs_err_set(err, FS_EIO, "read seed of %s: %s", id,
                               r < 0 ? strerror(errno) : "short");
         }
@@ -278,7 +235,7 @@ int msk_store_seed_read(msk_store *st, const char *id, uint8_t seed[MSK_SEED_LEN
     return 0;
 }
 
-int msk_store_seed_exists(msk_store *st, const char *id)
+int mask_store_seed_exists(mask_store *st, const char *id)
 {
     char path[DIR_MAX + 64];
 
@@ -320,7 +277,7 @@ static int destroy_file(const char *path, struct fs_err *err)
     return 0;
 }
 
-int msk_store_seed_destroy(msk_store *st, const char *id, struct fs_err *err)
+int mask_store_seed_destroy(mask_store *st, const char *id, struct fs_err *err)
 {
     char path[DIR_MAX + 64];
     int rc = seed_path(st, id, ".seed", path, sizeof path, err);
@@ -334,25 +291,26 @@ int msk_store_seed_destroy(msk_store *st, const char *id, struct fs_err *err)
     return rc;
 }
 
-static int is_active(msk_store *st, const char *id)
+static int is_active(mask_store *st, const char *id)
 {
     sqlite3_stmt *s = NULL;
     int found = 0;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db, "SELECT 1 FROM masksets WHERE id = ? AND state = 'active';", -1,
-                           &s, NULL) == SQLITE_OK) {
+    fs_db_lock(st->db);
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
+                           "SELECT 1 FROM masksets WHERE id = ? AND state = 'active';", -1, &s,
+                           NULL) == SQLITE_OK) {
         sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
         found = sqlite3_step(s) == SQLITE_ROW;
     } else {
         found = 1; /* cannot tell: keep the seed */
     }
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return found;
 }
 
-int msk_store_sweep_seeds(msk_store *st, size_t *n, struct fs_err *err)
+int mask_store_sweep_seeds(mask_store *st, size_t *n, struct fs_err *err)
 {
     DIR *d = opendir(st->seeds);
     struct dirent *e;
@@ -366,7 +324,7 @@ int msk_store_sweep_seeds(msk_store *st, size_t *n, struct fs_err *err)
         return fs_err_set(err, FS_EIO, "opendir %s: %s", st->seeds, strerror(errno));
     }
     while (rc == 0 && (e = readdir(d)) != NULL) {
-        char id[MSK_ID_LEN + 1];
+        char id[MASK_ID_LEN + 1];
         char path[DIR_MAX + 300];
         size_t len = strlen(e->d_name);
         int orphan;
@@ -376,10 +334,10 @@ int msk_store_sweep_seeds(msk_store *st, size_t *n, struct fs_err *err)
         }
         if (len > 9 && strcmp(e->d_name + len - 9, ".seed.tmp") == 0) {
             orphan = 1;
-        } else if (len == MSK_ID_LEN + 5 && strcmp(e->d_name + MSK_ID_LEN, ".seed") == 0) {
-            memcpy(id, e->d_name, MSK_ID_LEN);
-            id[MSK_ID_LEN] = '\0';
-            orphan = !msk_id_valid(id) || !is_active(st, id);
+        } else if (len == MASK_ID_LEN + 5 && strcmp(e->d_name + MASK_ID_LEN, ".seed") == 0) {
+            memcpy(id, e->d_name, MASK_ID_LEN);
+            id[MASK_ID_LEN] = '\0';
+            orphan = !mask_id_valid(id) || !is_active(st, id);
         } else {
             continue; /* not ours: leave it */
         }
@@ -400,11 +358,11 @@ int msk_store_sweep_seeds(msk_store *st, size_t *n, struct fs_err *err)
 
 /* ------------------------------------------------------------ mask sets */
 
-static int exec_locked(msk_store *st, const char *sql, struct fs_err *err)
+static int exec_locked(mask_store *st, const char *sql, struct fs_err *err)
 {
     char *msg = NULL;
 
-    if (sqlite3_exec(st->db, sql, NULL, NULL, &msg) != SQLITE_OK) {
+    if (sqlite3_exec(fs_db_conn(st->db), sql, NULL, NULL, &msg) != SQLITE_OK) {
         int rc = fs_err_set(err, FS_EIO, "masking.db: %s", msg != NULL ? msg : "exec failed");
         sqlite3_free(msg);
         return rc;
@@ -412,27 +370,27 @@ static int exec_locked(msk_store *st, const char *sql, struct fs_err *err)
     return 0;
 }
 
-int msk_store_insert(msk_store *st, const struct msk_new *m, struct fs_err *err)
+int mask_store_insert(mask_store *st, const struct mask_new *m, struct fs_err *err)
 {
     sqlite3_stmt *s1 = NULL;
     sqlite3_stmt *s2 = NULL;
     int rc;
 
-    pthread_mutex_lock(&st->mu);
+    fs_db_lock(st->db);
     rc = exec_locked(st, "BEGIN IMMEDIATE;", err);
     if (rc != 0) {
         goto out;
     }
-    if (sqlite3_prepare_v2(st->db,
+    if (sqlite3_prepare_v2(fs_db_conn(st->db),
                            "INSERT INTO masksets (id, job_id, spec, state, created_at, "
                            "created_unix, expires_unix, end_digest) VALUES (?, ?, ?, 'active', "
                            "?, ?, ?, ?);",
                            -1, &s1, NULL) != SQLITE_OK ||
-        sqlite3_prepare_v2(st->db,
+        sqlite3_prepare_v2(fs_db_conn(st->db),
                            "INSERT INTO mask_parties (maskset_id, party, identity) VALUES (?, ?, "
                            "?);",
                            -1, &s2, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+        rc = fs_db_err(st->db, err, "prepare");
         goto rollback;
     }
     sqlite3_bind_text(s1, 1, m->id, -1, SQLITE_STATIC);
@@ -443,11 +401,11 @@ int msk_store_insert(msk_store *st, const struct msk_new *m, struct fs_err *err)
     sqlite3_bind_double(s1, 6, m->expires_unix);
     sqlite3_bind_blob(s1, 7, m->end_digest, FS_AUTH_DIGEST_LEN, SQLITE_STATIC);
     if (sqlite3_step(s1) != SQLITE_DONE) {
-        if (sqlite3_extended_errcode(st->db) == SQLITE_CONSTRAINT_UNIQUE) {
+        if (sqlite3_extended_errcode(fs_db_conn(st->db)) == SQLITE_CONSTRAINT_UNIQUE) {
             rc = fs_err_set(err, FS_ECONFLICT,
                             "job %s already has an active mask set (delete it first)", m->job_id);
         } else {
-            rc = db_err(st, err, "insert mask set");
+            rc = fs_db_err(st->db, err, "insert mask set");
         }
         goto rollback;
     }
@@ -457,7 +415,7 @@ int msk_store_insert(msk_store *st, const struct msk_new *m, struct fs_err *err)
         sqlite3_bind_int64(s2, 2, (sqlite3_int64)i + 1);
         sqlite3_bind_blob(s2, 3, m->identities[i], 32, SQLITE_STATIC);
         if (sqlite3_step(s2) != SQLITE_DONE) {
-            rc = db_err(st, err, "insert party");
+            rc = fs_db_err(st->db, err, "insert party");
             goto rollback;
         }
     }
@@ -466,11 +424,11 @@ int msk_store_insert(msk_store *st, const struct msk_new *m, struct fs_err *err)
         goto out;
     }
 rollback:
-    (void)sqlite3_exec(st->db, "ROLLBACK;", NULL, NULL, NULL);
+    (void)sqlite3_exec(fs_db_conn(st->db), "ROLLBACK;", NULL, NULL, NULL);
 out:
     sqlite3_finalize(s1);
     sqlite3_finalize(s2);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
@@ -479,7 +437,7 @@ static const char *col_text(sqlite3_stmt *s, int i)
     return (const char *)sqlite3_column_text(s, i);
 }
 
-static int rows_run(msk_store *st, sqlite3_stmt *s, msk_row_fn cb, void *ctx, size_t *count,
+static int rows_run(mask_store *st, sqlite3_stmt *s, mask_row_fn cb, void *ctx, size_t *count,
                     struct fs_err *err)
 {
     int step;
@@ -487,7 +445,7 @@ static int rows_run(msk_store *st, sqlite3_stmt *s, msk_row_fn cb, void *ctx, si
 
     *count = 0;
     while (rc == 0 && (step = sqlite3_step(s)) == SQLITE_ROW) {
-        struct msk_row r;
+        struct mask_row r;
         r.id = col_text(s, 0);
         r.job_id = col_text(s, 1);
         r.spec = col_text(s, 2);
@@ -499,49 +457,49 @@ static int rows_run(msk_store *st, sqlite3_stmt *s, msk_row_fn cb, void *ctx, si
         (*count)++;
     }
     if (rc == 0 && step != SQLITE_DONE) {
-        rc = db_err(st, err, "select");
+        rc = fs_db_err(st->db, err, "select");
     }
     return rc;
 }
 
 #define ROW_COLS "id, job_id, spec, state, created_at, deleted_at, expires_unix"
 
-int msk_store_get(msk_store *st, const char *id, msk_row_fn cb, void *ctx, struct fs_err *err)
+int mask_store_get(mask_store *st, const char *id, mask_row_fn cb, void *ctx, struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     size_t count = 0;
     int rc;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db, "SELECT " ROW_COLS " FROM masksets WHERE id = ?;", -1, &s,
-                           NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(st->db, "SELECT " ROW_COLS " FROM masksets WHERE id = ?;", &s, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
     rc = rows_run(st, s, cb, ctx, &count, err);
     if (rc == 0 && count == 0) {
-        rc = fs_err_set(err, FS_ENOTFOUND, "no mask set %s", msk_id_valid(id) ? id : "(malformed)");
+        rc =
+            fs_err_set(err, FS_ENOTFOUND, "no mask set %s", mask_id_valid(id) ? id : "(malformed)");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
-int msk_store_list(msk_store *st, const char *job_id, const char *state, msk_row_fn cb, void *ctx,
-                   struct fs_err *err)
+int mask_store_list(mask_store *st, const char *job_id, const char *state, mask_row_fn cb,
+                    void *ctx, struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     size_t count = 0;
     int rc;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
-                           "SELECT " ROW_COLS " FROM masksets WHERE (?1 IS NULL OR job_id = ?1) "
-                           "AND (?2 IS NULL OR state = ?2) ORDER BY created_unix DESC, id;",
-                           -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(st->db,
+                       "SELECT " ROW_COLS " FROM masksets WHERE (?1 IS NULL OR job_id = ?1) "
+                       "AND (?2 IS NULL OR state = ?2) ORDER BY created_unix DESC, id;",
+                       &s, err);
+    if (rc != 0) {
         goto out;
     }
     if (job_id != NULL) {
@@ -553,27 +511,28 @@ int msk_store_list(msk_store *st, const char *job_id, const char *state, msk_row
     rc = rows_run(st, s, cb, ctx, &count, err);
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
-int msk_store_parties(msk_store *st, const char *id, msk_party_fn cb, void *ctx, struct fs_err *err)
+int mask_store_parties(mask_store *st, const char *id, mask_party_fn cb, void *ctx,
+                       struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     int step = SQLITE_DONE;
     int rc = 0;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
-                           "SELECT party, downloads, first_download_at, last_download_at FROM "
-                           "mask_parties WHERE maskset_id = ? ORDER BY party;",
-                           -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(st->db,
+                       "SELECT party, downloads, first_download_at, last_download_at FROM "
+                       "mask_parties WHERE maskset_id = ? ORDER BY party;",
+                       &s, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
     while (rc == 0 && (step = sqlite3_step(s)) == SQLITE_ROW) {
-        struct msk_party_row r;
+        struct mask_party_row r;
         r.party = (uint32_t)sqlite3_column_int64(s, 0);
         r.downloads = (uint64_t)sqlite3_column_int64(s, 1);
         r.first_at = col_text(s, 2);
@@ -581,16 +540,16 @@ int msk_store_parties(msk_store *st, const char *id, msk_party_fn cb, void *ctx,
         rc = cb(ctx, &r, err);
     }
     if (rc == 0 && step != SQLITE_DONE) {
-        rc = db_err(st, err, "select parties");
+        rc = fs_db_err(st->db, err, "select parties");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
-int msk_store_match_end(msk_store *st, const char *id, const char *token, size_t len, int *match,
-                        struct fs_err *err)
+int mask_store_match_end(mask_store *st, const char *id, const char *token, size_t len, int *match,
+                         struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     uint8_t d[FS_AUTH_DIGEST_LEN];
@@ -601,10 +560,9 @@ int msk_store_match_end(msk_store *st, const char *id, const char *token, size_t
     if (rc != 0) {
         return rc;
     }
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db, "SELECT end_digest FROM masksets WHERE id = ?;", -1, &s, NULL) !=
-        SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(st->db, "SELECT end_digest FROM masksets WHERE id = ?;", &s, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(s, 1, id, -1, SQLITE_STATIC);
@@ -617,101 +575,101 @@ int msk_store_match_end(msk_store *st, const char *id, const char *token, size_t
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     OPENSSL_cleanse(d, sizeof d);
     return rc;
 }
 
-int msk_store_expired(msk_store *st, double now_unix, char (*ids)[MSK_ID_LEN + 1], size_t cap,
-                      size_t *n, struct fs_err *err)
+int mask_store_expired(mask_store *st, double now_unix, char (*ids)[MASK_ID_LEN + 1], size_t cap,
+                       size_t *n, struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     int step = SQLITE_DONE;
     int rc = 0;
 
     *n = 0;
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
-                           "SELECT id FROM masksets WHERE state = 'active' AND expires_unix IS NOT "
-                           "NULL AND expires_unix <= ? ORDER BY expires_unix LIMIT ?;",
-                           -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(st->db,
+                       "SELECT id FROM masksets WHERE state = 'active' AND expires_unix IS NOT "
+                       "NULL AND expires_unix <= ? ORDER BY expires_unix LIMIT ?;",
+                       &s, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_double(s, 1, now_unix);
     sqlite3_bind_int64(s, 2, (sqlite3_int64)cap);
     while (*n < cap && (step = sqlite3_step(s)) == SQLITE_ROW) {
         const char *id = col_text(s, 0);
-        if (id != NULL && msk_id_valid(id)) {
-            memcpy(ids[*n], id, MSK_ID_LEN + 1);
+        if (id != NULL && mask_id_valid(id)) {
+            memcpy(ids[*n], id, MASK_ID_LEN + 1);
             (*n)++;
         }
     }
     if (step != SQLITE_DONE && step != SQLITE_ROW) {
-        rc = db_err(st, err, "select expired");
+        rc = fs_db_err(st->db, err, "select expired");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
-int msk_store_mark_deleted(msk_store *st, const char *id, const char *deleted_at, int *changed,
-                           struct fs_err *err)
+int mask_store_mark_deleted(mask_store *st, const char *id, const char *deleted_at, int *changed,
+                            struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     int rc = 0;
 
     *changed = 0;
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
-                           "UPDATE masksets SET state = 'deleted', deleted_at = ? WHERE id = ? AND "
-                           "state = 'active';",
-                           -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(st->db,
+                       "UPDATE masksets SET state = 'deleted', deleted_at = ? WHERE id = ? AND "
+                       "state = 'active';",
+                       &s, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(s, 1, deleted_at, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
     if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, err, "update");
+        rc = fs_db_err(st->db, err, "update");
         goto out;
     }
-    *changed = sqlite3_changes(st->db) > 0;
+    *changed = sqlite3_changes(fs_db_conn(st->db)) > 0;
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
-int msk_store_record_download(msk_store *st, const char *id, uint32_t party, const char *at,
-                              struct fs_err *err)
+int mask_store_record_download(mask_store *st, const char *id, uint32_t party, const char *at,
+                               struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     int rc = 0;
 
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db,
-                           "UPDATE mask_parties SET downloads = downloads + 1, "
-                           "first_download_at = COALESCE(first_download_at, ?1), "
-                           "last_download_at = ?1 WHERE maskset_id = ?2 AND party = ?3;",
-                           -1, &s, NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(st->db,
+                       "UPDATE mask_parties SET downloads = downloads + 1, "
+                       "first_download_at = COALESCE(first_download_at, ?1), "
+                       "last_download_at = ?1 WHERE maskset_id = ?2 AND party = ?3;",
+                       &s, err);
+    if (rc != 0) {
         goto out;
     }
     sqlite3_bind_text(s, 1, at, -1, SQLITE_STATIC);
     sqlite3_bind_text(s, 2, id, -1, SQLITE_STATIC);
     sqlite3_bind_int64(s, 3, party);
     if (sqlite3_step(s) != SQLITE_DONE) {
-        rc = db_err(st, err, "update download");
+        rc = fs_db_err(st->db, err, "update download");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }
 
-int msk_store_counts(msk_store *st, uint64_t *active, uint64_t *deleted, struct fs_err *err)
+int mask_store_counts(mask_store *st, uint64_t *active, uint64_t *deleted, struct fs_err *err)
 {
     sqlite3_stmt *s = NULL;
     int step;
@@ -719,10 +677,9 @@ int msk_store_counts(msk_store *st, uint64_t *active, uint64_t *deleted, struct 
 
     *active = 0;
     *deleted = 0;
-    pthread_mutex_lock(&st->mu);
-    if (sqlite3_prepare_v2(st->db, "SELECT state, COUNT(*) FROM masksets GROUP BY state;", -1, &s,
-                           NULL) != SQLITE_OK) {
-        rc = db_err(st, err, "prepare");
+    fs_db_lock(st->db);
+    rc = fs_db_prepare(st->db, "SELECT state, COUNT(*) FROM masksets GROUP BY state;", &s, err);
+    if (rc != 0) {
         goto out;
     }
     while ((step = sqlite3_step(s)) == SQLITE_ROW) {
@@ -735,10 +692,10 @@ int msk_store_counts(msk_store *st, uint64_t *active, uint64_t *deleted, struct 
         }
     }
     if (step != SQLITE_DONE) {
-        rc = db_err(st, err, "count");
+        rc = fs_db_err(st->db, err, "count");
     }
 out:
     sqlite3_finalize(s);
-    pthread_mutex_unlock(&st->mu);
+    fs_db_unlock(st->db);
     return rc;
 }

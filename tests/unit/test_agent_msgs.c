@@ -1,7 +1,7 @@
 /* The client agent's message views: the participation request with its
  * invitation, the job status, the aggregation and the result manifest. Each
  * invalid case must be refused with a message naming the field. */
-#include "proto/agent_msgs.h"
+#include "agent_msgs.h"
 #include "test.h"
 #include "wire.h"
 

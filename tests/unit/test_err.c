@@ -1,7 +1,9 @@
 /* fs_err: setting, prefixing, and re-coding an error with its own message as
  * an argument (fs_err_set(err, code, "%s", err->msg)), which must keep the
- * text rather than format from a buffer it is overwriting. */
+ * text rather than format from a buffer it is overwriting; and the hex
+ * encoder and decoders of lib/core/hex. */
 #include "core/err.h"
+#include "core/hex.h"
 #include "test.h"
 
 static void test_set_and_clear(void)
@@ -49,10 +51,29 @@ static void test_prefix(void)
     CHECK(strcmp(err.msg, "invitation: unknown field \"x\"") == 0);
 }
 
+/* lib/core/hex: the one hex table (encode) and the decoders. */
+static void test_hex(void)
+{
+    static const uint8_t in[4] = {0x00, 0x9f, 0xa0, 0xff};
+    uint8_t out[4];
+    char hex[9];
+
+    fs_hex_encode(in, sizeof in, hex);
+    CHECK(strcmp(hex, "009fa0ff") == 0);
+    CHECK(fs_hex_decode("009FA0ff", out, 4) == 0 && memcmp(out, in, 4) == 0);
+    CHECK(fs_hex_decode_lower("009fa0ff", out, 4) == 0 && memcmp(out, in, 4) == 0);
+    CHECK(fs_hex_decode_lower("009FA0ff", out, 4) == -1); /* upper case is not canonical */
+    CHECK(fs_hex_decode("009fa0fg", out, 4) == -1);
+    CHECK(fs_hex_decode_lower("0x9fa0ff", out, 4) == -1);
+    CHECK(strcmp(fs_err_name(FS_EUNAVAILABLE), "unavailable") == 0);
+    CHECK(strcmp(fs_err_name(FS_EABORTED), "aborted") == 0);
+}
+
 int main(void)
 {
     RUN(test_set_and_clear);
     RUN(test_own_message_as_argument);
     RUN(test_prefix);
+    RUN(test_hex);
     return TEST_END("test_err");
 }

@@ -30,7 +30,8 @@ static void test_spec_defaults(void)
     json_t *e;
 
     CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
-    CHECK(fs_job_is_fedpower(s.algorithm) && !fs_job_is_fedsvd(s.algorithm));
+    CHECK(s.algo == FS_ALGO_FEDPOWER_PRIVATE && fs_algo_is_power(s.algo) &&
+          !fs_algo_is_fedsvd(s.algo));
     CHECK(s.parties == 3 && s.threshold == 2 && s.cols == 20 && s.rows == 300);
     CHECK(s.power.k == 3 && s.power.rank == 3 && s.power.iterations == 92);
     CHECK(s.power.sync_every == 4 && s.power.align == FS_FEDPOWER_ALIGN_GLOBAL);
@@ -195,7 +196,8 @@ static void test_invitation(void)
     snprintf(inv.job_url, sizeof inv.job_url, "http://127.0.0.1:8443/v1/jobs/%s", inv.job_id);
     inv.party = 2;
     CHECK_OK(fs_auth_token_generate(inv.token, &err), &err);
-    snprintf(inv.algorithm, sizeof inv.algorithm, "%s", s.algorithm);
+    snprintf(inv.algorithm, sizeof inv.algorithm, "%s", fs_algo_name(s.algo));
+    inv.algo_known = fs_algo_parse(inv.algorithm, &inv.algo) == 0;
     inv.parties = s.parties;
     inv.threshold = s.threshold;
     inv.rows = s.power.party_rows[1];

@@ -7,6 +7,7 @@
 #include "net/http_client.h"
 #include "net/http_server.h"
 #include "net/log.h"
+#include "net/reply.h"
 #include "test.h"
 
 #include <arpa/inet.h>
@@ -663,7 +664,8 @@ static void test_json_echo(void)
         CHECK(resp.status == 400);
         CHECK(strcmp(resp.content_type, "application/problem+json") == 0);
         CHECK(fs_httpc_check(&resp, "POST", "/echo", &err) == FS_EFORMAT);
-        CHECK_MSG(strncmp(err.msg, "POST /echo: 400 format: invalid JSON", 36) == 0, "%s", err.msg);
+        CHECK_MSG(strncmp(err.msg, "POST /echo: 400 bad_request: invalid JSON", 41) == 0, "%s",
+                  err.msg);
         fs_httpc_resp_clear(&resp);
     }
     /* wrong content type -> 422 */

@@ -3,8 +3,10 @@
  * data directory and atomic file replacement (core/fdio.h), the SQLite
  * set-up, and the HTTP counters and text buffer of /metrics (net/metrics.h). */
 #include "core/fdio.h"
+#include "net/db.h"
 #include "net/log.h"
 #include "net/metrics.h"
+#include "net/reply.h"
 #include "net/svc.h"
 #include "test.h"
 
@@ -203,6 +205,148 @@ static int count_prefixed(const char *dir, const char *prefix)
     }
     closedir(d);
     return n;
+}
+
+/* Another spelling of an option (an entry without a default) and a --help
+ * word after the flag's name: the last flag given wins whatever its
+ * spelling, then the first variable set, then the first entry's default. */
+struct acfg {
+    char token[32];
+    char cert[32];
+    int help;
+};
+
+static const struct fs_svc_opt AOPTS[] = {
+    {"--token-file FILE", "FSTEST_TOKEN_FILE", FS_SVC_STR, offsetof(struct acfg, token),
+     sizeof(((struct acfg *)0)->token), "dflt", 0, 0, "the token"},
+    {"--old-token FILE", "FSTEST_OLD_TOKEN", FS_SVC_STR, offsetof(struct acfg, token),
+     sizeof(((struct acfg *)0)->token), NULL, 0, 0, NULL},
+    {"--cert FILE", "FSTEST_CERT", FS_SVC_STR, offsetof(struct acfg, cert),
+     sizeof(((struct acfg *)0)->cert), "", 0, 0, "a certificate"},
+};
+
+static int aparse(struct acfg *c, struct fs_err *err, int argc, const char **args)
+{
+    char *argv[8];
+
+    argv[0] = (char *)"svc";
+    for (int i = 0; i < argc; i++) {
+        argv[i + 1] = (char *)args[i];
+    }
+    memset(c, 0, sizeof *c);
+    memset(err, 0, sizeof *err);
+    return fs_svc_opts_parse(AOPTS, 3, c, argc + 1, argv, &c->help, err);
+}
+
+static void test_opts_spellings(void)
+{
+    struct fs_err err;
+    struct acfg c;
+    char buf[2048];
+    size_t n;
+    FILE *f;
+
+    unsetenv("FSTEST_TOKEN_FILE");
+    unsetenv("FSTEST_OLD_TOKEN");
+    unsetenv("FSTEST_CERT");
+    CHECK_OK(aparse(&c, &err, 0, NULL), &err);
+    CHECK(strcmp(c.token, "dflt") == 0 && c.cert[0] == '\0');
+    CHECK_OK(aparse(&c, &err, 2, (const char *[]){"--old-token", "a"}), &err);
+    CHECK(strcmp(c.token, "a") == 0);
+    CHECK_OK(aparse(&c, &err, 2, (const char *[]){"--old-token=a", "--token-file=b"}), &err);
+    CHECK(strcmp(c.token, "b") == 0);
+    CHECK_OK(aparse(&c, &err, 2, (const char *[]){"--token-file=b", "--old-token=a"}), &err);
+    CHECK(strcmp(c.token, "a") == 0);
+    setenv("FSTEST_OLD_TOKEN", "old", 1);
+    CHECK_OK(aparse(&c, &err, 0, NULL), &err);
+    CHECK(strcmp(c.token, "old") == 0);
+    setenv("FSTEST_TOKEN_FILE", "new", 1);
+    CHECK_OK(aparse(&c, &err, 0, NULL), &err);
+    CHECK(strcmp(c.token, "new") == 0); /* the first entry's variable wins */
+    CHECK_OK(aparse(&c, &err, 2, (const char *[]){"--old-token", "flag"}), &err);
+    CHECK(strcmp(c.token, "flag") == 0); /* a flag over any variable */
+    unsetenv("FSTEST_TOKEN_FILE");
+    unsetenv("FSTEST_OLD_TOKEN");
+    /* the --help word is not part of the flag */
+    CHECK(aparse(&c, &err, 2, (const char *[]){"--cert FILE", "x"}) == FS_EINVAL);
+    CHECK(aparse(&c, &err, 1, (const char *[]){"--cert"}) == FS_EINVAL);
+    CHECK_MSG(strcmp(err.msg, "--cert: missing value") == 0, "%s", err.msg);
+    CHECK(aparse(&c, &err, 2,
+                 (const char *[]){"--old-token", "0123456789012345678901234567890123"}) ==
+          FS_EINVAL);
+    CHECK_MSG(strstr(err.msg, "--old-token:") == err.msg, "%s", err.msg);
+    f = tmpfile();
+    CHECK(f != NULL);
+    if (f != NULL) {
+        fs_svc_opts_usage(f, "", AOPTS, 3);
+        rewind(f);
+        n = fread(buf, 1, sizeof buf - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+        CHECK(strstr(buf, "\n  --old-token FILE ") != NULL);
+        CHECK(strstr(buf, "the same as --token-file\n") != NULL);
+        CHECK(strstr(buf, "  --cert FILE ") != NULL);
+    }
+}
+
+/* The one fs_err -> problem table of the three services (net/reply.h). */
+static void test_problem_table(void)
+{
+    static const struct {
+        int code;
+        unsigned status;
+        const char *slug;
+    } want[] = {
+        {FS_EFORMAT, 400, "bad_request"},      {FS_EAUTH, 401, "unauthorized"},
+        {FS_EFORBIDDEN, 403, "forbidden"},     {FS_ENOTFOUND, 404, "not_found"},
+        {FS_ESTATE, 409, "not_ready"},         {FS_ECONFLICT, 409, "conflict"},
+        {FS_EABORTED, 409, "aborted"},         {FS_ERANGE, 413, "too_large"},
+        {FS_EINVAL, 422, "invalid"},           {FS_ETOOMANY, 429, "too_many_jobs"},
+        {FS_EUNAVAILABLE, 503, "unavailable"}, {FS_EIO, 500, "internal"},
+        {FS_ENOMEM, 500, "internal"},          {FS_ECRYPTO, 500, "internal"},
+        {FS_EINTERNAL, 500, "internal"},       {12345, 500, "internal"},
+    };
+
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct fs_problem_kind *k = fs_problem_kind(want[i].code);
+        CHECK_MSG(k->status == want[i].status && strcmp(k->code, want[i].slug) == 0 &&
+                      k->title != NULL && fs_http_status_for_err(want[i].code) == want[i].status,
+                  "code %d: %u %s", want[i].code, k->status, k->code);
+    }
+}
+
+/* The shared SQLite connection and its helpers (net/db.h). */
+static void test_db_helpers(void)
+{
+    struct fs_err err = {0};
+    sqlite3_stmt *st = NULL;
+    char path[128];
+    char text[8];
+    fs_db *db = NULL;
+
+    snprintf(path, sizeof path, "%s/helpers.db", g_dir);
+    CHECK_OK(fs_db_open(path, "helpers.db", 0, "CREATE TABLE IF NOT EXISTS t (a TEXT, b INT);", &db,
+                        &err),
+             &err);
+    if (db == NULL) {
+        return;
+    }
+    CHECK(fs_db_ping(db) == 1);
+    fs_db_lock(db);
+    CHECK(fs_db_has_column(db, "t", "a") == 1 && fs_db_has_column(db, "t", "c") == 0);
+    CHECK_OK(fs_db_exec(db, "INSERT INTO t VALUES ('abcdefghij', 1);", "insert", &err), &err);
+    CHECK(fs_db_exec(db, "INSERT INTO nosuch VALUES (1);", "insert", &err) == FS_EIO);
+    CHECK_MSG(strncmp(err.msg, "helpers.db: insert: ", 20) == 0, "%s", err.msg);
+    CHECK(fs_db_prepare(db, "SELECT nosuch FROM t", &st, &err) == FS_EIO && st == NULL);
+    CHECK_MSG(strncmp(err.msg, "helpers.db: prepare: ", 21) == 0, "%s", err.msg);
+    CHECK_OK(fs_db_prepare(db, "SELECT a FROM t", &st, &err), &err);
+    CHECK(st != NULL && sqlite3_step(st) == SQLITE_ROW);
+    fs_db_col_text(st, 0, text, sizeof text);
+    CHECK(strcmp(text, "abcdefg") == 0); /* truncated to the buffer */
+    sqlite3_finalize(st);
+    fs_db_unlock(db);
+    fs_db_close(db);
+    fs_db_close(NULL);
 }
 
 static void test_port_file_and_atomic_write(void)
@@ -616,6 +760,9 @@ int main(void)
     RUN(test_opts_errors);
     RUN(test_opts_bad_default);
     RUN(test_opts_usage_and_checks);
+    RUN(test_opts_spellings);
+    RUN(test_problem_table);
+    RUN(test_db_helpers);
     RUN(test_port_file_and_atomic_write);
     RUN(test_mkdir_p);
     RUN(test_find_openapi);

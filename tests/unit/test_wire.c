@@ -598,6 +598,7 @@ static void test_invitation_fed(void)
     inv.party = 2;
     CHECK_OK(fs_auth_token_generate(inv.token, &err), &err);
     snprintf(inv.algorithm, sizeof inv.algorithm, "fedsvd");
+    inv.algo_known = fs_algo_parse(inv.algorithm, &inv.algo) == 0;
     inv.parties = 3;
     inv.threshold = 3;
     inv.is_fedsvd = 1;
@@ -692,6 +693,7 @@ static void test_invitation(void)
     inv.party = 3;
     CHECK_OK(fs_auth_token_generate(inv.token, &err), &err);
     snprintf(inv.algorithm, sizeof inv.algorithm, "secure-sum");
+    inv.algo_known = fs_algo_parse(inv.algorithm, &inv.algo) == 0;
     inv.parties = 10;
     inv.threshold = 7;
     inv.rows = 5;
@@ -759,6 +761,7 @@ static void test_participation(void)
     inv.party = 2;
     CHECK_OK(fs_auth_token_generate(inv.token, &err), &err);
     snprintf(inv.algorithm, sizeof inv.algorithm, "secure-sum");
+    inv.algo_known = fs_algo_parse(inv.algorithm, &inv.algo) == 0;
     inv.parties = 3;
     inv.threshold = 2;
     inv.rows = 5;

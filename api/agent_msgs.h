@@ -7,20 +7,20 @@
  *
  * Ownership: decoders borrow the json_t; structs are caller-owned; arrays
  * inside struct fs_agent_agg are freed by fs_agent_agg_clear. */
-#ifndef FS_PROTO_AGENT_MSGS_H
-#define FS_PROTO_AGENT_MSGS_H
+#ifndef FS_API_AGENT_MSGS_H
+#define FS_API_AGENT_MSGS_H
 
 #include <jansson.h>
 #include <stddef.h>
 #include <stdint.h>
 
-#include "../../api/jobs.h"
-#include "../../api/wire.h"
-#include "../core/err.h"
-#include "../io/matio.h"
-#include "../la/fixedpt.h"
-#include "agent_driver.h"
-#include "secagg.h"
+#include "../lib/core/err.h"
+#include "../lib/io/matio.h"
+#include "../lib/la/fixedpt.h"
+#include "../lib/proto/agent_driver.h"
+#include "../lib/proto/secagg.h"
+#include "jobs.h"
+#include "wire.h"
 
 #define FS_AGENT_PATH_MAX        4096       /* bytes of a dataset path, with the NUL */
 #define FS_AGENT_MAX_FILES       16         /* files in a result */
@@ -58,6 +58,8 @@ FS_WUR int fs_agent_request_parse(const json_t *j, uint64_t max_elements,
 /* GET /v1/jobs/{job}: the fields the agent uses. */
 struct fs_agent_job {
     char algorithm[FS_JOB_ALGO_MAX + 1]; /* "" when absent */
+    int algo_known;                      /* `algorithm` names an enum fs_algo */
+    enum fs_algo algo;                   /* valid when algo_known */
     int is_fed;                          /* fedsvd / fedpca: fed is set */
     struct fs_job_fedsvd fed;
     enum fs_agent_jphase phase;
@@ -159,12 +161,5 @@ FS_WUR int fs_agent_result_parse(const json_t *j, struct fs_agent_result *out, s
 
 /** 1 when name is a safe result file name ([A-Za-z0-9_-]{1,48} + ".npy"). */
 int fs_agent_file_name_ok(const char *name);
-
-/**
- * The largest binary exponent of the data: e with max|x| < 2^e (frexp), for
- * the R0 advert's max_abs_exp. @return 1 and *e when some x != 0, 0 when the
- * data is all zeros (max_abs_exp null), -1 if a value is not finite.
- */
-int fs_agent_max_abs_exp(const double *x, size_t n, int *e);
 
 #endif

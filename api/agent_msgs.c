@@ -1,7 +1,7 @@
 #include "agent_msgs.h"
-#include "../core/hex.h"
+#include "../lib/core/hex.h"
 
-#include "../../api/wire.h"
+#include "wire.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -135,23 +135,6 @@ static int url_ok(const char *u)
     return 1;
 }
 
-static int maskset_ok(const char *s)
-{
-    size_t n = strlen(s);
-
-    if (n == 0 || n > FS_MASKSET_ID_MAX) {
-        return 0;
-    }
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '.' || c == '_' || c == '-')) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
 static int parse_invitation(const json_t *j, uint64_t max_elements, struct fs_agent_request *out,
                             struct fs_err *err)
 {
@@ -160,8 +143,7 @@ static int parse_invitation(const json_t *j, uint64_t max_elements, struct fs_ag
     if (rc != 0) {
         return rc;
     }
-    if (strcmp(out->inv.algorithm, "secure-sum") != 0 && !fs_job_is_fedsvd(out->inv.algorithm) &&
-        !fs_job_is_fedpower(out->inv.algorithm)) {
+    if (!out->inv.algo_known) {
         rc = fs_err_set(err, FS_EINVAL,
                         "invitation: algorithm \"%.32s\" is not supported by this agent "
                         "(it runs secure-sum, fedsvd, fedpca, fedpower, fedpower-utility, "
@@ -184,7 +166,7 @@ static int parse_invitation(const json_t *j, uint64_t max_elements, struct fs_ag
         rc = fs_err_set(err, FS_EINVAL,
                         "invitation: masking_url: expected an http:// or https:// URL without "
                         "user info, query, fragment or white space");
-    } else if (out->inv.is_fedsvd && !maskset_ok(out->inv.maskset)) {
+    } else if (out->inv.is_fedsvd && !fs_maskset_id_valid(out->inv.maskset)) {
         rc = fs_err_set(err, FS_EINVAL, "invitation: maskset: expected 1..64 of [A-Za-z0-9._-]");
     } else if (out->inv.cols > max_elements || out->inv.rows > max_elements / out->inv.cols) {
         rc = fs_err_set(err, FS_EINVAL,
@@ -299,7 +281,9 @@ int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err 
     if (json_is_string(v)) {
         snprintf(out->algorithm, sizeof out->algorithm, "%s", json_string_value(v));
     }
-    if (rc == 0 && (json_object_get(j, "shape") != NULL || !fs_job_is_fedpower(out->algorithm))) {
+    out->algo_known = fs_algo_parse(out->algorithm, &out->algo) == 0;
+    if (rc == 0 &&
+        (json_object_get(j, "shape") != NULL || !out->algo_known || !fs_algo_is_power(out->algo))) {
         rc = get_shape(j, what, &out->rows, &out->cols, err);
     } else if (rc == 0 && json_object_get(j, "cols") != NULL) {
         /* power-method jobs: d, and no pooled shape needed */
@@ -318,10 +302,9 @@ int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err 
     } else {
         return fs_err_set(err, FS_EFORMAT, "job.state: expected running, done or failed");
     }
-    if (fs_job_is_fedsvd(out->algorithm)) {
+    if (out->algo_known && fs_algo_is_fedsvd(out->algo)) {
         out->is_fed = 1;
-        rc = fs_job_fedsvd_decode(j, out->algorithm, out->parties, out->rows, out->cols, &out->fed,
-                                  err);
+        rc = fs_job_fedsvd_decode(j, out->algo, out->parties, out->rows, out->cols, &out->fed, err);
         if (rc != 0) {
             return fs_err_prefix(err, "job.");
         }
@@ -422,17 +405,7 @@ static int hex32(const char *s, uint8_t out[32])
     if (s == NULL || strlen(s) != 64) {
         return -1;
     }
-    for (int i = 0; i < 32; i++) {
-        int hi = -1, lo = -1;
-        char c = s[2 * i], d = s[2 * i + 1];
-        hi = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        lo = d >= '0' && d <= '9' ? d - '0' : d >= 'a' && d <= 'f' ? d - 'a' + 10 : -1;
-        if (hi < 0 || lo < 0) {
-            return -1;
-        }
-        out[i] = (uint8_t)(hi * 16 + lo);
-    }
-    return 0;
+    return fs_hex_decode_lower(s, out, 32);
 }
 
 /* The fedsvd/fedpca members of an aggregation: kind, exponents, sum. */
@@ -661,13 +634,8 @@ static int parse_file(const json_t *e, size_t i, struct fs_agent_file *f, struct
     if (strlen(hex) != 64) {
         return fs_err_set(err, FS_EFORMAT, "%s.sha256: expected 64 hex digits", what);
     }
-    for (size_t q = 0; q < 32; q++) {
-        int hi = fs_hex_digit(hex[2 * q]);
-        int lo = fs_hex_digit(hex[2 * q + 1]);
-        if (hi < 0 || lo < 0) {
-            return fs_err_set(err, FS_EFORMAT, "%s.sha256: expected 64 hex digits", what);
-        }
-        f->sha256[q] = (uint8_t)(hi << 4 | lo);
+    if (fs_hex_decode(hex, f->sha256, 32) != 0) {
+        return fs_err_set(err, FS_EFORMAT, "%s.sha256: expected 64 hex digits", what);
     }
     shape = json_object_get(e, "shape");
     if (!json_is_array(shape) || json_array_size(shape) < 1 || json_array_size(shape) > 2) {
@@ -719,26 +687,4 @@ int fs_agent_result_parse(const json_t *j, struct fs_agent_result *out, struct f
     }
     out->nfiles = n;
     return 0;
-}
-
-int fs_agent_max_abs_exp(const double *x, size_t n, int *e)
-{
-    double m = 0.0;
-    int ex = 0;
-
-    for (size_t i = 0; i < n; i++) {
-        double a = fabs(x[i]);
-        if (!isfinite(a)) {
-            return -1;
-        }
-        if (a > m) {
-            m = a;
-        }
-    }
-    if (m == 0.0) {
-        return 0;
-    }
-    (void)frexp(m, &ex); /* m = f * 2^ex with 0.5 <= f < 1, so m < 2^ex */
-    *e = ex;
-    return 1;
 }

@@ -1,0 +1,213 @@
+/* The command line of `fedsvd local` that every algorithm family shares:
+ * which family runs, the repeatable --party/--fail-party/--input options,
+ * the --fail-party phases, and the per-party arrays they fill. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "local.h"
+#include "orch.h"
+
+#define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
+
+static const char *const k_phases[LOCAL_FAIL_POWER] = {
+    "advertise_keys", "share_keys",     "masked_input", "consistency",
+    "unmasking",      "noise_exchange", "plain_upload"};
+
+json_t *local_fail_json(const struct local *L, size_t i)
+{
+    char buf[48];
+
+    if (L->fail_at == NULL || L->fail_at[i] < 0) {
+        return json_null();
+    }
+    if (L->fail_round != NULL && L->fail_round[i] >= 0) {
+        snprintf(buf, sizeof buf, "%s:%d", k_phases[L->fail_at[i]], L->fail_round[i]);
+        return json_string(buf);
+    }
+    return json_string(k_phases[L->fail_at[i]]);
+}
+
+/* ---- argument handling ---- */
+
+int local_is_power(int argc, char **argv)
+{
+    for (int i = 1; i + 1 < argc; i++) {
+        if (strcmp(argv[i], "--algorithm") == 0 && orch_power_algorithm(argv[i + 1])) {
+            return 1;
+        }
+    }
+    for (int i = 1; i < argc; i++) {
+        if (strncmp(argv[i], "--algorithm=", 12) == 0 && orch_power_algorithm(argv[i] + 12)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Take every --party/--fail-party (repeatable) out of argv; the rest goes to
+ * cli_parse. rest[] has room for argc entries. */
+int local_split_repeated(const char *cmd, int argc, char **argv, const char **party, size_t *nparty,
+                         const char **fail, size_t *nfail, const char **input, size_t *ninput,
+                         char **rest, int *nrest)
+{
+    *nparty = 0;
+    *nfail = 0;
+    *ninput = 0;
+    *nrest = 0;
+    rest[(*nrest)++] = argv[0];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char **list = NULL;
+        size_t *n = NULL;
+        const char *val = NULL;
+
+        if (strcmp(a, "--") == 0) {
+            while (i < argc) {
+                rest[(*nrest)++] = argv[i++];
+            }
+            break;
+        }
+        if (strcmp(a, "--party") == 0 || strncmp(a, "--party=", 8) == 0) {
+            list = party;
+            n = nparty;
+            val = a[7] == '=' ? a + 8 : NULL;
+        } else if (strcmp(a, "--fail-party") == 0 || strncmp(a, "--fail-party=", 13) == 0) {
+            list = fail;
+            n = nfail;
+            val = a[12] == '=' ? a + 13 : NULL;
+        } else if (strcmp(a, "--input") == 0 || strncmp(a, "--input=", 8) == 0) {
+            list = input;
+            n = ninput;
+            val = a[7] == '=' ? a + 8 : NULL;
+        } else {
+            rest[(*nrest)++] = argv[i];
+            continue;
+        }
+        if (val == NULL) {
+            if (i + 1 >= argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                return cli_usage_error(cmd, "option '%s' needs a value", a);
+            }
+            val = argv[++i];
+        }
+        if (*n >= LOCAL_MAX_PARTIES) {
+            return cli_usage_error(cmd, "more than %d %s options", LOCAL_MAX_PARTIES,
+                                   list == party   ? "--party"
+                                   : list == input ? "--input"
+                                                   : "--fail-party");
+        }
+        list[(*n)++] = val;
+    }
+    return CLI_OK;
+}
+
+int local_parse_fail(const char *cmd, const char *s, size_t k, size_t nphases, int *fail_at,
+                     int *fail_round)
+{
+    const char *colon = strchr(s, ':');
+    const char *second = colon != NULL ? strchr(colon + 1, ':') : NULL;
+    char num[16], phase[32];
+    size_t idx = 0, len, round = 0;
+    int rc;
+
+    if (colon == NULL || colon == s || (size_t)(colon - s) >= sizeof num) {
+        return cli_usage_error(cmd, "--fail-party: expected I:PHASE, got '%s'", s);
+    }
+    len = (size_t)(colon - s);
+    memcpy(num, s, len);
+    num[len] = '\0';
+    if ((rc = cli_parse_size(cmd, "--fail-party", num, 1, k, &idx)) != CLI_OK) {
+        return rc;
+    }
+    /* I:PHASE:R (the power methods): stop at the message of PHASE in aggregation R */
+    len = second != NULL ? (size_t)(second - colon - 1) : strlen(colon + 1);
+    if (len >= sizeof phase || (second != NULL && fail_round == NULL)) {
+        return cli_usage_error(cmd, "--fail-party: expected I:PHASE%s, got '%s'",
+                               fail_round != NULL ? "[:R]" : "", s);
+    }
+    memcpy(phase, colon + 1, len);
+    phase[len] = '\0';
+    if (second != NULL &&
+        (rc = cli_parse_size(cmd, "--fail-party round", second + 1, 0, 99999, &round)) != CLI_OK) {
+        return rc;
+    }
+    for (int p = 0; p < (int)nphases && p < (int)NOPTS(k_phases); p++) {
+        if (strcmp(phase, k_phases[p]) == 0) {
+            if (fail_at[idx - 1] >= 0) {
+                return cli_usage_error(cmd, "--fail-party: party %zu given twice", idx);
+            }
+            if (second != NULL && p < 2) {
+                return cli_usage_error(cmd, "--fail-party: %s happens once per job: no :R", phase);
+            }
+            fail_at[idx - 1] = p;
+            if (fail_round != NULL) {
+                fail_round[idx - 1] = second != NULL ? (int)round : -1;
+            }
+            return CLI_OK;
+        }
+    }
+    return cli_usage_error(cmd,
+                           "--fail-party: PHASE must be advertise_keys, share_keys, masked_input, "
+                           "consistency%s unmasking%s, got '%s'",
+                           nphases > LOCAL_FAIL_SECAGG ? "," : " or",
+                           nphases > LOCAL_FAIL_SECAGG ? ", noise_exchange or plain_upload" : "",
+                           phase);
+}
+
+int local_parse_args(const char *cmd, int argc, char **argv, const struct cli_opt *opts,
+                     size_t nopts, const char **party, size_t *nparty, const char **fail,
+                     size_t *nfail, const char **input, size_t *ninput, char **rest, int *help)
+{
+    const char *pos[1];
+    size_t npos = 0;
+    int nrest = 0;
+    int rc;
+
+    rc = local_split_repeated(cmd, argc, argv, party, nparty, fail, nfail, input, ninput, rest,
+                              &nrest);
+    if (rc == CLI_OK) {
+        rc = cli_parse(cmd, nrest, rest, opts, nopts, pos, 0, &npos, help);
+    }
+    if (rc != CLI_OK && !*help) {
+        /* --help anywhere wins, even after a bad --party. */
+        for (int i = 1; i < argc; i++) {
+            if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+                *help = 1;
+            }
+        }
+    }
+    return *help ? CLI_OK : rc;
+}
+
+int local_alloc(struct local *L, const char **fail, size_t nfail, size_t nphases)
+{
+    L->files = calloc(L->k, sizeof *L->files);
+    L->part_ids = calloc(L->k, sizeof *L->part_ids);
+    L->agents = calloc(L->k, sizeof *L->agents);
+    L->fail_at = calloc(L->k, sizeof *L->fail_at);
+    L->fail_round = calloc(L->k, sizeof *L->fail_round);
+    L->sizes = calloc(L->k, sizeof *L->sizes);
+    L->status = calloc(1, sizeof *L->status);
+    L->result = calloc(1, sizeof *L->result);
+    L->parts = json_array();
+    L->masker_bytes_in = L->masker_bytes_out = -1;
+    if (L->files == NULL || L->part_ids == NULL || L->agents == NULL || L->fail_at == NULL ||
+        L->fail_round == NULL || L->sizes == NULL || L->status == NULL || L->result == NULL ||
+        L->parts == NULL) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    for (size_t i = 0; i < L->k; i++) {
+        L->fail_at[i] = -1;
+        L->fail_round[i] = -1;
+        json_array_append_new(L->parts, json_null());
+    }
+    for (size_t i = 0; i < nfail; i++) {
+        int rc = local_parse_fail(L->cmd, fail[i], L->k, nphases, L->fail_at,
+                                  nphases > LOCAL_FAIL_SECAGG ? L->fail_round : NULL);
+        if (rc != CLI_OK) {
+            return rc;
+        }
+    }
+    return CLI_OK;
+}
