@@ -18,6 +18,8 @@ DEB_BUILD := build-essential pkg-config libssl-dev libgmp-dev liblapacke-dev lib
 DEB_TEST  := valgrind clang-format nodejs npm docker-compose chromium openssl curl sqlite3 iproute2 strace
 DEB_DEMO  := dataset-fashion-mnist fortunes
 DEB_ALL   := $(DEB_BUILD) $(DEB_TEST) $(DEB_DEMO)
+# only for `make fuzz` (libFuzzer is part of clang's runtime libraries)
+DEB_FUZZ  := clang libclang-rt-14-dev
 
 PKGS := openblas lapacke gmp libcrypto zlib jansson libmicrohttpd libcurl sqlite3
 
@@ -37,6 +39,16 @@ OPT     := -O2 -g
 ifeq ($(SAN),1)
 OPT     := -O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
 endif
+# The fuzzing build (make fuzz runs this Makefile again with FUZZING=1 and
+# BUILD=$(BUILD)/fuzz): clang, coverage for libFuzzer, ASan and UBSan. No
+# -Werror (gcc's build is the warnings gate) and no gcc-only flags.
+ifeq ($(FUZZING),1)
+CC      := clang
+WARN    := -std=c11 -Wall -Wextra
+MATH    := -fno-math-errno
+OPT     := -O1 -g -fno-omit-frame-pointer -fsanitize=fuzzer-no-link,address,undefined \
+           -fno-sanitize-recover=undefined
+endif
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 PKG_LIBS   = $(shell pkg-config --libs $(PKGS) 2>/dev/null)
 CFLAGS  := $(WARN) $(DEFS) $(MATH) $(OPT) -Ilib -Iapi -I. $(PKG_CFLAGS) -MMD -MP
@@ -54,6 +66,13 @@ LIB_OBJ   := $(LIB_SRC:%.c=$(BUILD)/obj/%.o)
 CLI_OBJ   := $(CLI_SRC:%.c=$(BUILD)/obj/%.o)
 LIBA      := $(BUILD)/lib/libfedsvd.a
 TESTS     := $(TEST_SRC:tests/unit/%.c=$(BUILD)/tests/%)
+# Fuzz harnesses (tests/fuzz/fuzz_*.c): with driver.c they replay their
+# corpus in every build (make tests); with libFuzzer they fuzz (make fuzz).
+FUZZ_SRC    := $(wildcard tests/fuzz/fuzz_*.c)
+FUZZ_NAMES  := $(FUZZ_SRC:tests/fuzz/%.c=%)
+FUZZ_REPLAY := $(FUZZ_NAMES:%=$(BUILD)/fuzz-replay/%)
+FUZZ_OBJ    := $(FUZZ_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/tests/fuzz/driver.o
+FUZZ_SECONDS ?= 60
 BENCHES   := $(BENCH_SRC:bench/%.c=$(BUILD)/bench/%)
 # Objects that only pattern rules name: make would take them for intermediate
 # files and delete them after linking, so the next build (make demo after
@@ -82,7 +101,7 @@ VERSION_STAMP := $(BUILD)/version.txt
 $(shell mkdir -p $(BUILD) && v='$(FS_VERSION) $(FS_REVISION)' && \
         { [ "$$(cat $(VERSION_STAMP) 2>/dev/null)" = "$$v" ] || printf '%s\n' "$$v" > $(VERSION_STAMP); })
 
-.PHONY: all deps lib tests benches test test-unit test-asan test-cli test-valgrind bench demo demo-lsa clean format format-check \
+.PHONY: all deps lib tests benches fuzz fuzzers fuzz-deps test test-unit test-asan test-cli test-valgrind bench demo demo-lsa clean format format-check \
         contract-deps test-integration test-contract deploy-deps test-deploy browser-deps test-browser
 
 all: $(LIBA) $(FEDSVD) $(SVC_BINS)
@@ -96,7 +115,7 @@ $(BUILD)/obj/%.o: %.c
 $(BUILD)/obj/lib/core/version.o: $(VERSION_STAMP)
 $(BUILD)/obj/lib/core/version.o: CFLAGS += -DFS_VERSION='"$(FS_VERSION)"' -DFS_REVISION='"$(FS_REVISION)"'
 
-.SECONDARY: $(SVC_OBJ) $(TEST_OBJ) $(BENCH_OBJ)
+.SECONDARY: $(SVC_OBJ) $(TEST_OBJ) $(BENCH_OBJ) $(FUZZ_OBJ)
 
 $(LIBA): $(LIB_OBJ)
 	@mkdir -p $(dir $@)
@@ -125,7 +144,28 @@ $(BUILD)/bench/%: $(BUILD)/obj/bench/%.o $(LIBA)
 	@mkdir -p $(dir $@)
 	$(CC) $(LDFLAGS) -o $@ $< $(LIBA) $(LDLIBS)
 
-tests: $(TESTS)
+tests: $(TESTS) $(FUZZ_REPLAY)
+
+$(BUILD)/fuzz-replay/%: $(BUILD)/obj/tests/fuzz/%.o $(BUILD)/obj/tests/fuzz/driver.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -o $@ $< $(BUILD)/obj/tests/fuzz/driver.o $(LIBA) $(LDLIBS)
+
+# libFuzzer binaries (inside the FUZZING=1 build).
+$(BUILD)/fuzzers/%: $(BUILD)/obj/tests/fuzz/%.o $(LIBA)
+	@mkdir -p $(dir $@)
+	$(CC) $(LDFLAGS) -fsanitize=fuzzer -o $@ $< $(LIBA) $(LDLIBS)
+
+fuzzers: $(FUZZ_NAMES:%=$(BUILD)/fuzzers/%)
+
+# Each harness for FUZZ_SECONDS (default 60) from its corpus (tests/fuzz/corpus/<name>;
+# new inputs go to $(BUILD)/fuzz/corpus/<name>, crashes to $(BUILD)/fuzz/crashes/).
+# FUZZ_TARGETS="fuzz_npy fuzz_http" runs some only.
+fuzz: fuzz-deps
+	$(MAKE) BUILD=$(BUILD)/fuzz FUZZING=1 fuzzers
+	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/fuzz.sh $(BUILD)/fuzz $(FUZZ_TARGETS)
+
+fuzz-deps:
+	@$(MAKE) --no-print-directory deps DEB_ALL="$(DEB_FUZZ)"
 benches: $(BENCHES)
 
 # Install only what is missing; apt-get update only when something is.

@@ -933,13 +933,18 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
     }
     if (out->server_url[0] != '\0') {
         size_t n = strlen(out->server_url);
-        if ((strncmp(out->server_url, "http://", 7) != 0 &&
-             strncmp(out->server_url, "https://", 8) != 0) ||
-            strpbrk(out->server_url, " \"<>\\^`{|}") != NULL) {
-            return fs_err_set(err, FS_EINVAL, "server_url: expected an http:// or https:// URL");
-        }
+        size_t pre = 0;
+        /* trim first, then check: "http:///" must not leave "http:" (which the
+         * spec's own encoding would then fail to decode) */
         while (n > 0 && out->server_url[n - 1] == '/') {
             out->server_url[--n] = '\0';
+        }
+        pre = strncmp(out->server_url, "http://", 7) == 0    ? 7
+              : strncmp(out->server_url, "https://", 8) == 0 ? 8
+                                                             : 0;
+        if (pre == 0 || n <= pre || out->server_url[pre] == '/' ||
+            strpbrk(out->server_url, " \"<>\\^`{|}") != NULL) {
+            return fs_err_set(err, FS_EINVAL, "server_url: expected an http:// or https:// URL");
         }
     }
     if (fs_algo_is_fedsvd(out->algo)) {
@@ -1147,18 +1152,23 @@ static int invitation_fed(const json_t *j, struct fs_invitation *out, struct fs_
                           (unsigned long long)rows, (unsigned long long)cols);
     }
     rc = opt_string(j, "masking_url", out->masking_url, sizeof out->masking_url, err);
-    if (rc == 0 && out->masking_url[0] != '\0' && strncmp(out->masking_url, "http://", 7) != 0 &&
-        strncmp(out->masking_url, "https://", 8) != 0) {
-        rc = fs_err_set(err, FS_EINVAL, "masking_url: expected an http:// or https:// URL");
-    }
-    if (rc == 0) {
-        rc = opt_string(j, "maskset", out->maskset, sizeof out->maskset, err);
-    }
-    if (rc == 0) {
+    if (rc == 0 && out->masking_url[0] != '\0') {
+        /* trailing '/' trimmed before the check, so "http:///" is refused
+         * rather than kept as "http:" */
         size_t n = strlen(out->masking_url);
+        size_t pre = 0;
         while (n > 0 && out->masking_url[n - 1] == '/') {
             out->masking_url[--n] = '\0';
         }
+        pre = strncmp(out->masking_url, "http://", 7) == 0    ? 7
+              : strncmp(out->masking_url, "https://", 8) == 0 ? 8
+                                                              : 0;
+        if (pre == 0 || n <= pre || out->masking_url[pre] == '/') {
+            rc = fs_err_set(err, FS_EINVAL, "masking_url: expected an http:// or https:// URL");
+        }
+    }
+    if (rc == 0) {
+        rc = opt_string(j, "maskset", out->maskset, sizeof out->maskset, err);
     }
     return rc;
 }

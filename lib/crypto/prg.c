@@ -138,9 +138,9 @@ static void box_muller_scalar(const uint64_t *w, size_t pairs, double *z)
 
 /* glibc's libmvec, AVX2 variants (x86-64 vector function ABI: 4 doubles in
  * a ymm register); within 4 ulp of the scalar functions. */
-__m256d _ZGVdN4v_log(__m256d x);
-__m256d _ZGVdN4v_sin(__m256d x);
-__m256d _ZGVdN4v_cos(__m256d x);
+__attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_log(__m256d x);
+__attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_sin(__m256d x);
+__attribute__((target("avx2,fma"))) __m256d _ZGVdN4v_cos(__m256d x);
 
 /* The same formula four pairs at a time (about 3x faster than the scalar
  * libm calls). Every pair goes through the vector functions, the last group

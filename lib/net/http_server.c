@@ -1726,3 +1726,84 @@ void fs_http_server_free(fs_http_server *s)
     pthread_mutex_destroy(&s->tmu);
     free(s);
 }
+
+/* ------------------------------------------------ routing without a socket */
+
+/* The query string as libmicrohttpd hands it to collect_query: pieces
+ * between '&', the first '=' splitting key and value (no '=': value NULL),
+ * no unescaping (unescape_identity). */
+static void probe_query(fs_http_req *req, const char *q)
+{
+    char *copy = strdup(q);
+    char *p = copy;
+
+    if (copy == NULL) {
+        req->query_bad = 1;
+        return;
+    }
+    while (p != NULL && *p != '\0' && !req->query_bad) {
+        char *amp = strchr(p, '&');
+        char *eq = NULL;
+        if (amp != NULL) {
+            *amp = '\0';
+        }
+        eq = strchr(p, '=');
+        if (eq != NULL) {
+            *eq = '\0';
+        }
+        if (collect_query(req, MHD_GET_ARGUMENT_KIND, p, eq != NULL ? eq + 1 : NULL) != MHD_YES) {
+            break;
+        }
+        p = amp != NULL ? amp + 1 : NULL;
+    }
+    free(copy);
+}
+
+unsigned fs_http_server_probe(const fs_http_server *s, const char *method, const char *target,
+                              const char **route, fs_http_req **out)
+{
+    fs_http_req *req = calloc(1, sizeof *req);
+    const char *q = strchr(target, '?');
+    unsigned status = 0;
+
+    if (route != NULL) {
+        *route = NULL;
+    }
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (req == NULL) {
+        return 500;
+    }
+    req->srv = (fs_http_server *)s;
+    req->method_raw = method;
+    req->method_name = method_name(method_bit(method));
+    req->path = q != NULL ? strndup(target, (size_t)(q - target)) : strdup(target);
+    if (req->path == NULL) {
+        req_free(req);
+        return 500;
+    }
+    route_request(req, req->path);
+    if (req->resp.mr == NULL && q != NULL) {
+        probe_query(req, q + 1);
+        if (req->query_bad) {
+            (void)fs_http_problem(&req->resp, 400, "bad_query", NULL,
+                                  "malformed or too many query parameters");
+        }
+    }
+    status = req->resp.mr != NULL ? req->resp.status : 0;
+    if (route != NULL && req->route != NULL) {
+        *route = req->route->pattern;
+    }
+    if (status == 0 && out != NULL) {
+        *out = req;
+    } else {
+        req_free(req);
+    }
+    return status;
+}
+
+void fs_http_req_probe_free(fs_http_req *req)
+{
+    req_free(req);
+}

@@ -334,4 +334,26 @@ int fs_http_problem(fs_http_resp *resp, unsigned status, const char *code, const
 /** 1 when a response has been set. */
 int fs_http_resp_is_set(const fs_http_resp *resp);
 
+/* ---- routing without a connection (tests, fuzzing) ---- */
+
+/**
+ * Route a request as the server does once its headers are in, without a
+ * connection: `target` is the request target as received ("/path" or
+ * "/path?query", percent-encoded). The path is split and decoded and a route
+ * and method picked; the query is then split as libmicrohttpd splits it
+ * ('&' between parameters, the first '=' between key and value) and decoded.
+ * @param route receives the matched pattern (also on 405), else NULL; borrowed from s.
+ * @param out   when non-NULL and the request would go on (return 0), receives the
+ *              request: fs_http_req_param, fs_http_req_query, fs_http_req_path and
+ *              fs_http_req_route work on it (not the header or body functions).
+ *              Free with fs_http_req_probe_free.
+ * @return 0 when the request would reach its route, else the status of the
+ *         problem the server answers (400 bad path or query, 404, 405, 500).
+ */
+unsigned fs_http_server_probe(const fs_http_server *s, const char *method, const char *target,
+                              const char **route, fs_http_req **out);
+
+/** Free a request from fs_http_server_probe. Accepts NULL. */
+void fs_http_req_probe_free(fs_http_req *req);
+
 #endif

@@ -427,7 +427,6 @@ static int step_result(struct ca_wk *w, struct fs_err *err)
 {
     struct fs_agent_result res;
     json_t *j = NULL;
-    char *text = NULL;
     char path[160];
     char dest[CA_PATH_MAX + FS_AGENT_FILE_NAME_MAX + 2];
     int rc;
@@ -474,18 +473,8 @@ static int step_result(struct ca_wk *w, struct fs_err *err)
         json_object_set_new(j, "bytes_received",
                             json_integer((json_int_t)w->p->rec.bytes_received));
     }
-    text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-    if (text == NULL) {
-        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
-        goto out;
-    }
-    if (snprintf(dest, sizeof dest, "%s/manifest.json", w->p->dir) >= (int)sizeof dest) {
-        rc = fs_err_set(err, FS_EINVAL, "path too long");
-        goto out;
-    }
-    rc = fs_write_file_atomic(dest, text, strlen(text), err);
+    rc = ca_wk_write_manifest(w, j, err);
 out:
-    free(text);
     json_decref(j);
     return rc;
 }
@@ -564,6 +553,7 @@ static int run(struct ca_wk *w, struct fs_err *err)
     double t_err = 0;              /* first of a run of transient errors */
     double t_change = ca_mono_s(); /* last change of the job's position */
     char last_pos[64] = "";
+    unsigned wait_ms = CA_POLL_FIRST_MS; /* the next idle poll's wait (doubles up to poll_ms) */
     int rc;
 
     for (;;) {
@@ -586,6 +576,7 @@ static int run(struct ca_wk *w, struct fs_err *err)
                 if (rc == 0) {
                     fs_agent_driver_done(&w->drv);
                     t_err = 0;
+                    wait_ms = CA_POLL_FIRST_MS;
                     ca_wk_save(w, 0);
                     continue;
                 }
@@ -628,6 +619,9 @@ static int run(struct ca_wk *w, struct fs_err *err)
             /* The join phase waits for partners (hours, by the job's join
              * timeout, which the server enforces): no stall limit there. */
             if (strcmp(pos, last_pos) != 0 || job.phase == FS_AGENT_J_WAITING) {
+                if (strcmp(pos, last_pos) != 0) {
+                    wait_ms = CA_POLL_FIRST_MS;
+                }
                 memcpy(last_pos, pos, sizeof pos);
                 t_change = ca_mono_s();
             } else if (cfg->stall_s > 0 && ca_mono_s() - t_change > (double)cfg->stall_s) {
@@ -650,7 +644,14 @@ static int run(struct ca_wk *w, struct fs_err *err)
             continue;
         }
         ca_wk_save(w, 0);
-        ca_wk_sleep(w, cfg->poll_ms);
+        /* Soon after a step or a change of the job's position the next
+         * change is often close (the short rounds: consistency, unmasking,
+         * the noise exchange, where every party answers at once): poll
+         * again after CA_POLL_FIRST_MS, doubling the wait up to poll_ms. */
+        ca_wk_sleep(w, wait_ms < cfg->poll_ms ? wait_ms : cfg->poll_ms);
+        if (wait_ms < cfg->poll_ms) {
+            wait_ms *= 2;
+        }
     }
 }
 

@@ -26,6 +26,9 @@
 #define CA_STEP_WAIT      1
 #define CA_JSON_BODY_MAX  (16u * 1024 * 1024) /* any JSON document from a server */
 #define CA_NPY_HEADER_CAP 256
+/* First wait between job polls after a step or a change of the job's position
+ * (doubled at each idle poll up to --poll-ms). */
+#define CA_POLL_FIRST_MS 10u
 
 struct ca_wk {
     struct ca_part *p;
@@ -116,6 +119,9 @@ FS_WUR int ca_wk_check_file(const char *dest, const struct fs_agent_file *f, uin
  * reservation spent. If the ledger cannot record it, nothing is uploaded.
  */
 FS_WUR int ca_wk_ledger_before_upload(struct ca_wk *w, struct fs_err *err);
+
+/* Write the participation's manifest.json (j, pretty-printed) atomically. */
+FS_WUR int ca_wk_write_manifest(struct ca_wk *w, const json_t *j, struct fs_err *err);
 
 /* ---- worker_fed.c ---- */
 

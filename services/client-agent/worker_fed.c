@@ -374,9 +374,7 @@ int ca_wk_result_fed(struct ca_wk *w, struct fs_err *err)
     size_t n3 = 0;
     fs_mat *s = NULL;
     fs_mat *vc = NULL;
-    char *text = NULL;
     char path[160];
-    char dest[CA_PATH_MAX + 32];
     json_t *tsq;
     double t0;
     int rc;
@@ -428,18 +426,8 @@ int ca_wk_result_fed(struct ca_wk *w, struct fs_err *err)
     json_object_update(j, info);
     json_object_set(j, "party_timings", w->timings);
     json_object_set_new(j, "party", json_integer(w->p->req.inv.party));
-    text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
-    if (text == NULL) {
-        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
-        goto out;
-    }
-    if (snprintf(dest, sizeof dest, "%s/manifest.json", w->p->dir) >= (int)sizeof dest) {
-        rc = fs_err_set(err, FS_EINVAL, "path too long");
-        goto out;
-    }
-    rc = fs_write_file_atomic(dest, text, strlen(text), err);
+    rc = ca_wk_write_manifest(w, j, err);
 out:
-    free(text);
     free(u3);
     fs_mat_free(s);
     fs_mat_free(vc);

@@ -352,3 +352,21 @@ int ca_wk_check_file(const char *dest, const struct fs_agent_file *f, uint64_t m
     }
     return 0;
 }
+
+int ca_wk_write_manifest(struct ca_wk *w, const json_t *j, struct fs_err *err)
+{
+    char dest[CA_PATH_MAX + 32];
+    char *text = NULL;
+    int rc;
+
+    if (snprintf(dest, sizeof dest, "%s/manifest.json", w->p->dir) >= (int)sizeof dest) {
+        return fs_err_set(err, FS_EINVAL, "path too long");
+    }
+    text = json_dumps(j, JSON_INDENT(2) | JSON_SORT_KEYS);
+    if (text == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = fs_write_file_atomic(dest, text, strlen(text), err);
+    free(text);
+    return rc;
+}

@@ -623,6 +623,52 @@ static void test_route_registration(void)
     fs_http_server_free(s);
 }
 
+/* Routing without a socket (fs_http_server_probe), as the fuzz harness
+ * drives it: statuses, precedence, decoded params and query values. */
+static void test_route_probe(void)
+{
+    fs_http_server *s = NULL;
+    struct fs_err err = {0};
+    const char *pats[] = {"/v1/jobs/{job}", "/v1/jobs/stats", "/v1/jobs/{job}/result/{name}.npy"};
+    const char *route = NULL;
+    fs_http_req *req = NULL;
+
+    CHECK_OK(fs_http_server_new(&s, NULL, &err), &err);
+    if (s == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < sizeof pats / sizeof pats[0]; i++) {
+        struct fs_http_route r = {.method = "GET", .pattern = pats[i], .handler = h_job};
+        CHECK_OK(fs_http_server_route(s, &r, &err), &err);
+    }
+    CHECK(fs_http_server_probe(s, "GET", "/v1/jobs/a%2Cb%20c?x=%41&y&x=2", &route, &req) == 0);
+    CHECK(route != NULL && strcmp(route, "/v1/jobs/{job}") == 0 && req != NULL);
+    if (req != NULL) {
+        CHECK(strcmp(fs_http_req_param(req, "job"), "a,b c") == 0);
+        CHECK(strcmp(fs_http_req_query(req, "x"), "A") == 0);
+        CHECK(strcmp(fs_http_req_query(req, "y"), "") == 0);
+        CHECK(fs_http_req_query(req, "z") == NULL);
+    }
+    fs_http_req_probe_free(req);
+    CHECK(fs_http_server_probe(s, "GET", "/v1/jobs/stats", &route, NULL) == 0);
+    CHECK(route != NULL && strcmp(route, "/v1/jobs/stats") == 0);
+    CHECK(fs_http_server_probe(s, "HEAD", "/v1/jobs/j/result/U.npy", &route, &req) == 0);
+    if (req != NULL) {
+        CHECK(strcmp(fs_http_req_param(req, "name"), "U") == 0);
+    }
+    fs_http_req_probe_free(req);
+    CHECK(fs_http_server_probe(s, "POST", "/v1/jobs/j", &route, &req) == 405 && req == NULL);
+    CHECK(route != NULL && strcmp(route, "/v1/jobs/{job}") == 0);
+    CHECK(fs_http_server_probe(s, "GET", "/v1/jobs/j/result/.npy", &route, NULL) == 404);
+    CHECK(fs_http_server_probe(s, "GET", "/v1/jobs/%2e%2e", &route, NULL) == 400);
+    CHECK(fs_http_server_probe(s, "GET", "/v1/jobs/a%2Fb", &route, NULL) == 400);
+    CHECK(fs_http_server_probe(s, "GET", "/v1/jobs/%zz", &route, NULL) == 400);
+    CHECK(fs_http_server_probe(s, "GET", "/v1/jobs/%00", &route, NULL) == 400);
+    CHECK(fs_http_server_probe(s, "GET", "/v1/jobs/j?a=%4", &route, NULL) == 400);
+    CHECK(fs_http_server_probe(s, "GET", "/nope", &route, NULL) == 404 && route == NULL);
+    fs_http_server_free(s);
+}
+
 /* ------------------------------------------------------------ HTTP tests */
 
 static void test_json_echo(void)
@@ -1962,6 +2008,7 @@ int main(void)
     RUN(test_auth_unit);
     RUN(test_parse_listen);
     RUN(test_route_registration);
+    RUN(test_route_probe);
     /* every request line, each at its own level (test_request_log) */
     fs_log_set_level(FS_LOG_DEBUG);
     if (start_server() != 0) {

@@ -497,6 +497,13 @@ static void test_job_spec(void)
          "422"},
         {"{\"algorithm\":\"secure-sum\",\"parties\":3,\"shape\":[2,2],\"server_url\":\"ftp://x\"}",
          "422"},
+        /* found by fuzzing: trimmed to "http:", which the spec's encoding could not decode */
+        {"{\"algorithm\":\"secure-sum\",\"parties\":3,\"shape\":[2,2],\"allow_unpinned\":true,"
+         "\"server_url\":\"http:///\"}",
+         "422"},
+        {"{\"algorithm\":\"secure-sum\",\"parties\":3,\"shape\":[2,2],\"allow_unpinned\":true,"
+         "\"server_url\":\"https://\"}",
+         "422"},
         {"{\"algorithm\":\"secure-sum\",\"parties\":\"3\",\"shape\":[2,2]}", "400"},
         {"{\"algorithm\":\"secure-sum\",\"shape\":[2,2]}", "400"},
         {"{\"algorithm\":\"secure-sum\",\"parties\":3,\"shape\":[2]}", "400"},

@@ -1,0 +1,193 @@
+/* The noise-exchange messages of fedpower-utility (lib/proto/noise_exchange.c)
+ * in both modes (seed, elementwise), on small Paillier keys made once per
+ * process. The first input byte picks the message, the rest is its bytes:
+ *   0 / 1  a public key the party imports (fs_noisex_client_new), seed / elementwise;
+ *   2 / 3  a selector the party answers (respond_seed / respond_noise);
+ *   4 / 5  party 1's response in a fresh round the server closes
+ *          (add_response, then finish with honest parties 2 and 3).
+ * Set FUZZ_NOISEX_SEEDS=DIR to write one valid message of each kind
+ * there (made with this process's keys) as seed inputs. */
+#include "fuzz.h"
+
+#include "lib/proto/noise_exchange.h"
+
+#define NX_BITS    512
+#define NX_PARTIES 3
+#define NX_LEN     8
+
+struct nx {
+    struct fs_noisex_params p;
+    fs_noisex_server *s;
+    fs_noisex_client *c;
+    uint8_t *pk;
+    size_t pk_len, ct_len, resp_len;
+    uint32_t round;
+};
+
+static struct nx g_nx[2];
+static uint8_t g_seed[FS_NOISEX_SEED_LEN] = {1, 2, 3};
+static int64_t g_noise[NX_LEN] = {1, -1, 500, -500, 0, 77, -77, 3};
+
+static void die(const char *what, const struct fs_err *err)
+{
+    fprintf(stderr, "fuzz_noisex: %s: %s\n", what, err->msg);
+    abort();
+}
+
+static int respond(struct nx *x, const uint8_t *sel, size_t sel_len, uint8_t *out,
+                   struct fs_err *err)
+{
+    if (x->p.mode == FS_NOISEX_SEED) {
+        return fs_noisex_client_respond_seed(x->c, sel, sel_len, g_seed, out, x->resp_len, err);
+    }
+    return fs_noisex_client_respond_noise(x->c, sel, sel_len, g_noise, NX_LEN, out, x->resp_len,
+                                          err);
+}
+
+static void write_seed(const char *dir, const char *name, uint8_t op, const uint8_t *b, size_t n)
+{
+    char path[4096];
+    FILE *f = NULL;
+
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    f = fopen(path, "wb");
+    if (f == NULL || fwrite(&op, 1, 1, f) != 1 || fwrite(b, 1, n, f) != n || fclose(f) != 0) {
+        perror(path);
+        abort();
+    }
+}
+
+static void setup(void)
+{
+    static int done = 0;
+    struct fs_err err = {0};
+    const char *dir = getenv("FUZZ_NOISEX_SEEDS");
+
+    if (done) {
+        return;
+    }
+    done = 1;
+    for (int m = 0; m < 2; m++) {
+        struct nx *x = &g_nx[m];
+        uint32_t ids[NX_PARTIES] = {1, 2, 3};
+        x->p.mode = m == 0 ? FS_NOISEX_SEED : FS_NOISEX_ELEMENTWISE;
+        x->p.parties = NX_PARTIES;
+        x->p.noise_len = NX_LEN;
+        x->p.value_bits = 20;
+        if (fs_noisex_server_new(&x->p, NX_BITS, &x->s, &err) != 0) {
+            die("server", &err);
+        }
+        x->pk_len = fs_noisex_server_pk_size(x->s);
+        x->ct_len = fs_noisex_server_ct_size(x->s);
+        x->resp_len = fs_noisex_server_response_size(x->s);
+        x->pk = malloc(x->pk_len);
+        if (x->pk == NULL || fs_noisex_server_pk_export(x->s, x->pk, x->pk_len, &err) != 0 ||
+            fs_noisex_client_new(&x->p, x->pk, x->pk_len, &x->c, &err) != 0) {
+            die("key", &err);
+        }
+        if (dir != NULL) {
+            uint8_t *sel = malloc(x->ct_len);
+            uint8_t *resp = malloc(x->resp_len);
+            x->round++;
+            if (sel == NULL || resp == NULL ||
+                fs_noisex_server_begin(x->s, x->round, ids, NX_PARTIES, &err) != 0 ||
+                fs_noisex_server_selector(x->s, 1, sel, x->ct_len, &err) != 0 ||
+                respond(x, sel, x->ct_len, resp, &err) != 0) {
+                die("seed", &err);
+            }
+            write_seed(dir, m == 0 ? "pk-seed" : "pk-elementwise", (uint8_t)m, x->pk, x->pk_len);
+            write_seed(dir, m == 0 ? "selector-seed" : "selector-elementwise", (uint8_t)(2 + m),
+                       sel, x->ct_len);
+            write_seed(dir, m == 0 ? "response-seed" : "response-elementwise", (uint8_t)(4 + m),
+                       resp, x->resp_len);
+            free(sel);
+            free(resp);
+        }
+    }
+}
+
+static void import_pk(struct nx *x, const uint8_t *b, size_t n)
+{
+    struct fs_err err = {0};
+    fs_noisex_client *c = NULL;
+
+    if (fs_noisex_client_new(&x->p, b, n, &c, &err) == 0) {
+        FUZZ_CHECK(fs_noisex_client_ct_size(c) > 0);
+    } else {
+        FUZZ_CHECK(c == NULL && err.msg[0] != '\0');
+    }
+    fs_noisex_client_free(c);
+}
+
+static void answer(struct nx *x, const uint8_t *b, size_t n)
+{
+    struct fs_err err = {0};
+    uint8_t *out = malloc(x->resp_len);
+
+    FUZZ_CHECK(out != NULL);
+    (void)respond(x, b, n, out, &err);
+    free(out);
+}
+
+/* A round in which party 1 sends b; parties 2 and 3 answer honestly. */
+static void round_with(struct nx *x, const uint8_t *b, size_t n)
+{
+    struct fs_err err = {0};
+    struct fs_noisex_result res;
+    uint32_t ids[NX_PARTIES] = {1, 2, 3};
+    uint8_t *sel = malloc(x->ct_len);
+    uint8_t *resp = malloc(x->resp_len);
+    int rc = 0;
+
+    FUZZ_CHECK(sel != NULL && resp != NULL);
+    memset(&res, 0, sizeof res);
+    x->round++;
+    if (fs_noisex_server_begin(x->s, x->round, ids, NX_PARTIES, &err) != 0) {
+        die("begin", &err);
+    }
+    rc = fs_noisex_server_add_response(x->s, 1, b, n, &err);
+    FUZZ_CHECK(rc == 0 || fs_noisex_server_has_response(x->s, 1) == 0);
+    if (rc == 0) {
+        /* the same bytes again are accepted */
+        FUZZ_CHECK(fs_noisex_server_add_response(x->s, 1, b, n, &err) == 0);
+    }
+    for (uint32_t id = 2; id <= NX_PARTIES; id++) {
+        if (fs_noisex_server_selector(x->s, id, sel, x->ct_len, &err) != 0 ||
+            respond(x, sel, x->ct_len, resp, &err) != 0 ||
+            fs_noisex_server_add_response(x->s, id, resp, x->resp_len, &err) != 0) {
+            die("honest party", &err);
+        }
+    }
+    rc = fs_noisex_server_finish(x->s, &res, &err);
+    if (rc == 0) {
+        FUZZ_CHECK(res.removed <= NX_PARTIES - 1);
+        for (size_t q = 0; q < res.removed; q++) {
+            FUZZ_CHECK(res.ids[q] >= 1 && res.ids[q] <= NX_PARTIES && res.ids[q] != res.chosen);
+        }
+    }
+    fs_noisex_result_clear(&res);
+    free(sel);
+    free(resp);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (size < 1 || size > FUZZ_MAX_INPUT) {
+        return 0;
+    }
+    setup();
+    switch (data[0] % 6) {
+    case 0:
+    case 1:
+        import_pk(&g_nx[data[0] % 2], data + 1, size - 1);
+        break;
+    case 2:
+    case 3:
+        answer(&g_nx[data[0] % 2], data + 1, size - 1);
+        break;
+    default:
+        round_with(&g_nx[data[0] % 2], data + 1, size - 1);
+        break;
+    }
+    return 0;
+}
