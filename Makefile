@@ -102,7 +102,7 @@ $(shell mkdir -p $(BUILD) && v='$(FS_VERSION) $(FS_REVISION)' && \
         { [ "$$(cat $(VERSION_STAMP) 2>/dev/null)" = "$$v" ] || printf '%s\n' "$$v" > $(VERSION_STAMP); })
 
 .PHONY: all deps lib tests benches fuzz fuzzers fuzz-deps test test-unit test-asan test-cli test-valgrind bench demo demo-lsa clean format format-check \
-        contract-deps test-integration test-contract deploy-deps test-deploy browser-deps test-browser
+        contract-deps test-integration test-chaos test-contract deploy-deps test-deploy browser-deps test-browser
 
 all: $(LIBA) $(FEDSVD) $(SVC_BINS)
 
@@ -157,12 +157,13 @@ $(BUILD)/fuzzers/%: $(BUILD)/obj/tests/fuzz/%.o $(LIBA)
 
 fuzzers: $(FUZZ_NAMES:%=$(BUILD)/fuzzers/%)
 
-# Each harness for FUZZ_SECONDS (default 60) from its corpus (tests/fuzz/corpus/<name>;
-# new inputs go to $(BUILD)/fuzz/corpus/<name>, crashes to $(BUILD)/fuzz/crashes/).
+# Each harness for FUZZ_SECONDS (default 60), or for FUZZ_RUNS executions when
+# that is set, from its corpus (tests/fuzz/corpus/<name>; new inputs go to
+# $(BUILD)/fuzz/corpus/<name>, crashes to $(BUILD)/fuzz/crashes/).
 # FUZZ_TARGETS="fuzz_npy fuzz_http" runs some only.
 fuzz: fuzz-deps
 	$(MAKE) BUILD=$(BUILD)/fuzz FUZZING=1 fuzzers
-	FUZZ_SECONDS=$(FUZZ_SECONDS) tests/fuzz/fuzz.sh $(BUILD)/fuzz $(FUZZ_TARGETS)
+	FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_RUNS=$(FUZZ_RUNS) tests/fuzz/fuzz.sh $(BUILD)/fuzz $(FUZZ_TARGETS)
 
 fuzz-deps:
 	@$(MAKE) --no-print-directory deps DEB_ALL="$(DEB_FUZZ)"
@@ -223,6 +224,10 @@ test-deploy: all deploy-deps
 
 test-integration: all
 	tests/integration/run.sh $(BUILD)/bin
+
+# The whole crash matrix (tests/chaos/matrix.txt); `make test` runs its quick part.
+test-chaos: all
+	CHAOS_FULL=1 tests/chaos/run.sh $(BUILD)/bin
 
 test-contract: all contract-deps
 	tests/contract/run.sh $(BUILD)/bin

@@ -321,6 +321,22 @@ int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err 
     if (rc != 0) {
         return rc;
     }
+    out->secagg = FS_JOB_SECAGG_FULL;
+    v = json_object_get(j, "secagg");
+    if (v != NULL && !json_is_null(v) &&
+        (!json_is_string(v) || fs_job_secagg_parse(json_string_value(v), &out->secagg) != 0)) {
+        return fs_err_set(err, FS_EFORMAT, "job.secagg: expected \"full\" or \"plus\"");
+    }
+    if (json_object_get(j, "secagg_degree") != NULL) {
+        rc = get_u32(j, "secagg_degree", 0, FS_SECAGG_MAX_PARTIES, &out->secagg_degree, what, err);
+    }
+    if (rc == 0 && json_object_get(j, "secagg_share_threshold") != NULL) {
+        rc = get_u32(j, "secagg_share_threshold", 0, FS_SECAGG_MAX_PARTIES, &out->secagg_share_t,
+                     what, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
     v = json_object_get(j, "error");
     if (json_is_string(v)) {
         /* truncated, and made printable: it ends up in our own logs and API */
@@ -330,6 +346,25 @@ int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err 
                 *p = ' ';
             }
         }
+    }
+    return 0;
+}
+
+int fs_agent_job_secagg_config(const struct fs_agent_job *job, struct fs_secagg_config *cfg,
+                               struct fs_err *err)
+{
+    int rc = fs_job_secagg_config(job->secagg, cfg, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    if ((job->secagg_degree != 0 || job->secagg_share_t != 0) &&
+        (job->secagg_degree != cfg->degree || job->secagg_share_t != cfg->share_t)) {
+        return fs_err_set(err, FS_EINVAL,
+                          "the job's secure aggregation graph (degree %u, share threshold %u) is "
+                          "not the one SecAgg+ calls for with %u parties (degree %u, threshold %u)",
+                          job->secagg_degree, job->secagg_share_t, cfg->n, cfg->degree,
+                          cfg->share_t);
     }
     return 0;
 }

@@ -71,6 +71,9 @@ struct fs_agent_job {
     uint32_t threshold;
     uint64_t rows;
     uint64_t cols;
+    int secagg;              /* enum fs_job_secagg: "secagg", FULL when absent (older servers) */
+    uint32_t secagg_degree;  /* "secagg_degree" (plus), 0 when absent */
+    uint32_t secagg_share_t; /* "secagg_share_threshold" (plus), 0 when absent */
     char error[FS_AGENT_ERROR_MAX];
 };
 
@@ -80,6 +83,15 @@ struct fs_agent_job {
  * @return 0 or FS_EFORMAT naming the field.
  */
 FS_WUR int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err *err);
+
+/**
+ * Set cfg's SecAgg+ fields (cfg->n set) for the job's "secagg" mode,
+ * computed here, and refuse (FS_EINVAL) a job whose published degree or
+ * share threshold differ from them: a server cannot hand the parties a
+ * thinner graph than the mode's parameters call for.
+ */
+FS_WUR int fs_agent_job_secagg_config(const struct fs_agent_job *job, struct fs_secagg_config *cfg,
+                                      struct fs_err *err);
 
 /** The driver's view of a decoded job status (borrows job->error). */
 void fs_agent_job_view(const struct fs_agent_job *job, struct fs_agent_job_view *view);

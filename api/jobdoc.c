@@ -247,6 +247,9 @@ int fs_job_status_decode(const json_t *j, struct fs_job_status *out, struct fs_e
         (rc = uint_member(j, "job", "bytes_out", 0, UINT64_MAX, &out->bytes_out, err)) != 0 ||
         (rc = timings_member(j, out, err)) != 0 || (rc = deadline_member(j, out, err)) != 0 ||
         (rc = str_member(j, "job", "created_at", 0, 1, out->created_at, sizeof out->created_at,
+                         err)) != 0 ||
+        (rc = str_member(j, "job", "secagg", 0, 1, out->secagg, sizeof out->secagg, err)) != 0 ||
+        (rc = u32_member(j, "job", "secagg_degree", 0, FS_JOB_MAX_PARTIES, &out->secagg_degree,
                          err)) != 0) {
         return rc;
     }

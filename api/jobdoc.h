@@ -50,7 +50,9 @@ struct fs_job_status {
     uint32_t aggregation;           /* 0-based */
     uint32_t aggregations;
     uint32_t parties, threshold;
-    int has_shape; /* "shape" [rows, cols] given */
+    char secagg[8];         /* "full", "plus" (as sent, cut); "" when absent */
+    uint32_t secagg_degree; /* plus: neighbours per party; 0 when absent */
+    int has_shape;          /* "shape" [rows, cols] given */
     uint64_t rows, cols;
     uint32_t present[FS_JOB_MAX_PARTIES]; /* party ids, as sent */
     size_t npresent;

@@ -800,6 +800,76 @@ static int spec_pins(const json_t *j, struct fs_job_spec *out, struct fs_err *er
     return rc;
 }
 
+const char *fs_job_secagg_name(int mode)
+{
+    return mode == FS_JOB_SECAGG_FULL ? "full" : mode == FS_JOB_SECAGG_PLUS ? "plus" : "auto";
+}
+
+int fs_job_secagg_parse(const char *name, int *out)
+{
+    if (name != NULL && strcmp(name, "full") == 0) {
+        *out = FS_JOB_SECAGG_FULL;
+        return 0;
+    }
+    if (name != NULL && strcmp(name, "plus") == 0) {
+        *out = FS_JOB_SECAGG_PLUS;
+        return 0;
+    }
+    return -1;
+}
+
+int fs_job_secagg_default(uint32_t parties)
+{
+    uint32_t k = 0;
+    uint32_t t = 0;
+
+    /* plus only where its graph has fewer edges than the full one */
+    if (parties < FS_SECAGG_PLUS_MIN_N ||
+        fs_secagg_plus_params(parties, FS_SECAGG_PLUS_GAMMA, FS_SECAGG_PLUS_DELTA, &k, &t, NULL) !=
+            0 ||
+        k >= parties - 1) {
+        return FS_JOB_SECAGG_FULL;
+    }
+    return FS_JOB_SECAGG_PLUS;
+}
+
+int fs_job_secagg_config(int mode, struct fs_secagg_config *cfg, struct fs_err *err)
+{
+    cfg->degree = 0;
+    cfg->share_t = 0;
+    if (mode != FS_JOB_SECAGG_PLUS) {
+        return 0;
+    }
+    return fs_secagg_config_plus(cfg, err);
+}
+
+/* "secagg": "full" | "plus", absent or null: the default for the number of parties. */
+static int secagg_field(const json_t *j, uint32_t parties, int *out, struct fs_err *err)
+{
+    const json_t *v = json_object_get(j, "secagg");
+    struct fs_secagg_config cfg;
+    struct fs_err why;
+
+    if (v == NULL || json_is_null(v)) {
+        *out = fs_job_secagg_default(parties);
+        return 0;
+    }
+    if (!json_is_string(v)) {
+        return fs_err_set(err, FS_EFORMAT, "secagg: expected \"full\" or \"plus\"");
+    }
+    if (fs_job_secagg_parse(json_string_value(v), out) != 0) {
+        return fs_err_set(err, FS_EINVAL, "secagg: expected \"full\" or \"plus\"");
+    }
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n = parties;
+    fs_err_clear(&why);
+    if (*out == FS_JOB_SECAGG_PLUS && fs_job_secagg_config(*out, &cfg, &why) != 0) {
+        return fs_err_set(err, FS_EINVAL, "secagg: \"plus\" is not possible for %u parties (%s)",
+                          parties, why.msg);
+    }
+    return 0;
+}
+
 static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
                        struct fs_err *err)
 {
@@ -808,6 +878,7 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
                                        "parties",
                                        "threshold",
                                        "allow_low_threshold",
+                                       "secagg",
                                        "shape",
                                        "round_timeout_s",
                                        "join_timeout_s",
@@ -909,6 +980,10 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
                           "two different views and unmask an input; set allow_low_threshold to "
                           "true to accept it anyway",
                           out->threshold, out->parties / 2 + 1, out->parties);
+    }
+    rc = secagg_field(j, out->parties, &out->secagg, err);
+    if (rc != 0) {
+        return rc;
     }
     if (fs_algo_is_power(out->algo)) {
         rc = power_shape(j, max_elements, out, err);
@@ -1059,6 +1134,8 @@ json_t *fs_job_spec_encode(const struct fs_job_spec *s)
         json_object_set_new(o, "allow_unpinned", json_boolean(s->allow_unpinned)) != 0 ||
         (s->allow_low_threshold &&
          json_object_set_new(o, "allow_low_threshold", json_true()) != 0) ||
+        (s->secagg != FS_JOB_SECAGG_AUTO &&
+         json_object_set_new(o, "secagg", json_string(fs_job_secagg_name(s->secagg))) != 0) ||
         (s->has_pins && json_object_set_new(o, "party_keys",
                                             fs_job_party_keys_encode(
                                                 (const uint8_t(*)[FS_JOB_KEY_LEN])s->party_keys,

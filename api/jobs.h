@@ -14,6 +14,7 @@
 #include "../lib/net/auth.h"
 #include "../lib/proto/fedpower.h"
 #include "../lib/proto/job.h"
+#include "../lib/proto/secagg.h"
 
 #define FS_JOB_ID_MAX               64  /* job id string, without NUL */
 #define FS_JOB_NAME_MAX             128 /* bytes */
@@ -86,6 +87,29 @@ struct fs_job_fedpower {
     uint8_t z0_seed[32];    /* public seed of Z_0 ("z0_seed": 64 lower-case hex) */
 };
 
+/* How the job's secure aggregation masks ("secagg" on the wire): every pair
+ * of parties (Bonawitz et al. 2017), or SecAgg+ neighbours only (Bell et al.
+ * 2020; lib/proto/secagg.h). AUTO only in a spec not yet decoded (the
+ * decoder resolves it: plus from FS_SECAGG_PLUS_MIN_N parties when the
+ * neighbour graph is smaller than the full one, full below). */
+enum fs_job_secagg { FS_JOB_SECAGG_AUTO = 0, FS_JOB_SECAGG_FULL = 1, FS_JOB_SECAGG_PLUS = 2 };
+
+/** "full", "plus" ("auto" for FS_JOB_SECAGG_AUTO). */
+const char *fs_job_secagg_name(int mode);
+
+/** "full" / "plus" into *out. @return 0, or -1 for any other string (or NULL). */
+int fs_job_secagg_parse(const char *name, int *out);
+
+/** The mode a job of `parties` gets when its spec does not say. */
+int fs_job_secagg_default(uint32_t parties);
+
+/**
+ * The lib/proto SecAgg configuration's graph fields for a job's mode:
+ * cfg->degree and cfg->share_t from cfg->n (FS_JOB_SECAGG_PLUS), or zero
+ * (full). @return 0 or FS_EINVAL (plus impossible for cfg->n parties).
+ */
+FS_WUR int fs_job_secagg_config(int mode, struct fs_secagg_config *cfg, struct fs_err *err);
+
 struct fs_job_spec {
     enum fs_algo algo;                   /* "algorithm" on the wire (fs_algo_name) */
     char name[FS_JOB_NAME_MAX + 1];      /* "" when absent */
@@ -93,6 +117,7 @@ struct fs_job_spec {
     uint32_t threshold;                  /* 1..parties; default floor(parties/2)+1 */
     int allow_low_threshold;             /* 1: a threshold below floor(parties/2)+1 is
                                             accepted (refused by default: see docs) */
+    int secagg;                          /* enum fs_job_secagg; decoded specs: FULL or PLUS */
     uint64_t rows, cols;                 /* secure-sum: every party's matrix shape;
                                             fedsvd/fedpca: the pooled matrix, N x d */
     uint32_t round_timeout_s;            /* default 60 */

@@ -50,16 +50,29 @@
 #             the largest client-agent
 #   ref       for 2 x 10000 only: 43.9 s (the FedSVD steps of Chai et al.'s
 #             reference code, docs/references.md) / fed wall (target >= 5)
+# and a line per run with
+#   ingest    K*N*d*8 bytes of masked uploads / the masked_input phase of the
+#             wall run (GB/s: the rate the aggregation server took the
+#             uploads in, as fast as the parties produced them), beside a
+#             plain in-memory sum of the same number of words on 1 and on
+#             all cores, measured in the same invocation (BUILD/bench/
+#             bench_ingest K N*d ... plain; `make benches` builds it)
+#   agg peak  the aggregation-server's peak resident memory (VmHWM, which
+#             includes some 15 MB of mapped shared libraries) in units of
+#             N*d*8 (target <= 1.2)
 # Each timed command starts after a `sync`, so no earlier command's file
 # writeback (the 80 MB and larger outputs of the runs before) runs during it.
 # Timings are noisy on a shared machine: FEDSVD_BENCH_REPEAT=R runs every
 # configuration R times and prints every run (best and spread by eye).
 #
-# Usage: bench/bench_fedsvd_services.sh [BUILD] [KxN ...]
-#        (default build; 10x10000 10x50000 2x10000)
+# Usage: bench/bench_fedsvd_services.sh [BUILD] [KxN[xD] ...]
+#        (default build; 10x10000 10x50000 2x10000 50x20000x200; D overrides
+#        FEDSVD_BENCH_D for that configuration)
 # Env:   FEDSVD_BENCH_REPEAT (default 1), FEDSVD_BENCH_D (default 1000),
 #        FEDSVD_BENCH_FED_THREADS (BLAS threads of the federated processes, default 1),
-#        FEDSVD_BENCH_ARGS (extra `fedsvd local` options, e.g. --block-size 2048)
+#        FEDSVD_BENCH_ARGS (extra `fedsvd local` options, e.g. --block-size 2048),
+#        FEDSVD_BENCH_CRIT=0 skips the one-BLAS-thread run (crit shows its
+#        figures from the wall run instead)
 # Prints figures and ratios; asserts nothing. Exits non-zero only if a step
 # cannot run.
 set -u
@@ -67,11 +80,12 @@ cd "$(dirname "$0")/.." || exit 1
 build=${1:-build}
 shift || true
 configs=("$@")
-[ "${#configs[@]}" -gt 0 ] || configs=(10x10000 10x50000 2x10000)
+[ "${#configs[@]}" -gt 0 ] || configs=(10x10000 10x50000 2x10000 50x20000x200)
 repeat=${FEDSVD_BENCH_REPEAT:-1}
 d=${FEDSVD_BENCH_D:-1000}
 extra=${FEDSVD_BENCH_ARGS:-}
 fed_threads=${FEDSVD_BENCH_FED_THREADS:-1}
+crit_run=${FEDSVD_BENCH_CRIT:-1}
 fedsvd="$build/bin/fedsvd"
 if [ ! -x "$fedsvd" ]; then
     echo "$fedsvd not built; skipped"
@@ -86,7 +100,7 @@ trap 'rm -rf "$tmp"' EXIT
 
 now() { date +%s.%N; }
 
-echo "FedSVD with real services (fedsvd local), d = $d, power-law alpha = 1; seconds wall-clock."
+echo "FedSVD with real services (fedsvd local), d = $d unless the configuration says KxNxD, power-law alpha = 1; seconds wall-clock."
 echo "crit = M + P + S in CPU seconds (user + system) of the masking-server, the slowest"
 echo "  client-agent and the aggregation-server: each process's own work, counted one after"
 echo "  the other on one core each; its ratio is against the 1-core central run."
@@ -98,7 +112,10 @@ printf '%-8s %-4s %15s %6s %19s %-26s %11s %-30s %s\n' config run "central [svd]
 status=0
 for cfg in "${configs[@]}"; do
     k=${cfg%%x*}
-    n=${cfg#*x}
+    rest=${cfg#*x}
+    n=${rest%%x*}
+    d=${FEDSVD_BENCH_D:-1000}
+    [ "$rest" = "$n" ] || d=${rest#*x}
     dir="$tmp/$cfg"
     mkdir -p "$dir"
     if ! "$fedsvd" gen powerlaw --rows "$n" --cols "$d" --seed 1 --out "$dir/x.npy" \
@@ -143,7 +160,9 @@ for cfg in "${configs[@]}"; do
         t2=$(now)
         # the critical-path run: every process on one BLAS thread
         # shellcheck disable=SC2086
-        if ! OPENBLAS_NUM_THREADS=$fed_threads "$fedsvd" local --algorithm fedsvd "${parties[@]}" \
+        if [ "$crit_run" = 0 ]; then
+            cp -r "$dir/fed" "$dir/fed1"
+        elif ! OPENBLAS_NUM_THREADS=$fed_threads "$fedsvd" local --algorithm fedsvd "${parties[@]}" \
             --out "$dir/fed1" --bin-dir "$build/bin" --format json $extra >"$dir/fed1.json" \
             2>"$dir/fed1.err"; then
             echo "$cfg: fedsvd local (one BLAS thread) failed:"
@@ -151,9 +170,14 @@ for cfg in "${configs[@]}"; do
             status=1
             continue
         fi
+        plain="plain_gbs 1 NaN 0 NaN"
+        if [ -x "$build/bench/bench_ingest" ]; then
+            plain=$("$build/bench/bench_ingest" "$k" "$((n * d))" 1048576 plain 2>/dev/null) ||
+                plain="plain_gbs 1 NaN 0 NaN"
+        fi
         node -e '
 const fs = require("fs");
-const [svdf, sumf, sum1f, cfg, run, k, n, d, tc, tc1, tf] = process.argv.slice(1);
+const [svdf, sumf, sum1f, cfg, run, k, n, d, tc, tc1, tf, plain] = process.argv.slice(1);
 const svd = JSON.parse(fs.readFileSync(svdf, "utf8"));
 const s = JSON.parse(fs.readFileSync(sumf, "utf8"));
 const s1 = JSON.parse(fs.readFileSync(sum1f, "utf8"));
@@ -215,6 +239,15 @@ console.log("         wall run: CPU seconds of all " + (s.processes || []).lengt
 console.log("         crit / central (all cores) " + (crit / central).toFixed(2) +
   "; M + P + S of the wall run (default threads) " + critWall.toFixed(2) +
   "; fed wall / 1-core central " + (wall / central1).toFixed(2));
+{
+  const pl = String(plain).trim().split(/\s+/);
+  const ingest = Number(k) * nd8 / num(ph.masked_input) / 1e9;
+  console.log("         ingest " + ingest.toFixed(2) + " GB/s (" + (Number(k) * nd8 / 1e9).toFixed(2) +
+    " GB in masked_input " + num(ph.masked_input).toFixed(2) + " s); plain in-memory sum of the same words " +
+    Number(pl[2]).toFixed(2) + " GB/s on 1 core, " + Number(pl[4]).toFixed(2) + " GB/s on " + pl[3] +
+    "; agg peak " + (aggRss / nd8).toFixed(2) + " x N*d*8 (target <= 1.2 " + mark(aggRss / nd8 <= 1.2) +
+    "); ratio to central " + (wall / central).toFixed(2));
+}
 console.log("         wall: slowest key download " + num(ph.party_keys).toFixed(2) +
   ", server-only phases " + (num(ph.consistency) + num(ph.unmasking) + num(ph.factorizing)).toFixed(2) +
   "; rank " + s.rank + "; central svd reconstruction error " +
@@ -223,7 +256,7 @@ console.log("         wall: slowest key download " + num(ph.party_keys).toFixed(
 ' "$dir/svd.json" "$dir/fed/summary.json" "$dir/fed1/summary.json" "$cfg" "$run" "$k" "$n" "$d" \
             "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
             "$(awk -v a="$t1s" -v b="$t1c" 'BEGIN { print b - a }')" \
-            "$(awk -v a="$t1cs" -v b="$t2" 'BEGIN { print b - a }')" || status=1
+            "$(awk -v a="$t1cs" -v b="$t2" 'BEGIN { print b - a }')" "$plain" || status=1
         rm -rf "$dir/fed" "$dir/fed1" "$dir/svd" "$dir/svd1"
     done
     rm -rf "$dir"

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cmd_lsa.h"
 #include "jobdoc.h"
 #include "jobs.h"
 #include "maskset.h"
@@ -52,7 +53,8 @@ static void create_help(void)
 {
     printf("Usage: fedsvd job create --server URL --admin-token-file F --algorithm secure-sum\n"
            "                         --parties K --shape R,C [--threshold T]\n"
-           "                         [--allow-low-threshold] [--round-timeout S]\n"
+           "                         [--allow-low-threshold] [--secagg full|plus]\n"
+           "                         [--round-timeout S]\n"
            "                         [--join-timeout S]\n"
            "                         [--name LABEL] [--public-url URL] [--out-dir DIR]\n"
            "                         [--format text|json]\n"
@@ -62,6 +64,8 @@ static void create_help(void)
            "                         --masking-server URL --masking-token-file F [--k K]\n"
            "                         [--method exact|randomized] [--standardize]\n"
            "                         [--allow-dropouts] [--block-size C] [...as above]\n"
+           "       fedsvd job create --algorithm lsa ... (text: 'fedsvd job create --algorithm\n"
+           "                         lsa --help')\n"
            "       fedsvd job create --server URL --admin-token-file F --algorithm fedpower|\n"
            "                         fedpower-utility|fedpower-private|dp-ppm --cols D\n"
            "                         --party-sizes S1,S2,... --k K [--allow-dropouts]\n"
@@ -85,7 +89,8 @@ static void create_help(void)
     conn_help("admin-token-file F", "admin");
     printf(
         "  --algorithm A          secure-sum, fedsvd, fedpca, fedpower, fedpower-utility,\n"
-        "                         fedpower-private or dp-ppm\n"
+        "                         fedpower-private or dp-ppm; lsa: both jobs of a federated\n"
+        "                         text analysis ('fedsvd job create --algorithm lsa --help')\n"
         "  --parties K            number of parties, 1..1000 (fedsvd/fedpca: optional, the\n"
         "                         length of --party-sizes)\n"
         "  --shape R,C            secure-sum: every party's matrix shape (rows,cols);\n"
@@ -116,6 +121,9 @@ static void create_help(void)
         "  --allow-low-threshold  accept a --threshold below floor(K/2)+1: then two disjoint\n"
         "                         halves of the parties could each complete an aggregation,\n"
         "                         and a malicious server could unmask an input (tests only)\n"
+        "  --secagg full|plus     secure aggregation masks with every other party (full) or\n"
+        "                         with O(log K) neighbours of a random graph (plus, SecAgg+;\n"
+        "                         default plus from 20 parties, full below)\n"
         "  --round-timeout S      seconds (integer) a round waits for missing parties\n"
         "                         before counting them as dropped (server default 60); it\n"
         "                         starts once every party has joined\n"
@@ -347,6 +355,12 @@ static void print_job_text(const struct fs_job_status *st)
            (unsigned long)st->aggregations);
     printf("%-12s %lu (threshold %lu)\n", "parties", (unsigned long)st->parties,
            (unsigned long)st->threshold);
+    if (st->secagg_degree > 0) {
+        printf("%-12s %s (%lu neighbours per party)\n", "secagg", st->secagg,
+               (unsigned long)st->secagg_degree);
+    } else if (st->secagg[0] != '\0') {
+        printf("%-12s %s\n", "secagg", st->secagg);
+    }
     if (st->has_shape) {
         printf("%-12s %llu x %llu\n", "shape", (unsigned long long)st->rows,
                (unsigned long long)st->cols);
@@ -489,6 +503,7 @@ static int post_job(const char *cmd, const char *server, const char *tok,
 struct create_args {
     const char *server, *tok, *alg, *parties, *shape, *thr, *rt, *jt, *name, *pub, *outdir;
     const char *format, *ca, *part, *sizes, *k, *method, *msrv, *mtok, *mpub, *block, *cols;
+    const char *secagg;
     int standardize, allow_dropouts, allow_unpinned, allow_low;
     const char *pkeys[CLI_LIST_MAX + 1];
     struct orch_power_opts po;
@@ -521,6 +536,9 @@ static int common_spec(const char *cmd, const struct create_args *a, struct fs_j
         (a->pub != NULL && strlen(a->pub) > FS_JOB_URL_MAX)) {
         return cli_usage_error(cmd, "--name is at most %d bytes, --public-url %d", FS_JOB_NAME_MAX,
                                FS_JOB_URL_MAX);
+    }
+    if (a->secagg != NULL && fs_job_secagg_parse(a->secagg, &spec->secagg) != 0) {
+        return cli_usage_error(cmd, "--secagg: expected full or plus, got '%s'", a->secagg);
     }
     spec->threshold = (uint32_t)thr; /* 0: the server's default */
     spec->allow_low_threshold = a->allow_low;
@@ -808,8 +826,9 @@ static int create_maskset(const char *cmd, const struct create_args *a,
     return rc;
 }
 
-/* Build the spec, POST it, (fedsvd/fedpca) create the mask set, hand out the invitations. */
-static int create_job(const char *cmd, struct create_args *a, enum fs_algo algo)
+/* Build the spec, POST it, (fedsvd/fedpca) create the mask set, hand out the
+ * invitations; with capture, *capture receives {"job", "invitations"} instead. */
+static int create_job(const char *cmd, struct create_args *a, enum fs_algo algo, json_t **capture)
 {
     struct fs_job_spec *spec = malloc(sizeof *spec);
     size_t *sizes = NULL, nsizes = 0, block = 0;
@@ -840,6 +859,12 @@ static int create_job(const char *cmd, struct create_args *a, enum fs_algo algo)
         (rc = create_maskset(cmd, a, spec, block, c, job_id, (json_t *)invs)) != CLI_OK) {
         goto out;
     }
+    if (capture != NULL) {
+        *capture =
+            json_pack("{s:O, s:O}", "job", json_object_get(resp, "job"), "invitations", invs);
+        rc = *capture != NULL ? CLI_OK : cli_runtime_error(cmd, "out of memory");
+        goto out;
+    }
     rc = emit_invitations(cmd, json_object_get(resp, "job"), invs, a->outdir, json, job_id,
                           threshold);
 out:
@@ -851,7 +876,7 @@ out:
     return rc;
 }
 
-static int job_create(int argc, char **argv)
+static int job_create_run(int argc, char **argv, json_t **capture)
 {
     const char *cmd = "job create";
     struct create_args a;
@@ -863,6 +888,7 @@ static int job_create(int argc, char **argv)
         {"shape", CLI_OPT_VALUE, &a.shape, NULL},
         {"threshold", CLI_OPT_VALUE, &a.thr, NULL},
         {"allow-low-threshold", CLI_OPT_FLAG, NULL, &a.allow_low},
+        {"secagg", CLI_OPT_VALUE, &a.secagg, NULL},
         {"round-timeout", CLI_OPT_VALUE, &a.rt, NULL},
         {"join-timeout", CLI_OPT_VALUE, &a.jt, NULL},
         {"name", CLI_OPT_VALUE, &a.name, NULL},
@@ -929,7 +955,18 @@ static int job_create(int argc, char **argv)
         return cli_usage_error(cmd, "--algorithm: expected " FS_ALGO_LIST ", got '%s'", a.alg);
     }
     a.algo = algo;
-    return create_job(cmd, &a, algo);
+    return create_job(cmd, &a, algo, capture);
+}
+
+static int job_create(int argc, char **argv)
+{
+    return job_create_run(argc, argv, NULL);
+}
+
+int cli_job_create_capture(int argc, char **argv, json_t **created)
+{
+    *created = NULL;
+    return job_create_run(argc, argv, created);
 }
 
 /* ---- status / watch / result / list / cancel ---- */

@@ -42,6 +42,7 @@ static int create_job(struct local *L, json_t **invitations)
     spec->parties = (uint32_t)L->k;
     spec->threshold = (uint32_t)L->thr;
     spec->allow_low_threshold = L->allow_low_threshold;
+    spec->secagg = L->secagg;
     spec->rows = L->fed ? L->n_rows : L->rows;
     spec->cols = L->fed ? L->n_cols : L->cols;
     spec->round_timeout_s = (uint32_t)L->round_timeout;
@@ -565,6 +566,11 @@ static json_t *build_summary(struct local *L, const json_t *agent_sha, const cha
                                   (json_int_t)L->rows, (json_int_t)L->cols, "sha256", L->sum_sha)
                       : json_array(),
                   "processes", procs, "out", L->out);
+    if (s != NULL) {
+        /* how the job masked (full graph or SecAgg+ neighbours), as the server said */
+        json_object_set_new(s, "secagg", local_copy_if(job, "secagg", local_is_str));
+        json_object_set_new(s, "secagg_degree", local_copy_if(job, "secagg_degree", local_is_num));
+    }
     return s;
 }
 
@@ -987,10 +993,12 @@ out:
 /* The options of fedsvd local for secure-sum, fedsvd and fedpca. */
 struct fed_args {
     const char *s_alg, *s_out, *s_thr, *s_rt, *s_timeout, *s_bin, *s_format, *s_k, *s_part;
-    const char *s_block, *s_method, *s_parties;
+    const char *s_block, *s_method, *s_parties, *s_secagg;
     int keep, standardize, allow_dropouts, verify, allow_low;
     const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
     size_t nparty, nfail, ninput;
+    const char *restart[LOCAL_MAX_RESTARTS];
+    size_t nrestart;
     size_t nsplit;                        /* --parties K with --input: K, else 0 */
     char *split_names[LOCAL_MAX_PARTIES]; /* the files --input was split into */
 };
@@ -1093,7 +1101,13 @@ static int check_options(struct local *L, struct fed_args *a)
     L->keep = a->keep;
     L->thr = L->k / 2 + 1;
     L->allow_low_threshold = a->allow_low;
-    if ((rc = local_alloc(L, a->fail, a->nfail, LOCAL_FAIL_SECAGG)) != CLI_OK) {
+    L->s_secagg = a->s_secagg;
+    if ((rc = local_alloc(L, a->fail, a->nfail, LOCAL_FAIL_SECAGG)) != CLI_OK ||
+        (rc = local_parse_restarts(L,
+                                   !L->fed  ? FS_ALGO_SECURE_SUM
+                                   : L->pca ? FS_ALGO_FEDPCA
+                                            : FS_ALGO_FEDSVD,
+                                   a->restart, a->nrestart)) != CLI_OK) {
         return rc;
     }
     if ((a->s_thr != NULL &&
@@ -1104,6 +1118,9 @@ static int check_options(struct local *L, struct fed_args *a)
                                                         0, CLI_NONE, &L->timeout)) != 0) ||
         (rc = cli_parse_format(cmd, a->s_format, &L->json)) != 0) {
         return rc;
+    }
+    if (L->s_secagg != NULL && fs_job_secagg_parse(L->s_secagg, &L->secagg) != 0) {
+        return cli_usage_error(cmd, "--secagg: expected full or plus, got '%s'", L->s_secagg);
     }
     L->round_timeout = (double)rt;
     L->t_start = cli_now();
@@ -1205,6 +1222,7 @@ static int finish(struct local *L, const json_t *agent_sha, const char *error, i
                    "%s/sum.npy\n",
                    ns, L->k, nd, L->thr, L->t_finished - L->t_created, L->out);
         }
+        local_print_restarts(L);
     }
     json_decref(summary);
     return rc;
@@ -1219,6 +1237,7 @@ int cmd_local(int argc, char **argv)
         {"out", CLI_OPT_DIR, &a.s_out, NULL},
         {"threshold", CLI_OPT_VALUE, &a.s_thr, NULL},
         {"allow-low-threshold", CLI_OPT_FLAG, NULL, &a.allow_low},
+        {"secagg", CLI_OPT_VALUE, &a.s_secagg, NULL},
         {"round-timeout", CLI_OPT_VALUE, &a.s_rt, NULL},
         {"timeout", CLI_OPT_VALUE, &a.s_timeout, NULL},
         {"bin-dir", CLI_OPT_DIR, &a.s_bin, NULL},
@@ -1251,8 +1270,11 @@ int cmd_local(int argc, char **argv)
     if (rest == NULL) {
         return cli_runtime_error(cmd, "out of memory");
     }
-    rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), a.party, &a.nparty, a.fail, &a.nfail,
-                          a.input, &a.ninput, rest, &help);
+    rc = local_take_restarts(cmd, &argc, argv, a.restart, &a.nrestart);
+    if (rc == CLI_OK) {
+        rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), a.party, &a.nparty, a.fail,
+                              &a.nfail, a.input, &a.ninput, rest, &help);
+    }
     if (rc == CLI_OK && help) {
         local_help();
     } else if (rc == CLI_OK && (rc = check_options(&L, &a)) == CLI_OK &&

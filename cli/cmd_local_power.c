@@ -184,6 +184,7 @@ static int fill_job(struct power *P)
     spec->parties = (uint32_t)L->k;
     spec->threshold = (uint32_t)L->thr;
     spec->allow_low_threshold = L->allow_low_threshold;
+    spec->secagg = L->secagg;
     spec->rows = L->n_rows;
     spec->cols = P->d;
     for (size_t i = 0; i < L->k; i++) {
@@ -718,6 +719,8 @@ struct power_args {
     int keep, allow_dropouts;
     const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
     size_t nparty, nfail, ninput;
+    const char *restart[LOCAL_MAX_RESTARTS];
+    size_t nrestart;
 };
 
 /* Every option checked on its own (exit 2 before any file is read); P and
@@ -752,7 +755,8 @@ static int check_options(struct power *P, struct power_args *a, int *vb_missing)
     L->out = a->s_out;
     L->keep = a->keep;
     L->thr = L->k / 2 + 1;
-    if ((rc = local_alloc(L, a->fail, a->nfail, LOCAL_FAIL_POWER)) != CLI_OK) {
+    if ((rc = local_alloc(L, a->fail, a->nfail, LOCAL_FAIL_POWER)) != CLI_OK ||
+        (rc = local_parse_restarts(L, P->algo, a->restart, a->nrestart)) != CLI_OK) {
         return rc;
     }
     P->sparse = calloc(L->k, sizeof *P->sparse);
@@ -772,6 +776,9 @@ static int check_options(struct power *P, struct power_args *a, int *vb_missing)
     }
     if (a->s_ref != NULL && access(a->s_ref, R_OK) != 0) {
         return cli_runtime_error(cmd, "--reference %s: %s", a->s_ref, strerror(errno));
+    }
+    if (L->s_secagg != NULL && fs_job_secagg_parse(L->s_secagg, &L->secagg) != 0) {
+        return cli_usage_error(cmd, "--secagg: expected full or plus, got '%s'", L->s_secagg);
     }
     L->round_timeout = (double)rt;
     return CLI_OK;
@@ -867,6 +874,7 @@ static int finish(struct power *P, const char *error, int rc)
         rc = rc != CLI_OK ? rc : prc;
     } else if (rc == CLI_OK && summary != NULL) {
         print_text(P, summary);
+        local_print_restarts(L);
     }
     json_decref(summary);
     return rc;
@@ -882,6 +890,7 @@ int cmd_local_power(int argc, char **argv)
         {"out", CLI_OPT_DIR, &a.s_out, NULL},
         {"threshold", CLI_OPT_VALUE, &a.s_thr, NULL},
         {"allow-low-threshold", CLI_OPT_FLAG, NULL, &P.L.allow_low_threshold},
+        {"secagg", CLI_OPT_VALUE, &P.L.s_secagg, NULL},
         {"round-timeout", CLI_OPT_VALUE, &a.s_rt, NULL},
         {"timeout", CLI_OPT_VALUE, &a.s_timeout, NULL},
         {"bin-dir", CLI_OPT_DIR, &a.s_bin, NULL},
@@ -909,8 +918,11 @@ int cmd_local_power(int argc, char **argv)
     if (rest == NULL) {
         return cli_runtime_error(cmd, "out of memory");
     }
-    rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), a.party, &a.nparty, a.fail, &a.nfail,
-                          a.input, &a.ninput, rest, &help);
+    rc = local_take_restarts(cmd, &argc, argv, a.restart, &a.nrestart);
+    if (rc == CLI_OK) {
+        rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), a.party, &a.nparty, a.fail,
+                              &a.nfail, a.input, &a.ninput, rest, &help);
+    }
     if (rc == CLI_OK && help) {
         local_help();
     } else if (rc == CLI_OK && (rc = check_options(&P, &a, &vb_missing)) == CLI_OK) {

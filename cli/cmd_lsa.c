@@ -31,6 +31,7 @@
 
 #include "cli.h"
 #include "cmd_local.h"
+#include "cmd_lsa.h"
 #include "core/hex.h"
 #include "crypto/ct.h"
 #include "crypto/rand.h"
@@ -112,6 +113,11 @@ static void lsa_help(void)
            "with --vocabulary DIR/top_terms.txt through the vocabulary); with hashing and no\n"
            "--key-file, party-<i>/hash.key (0600) holds the key the run drew. summary.json:\n"
            "counts, timings, bytes per party and server of both jobs; logs/ the services'.\n"
+           "\n"
+           "Across sites (a coordinator and one client-agent per site, on different\n"
+           "machines): 'fedsvd job create --algorithm lsa' creates the two jobs, and each\n"
+           "site runs 'fedsvd lsa count', 'df', 'rows' and 'terms' around 'fedsvd join'\n"
+           "('fedsvd lsa df --help'; docs/lsa.md).\n"
            "\n"
            "--central computes the same on the pooled documents in this process (no\n"
            "services; LAPACK dgesvdx): the reference. Give it the federated run's key\n"
@@ -299,53 +305,13 @@ static int write_party_files(struct lsa *A)
     return CLI_OK;
 }
 
-/* Sign of component j for display: its largest-magnitude entry positive. */
-static double orient(const fs_mat *v, size_t j)
-{
-    double best = 0.0;
-
-    for (size_t i = 0; i < v->rows; i++) {
-        if (fabs(FS_MAT_AT(v, i, j)) > fabs(best)) {
-            best = FS_MAT_AT(v, i, j);
-        }
-    }
-    return best < 0 ? -1.0 : 1.0;
-}
-
-struct weight {
-    double w;
-    size_t f;
-};
-
-static int cmp_weight(const void *a, const void *b)
-{
-    const struct weight *x = a, *y = b;
-
-    if (x->w != y->w) {
-        return x->w > y->w ? -1 : 1;
-    }
-    return x->f < y->f ? -1 : x->f > y->f;
-}
-
 /* The features of component j's largest positive weights (oriented), at most A->top. */
-static size_t top_features(const struct lsa *A, const long *feat_of_col, size_t j, size_t *out,
-                           struct weight *scratch)
+static size_t top_features(const struct lsa *A, const long *feat_of_col, size_t j, size_t *out)
 {
-    double sg = orient(A->v, j);
-    size_t n = 0;
+    size_t n = lsa_top_rows(A->v, j, NULL, A->top, out);
 
-    for (size_t c = 0; c < A->ncols; c++) {
-        double w = sg * FS_MAT_AT(A->v, c, j);
-        if (w > 0) {
-            scratch[n].w = w;
-            scratch[n].f = (size_t)feat_of_col[c];
-            n++;
-        }
-    }
-    qsort(scratch, n, sizeof *scratch, cmp_weight);
-    n = n < A->top ? n : A->top;
     for (size_t q = 0; q < n; q++) {
-        out[q] = scratch[q].f;
+        out[q] = (size_t)feat_of_col[out[q]];
     }
     return n;
 }
@@ -369,13 +335,12 @@ static int top_terms(struct lsa *A, json_t **out)
 {
     long *foc = malloc(A->ncols * sizeof *foc);
     size_t *ids = malloc((A->top + 1) * sizeof *ids);
-    struct weight *scratch = malloc(A->ncols * sizeof *scratch);
     size_t nviews = A->vocab != NULL ? 1 : A->np;
     json_t *all = json_object();
     int rc = CLI_OK;
 
     *out = NULL;
-    if (foc == NULL || ids == NULL || scratch == NULL || all == NULL) {
+    if (foc == NULL || ids == NULL || all == NULL) {
         rc = cli_runtime_error(A->cmd, "out of memory");
         goto done;
     }
@@ -406,7 +371,7 @@ static int top_terms(struct lsa *A, json_t **out)
             goto done;
         }
         for (size_t j = 0; j < A->k; j++) {
-            size_t n = top_features(A, foc, j, ids, scratch);
+            size_t n = top_features(A, foc, j, ids);
             json_t *terms = json_array();
 
             fprintf(fp, "%zu\t%.6g\t", j + 1, A->s[j]);
@@ -432,7 +397,6 @@ done:
     json_decref(all);
     free(foc);
     free(ids);
-    free(scratch);
     return rc;
 }
 
@@ -652,6 +616,18 @@ static int run_central(struct lsa *A, json_t **summary)
         goto done;
     }
     A->t_svd = cli_now() - t0;
+    /* signs as the sites' results have them (fedsvd lsa terms): each term
+     * vector's largest-magnitude entry positive, document vectors alike */
+    for (size_t j = 0; j < A->k; j++) {
+        if (lsa_orient(ref.v, j) < 0) {
+            for (size_t r = 0; r < ref.v->rows; r++) {
+                FS_MAT_AT(ref.v, r, j) = -FS_MAT_AT(ref.v, r, j);
+            }
+            for (size_t r = 0; r < ref.u->rows; r++) {
+                FS_MAT_AT(ref.u, r, j) = -FS_MAT_AT(ref.u, r, j);
+            }
+        }
+    }
     A->v = ref.v;
     A->s = ref.s;
     if ((rc = write_party_files(A)) != CLI_OK) {
@@ -1251,6 +1227,9 @@ int cmd_lsa(int argc, char **argv)
     double timeout = 600;
     struct lsa A;
 
+    if (cmd_lsa_is_site_step(argc, argv)) {
+        return cmd_lsa_site(argc, argv);
+    }
     memset(&A, 0, sizeof A);
     A.cmd = cmd;
     A.max_df = 1.0;

@@ -20,6 +20,7 @@
 #include "jobs.h"
 #include "net/auth.h"
 #include "orch.h"
+#include "phase.h"
 
 #define LOCAL_MAX_PARTIES 100
 #define LOCAL_PATH        4096
@@ -47,6 +48,26 @@ struct proc {
     double cpu_s;     /* user + system CPU seconds read before stopping; -1 unknown */
 };
 
+/* --restart SERVICE@PHASE[:R]: a service killed (SIGKILL) when the job
+ * reaches PHASE (of aggregation R) and started again on its port with its
+ * data directory (local.c). */
+#define LOCAL_MAX_RESTARTS 32
+#define LOCAL_RESTART_SPEC 96
+
+struct local_restart {
+    char spec[LOCAL_RESTART_SPEC]; /* as given */
+    int agent;                     /* 0-based agent index, or -1 */
+    int masker;                    /* 1: the masking-server (agent -1, masker 0: the server) */
+    enum fs_job_phase phase;
+    long round;                     /* the aggregation R, or -1: the first time PHASE is entered */
+    int fired;                      /* 1 once the service was killed */
+    enum fs_job_phase killed_phase; /* the phase the job was seen in at the kill */
+    uint32_t killed_round;
+    double after_s;  /* seconds from the agents' joining (t_created) to the kill */
+    double at_epoch; /* the kill, seconds since the epoch */
+    double down_s;   /* from the kill until the service answered /readyz again */
+};
+
 /* Everything one run holds; freed by local_free. */
 struct local {
     const char *cmd;
@@ -57,6 +78,8 @@ struct local {
     int *fail_round;    /* power methods: the aggregation of fail_at, or -1 (any: the first) */
     size_t thr;
     int allow_low_threshold; /* --allow-low-threshold: thr below floor(k/2)+1 accepted */
+    const char *s_secagg;    /* --secagg full|plus, NULL: the server's default */
+    int secagg;              /* enum fs_job_secagg parsed from it (AUTO when absent) */
     double round_timeout, timeout;
     int keep, json;
     const char *out;
@@ -99,6 +122,8 @@ struct local {
     json_t *verify;                           /* --verify: the comparison with a centralised SVD */
     char (*party_keys)[ORCH_FPR_LEN + 1];     /* each agent's identity fingerprint (GET
                                                  /v1/identity), read once the agents are up */
+    struct local_restart *restarts;           /* --restart, nrestarts of them (NULL when none) */
+    size_t nrestarts;
 };
 
 /* Signal handlers of a run (SIGINT, SIGTERM, SIGHUP set a stop flag that
@@ -148,6 +173,49 @@ int local_alloc(struct local *L, const char **fail, size_t nfail, size_t nphases
  */
 int local_parse_fail(const char *cmd, const char *s, size_t k, size_t nphases, int *fail_at,
                      int *fail_round);
+
+/**
+ * Take every --restart SPEC (repeatable) out of argv, in place: *argc
+ * shrinks, specs[] (LOCAL_MAX_RESTARTS entries) gets the values, borrowed
+ * from argv. Stops at "--".
+ */
+int local_take_restarts(const char *cmd, int *argc, char **argv, const char **specs, size_t *n);
+
+/**
+ * Check the --restart specs for a job of algorithm algo with L->k parties
+ * (service, phase the algorithm enters, R) into L->restarts.
+ */
+int local_parse_restarts(struct local *L, enum fs_algo algo, const char **specs, size_t n);
+
+/**
+ * The job's aggregations are known (it was just created): each --restart
+ * R must be one of them. @return CLI_OK, or CLI_EUSAGE after the reason.
+ */
+int local_check_restart_rounds(struct local *L, uint32_t aggregations);
+
+/** summary.json's "restarts" (new reference): one entry per --restart. */
+json_t *local_restarts_json(const struct local *L);
+
+/** The text summary's lines of the --restart options (stdout; none without). */
+void local_print_restarts(const struct local *L);
+/** Kill and restart the services whose --restart phase the job reached
+ * (local_restart.c); *pause gets the next poll's wait in ms. */
+int local_fire_restarts(struct local *L, long *pause);
+/** Say on stderr which --restart never fired. */
+void local_warn_unfired(const struct local *L);
+
+/* ---- child processes (local_proc.c) ---- */
+
+#define SPAWN_ATTEMPTS  5    /* starts of a service whose port was taken meanwhile */
+#define READY_TIMEOUT_S 30.0 /* seconds a started service has to answer /readyz */
+
+int local_free_ports(size_t n, uint16_t *ports);
+void local_stop_all(struct proc **ps, size_t n, double grace_s);
+int local_copy_file(const char *from, const char *to);
+int local_proc_running(struct proc *p);
+void local_describe_status(const struct proc *p, char *buf, size_t cap);
+int local_start_proc(struct local *L, struct proc *p, uint16_t port, int is_server);
+int local_wait_ready(struct local *L, struct proc **ps, size_t n);
 
 /* ---- setup (local.c from here on) ---- */
 

@@ -211,3 +211,193 @@ int local_alloc(struct local *L, const char **fail, size_t nfail, size_t nphases
     }
     return CLI_OK;
 }
+
+/* ---- --restart SERVICE@PHASE[:R] ---- */
+
+int local_take_restarts(const char *cmd, int *argc, char **argv, const char **specs, size_t *n)
+{
+    int out = 1;
+
+    *n = 0;
+    for (int i = 1; i < *argc; i++) {
+        const char *a = argv[i];
+        const char *val = NULL;
+
+        if (strcmp(a, "--") == 0) {
+            while (i < *argc) {
+                argv[out++] = argv[i++];
+            }
+            break;
+        }
+        if (strncmp(a, "--restart=", 10) == 0) {
+            val = a + 10;
+        } else if (strcmp(a, "--restart") == 0) {
+            if (i + 1 >= *argc || strncmp(argv[i + 1], "--", 2) == 0) {
+                return cli_usage_error(cmd, "option '--restart' needs a value");
+            }
+            val = argv[++i];
+        } else {
+            argv[out++] = argv[i];
+            continue;
+        }
+        if (*n >= LOCAL_MAX_RESTARTS) {
+            return cli_usage_error(cmd, "more than %d --restart options", LOCAL_MAX_RESTARTS);
+        }
+        specs[(*n)++] = val;
+    }
+    *argc = out;
+    argv[out] = NULL;
+    return CLI_OK;
+}
+
+/* 1 when a job of algorithm a passes through phase ph. */
+static int algo_enters(enum fs_algo a, enum fs_job_phase ph)
+{
+    switch (ph) {
+    case FS_JOB_ADVERTISE:
+    case FS_JOB_SHARE_KEYS:
+        return 1;
+    case FS_JOB_EXPONENTS:
+    case FS_JOB_FACTORIZING:
+        return fs_algo_is_fedsvd(a);
+    case FS_JOB_MASKED_INPUT:
+    case FS_JOB_CONSISTENCY:
+    case FS_JOB_UNMASKING:
+        return a != FS_ALGO_FEDPOWER;
+    case FS_JOB_NOISE_EXCHANGE:
+        return a == FS_ALGO_FEDPOWER_UTILITY;
+    case FS_JOB_PLAIN_UPLOAD:
+        return a == FS_ALGO_FEDPOWER;
+    default:
+        return 0;
+    }
+}
+
+/* The phases algorithm a passes through, for a message ("share_keys, ..."). */
+static void algo_phase_list(enum fs_algo a, char *buf, size_t cap)
+{
+    size_t len = 0;
+
+    buf[0] = '\0';
+    for (int ph = FS_JOB_ADVERTISE; ph < FS_JOB_DONE; ph++) {
+        if (algo_enters(a, (enum fs_job_phase)ph) && len < cap) {
+            int w = snprintf(buf + len, cap - len, "%s%s", len > 0 ? ", " : "",
+                             fs_job_phase_name((enum fs_job_phase)ph));
+            len += w > 0 ? (size_t)w : 0;
+        }
+    }
+}
+
+/* One SERVICE@PHASE[:R] into *r (L->k parties, algorithm algo). */
+static int parse_restart(struct local *L, enum fs_algo algo, const char *s, struct local_restart *r)
+{
+    const char *cmd = L->cmd;
+    const char *at = strchr(s, '@');
+    const char *colon = at != NULL ? strchr(at + 1, ':') : NULL;
+    char svc[32], phase[32], list[256];
+    size_t len;
+
+    memset(r, 0, sizeof *r);
+    r->agent = -1;
+    r->round = -1;
+    if (strlen(s) >= sizeof r->spec || at == NULL || at == s || (size_t)(at - s) >= sizeof svc) {
+        return cli_usage_error(cmd, "--restart: expected SERVICE@PHASE[:R], got '%s'", s);
+    }
+    snprintf(r->spec, sizeof r->spec, "%s", s);
+    len = (size_t)(at - s);
+    memcpy(svc, s, len);
+    svc[len] = '\0';
+    len = colon != NULL ? (size_t)(colon - at - 1) : strlen(at + 1);
+    if (len == 0 || len >= sizeof phase) {
+        return cli_usage_error(cmd, "--restart %s: expected SERVICE@PHASE[:R]", s);
+    }
+    memcpy(phase, at + 1, len);
+    phase[len] = '\0';
+    if (strcmp(svc, "masking-server") == 0) {
+        if (!fs_algo_is_fedsvd(algo)) {
+            return cli_usage_error(cmd, "--restart %s: only fedsvd and fedpca use a masking-server",
+                                   s);
+        }
+        r->masker = 1;
+    } else if (strncmp(svc, "agent-", 6) == 0) {
+        size_t idx = 0;
+        char what[64];
+        int rc;
+
+        snprintf(what, sizeof what, "--restart %s: the agent number", svc);
+        if ((rc = cli_parse_size(cmd, what, svc + 6, 1, L->k, &idx)) != CLI_OK) {
+            return rc;
+        }
+        r->agent = (int)idx - 1;
+    } else if (strcmp(svc, "aggregation-server") != 0) {
+        return cli_usage_error(cmd,
+                               "--restart %s: SERVICE must be aggregation-server, "
+                               "masking-server or agent-I (I = 1..%zu), got '%s'",
+                               s, L->k, svc);
+    }
+    algo_phase_list(algo, list, sizeof list);
+    if (fs_job_phase_parse(phase, &r->phase) != 0 || r->phase >= FS_JOB_DONE) {
+        return cli_usage_error(cmd, "--restart %s: unknown phase '%s' (%s passes through %s)", s,
+                               phase, fs_algo_name(algo), list);
+    }
+    if (!algo_enters(algo, r->phase)) {
+        return cli_usage_error(cmd, "--restart %s: a %s job never enters %s (it passes through %s)",
+                               s, fs_algo_name(algo), phase, list);
+    }
+    if (colon != NULL) {
+        size_t round = 0;
+        char what[64];
+        int rc;
+
+        snprintf(what, sizeof what, "--restart %s: the aggregation R", s);
+        if ((rc = cli_parse_size(cmd, what, colon + 1, 0, 1000000, &round)) != CLI_OK) {
+            return rc;
+        }
+        if ((r->phase == FS_JOB_ADVERTISE || r->phase == FS_JOB_SHARE_KEYS) && round != 0) {
+            return cli_usage_error(cmd, "--restart %s: %s happens once, in aggregation 0", s,
+                                   phase);
+        }
+        if (r->phase == FS_JOB_FACTORIZING) {
+            return cli_usage_error(cmd,
+                                   "--restart %s: factorizing happens once, after the last "
+                                   "aggregation: no :R",
+                                   s);
+        }
+        r->round = (long)round;
+    }
+    return CLI_OK;
+}
+
+int local_parse_restarts(struct local *L, enum fs_algo algo, const char **specs, size_t n)
+{
+    if (n == 0) {
+        return CLI_OK;
+    }
+    L->restarts = calloc(n, sizeof *L->restarts);
+    if (L->restarts == NULL) {
+        return cli_runtime_error(L->cmd, "out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        int rc = parse_restart(L, algo, specs[i], &L->restarts[i]);
+
+        if (rc != CLI_OK) {
+            return rc;
+        }
+        L->nrestarts++;
+    }
+    return CLI_OK;
+}
+
+int local_check_restart_rounds(struct local *L, uint32_t aggregations)
+{
+    for (size_t i = 0; i < L->nrestarts; i++) {
+        const struct local_restart *r = &L->restarts[i];
+
+        if (r->round >= 0 && (uint64_t)r->round >= (uint64_t)aggregations) {
+            return cli_usage_error(L->cmd, "--restart %s: the job has %u aggregation%s (R = 0..%u)",
+                                   r->spec, aggregations, aggregations == 1 ? "" : "s",
+                                   aggregations > 0 ? aggregations - 1 : 0);
+        }
+    }
+    return CLI_OK;
+}

@@ -18,7 +18,8 @@ static void power_help(void)
            "DIR/convergence.svg. Options besides --party, --out, --threshold (below\n"
            "floor(K/2)+1 only with --allow-low-threshold),\n"
            "--round-timeout (default 300), --fail-party I:PHASE[:R] (R: stop at PHASE of\n"
-           "aggregation R, 0-based), --timeout, --keep, --bin-dir, --format:\n");
+           "aggregation R, 0-based), --restart SERVICE@PHASE[:R], --timeout, --keep,\n"
+           "--bin-dir, --format:\n");
     orch_power_help();
     printf("  --reference V.npy    d x >=K matrix whose first K columns span the true\n"
            "                       eigenspace (e.g. V.npy of 'fedsvd svd --k K' on the pooled\n"
@@ -34,8 +35,9 @@ static void power_help(void)
 void local_help(void)
 {
     printf("Usage: fedsvd local --algorithm secure-sum --party FILE --party FILE [...] --out DIR\n"
-           "                    [--threshold T [--allow-low-threshold]] [--round-timeout S]\n"
-           "                    [--fail-party I:PHASE]...\n"
+           "                    [--threshold T [--allow-low-threshold]] [--secagg full|plus]\n"
+           "                    [--round-timeout S]\n"
+           "                    [--fail-party I:PHASE]... [--restart SERVICE@PHASE[:R]]...\n"
            "                    [--timeout S] [--keep] [--bin-dir DIR] [--format text|json]\n"
            "       fedsvd local --algorithm fedsvd|fedpca (--party FILE... | --input FILE...\n"
            "                    --parties K) --out DIR [--k K] [--partition samples|features]\n"
@@ -80,6 +82,9 @@ void local_help(void)
            "  --allow-low-threshold accept a --threshold below floor(K/2)+1 (for dropout\n"
            "                       tests: with at most half the parties two disjoint groups\n"
            "                       could each complete an aggregation)\n"
+           "  --secagg full|plus   secure aggregation masks with every other party (full) or\n"
+           "                       with O(log K) neighbours of a random graph (plus,\n"
+           "                       SecAgg+); default plus from 20 parties, full below\n"
            "  --round-timeout S    seconds (integer) a round, and joining, waits for missing\n"
            "                       parties before counting them as dropped (default 5;\n"
            "                       fedsvd/fedpca 300: rounds close as soon as all are in;\n"
@@ -89,6 +94,19 @@ void local_help(void)
            "                       PHASE is advertise_keys, share_keys, masked_input,\n"
            "                       consistency or unmasking (power methods also\n"
            "                       noise_exchange, plain_upload); may be repeated\n"
+           "  --restart SERVICE@PHASE[:R]  try the system's resilience: when the job enters\n"
+           "                       PHASE (of aggregation R, 0-based, the job status's\n"
+           "                       \"aggregation\"; default: the first time), SIGKILL the\n"
+           "                       SERVICE (aggregation-server, masking-server or agent-I,\n"
+           "                       I = 1-based party) and start it again on its port with\n"
+           "                       its data directory, wait until it is ready, and go on;\n"
+           "                       PHASE is a job phase: waiting_for_parties, share_keys,\n"
+           "                       exponents, masked_input, consistency, unmasking,\n"
+           "                       factorizing, noise_exchange or plain_upload (one the\n"
+           "                       algorithm enters). A phase too short to be seen is\n"
+           "                       caught in the next one (summary.json: restarts, with\n"
+           "                       the phase it was killed in and the seconds it was\n"
+           "                       down); may be repeated\n"
            "  --k K                fedsvd/fedpca: the top K (default: all min(N, d))\n"
            "  --partition P        samples (default: parties hold rows) or features (columns)\n"
            "  --block-size C       largest diagonal block of the masks (default: the masking\n"
@@ -118,5 +136,8 @@ void local_help(void)
            "      --party parts/party-2.npy --party parts/party-3.npy --out pca\n"
            "  fedsvd local --algorithm fedpower-private --k 5 --epsilon 1 --clip-z 1 \\\n"
            "      --bound-m 25 --reference ref/V.npy --party parts/party-1.npy \\\n"
-           "      --party parts/party-2.npy --party parts/party-3.npy --out power\n");
+           "      --party parts/party-2.npy --party parts/party-3.npy --out power\n"
+           "  fedsvd local --algorithm fedpca --k 5 --party parts/party-1.npy \\\n"
+           "      --party parts/party-2.npy --party parts/party-3.npy --out pca-restart \\\n"
+           "      --restart agent-2@masked_input --restart aggregation-server@factorizing\n");
 }

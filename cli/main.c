@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cmd_lsa.h"
 #include "core/version.h"
 #include "local.h"
 
@@ -11,6 +12,15 @@
 static int run_local(int argc, char **argv)
 {
     return local_is_power(argc, argv) ? cmd_local_power(argc, argv) : cmd_local(argc, argv);
+}
+
+/* fedsvd job create --algorithm lsa: two jobs and the sites' invitation files. */
+static int run_job(int argc, char **argv)
+{
+    if (argc >= 2 && strcmp(argv[1], "create") == 0 && cmd_lsa_job_requested(argc - 1, argv + 1)) {
+        return cmd_lsa_job_create(argc - 1, argv + 1);
+    }
+    return cmd_job(argc, argv);
 }
 
 struct command {
@@ -26,7 +36,7 @@ static const struct command commands[] = {
     {"compare", cmd_compare, "compare two results: singular values, subspaces, matrices"},
     {"convert", cmd_convert, "convert a matrix file between npy, csv and MatrixMarket"},
     {"sum", cmd_sum, "add matrices elementwise (the reference for secure-sum results)"},
-    {"job", cmd_job, "create jobs and invitations, watch progress, fetch results (needs a server)"},
+    {"job", run_job, "create jobs and invitations, watch progress, fetch results (needs a server)"},
     {"local", run_local, "run a whole federated job on this machine with real services"},
     {"agent", cmd_agent, "a client-agent's identity fingerprint, to pin in jobs"},
     {"join", cmd_join, "join a job: hand an invitation and the site's dataset to its agent"},

@@ -88,6 +88,8 @@ const char *fs_err_name(int code)
         return "too_many";
     case FS_EUNAVAILABLE:
         return "unavailable";
+    case FS_ESTORAGE:
+        return "storage";
     default:
         return "internal";
     }

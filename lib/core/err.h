@@ -26,10 +26,11 @@ enum fs_errcode {
     FS_ENOTFOUND = -10,
     FS_ECONFLICT = -11,
     FS_EINTERNAL = -12,
-    FS_EFORBIDDEN = -13,  /* authenticated, but not allowed this */
-    FS_EABORTED = -14,    /* the job (or participation) it belongs to failed */
-    FS_ETOOMANY = -15,    /* a cap on running work is reached: retry later */
-    FS_EUNAVAILABLE = -16 /* the service is starting or shutting down: retry */
+    FS_EFORBIDDEN = -13,   /* authenticated, but not allowed this */
+    FS_EABORTED = -14,     /* the job (or participation) it belongs to failed */
+    FS_ETOOMANY = -15,     /* a cap on running work is reached: retry later */
+    FS_EUNAVAILABLE = -16, /* the service is starting or shutting down: retry */
+    FS_ESTORAGE = -17      /* cannot write state (disk full, quota, read-only): retry */
 };
 
 #define FS_ERR_MSG_MAX 512

@@ -74,6 +74,18 @@ FS_WUR int fs_aead_box_seal(uint8_t *out, size_t out_cap, size_t *out_len,
                             const void *pt, size_t pt_len, struct fs_err *err);
 
 /**
+ * Like fs_aead_box_seal, but the nonce is synthetic: the first 12 bytes of
+ * SHA-256 over a label, the key, the associated data and the plaintext. The
+ * same (key, ad, pt) always give the same box, so a client can rebuild a
+ * message byte for byte after a restart; a nonce repeats only with the same
+ * plaintext, so the only thing learned is that two boxes are equal.
+ * Opened by fs_aead_box_open.
+ */
+FS_WUR int fs_aead_box_seal_det(uint8_t *out, size_t out_cap, size_t *out_len,
+                                const uint8_t key[FS_AEAD_KEY_LEN], const void *ad, size_t ad_len,
+                                const void *pt, size_t pt_len, struct fs_err *err);
+
+/**
  * Open nonce || ciphertext || tag made by fs_aead_box_seal.
  * out needs in_len - FS_AEAD_BOX_OVERHEAD bytes and must not overlap in.
  * @return as fs_aead_open; FS_EAUTH also when in_len < FS_AEAD_BOX_OVERHEAD.

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prg.h"
 #include "rand.h"
 
 #if GMP_NAIL_BITS != 0
@@ -80,6 +81,10 @@ static size_t bits_of(const mpz_t x)
     return mpz_sgn(x) == 0 ? 0 : mpz_sizeinbase(x, 2);
 }
 
+/* Set on this thread only while fs_paillier_rerandomize_det runs: the
+ * re-randomizer's bits come from its key stream instead of the CSPRNG. */
+static _Thread_local fs_prg *tl_prg;
+
 /* out = uniform integer in [0, 2^bits). */
 static int rand_bits(mpz_t out, unsigned bits, struct fs_err *err)
 {
@@ -90,7 +95,7 @@ static int rand_bits(mpz_t out, unsigned bits, struct fs_err *err)
     if (bits == 0 || nb > sizeof buf) {
         return fs_err_set(err, FS_EINTERNAL, "paillier: %u random bits requested", bits);
     }
-    rc = fs_rand_bytes(buf, nb, err);
+    rc = tl_prg != NULL ? fs_prg_bytes(tl_prg, buf, nb, err) : fs_rand_bytes(buf, nb, err);
     if (rc == 0) {
         mpz_import(out, nb, 1, 1, 1, 0, buf);
         mpz_fdiv_r_2exp(out, out, bits);
@@ -268,6 +273,86 @@ int fs_paillier_keygen(fs_paillier_sk **out, unsigned bits, struct fs_err *err)
     }
     if (i == MAX_TRIES) {
         rc = fs_err_set(err, FS_ECRYPTO, "paillier: key generation failed");
+        goto out;
+    }
+    *out = sk;
+    sk = NULL;
+out:
+    secret_clear(t);
+    fs_paillier_sk_free(sk);
+    return rc;
+}
+
+/* Bytes of one exported prime of a bits-bit key. */
+static size_t prime_bytes(unsigned bits)
+{
+    return ((size_t)bits / 2 + 7) / 8;
+}
+
+size_t fs_paillier_sk_size(const fs_paillier_sk *sk)
+{
+    return 2 + 2 * prime_bytes(sk->pub.bits);
+}
+
+/* x big-endian, zero-padded to exactly len bytes (x < 2^(8 len)). */
+static void export_fixed(uint8_t *buf, size_t len, const mpz_t x)
+{
+    size_t nb = (mpz_sizeinbase(x, 2) + 7) / 8;
+    size_t written = 0;
+
+    memset(buf, 0, len);
+    mpz_export(buf + (len - nb), &written, 1, 1, 1, 0, x);
+}
+
+int fs_paillier_sk_export(const fs_paillier_sk *sk, uint8_t *buf, size_t len, struct fs_err *err)
+{
+    size_t pb = prime_bytes(sk->pub.bits);
+
+    if (buf == NULL || len != fs_paillier_sk_size(sk)) {
+        return fs_err_set(err, FS_EINVAL, "paillier: private key buffer is %zu bytes, need %zu",
+                          len, fs_paillier_sk_size(sk));
+    }
+    buf[0] = (uint8_t)(sk->pub.bits >> 8);
+    buf[1] = (uint8_t)sk->pub.bits;
+    export_fixed(buf + 2, pb, sk->p);
+    export_fixed(buf + 2 + pb, pb, sk->q);
+    return 0;
+}
+
+int fs_paillier_sk_import(fs_paillier_sk **out, const uint8_t *buf, size_t len, struct fs_err *err)
+{
+    fs_paillier_sk *sk = NULL;
+    unsigned bits;
+    size_t pb;
+    mpz_t t;
+    int rc = 0;
+
+    *out = NULL;
+    if (buf == NULL || len < 2) {
+        return fs_err_set(err, FS_EFORMAT, "paillier: private key of %zu bytes", len);
+    }
+    bits = (unsigned)buf[0] << 8 | buf[1];
+    if (bits % 2 != 0 || bits < FS_PAILLIER_MIN_BITS || bits > FS_PAILLIER_MAX_BITS) {
+        return fs_err_set(err, FS_EFORMAT, "paillier: private key of %u bits", bits);
+    }
+    pb = prime_bytes(bits);
+    if (len != 2 + 2 * pb) {
+        return fs_err_set(err, FS_EFORMAT, "paillier: private key of %zu bytes, expected %zu", len,
+                          2 + 2 * pb);
+    }
+    fs_paillier_gmp_wipe_on_free();
+    sk = calloc(1, sizeof *sk);
+    if (sk == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "paillier: out of memory");
+    }
+    sk_init(sk);
+    mpz_init(t);
+    mpz_import(sk->p, pb, 1, 1, 1, 0, buf + 2);
+    mpz_import(sk->q, pb, 1, 1, 1, 0, buf + 2 + pb);
+    if (bits_of(sk->p) != bits / 2 || bits_of(sk->q) != bits / 2 || mpz_cmp(sk->p, sk->q) == 0 ||
+        mpz_probab_prime_p(sk->p, 10) == 0 || mpz_probab_prime_p(sk->q, 10) == 0 ||
+        sk_derive(sk, t) != 0 || sk->pub.bits != bits) {
+        rc = fs_err_set(err, FS_EFORMAT, "paillier: not a valid private key");
         goto out;
     }
     *out = sk;
@@ -731,6 +816,46 @@ int fs_paillier_rerandomize(const fs_paillier_pk *pk, const fs_paillier_djn *djn
         mpz_mod(out, out, pk->n2);
     }
     secret_clear(rn);
+    return rc;
+}
+
+int fs_paillier_djn_new_det(fs_paillier_djn **out, const fs_paillier_pk *pk, unsigned exp_bits,
+                            unsigned window_bits, const uint8_t key[32], struct fs_err *err)
+{
+    fs_prg *prg = NULL;
+    int rc;
+
+    if (key == NULL) {
+        return fs_err_set(err, FS_EINVAL, "paillier: NULL DJN key");
+    }
+    rc = fs_prg_new(&prg, key, NULL, err);
+    if (rc != 0) {
+        return rc;
+    }
+    tl_prg = prg;
+    rc = fs_paillier_djn_new(out, pk, exp_bits, window_bits, err);
+    tl_prg = NULL;
+    fs_prg_free(prg);
+    return rc;
+}
+
+int fs_paillier_rerandomize_det(const fs_paillier_pk *pk, const fs_paillier_djn *djn, mpz_t out,
+                                const mpz_t c, const uint8_t key[32], struct fs_err *err)
+{
+    fs_prg *prg = NULL;
+    int rc;
+
+    if (key == NULL) {
+        return fs_err_set(err, FS_EINVAL, "paillier: NULL re-randomizer key");
+    }
+    rc = fs_prg_new(&prg, key, NULL, err);
+    if (rc != 0) {
+        return rc;
+    }
+    tl_prg = prg;
+    rc = fs_paillier_rerandomize(pk, djn, out, c, err);
+    tl_prg = NULL;
+    fs_prg_free(prg);
     return rc;
 }
 

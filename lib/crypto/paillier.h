@@ -98,6 +98,27 @@ typedef struct fs_paillier_djn fs_paillier_djn;
  */
 FS_WUR int fs_paillier_keygen(fs_paillier_sk **out, unsigned bits, struct fs_err *err);
 
+/** Bytes of an exported private key: 2 + 2 * ceil(bits/16). */
+size_t fs_paillier_sk_size(const fs_paillier_sk *sk);
+
+/**
+ * Write the private key (the key size as 2 bytes big-endian, then p and q,
+ * each big-endian in ceil(bits/16) bytes) into buf: secret material, for
+ * sealing at rest only; the caller wipes buf.
+ * @param len must equal fs_paillier_sk_size(sk). @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_paillier_sk_export(const fs_paillier_sk *sk, uint8_t *buf, size_t len,
+                                 struct fs_err *err);
+
+/**
+ * Read a private key written by fs_paillier_sk_export (p, q probable primes
+ * of half the size, distinct, a valid key) and derive the rest.
+ * @param out receives a new private key, free with fs_paillier_sk_free.
+ * @return 0, FS_EFORMAT, FS_ENOMEM.
+ */
+FS_WUR int fs_paillier_sk_import(fs_paillier_sk **out, const uint8_t *buf, size_t len,
+                                 struct fs_err *err);
+
 /** The public half of sk (borrowed: valid as long as sk). */
 const fs_paillier_pk *fs_paillier_sk_pub(const fs_paillier_sk *sk);
 
@@ -178,6 +199,15 @@ FS_WUR int fs_paillier_djn_new(fs_paillier_djn **out, const fs_paillier_pk *pk, 
                                unsigned window_bits, struct fs_err *err);
 
 /**
+ * Like fs_paillier_djn_new, but y (and so hs) comes from AES-256-CTR under
+ * key (32 bytes, secret) instead of the CSPRNG: for a client that must
+ * rebuild its ciphertexts byte for byte (fs_paillier_rerandomize_det).
+ */
+FS_WUR int fs_paillier_djn_new_det(fs_paillier_djn **out, const fs_paillier_pk *pk,
+                                   unsigned exp_bits, unsigned window_bits, const uint8_t key[32],
+                                   struct fs_err *err);
+
+/**
  * A fresh randomizer hs^a mod n^2 (a stands in for r^n), for callers that
  * want to precompute randomizers ahead of time; fs_paillier_encrypt and
  * _rerandomize call this themselves. @return 0 or FS_ECRYPTO.
@@ -219,6 +249,16 @@ FS_WUR int fs_paillier_encrypt(const fs_paillier_pk *pk, const fs_paillier_djn *
  */
 FS_WUR int fs_paillier_rerandomize(const fs_paillier_pk *pk, const fs_paillier_djn *djn, mpz_t out,
                                    const mpz_t c, struct fs_err *err);
+
+/**
+ * Like fs_paillier_rerandomize, but the random exponent (or r) comes from
+ * AES-256-CTR under key (32 bytes, secret, one per ciphertext) instead of
+ * the CSPRNG: the same (c, key) give the same ciphertext, so a client can
+ * send the identical message again after a restart.
+ */
+FS_WUR int fs_paillier_rerandomize_det(const fs_paillier_pk *pk, const fs_paillier_djn *djn,
+                                       mpz_t out, const mpz_t c, const uint8_t key[32],
+                                       struct fs_err *err);
 
 /**
  * out = a * b mod n^2, an encryption of m_a + m_b mod n. Not re-randomized.

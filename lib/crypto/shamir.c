@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "prg.h"
 #include "rand.h"
 
 /* p = 2^256 + 297 (see shamir.h). */
@@ -91,11 +92,16 @@ static int check_points(const uint16_t *xs, size_t n, struct fs_err *err)
     return rc;
 }
 
-int fs_shamir_split_at(const uint8_t secret[FS_SHAMIR_SECRET_LEN], size_t t, const uint16_t *xs,
-                       size_t n, struct fs_shamir_share *shares, struct fs_err *err)
+/* Coefficients from the CSPRNG (coef_key NULL) or, deterministically, from
+ * AES-256-CTR under coef_key: the polynomial then depends on the key only,
+ * never on the points, so the share at x is the same whatever xs holds. */
+static int split_at(const uint8_t secret[FS_SHAMIR_SECRET_LEN], size_t t, const uint16_t *xs,
+                    size_t n, const uint8_t *coef_key, struct fs_shamir_share *shares,
+                    struct fs_err *err)
 {
     mpz_t p, acc, *coef = NULL;
     uint8_t rnd[COEF_BYTES];
+    fs_prg *prg = NULL;
     size_t ncoef = 0;
     int rc;
 
@@ -122,7 +128,15 @@ int fs_shamir_split_at(const uint8_t secret[FS_SHAMIR_SECRET_LEN], size_t t, con
             import_be(coef[0], secret, FS_SHAMIR_SECRET_LEN);
             continue;
         }
-        rc = fs_rand_bytes(rnd, sizeof rnd, err);
+        if (coef_key != NULL && prg == NULL) {
+            rc = fs_prg_new(&prg, coef_key, NULL, err);
+            if (rc != 0) {
+                ncoef++;
+                goto out;
+            }
+        }
+        rc = prg != NULL ? fs_prg_bytes(prg, rnd, sizeof rnd, err)
+                         : fs_rand_bytes(rnd, sizeof rnd, err);
         if (rc != 0) {
             ncoef++;
             goto out;
@@ -147,6 +161,7 @@ out:
         OPENSSL_cleanse(shares, n * sizeof *shares);
     }
     OPENSSL_cleanse(rnd, sizeof rnd);
+    fs_prg_free(prg);
     for (size_t j = 0; j < ncoef; j++) {
         mpz_clear_wipe(coef[j]);
     }
@@ -154,6 +169,22 @@ out:
     mpz_clear_wipe(acc);
     mpz_clear(p);
     return rc;
+}
+
+int fs_shamir_split_at(const uint8_t secret[FS_SHAMIR_SECRET_LEN], size_t t, const uint16_t *xs,
+                       size_t n, struct fs_shamir_share *shares, struct fs_err *err)
+{
+    return split_at(secret, t, xs, n, NULL, shares, err);
+}
+
+int fs_shamir_split_at_det(const uint8_t secret[FS_SHAMIR_SECRET_LEN], size_t t, const uint16_t *xs,
+                           size_t n, const uint8_t coef_key[32], struct fs_shamir_share *shares,
+                           struct fs_err *err)
+{
+    if (coef_key == NULL) {
+        return fs_err_set(err, FS_EINVAL, "shamir: NULL coefficient key");
+    }
+    return split_at(secret, t, xs, n, coef_key, shares, err);
 }
 
 int fs_shamir_split(const uint8_t secret[FS_SHAMIR_SECRET_LEN], size_t t, size_t n,

@@ -61,6 +61,17 @@ FS_WUR int fs_shamir_split_at(const uint8_t secret[FS_SHAMIR_SECRET_LEN], size_t
                               struct fs_err *err);
 
 /**
+ * Like fs_shamir_split_at, but the polynomial's random coefficients come
+ * from AES-256-CTR under coef_key (32 bytes, borrowed) instead of the
+ * CSPRNG: the same (secret, t, coef_key) give the same share at every x.
+ * For a client that must rebuild its messages byte for byte after a restart;
+ * coef_key must be secret and used for one secret only.
+ */
+FS_WUR int fs_shamir_split_at_det(const uint8_t secret[FS_SHAMIR_SECRET_LEN], size_t t,
+                                  const uint16_t *xs, size_t n, const uint8_t coef_key[32],
+                                  struct fs_shamir_share *shares, struct fs_err *err);
+
+/**
  * Reconstruct the secret from k >= t shares. The first t are interpolated
  * (Lagrange at 0); every further share is checked to lie on the same
  * polynomial, so passing more than t shares detects inconsistent ones.

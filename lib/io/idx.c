@@ -190,6 +190,9 @@ static int idx_data_plain(struct fs_io_rd *rd, const char *path, uint8_t type, s
     size_t i = 0;
     int rc = 0;
 
+    if (per > m->rows) { /* a small array: a buffer its size, not a whole chunk */
+        per = m->rows > 0 ? m->rows : 1;
+    }
     buf = malloc(per * rowb);
     if (buf == NULL) {
         return fs_io_err(err, FS_ENOMEM, path, "out of memory");

@@ -2,6 +2,8 @@
  * formatting, caps, number parsing and atomic writes. See io_internal.h. */
 #include "io_internal.h"
 
+#include "../core/fdio.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -14,6 +16,8 @@
 #include <unistd.h>
 
 #define RD_INIT_CAP ((size_t)1 << 18)
+/* The smallest buffers for a small regular file (see rd_init_cap). */
+#define RD_SMALL_CAP ((size_t)1 << 12)
 /* gzread takes an unsigned and returns an int: stay well below INT_MAX. */
 #define RD_MAX_CHUNK   ((size_t)1 << 30)
 #define PATH_SHOWN_MAX 200
@@ -172,8 +176,22 @@ static int rd_raw(struct fs_io_rd *r, unsigned char *dst, size_t n, size_t *got,
     return 0;
 }
 
+/* Buffer size for a reader: a regular file smaller than RD_INIT_CAP gets
+ * buffers of its size (at least RD_SMALL_CAP), not the big ones meant for
+ * big files and streams, so that opening many small files (and every input
+ * a fuzzer tries) stays cheap. A gzip'ed file may expand: it is then read in
+ * smaller chunks, and the line buffer still grows to the longest line. */
+static size_t rd_init_cap(const struct fs_io_rd *r)
+{
+    if (!r->regular || r->st_size >= RD_INIT_CAP - 2) {
+        return RD_INIT_CAP;
+    }
+    return r->st_size + 2 > RD_SMALL_CAP ? (size_t)r->st_size + 2 : RD_SMALL_CAP;
+}
+
 int fs_io_rd_open(struct fs_io_rd *r, const char *path, size_t max_line, struct fs_err *err)
 {
+    size_t init_cap;
     struct stat st;
     int fd = -1;
 
@@ -200,12 +218,13 @@ int fs_io_rd_open(struct fs_io_rd *r, const char *path, size_t max_line, struct 
         close(fd);
         return fs_io_err(err, FS_ENOMEM, path, "cannot open: out of memory");
     }
-    (void)gzbuffer(r->gz, 1u << 17);
+    init_cap = rd_init_cap(r);
+    (void)gzbuffer(r->gz, (unsigned)(init_cap / 2));
     if (max_line < 64) {
         max_line = 64;
     }
     r->max_cap = max_line + 1;
-    r->cap = RD_INIT_CAP < r->max_cap ? RD_INIT_CAP : r->max_cap;
+    r->cap = init_cap < r->max_cap ? init_cap : r->max_cap;
     r->buf = malloc(r->cap);
     if (r->buf == NULL) {
         fs_io_rd_close(r);
@@ -303,7 +322,8 @@ int fs_io_rd_known_size(struct fs_io_rd *r, uint64_t *size)
 
 int fs_io_rd_slurp(struct fs_io_rd *r, size_t max, uint8_t **out, size_t *got, struct fs_err *err)
 {
-    size_t cap = max < RD_INIT_CAP ? max : RD_INIT_CAP;
+    size_t init_cap = rd_init_cap(r);
+    size_t cap = max < init_cap ? max : init_cap;
     size_t have = 0;
     uint8_t *b = malloc(cap > 0 ? cap : 1);
     int rc = 0;
@@ -604,7 +624,8 @@ int fs_io_wr_open(struct fs_io_wr *w, const char *path, struct fs_err *err)
         int e = errno;
         free(w->tmp);
         w->tmp = NULL;
-        return fs_io_err(err, FS_EIO, path, "cannot create temporary file: %s", strerror(e));
+        return fs_io_err(err, fs_io_errcode(e), path, "cannot create temporary file: %s",
+                         strerror(e));
     }
     w->f = fdopen(fd, "wb");
     if (w->f == NULL) {
@@ -623,7 +644,7 @@ int fs_io_wr_write(struct fs_io_wr *w, const void *p, size_t n, struct fs_err *e
 {
     if (n > 0 && fwrite(p, 1, n, w->f) != n) {
         w->failed = 1;
-        return fs_io_err(err, FS_EIO, w->path, "write failed: %s", strerror(errno));
+        return fs_io_err(err, fs_io_errcode(errno), w->path, "write failed: %s", strerror(errno));
     }
     return 0;
 }
@@ -680,6 +701,7 @@ int fs_io_wr_commit(struct fs_io_wr *w, struct fs_err *err)
     }
     if (rc != 0) {
         unlink(w->tmp);
+        rc = fs_io_errcode(e); /* disk full, read-only: FS_ESTORAGE */
         fs_io_err(err, rc, w->path, "write failed: %s", strerror(e));
     } else {
         fsync_parent_dir(w->path);

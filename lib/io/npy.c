@@ -707,6 +707,9 @@ static int npy_data_plain(struct fs_io_rd *rd, const char *path, const struct np
         }
         goto out;
     }
+    if (per > units) { /* a small array: a buffer its size, not a whole chunk */
+        per = units > 0 ? units : 1;
+    }
     buf = malloc(per * unit);
     if (buf == NULL) {
         return fs_io_err(err, FS_ENOMEM, path, "out of memory");
@@ -848,6 +851,9 @@ static int npy_check_data(struct fs_io_rd *rd, const char *path, const struct np
 
     if (npy_size_known(rd, path, total, &rc, err) && rc != 0) {
         return rc;
+    }
+    if (per > n) { /* a small array: a buffer its size, not a whole chunk */
+        per = n > 0 ? n : 1;
     }
     buf = malloc(per * in->size);
     if (buf == NULL) {

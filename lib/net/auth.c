@@ -428,21 +428,21 @@ int fs_auth_token_write_file(const char *path, const char *token, struct fs_err 
     }
     fd = mkstemp(tmp); /* creates the file with mode 0600 */
     if (fd < 0) {
-        return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+        return fs_err_set(err, fs_io_errcode(errno), "%s: %s", tmp, strerror(errno));
     }
     if (fchmod(fd, 0600) != 0 || fs_write_all(fd, token, len) != 0 ||
         fs_write_all(fd, "\n", 1) != 0 || fsync(fd) != 0) {
-        rc = fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+        rc = fs_err_set(err, fs_io_errcode(errno), "%s: %s", tmp, strerror(errno));
         goto out;
     }
     if (close(fd) != 0) {
         fd = -1;
-        rc = fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+        rc = fs_err_set(err, fs_io_errcode(errno), "%s: %s", tmp, strerror(errno));
         goto out;
     }
     fd = -1;
     if (rename(tmp, path) != 0) {
-        rc = fs_err_set(err, FS_EIO, "%s: %s", path, strerror(errno));
+        rc = fs_err_set(err, fs_io_errcode(errno), "%s: %s", path, strerror(errno));
         goto out;
     }
 out:

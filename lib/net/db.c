@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "storage.h"
 #include "svc.h"
 
 struct fs_db {
@@ -14,6 +15,31 @@ struct fs_db {
     pthread_mutex_t mu;
     char name[64];
 };
+
+/* A commit reached the write-ahead log: storage works (ends a storage
+ * episode). Installing a hook replaces SQLite's automatic checkpoint, so it
+ * is done here at the same threshold (1000 pages). */
+static int wal_hook(void *ctx, sqlite3 *conn, const char *schema, int frames)
+{
+    (void)ctx;
+    fs_storage_ok();
+    if (frames >= 1000) {
+        (void)sqlite3_wal_checkpoint_v2(conn, schema, SQLITE_CHECKPOINT_PASSIVE, NULL, NULL);
+    }
+    return SQLITE_OK;
+}
+
+int fs_db_errcode(int sqlite_rc)
+{
+    switch (sqlite_rc & 0xff) {
+    case SQLITE_FULL:
+    case SQLITE_READONLY:
+    case SQLITE_IOERR:
+        return FS_ESTORAGE;
+    default:
+        return FS_EIO;
+    }
+}
 
 int fs_db_open(const char *path, const char *name, int fsync_full, const char *schema, fs_db **out,
                struct fs_err *err)
@@ -32,6 +58,7 @@ int fs_db_open(const char *path, const char *name, int fsync_full, const char *s
         fs_db_close(db);
         return rc;
     }
+    sqlite3_wal_hook(db->conn, wal_hook, NULL);
     *out = db;
     return 0;
 }
@@ -64,7 +91,13 @@ sqlite3 *fs_db_conn(fs_db *db)
 
 int fs_db_err(fs_db *db, struct fs_err *err, const char *what)
 {
-    return fs_err_set(err, FS_EIO, "%s: %s: %s", db->name, what, sqlite3_errmsg(db->conn));
+    struct fs_err local;
+    struct fs_err *e = err != NULL ? err : &local;
+    int rc = fs_err_set(e, fs_db_errcode(sqlite3_extended_errcode(db->conn)), "%s: %s: %s",
+                        db->name, what, sqlite3_errmsg(db->conn));
+
+    fs_storage_failed(e);
+    return rc;
 }
 
 int fs_db_prepare(fs_db *db, const char *sql, sqlite3_stmt **st, struct fs_err *err)
@@ -82,8 +115,11 @@ int fs_db_exec(fs_db *db, const char *sql, const char *what, struct fs_err *err)
     int rc = 0;
 
     if (sqlite3_exec(db->conn, sql, NULL, NULL, &msg) != SQLITE_OK) {
-        rc = fs_err_set(err, FS_EIO, "%s: %s: %s", db->name, what,
-                        msg != NULL ? msg : sqlite3_errmsg(db->conn));
+        struct fs_err local;
+        struct fs_err *e = err != NULL ? err : &local;
+        rc = fs_err_set(e, fs_db_errcode(sqlite3_extended_errcode(db->conn)), "%s: %s: %s",
+                        db->name, what, msg != NULL ? msg : sqlite3_errmsg(db->conn));
+        fs_storage_failed(e);
     }
     sqlite3_free(msg);
     return rc;

@@ -32,13 +32,25 @@ void fs_db_unlock(fs_db *db);
 /** The connection (for sqlite3_changes, sqlite3_errmsg ...: hold the lock). */
 struct sqlite3 *fs_db_conn(fs_db *db);
 
-/** FS_EIO "<name>: <what>: <SQLite's message>". */
+/**
+ * The fs_err code of a failed SQLite call: FS_ESTORAGE for SQLITE_FULL,
+ * SQLITE_READONLY* and SQLITE_IOERR* (disk full, quota, read-only file
+ * system, a file-size limit: the service answers 503 and goes on once space
+ * is back), else FS_EIO. sqlite_rc may be an extended code.
+ */
+int fs_db_errcode(int sqlite_rc);
+
+/**
+ * "<name>: <what>: <SQLite's message>" with fs_db_errcode of the
+ * connection's last error (FS_ESTORAGE or FS_EIO); a storage failure is
+ * noted (net/storage.h). A commit that succeeds ends the episode.
+ */
 int fs_db_err(fs_db *db, struct fs_err *err, const char *what);
 
 /** sqlite3_prepare_v2 (lock held). @return 0 or fs_db_err(what = "prepare"). */
 FS_WUR int fs_db_prepare(fs_db *db, const char *sql, struct sqlite3_stmt **st, struct fs_err *err);
 
-/** sqlite3_exec of sql (lock held). @return 0 or FS_EIO naming what. */
+/** sqlite3_exec of sql (lock held). @return 0, or FS_EIO / FS_ESTORAGE naming what. */
 int fs_db_exec(fs_db *db, const char *sql, const char *what, struct fs_err *err);
 
 /** 1 when a trivial statement runs (readiness probes), else 0. Takes the lock. */

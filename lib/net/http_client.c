@@ -1,5 +1,6 @@
 #include "http_client.h"
 
+#include "../core/fdio.h"
 #include "../core/version.h"
 #include "../crypto/rand.h"
 #include "auth.h"
@@ -660,13 +661,13 @@ static int open_download(const char *dest, char *tmp, size_t cap, FILE **out, st
     }
     fd = mkstemp(tmp);
     if (fd < 0) {
-        return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+        return fs_err_set(err, fs_io_errcode(errno), "%s: %s", tmp, strerror(errno));
     }
     *out = fdopen(fd, "wb");
     if (*out == NULL) {
         close(fd);
         unlink(tmp);
-        return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+        return fs_err_set(err, fs_io_errcode(errno), "%s: %s", tmp, strerror(errno));
     }
     return 0;
 }
@@ -678,13 +679,13 @@ static int finish_download(struct xfer *x, const char *tmp, const char *dest, st
     x->dl = NULL;
     if (fflush(f) != 0 || fsync(fileno(f)) != 0) {
         fclose(f);
-        return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+        return fs_err_set(err, fs_io_errcode(errno), "%s: %s", tmp, strerror(errno));
     }
     if (fclose(f) != 0) {
-        return fs_err_set(err, FS_EIO, "%s: %s", tmp, strerror(errno));
+        return fs_err_set(err, fs_io_errcode(errno), "%s: %s", tmp, strerror(errno));
     }
     if (rename(tmp, dest) != 0) {
-        return fs_err_set(err, FS_EIO, "%s: %s", dest, strerror(errno));
+        return fs_err_set(err, fs_io_errcode(errno), "%s: %s", dest, strerror(errno));
     }
     return 0;
 }
@@ -704,8 +705,8 @@ static int transfer_error(const fs_httpc *c, const struct xfer *x, CURLcode rc,
                           rq->path, (unsigned long long)c->cfg.max_download);
     }
     if (x->dl_errno != 0) {
-        return fs_err_set(err, FS_EIO, "%s %s: writing the download: %s", rq->method, rq->path,
-                          strerror(x->dl_errno));
+        return fs_err_set(err, fs_io_errcode(x->dl_errno), "%s %s: writing the download: %s",
+                          rq->method, rq->path, strerror(x->dl_errno));
     }
     if (x->src_failed) {
         return fs_err_set(err, FS_EIO, "%s %s: reading the request body failed", rq->method,

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "reply.h"
+#include "storage.h"
 
 void fs_text_init(struct fs_text *t, size_t max)
 {
@@ -168,6 +169,14 @@ void fs_http_metrics_write(fs_http_metrics *m, fs_http_server *srv, struct fs_te
                        (unsigned long long)m->overflow);
     }
     pthread_mutex_unlock(&m->mu);
+    fs_text_printf(t,
+                   "# HELP fedsvd_storage_unavailable 1 while the service cannot write its state "
+                   "(disk full, quota, read-only).\n"
+                   "# TYPE fedsvd_storage_unavailable gauge\nfedsvd_storage_unavailable %d\n"
+                   "# HELP fedsvd_storage_errors_total Writes of state that failed for lack of "
+                   "storage.\n"
+                   "# TYPE fedsvd_storage_errors_total counter\nfedsvd_storage_errors_total %llu\n",
+                   fs_storage_degraded(), (unsigned long long)fs_storage_errors());
 }
 
 int fs_http_metrics_respond(fs_http_resp *resp, struct fs_text *t)

@@ -48,7 +48,7 @@ void fs_http_metrics_record(fs_http_metrics *m, const struct fs_http_log_entry *
  * Append fedsvd_http_connections (the connections open on srv now; left out
  * when srv is NULL), then fedsvd_bytes_received_total,
  * fedsvd_bytes_sent_total and fedsvd_http_requests_total (one consistent
- * snapshot) to t. Thread-safe.
+ * snapshot), then the storage series (net/storage.h) to t. Thread-safe.
  */
 void fs_http_metrics_write(fs_http_metrics *m, fs_http_server *srv, struct fs_text *t);
 

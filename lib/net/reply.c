@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "log.h"
+#include "storage.h"
 
 static const struct fs_problem_kind KINDS[] = {
     {FS_EFORMAT, 400, FS_PROBLEM_BAD_REQUEST, "Bad Request"},
@@ -19,6 +20,7 @@ static const struct fs_problem_kind KINDS[] = {
     {FS_EINVAL, 422, FS_PROBLEM_INVALID, "Unprocessable Content"},
     {FS_ETOOMANY, 429, FS_PROBLEM_TOO_MANY_JOBS, "Too Many Requests"},
     {FS_EUNAVAILABLE, 503, FS_PROBLEM_UNAVAILABLE, "Service Unavailable"},
+    {FS_ESTORAGE, 503, FS_PROBLEM_STORAGE, "Service Unavailable"},
 };
 
 static const struct fs_problem_kind INTERNAL = {FS_EINTERNAL, 500, FS_PROBLEM_INTERNAL,
@@ -58,7 +60,8 @@ int fs_http_problem_err(fs_http_resp *resp, const struct fs_err *err)
         val = "Bearer";
     } else if (k->status == 503) {
         hdr = "Retry-After";
-        val = "1";
+        val = err->code == FS_ESTORAGE ? FS_STORAGE_RETRY_AFTER : "1";
+        fs_storage_failed(err); /* logs once per episode */
     }
     if (rc == 0 && hdr != NULL && fs_http_resp_header(resp, hdr, val) != 0) {
         fs_log_pack(FS_LOG_WARN, "cannot add a response header", "{s:s}", "header", hdr);

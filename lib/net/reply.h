@@ -15,6 +15,9 @@
  *   FS_EINVAL         422    invalid       Unprocessable Content
  *   FS_ETOOMANY       429    too_many_jobs Too Many Requests
  *   FS_EUNAVAILABLE   503    unavailable   Service Unavailable (+ Retry-After: 1)
+ *   FS_ESTORAGE       503    storage_unavailable  Service Unavailable (+ Retry-After: 2):
+ *                            the service cannot write its state (disk full,
+ *                            quota, read-only); nothing was changed, retry
  *   anything else     500    internal      Internal Server Error (message logged, not sent)
  *
  * Codes sent by a route itself, outside the table: 410 gone (a deleted mask
@@ -44,6 +47,10 @@
 #define FS_PROBLEM_TOO_MANY_JOBS "too_many_jobs"          /* 429: a cap on running work */
 #define FS_PROBLEM_INTERNAL      "internal"               /* 500 */
 #define FS_PROBLEM_UNAVAILABLE   "unavailable"            /* 503: shutting down */
+#define FS_PROBLEM_STORAGE       "storage_unavailable"    /* 503: cannot write state */
+
+/* Retry-After (seconds) of a storage_unavailable answer. */
+#define FS_STORAGE_RETRY_AFTER "2"
 
 /* 403: a client agent refuses a job over its privacy budget (docs/privacy-ledger.md) */
 #define FS_PROBLEM_DP_BUDGET "privacy_budget_exceeded"
@@ -65,7 +72,9 @@ unsigned fs_http_status_for_err(int code);
 /**
  * Problem response for an fs_err through the table: detail = err->msg,
  * except for a 500, whose detail is generic (the message is logged). A 401
- * carries WWW-Authenticate: Bearer, a 503 Retry-After: 1.
+ * carries WWW-Authenticate: Bearer, a 503 Retry-After (1, or
+ * FS_STORAGE_RETRY_AFTER for FS_ESTORAGE, which is also noted in
+ * net/storage.h's episode).
  * @return 0 or FS_ENOMEM (the framework then sends a bare 500).
  */
 int fs_http_problem_err(fs_http_resp *resp, const struct fs_err *err);

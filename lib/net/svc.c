@@ -438,6 +438,9 @@ void fs_svc_block_signals(sigset_t *sigs)
     sigaddset(sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
+    /* over a file-size limit (RLIMIT_FSIZE) write() fails with EFBIG, a
+     * storage error the service answers 503 for, instead of killing it */
+    signal(SIGXFSZ, SIG_IGN);
 }
 
 int fs_svc_wait_signal(const sigset_t *sigs)

@@ -121,7 +121,8 @@ const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap);
  * Make SIGTERM and SIGINT wait for fs_svc_wait_signal: block them in the
  * calling thread (call it before any thread starts, threads inherit the
  * mask) and put them in *sigs; ignore SIGPIPE (a peer that went away is an
- * error return, not a death).
+ * error return, not a death) and SIGXFSZ (a write over a file-size limit
+ * fails with EFBIG, a storage error, instead of killing the service).
  */
 void fs_svc_block_signals(sigset_t *sigs);
 

@@ -309,7 +309,13 @@ static void set_act(struct fs_agent_action *out, enum fs_agent_act act,
     out->act = act;
     out->step = d->step;
     out->r = d->r;
+    out->local = 0;
     out->reason[0] = '\0';
+}
+
+void fs_agent_driver_resume(struct fs_agent_driver *d)
+{
+    d->replay = 1;
 }
 
 static void late(struct fs_agent_driver *d, const struct fs_agent_job_view *job,
@@ -353,6 +359,13 @@ void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_v
         if (pos == 0) {
             set_act(out, FS_AGENT_WAIT, d); /* a phase we do not know: wait */
             return;
+        }
+        if (d->replay && pos == POS_DONE && !d->fed && d->step != FS_AGENT_S_RESULT) {
+            /* nothing of the protocol state is needed for the result */
+            d->replay = 0;
+            d->r = d->aggregations - 1;
+            d->step = FS_AGENT_S_RESULT;
+            continue;
         }
         exact = 1;
         switch (d->step) {
@@ -416,14 +429,23 @@ void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_v
             need = POS_DONE;
             break;
         }
+        if (d->replay && exact && pos > need) {
+            set_act(out, FS_AGENT_DO, d);
+            out->local = 1;
+            return;
+        }
+        if (d->replay && exact) {
+            d->replay = 0; /* caught up: this step's round is current or ahead */
+        }
         if (!exact) {
             /* a "GET once the round closed" step */
             if (pos <= need) {
                 set_act(out, FS_AGENT_WAIT, d);
-            } else if (pos == POS_DONE && d->step == FS_AGENT_S_RECEIVE) {
+            } else if (pos == POS_DONE && d->step == FS_AGENT_S_RECEIVE && !d->replay) {
                 late(d, job, out);
             } else {
                 set_act(out, FS_AGENT_DO, d);
+                out->local = d->replay;
             }
             return;
         }
@@ -432,6 +454,13 @@ void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_v
             return;
         }
         if (pos > need) {
+            if (d->step == FS_AGENT_S_CONSISTENCY && pos == pos_of(d, FS_AGENT_J_UNMASKING, d->r)) {
+                /* The round may have closed with our signature (the answer
+                 * lost): the signatures of aggregation r say whether this
+                 * party is to unmask. */
+                d->step = FS_AGENT_S_SIGNATURES;
+                continue;
+            }
             if (d->step == FS_AGENT_S_CONSISTENCY || d->step == FS_AGENT_S_UNMASK) {
                 /* Our input is in the sum already; the server went on without
                  * this message. Skip to what comes after this aggregation. */

@@ -155,6 +155,7 @@ struct fs_agent_driver {
     int power;           /* enum fs_agent_power: a power-method job */
     uint32_t exchanges;  /* fedpower-utility: the first `exchanges` aggregations exchange noise */
     uint32_t fail_round; /* the aggregation a per-aggregation fail_at stops at */
+    int replay;          /* resuming after a restart: see fs_agent_driver_resume */
 };
 
 /* Kinds of power-method job (fs_agent_driver_init_power). */
@@ -177,6 +178,7 @@ struct fs_agent_action {
     enum fs_agent_act act;
     enum fs_agent_step step;
     uint32_t r;
+    int local; /* replaying a step the job has left: rebuild state, send nothing */
     char reason[FS_ERR_MSG_MAX];
 };
 
@@ -214,6 +216,20 @@ FS_WUR int fs_agent_driver_init_power(struct fs_agent_driver *d, enum fs_agent_p
  */
 void fs_agent_driver_next(struct fs_agent_driver *d, const struct fs_agent_job_view *job,
                           struct fs_agent_action *out);
+
+/**
+ * Resuming after a restart: the agent rebuilds its state by performing every
+ * step again from the first. A step whose round the job has already left is
+ * answered FS_AGENT_DO with `local` set (recompute the message or fetch what
+ * the server keeps, but send nothing: it was sent, or the job went on
+ * without it), never failed or skipped; fail_at never fires on those. The
+ * first step whose round is current or ahead ends the replay, and from there
+ * on the driver decides as usual (a message of the current round is sent
+ * again: the server answers an identical repeat as the first time). When
+ * the job is done, a secure-sum or power-method party goes straight to the
+ * result.
+ */
+void fs_agent_driver_resume(struct fs_agent_driver *d);
 
 /** The step last returned with FS_AGENT_DO completed: move to the next one. */
 void fs_agent_driver_done(struct fs_agent_driver *d);

@@ -314,6 +314,27 @@ const fs_mat *fs_fedpower_party_plain_upload(const fs_fedpower_party *p, double 
  */
 const uint64_t *fs_fedpower_party_ring_upload(const fs_fedpower_party *p, size_t *len);
 
+/**
+ * Derive every random draw of this party from secret (32 bytes from the OS
+ * CSPRNG, copied, wiped on free) instead of the CSPRNG: the DP noise of
+ * each upload (per kind and iteration), the utility seed mode's seed and the
+ * exchange responses' re-randomizers. A party rebuilt with the same secret
+ * after a restart then adds exactly the noise it drew before (a second,
+ * fresh draw of one value would weaken the guarantee). Call before the
+ * first receive. @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_fedpower_party_set_secret(fs_fedpower_party *p, const uint8_t secret[32],
+                                        struct fs_err *err);
+
+/**
+ * A party rebuilt after a restart (set_secret first) takes up the job at the
+ * broadcast after iteration iter (a sync point at or after its own
+ * position) without replaying the syncs before it: their uploads are in,
+ * and the noise of the next one is derived, not drawn. @return 0,
+ * FS_EINVAL, FS_ESTATE (no secret, done, or not a sync point ahead).
+ */
+FS_WUR int fs_fedpower_party_resume_at(fs_fedpower_party *p, uint32_t iter, struct fs_err *err);
+
 /** Utility: the server's Paillier public key (as exported), once before the first exchange. */
 FS_WUR int fs_fedpower_party_set_exchange_key(fs_fedpower_party *p, const uint8_t *pk, size_t len,
                                               struct fs_err *err);
@@ -358,6 +379,32 @@ typedef struct fs_fedpower_server fs_fedpower_server;
  */
 FS_WUR int fs_fedpower_server_new(const struct fs_fedpower_config *cfg, const uint64_t *rows,
                                   fs_fedpower_server **out, struct fs_err *err);
+
+/**
+ * Bytes of the server's secret: what a restarted server needs to go on as
+ * if it had not stopped (the seed of its own noise: plain fedpower's server
+ * noise of sync q is expanded from HKDF(seed, q); utility: also the
+ * Paillier private key).
+ */
+size_t fs_fedpower_server_secret_size(const fs_fedpower_server *s);
+
+/**
+ * Export the secret (secret material: seal it at rest, wipe buf after).
+ * @param len must be fs_fedpower_server_secret_size(s). @return 0, FS_EINVAL.
+ */
+FS_WUR int fs_fedpower_server_secret_export(const fs_fedpower_server *s, uint8_t *buf, size_t len,
+                                            struct fs_err *err);
+
+/**
+ * As fs_fedpower_server_new, with the secret of an earlier server of the
+ * same job (fs_fedpower_server_secret_export): the same Z broadcasts, the
+ * same server noise and exchange key, so that feeding it the same messages
+ * again reproduces the earlier run exactly.
+ * @return as fs_fedpower_server_new, or FS_EFORMAT (not such a secret).
+ */
+FS_WUR int fs_fedpower_server_new_restored(const struct fs_fedpower_config *cfg,
+                                           const uint64_t *rows, const uint8_t *secret, size_t len,
+                                           fs_fedpower_server **out, struct fs_err *err);
 
 /** Optional: a d x k orthonormal reference (copied) for per-sync subspace errors. */
 FS_WUR int fs_fedpower_server_set_reference(fs_fedpower_server *s, const fs_mat *ref,
@@ -407,6 +454,22 @@ size_t fs_fedpower_server_response_size(const fs_fedpower_server *s);
 /** Utility, EXCHANGE: the selector for party id (one of the sum's ids). */
 FS_WUR int fs_fedpower_server_selector(const fs_fedpower_server *s, uint32_t id, uint8_t *buf,
                                        size_t len, struct fs_err *err);
+
+/**
+ * Utility, EXCHANGE: every selector of the open exchange (borrowed, in
+ * ascending id order, *len bytes): persist them before any is sent.
+ * NULL outside EXCHANGE.
+ */
+const uint8_t *fs_fedpower_server_exchange_selectors(const fs_fedpower_server *s, size_t *len);
+
+/**
+ * Utility, EXCHANGE (a restarted server, right after add_sum): put back the
+ * selectors the exchange had (fs_fedpower_server_exchange_selectors), so
+ * parties get the same bytes and j is the one it was.
+ * @return 0, FS_ESTATE, FS_EFORMAT (not selectors of this key and sum).
+ */
+FS_WUR int fs_fedpower_server_restore_selectors(fs_fedpower_server *s, const uint8_t *sel,
+                                                size_t len, struct fs_err *err);
 
 /** Utility, EXCHANGE: party id's response. */
 FS_WUR int fs_fedpower_server_add_response(fs_fedpower_server *s, uint32_t id, const uint8_t *buf,

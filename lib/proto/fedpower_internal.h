@@ -46,9 +46,17 @@ uint32_t fpw_sync_iter(const struct fs_fedpower_config *cfg, uint32_t q);
 /* Round y (n values) to the grid 2^-f, add N_Z(0, (sigma 2^f)^2) from the
  * CSPRNG, and write back (the discrete Gaussian mechanism on a grid). */
 int fpw_grid_noise(double *y, size_t n, int frac_bits, double sigma, struct fs_err *err);
+/* fpw_grid_noise with the samples expanded from seed (fs_fedpower_noise_from_seed). */
+int fpw_grid_noise_seeded(double *y, size_t n, int frac_bits, double sigma, const uint8_t seed[32],
+                          struct fs_err *err);
 
 /* Like fpw_grid_noise with a grid chosen for the values and sigma (plain fedpower). */
 int fpw_real_noise(double *y, size_t n, double sigma, struct fs_err *err);
+
+/* fpw_real_noise with the samples expanded from seed (fs_fedpower_noise_from_seed):
+ * the same seed gives the same noise, so a restarted server re-adds it exactly. */
+int fpw_real_noise_seeded(double *y, size_t n, double sigma, const uint8_t seed[32],
+                          struct fs_err *err);
 
 /* v[0..n) += noise (two's complement), refusing a sample beyond cap in magnitude. */
 int fpw_ring_add_noise(uint64_t *v, const int64_t *noise, size_t n, int64_t cap,

@@ -214,7 +214,23 @@ out:
 
 /* ---- grid noise ----------------------------------------------------------- */
 
+static int grid_noise(double *y, size_t n, int frac_bits, double sigma, const uint8_t *seed,
+                      struct fs_err *err);
+
 int fpw_grid_noise(double *y, size_t n, int frac_bits, double sigma, struct fs_err *err)
+{
+    return grid_noise(y, n, frac_bits, sigma, NULL, err);
+}
+
+int fpw_grid_noise_seeded(double *y, size_t n, int frac_bits, double sigma, const uint8_t seed[32],
+                          struct fs_err *err)
+{
+    return grid_noise(y, n, frac_bits, sigma, seed, err);
+}
+
+/* fpw_grid_noise, the samples from the CSPRNG or (seed) regenerable from it. */
+static int grid_noise(double *y, size_t n, int frac_bits, double sigma, const uint8_t *seed,
+                      struct fs_err *err)
 {
     int64_t *nz = NULL;
     double s_int = ldexp(sigma, frac_bits);
@@ -232,7 +248,8 @@ int fpw_grid_noise(double *y, size_t n, int frac_bits, double sigma, struct fs_e
     if (nz == NULL) {
         return fs_err_set(err, FS_ENOMEM, "noise: out of memory");
     }
-    rc = fs_dgauss_sample(s_int, nz, n, err);
+    rc = seed != NULL ? fs_fedpower_noise_from_seed(seed, s_int, nz, n, err)
+                      : fs_dgauss_sample(s_int, nz, n, err);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         double v = ldexp(y[i], frac_bits);
         if (!(fabs(v) < 4.0e18)) {
@@ -249,7 +266,20 @@ int fpw_grid_noise(double *y, size_t n, int frac_bits, double sigma, struct fs_e
     return rc;
 }
 
+static int real_noise(double *y, size_t n, double sigma, const uint8_t *seed, struct fs_err *err);
+
 int fpw_real_noise(double *y, size_t n, double sigma, struct fs_err *err)
+{
+    return real_noise(y, n, sigma, NULL, err);
+}
+
+int fpw_real_noise_seeded(double *y, size_t n, double sigma, const uint8_t seed[32],
+                          struct fs_err *err)
+{
+    return real_noise(y, n, sigma, seed, err);
+}
+
+static int real_noise(double *y, size_t n, double sigma, const uint8_t *seed, struct fs_err *err)
 {
     double m = 0.0;
     int e = 0;
@@ -275,7 +305,7 @@ int fpw_real_noise(double *y, size_t n, double sigma, struct fs_err *err)
     if (f > 50 - e) {
         f = 50 - e;
     }
-    return fpw_grid_noise(y, n, f, sigma, err);
+    return grid_noise(y, n, f, sigma, seed, err);
 }
 
 int fpw_ring_add_noise(uint64_t *v, const int64_t *noise, size_t n, int64_t cap, struct fs_err *err)

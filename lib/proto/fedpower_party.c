@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../crypto/derive.h"
 #include "../crypto/rand.h"
 #include "../dp/dgauss.h"
 #include "../la/procrustes.h"
@@ -42,7 +43,20 @@ struct fs_fedpower_party {
     uint32_t next_iter;
     int done;
     fs_noisex_client *nx;
+    int has_det;     /* noise and re-randomizers derived from det (set_secret) */
+    uint8_t det[32]; /* the participation's secret: never sent */
 };
+
+/* Kinds of noise a party draws (the first index of its derived keys). */
+enum { NZ_SYNC = 0, NZ_RAYLEIGH = 1, NZ_LOCAL = 2, NZ_PLAIN = 3 };
+
+/* The key of one noise draw (kind, iteration): derived from the secret, so
+ * a restarted party re-adds exactly the noise it drew before. */
+static int noise_key(const fs_fedpower_party *p, uint32_t kind, uint32_t tag, uint8_t key[32],
+                     struct fs_err *err)
+{
+    return fs_derive_key(key, p->det, "fedpower/noise", kind, tag, err);
+}
 
 static void wipe_free(fs_mat *m)
 {
@@ -354,30 +368,54 @@ static int ring_encode(fs_fedpower_party *p, fs_mat *v, struct fs_err *err)
 }
 
 /* Integer noise with per-party std sigma (real units) into p->noise[0..n) and the ring. */
-static int ring_noise(fs_fedpower_party *p, size_t n, double sigma, int seeded, struct fs_err *err)
+static int ring_noise(fs_fedpower_party *p, size_t n, double sigma, int seeded, uint32_t kind,
+                      uint32_t tag, struct fs_err *err)
 {
     double s_int = ldexp(sigma, p->plan.fx.frac_bits);
+    uint8_t key[32];
     int rc = 0;
 
     p->noise_len = n;
-    if (sigma == 0.0) {
+    if (seeded) {
+        rc = p->has_det ? fs_derive_key(p->seed, p->det, "fedpower/exchange-seed", tag, 0, err)
+                        : fs_rand_bytes(p->seed, sizeof p->seed, err);
+    }
+    if (rc != 0 || sigma == 0.0) {
         memset(p->noise, 0, n * sizeof *p->noise);
-        if (seeded) {
-            rc = fs_rand_bytes(p->seed, sizeof p->seed, err);
-        }
         return rc;
     }
     if (seeded) {
-        rc = fs_rand_bytes(p->seed, sizeof p->seed, err);
+        rc = fs_fedpower_noise_from_seed(p->seed, s_int, p->noise, n, err);
+    } else if (p->has_det) {
+        /* the same exact sampler on a key stream instead of the CSPRNG */
+        rc = noise_key(p, kind, tag, key, err);
         if (rc == 0) {
-            rc = fs_fedpower_noise_from_seed(p->seed, s_int, p->noise, n, err);
+            rc = fs_fedpower_noise_from_seed(key, s_int, p->noise, n, err);
         }
+        OPENSSL_cleanse(key, sizeof key);
     } else {
         rc = fs_dgauss_sample(s_int, p->noise, n, err);
     }
     if (rc == 0) {
         rc = fpw_ring_add_noise(p->ring, p->noise, n, ring_cap(p), err);
     }
+    return rc;
+}
+
+/* fedpower-private's noise on the local iterate of iteration t (p->y). */
+static int local_noise(fs_fedpower_party *p, uint32_t t, size_t dr, struct fs_err *err)
+{
+    uint8_t key[32];
+    int rc;
+
+    if (!p->has_det) {
+        return fpw_grid_noise(p->y->data, dr, p->plan.fx.frac_bits, p->plan.sigma, err);
+    }
+    rc = noise_key(p, NZ_LOCAL, t, key, err);
+    if (rc == 0) {
+        rc = fpw_grid_noise_seeded(p->y->data, dr, p->plan.fx.frac_bits, p->plan.sigma, key, err);
+    }
+    OPENSSL_cleanse(key, sizeof key);
     return rc;
 }
 
@@ -393,7 +431,7 @@ static int local_iterations(fs_fedpower_party *p, uint32_t iter, uint32_t t_sync
         rc = cov_apply(p, p->z, p->y, err);
         if (rc == 0 && priv) {
             /* the local iterate feeds the next upload: full sigma on its own */
-            rc = fpw_grid_noise(p->y->data, dr, p->plan.fx.frac_bits, p->plan.sigma, err);
+            rc = local_noise(p, t, dr, err);
         }
         if (rc == 0) {
             rc = fs_mat_copy(p->z, p->y, err);
@@ -454,7 +492,16 @@ static int sync_upload(fs_fedpower_party *p, uint32_t iter, struct fs_err *err)
     case FS_FEDPOWER_PLAIN:
         rc = fs_mat_copy(p->plain, p->y, err);
         if (rc == 0) {
-            rc = fpw_real_noise(p->plain->data, dr, zmax * p->plan.sigma, err);
+            if (p->has_det) {
+                uint8_t key[32];
+                rc = noise_key(p, NZ_PLAIN, iter, key, err);
+                if (rc == 0) {
+                    rc = fpw_real_noise_seeded(p->plain->data, dr, zmax * p->plan.sigma, key, err);
+                }
+                OPENSSL_cleanse(key, sizeof key);
+            } else {
+                rc = fpw_real_noise(p->plain->data, dr, zmax * p->plan.sigma, err);
+            }
         }
         p->plain_zmax = zmax;
         p->has_plain = rc == 0;
@@ -464,20 +511,20 @@ static int sync_upload(fs_fedpower_party *p, uint32_t iter, struct fs_err *err)
         rc = ring_encode(p, p->y, err);
         if (rc == 0) {
             rc = ring_noise(p, dr, p->weight * p->plan.sigma, c->noise_exchange == FS_NOISEX_SEED,
-                            err);
+                            NZ_SYNC, iter, err);
         }
         p->exchange_pending = rc == 0;
         break;
     case FS_FEDPOWER_PRIVATE:
         rc = ring_encode(p, p->y, err);
         if (rc == 0) {
-            rc = ring_noise(p, dr, p->plan.w_max * p->plan.sigma / sqrt_t, 0, err);
+            rc = ring_noise(p, dr, p->plan.w_max * p->plan.sigma / sqrt_t, 0, NZ_SYNC, iter, err);
         }
         break;
     case FS_FEDPOWER_DPPPM:
         rc = ring_encode(p, p->y, err);
         if (rc == 0) {
-            rc = ring_noise(p, dr, dl * p->plan.sigma / sqrt_t, 0, err);
+            rc = ring_noise(p, dr, dl * p->plan.sigma / sqrt_t, 0, NZ_SYNC, iter, err);
         }
         break;
     }
@@ -538,9 +585,11 @@ static int rayleigh_upload(fs_fedpower_party *p, const fs_mat *q, struct fs_err 
     } else {
         rc = ring_encode(p, rr, err);
         if (rc == 0 && c->alg == FS_FEDPOWER_PRIVATE) {
-            rc = ring_noise(p, r * r, p->plan.w_max * p->plan.sigma_ray / sqrt_t, 0, err);
+            rc = ring_noise(p, r * r, p->plan.w_max * p->plan.sigma_ray / sqrt_t, 0, NZ_RAYLEIGH,
+                            p->next_iter, err);
         } else if (rc == 0 && c->alg == FS_FEDPOWER_DPPPM) {
-            rc = ring_noise(p, r * r, dray * p->plan.sigma / sqrt_t, 0, err);
+            rc = ring_noise(p, r * r, dray * p->plan.sigma / sqrt_t, 0, NZ_RAYLEIGH, p->next_iter,
+                            err);
         }
         if (rc == 0) {
             p->ring_len = r * r;
@@ -636,6 +685,15 @@ int fs_fedpower_party_set_exchange_key(fs_fedpower_party *p, const uint8_t *pk, 
     np.value_bits = p->plan.noise_bits;
     fs_noisex_client_free(p->nx);
     p->nx = NULL;
+    if (p->has_det) {
+        uint8_t key[32];
+        int rc = fs_derive_key(key, p->det, "fedpower/djn-base", 0, 0, err);
+        if (rc == 0) {
+            rc = fs_noisex_client_new_det(&np, pk, len, key, &p->nx, err);
+        }
+        OPENSSL_cleanse(key, sizeof key);
+        return rc;
+    }
     return fs_noisex_client_new(&np, pk, len, &p->nx, err);
 }
 
@@ -674,6 +732,19 @@ int fs_fedpower_party_exchange(fs_fedpower_party *p, const uint8_t *sel, size_t 
         }
         memcpy(out, p->resp, p->resp_len);
         return 0;
+    }
+    if (p->has_det) {
+        /* this sync's re-randomizers from the secret: a restarted party
+         * answers the same selector with the same bytes */
+        uint8_t key[32];
+        rc = fs_derive_key(key, p->det, "fedpower/rerandomize", p->next_iter, 0, err);
+        if (rc == 0) {
+            rc = fs_noisex_client_set_rerand_key(p->nx, key, err);
+        }
+        OPENSSL_cleanse(key, sizeof key);
+        if (rc != 0) {
+            return rc;
+        }
     }
     if (p->cfg.noise_exchange == FS_NOISEX_SEED) {
         rc = fs_noisex_client_respond_seed(p->nx, sel, sel_len, p->seed, out, out_len, err);
@@ -748,4 +819,32 @@ void fs_fedpower_party_free(fs_fedpower_party *p)
     fs_noisex_client_free(p->nx);
     OPENSSL_cleanse(p, sizeof *p);
     free(p);
+}
+
+int fs_fedpower_party_set_secret(fs_fedpower_party *p, const uint8_t secret[32], struct fs_err *err)
+{
+    if (p == NULL || secret == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_party_set_secret: NULL argument");
+    }
+    memcpy(p->det, secret, sizeof p->det);
+    p->has_det = 1;
+    return 0;
+}
+
+int fs_fedpower_party_resume_at(fs_fedpower_party *p, uint32_t iter, struct fs_err *err)
+{
+    if (p == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_party_resume_at: NULL argument");
+    }
+    if (!p->has_det) {
+        return fs_err_set(err, FS_ESTATE, "party %u: resuming needs the derived noise (secret)",
+                          p->id);
+    }
+    if (p->done || iter < p->next_iter || iter > p->cfg.iterations ||
+        (iter % p->cfg.sync_every != 0 && iter != p->cfg.iterations)) {
+        return fs_err_set(err, FS_ESTATE, "party %u: cannot resume at iteration %u (next %u of %u)",
+                          p->id, iter, p->next_iter, p->cfg.iterations);
+    }
+    p->next_iter = iter;
+    return 0;
 }

@@ -5,9 +5,17 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../crypto/hkdf.h"
+#include "../crypto/rand.h"
 #include "../la/procrustes.h"
 #include "../la/qr.h"
 #include "fedpower_internal.h"
+
+/* The server's secret, as fs_fedpower_server_secret_export writes it:
+ * magic, the seed of its own noise, then (utility) the Paillier private key. */
+#define SECRET_MAGIC     "FPS1"
+#define SECRET_MAGIC_LEN 4
+#define SECRET_SEED_LEN  32
 
 struct fs_fedpower_server {
     struct fs_fedpower_config cfg;
@@ -33,6 +41,8 @@ struct fs_fedpower_server {
     size_t pk_len;
     uint32_t last_chosen;
     unsigned threads; /* for regenerating seeded noise */
+    uint8_t
+        seed[SECRET_SEED_LEN]; /* the server's own noise (fedpower): sync q from HKDF(seed, q) */
     /* per sync */
     double *conv;
     double *errv;
@@ -54,8 +64,10 @@ static fs_mat *dup_clipped(const fs_fedpower_server *s, const fs_mat *q)
     return b;
 }
 
-int fs_fedpower_server_new(const struct fs_fedpower_config *cfg, const uint64_t *rows,
-                           fs_fedpower_server **out, struct fs_err *err)
+/* A new server: fresh secrets (secret NULL) or those of an exported secret. */
+static int server_make(const struct fs_fedpower_config *cfg, const uint64_t *rows,
+                       const uint8_t *secret, size_t secret_len, fs_fedpower_server **out,
+                       struct fs_err *err)
 {
     fs_fedpower_server *s = NULL;
     uint32_t R;
@@ -63,6 +75,13 @@ int fs_fedpower_server_new(const struct fs_fedpower_config *cfg, const uint64_t 
 
     if (cfg == NULL || out == NULL || rows == NULL) {
         return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_new: NULL argument");
+    }
+    if (secret != NULL &&
+        (secret_len < SECRET_MAGIC_LEN + SECRET_SEED_LEN ||
+         memcmp(secret, SECRET_MAGIC, SECRET_MAGIC_LEN) != 0 ||
+         (cfg->alg != FS_FEDPOWER_UTILITY && secret_len != SECRET_MAGIC_LEN + SECRET_SEED_LEN))) {
+        *out = NULL;
+        return fs_err_set(err, FS_EFORMAT, "fedpower: not a server secret of this job");
     }
     *out = NULL;
     s = calloc(1, sizeof *s);
@@ -88,6 +107,14 @@ int fs_fedpower_server_new(const struct fs_fedpower_config *cfg, const uint64_t 
         goto out;
     }
     memcpy(s->rows, rows, cfg->parties * sizeof *rows);
+    if (secret != NULL) {
+        memcpy(s->seed, secret + SECRET_MAGIC_LEN, SECRET_SEED_LEN);
+    } else {
+        rc = fs_rand_bytes(s->seed, sizeof s->seed, err);
+        if (rc != 0) {
+            goto out;
+        }
+    }
     rc = fs_fedpower_z0(cfg, &s->q, err);
     if (rc != 0) {
         goto out;
@@ -112,7 +139,13 @@ int fs_fedpower_server_new(const struct fs_fedpower_config *cfg, const uint64_t 
         np.parties = cfg->parties;
         np.noise_len = (size_t)cfg->d * cfg->r;
         np.value_bits = s->plan.noise_bits;
-        rc = fs_noisex_server_new(&np, cfg->paillier_bits, &s->nx, err);
+        if (secret != NULL) {
+            const uint8_t *sk = secret + SECRET_MAGIC_LEN + SECRET_SEED_LEN;
+            rc = fs_noisex_server_new_from_key(
+                &np, sk, secret_len - SECRET_MAGIC_LEN - SECRET_SEED_LEN, &s->nx, err);
+        } else {
+            rc = fs_noisex_server_new(&np, cfg->paillier_bits, &s->nx, err);
+        }
         if (rc != 0) {
             goto out;
         }
@@ -133,6 +166,46 @@ int fs_fedpower_server_new(const struct fs_fedpower_config *cfg, const uint64_t 
 out:
     fs_fedpower_server_free(s);
     return rc;
+}
+
+int fs_fedpower_server_new(const struct fs_fedpower_config *cfg, const uint64_t *rows,
+                           fs_fedpower_server **out, struct fs_err *err)
+{
+    return server_make(cfg, rows, NULL, 0, out, err);
+}
+
+int fs_fedpower_server_new_restored(const struct fs_fedpower_config *cfg, const uint64_t *rows,
+                                    const uint8_t *secret, size_t len, fs_fedpower_server **out,
+                                    struct fs_err *err)
+{
+    if (secret == NULL) {
+        if (out != NULL) {
+            *out = NULL;
+        }
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_new_restored: NULL secret");
+    }
+    return server_make(cfg, rows, secret, len, out, err);
+}
+
+size_t fs_fedpower_server_secret_size(const fs_fedpower_server *s)
+{
+    return SECRET_MAGIC_LEN + SECRET_SEED_LEN +
+           (s->nx != NULL ? fs_noisex_server_sk_size(s->nx) : 0);
+}
+
+int fs_fedpower_server_secret_export(const fs_fedpower_server *s, uint8_t *buf, size_t len,
+                                     struct fs_err *err)
+{
+    if (s == NULL || buf == NULL || len != fs_fedpower_server_secret_size(s)) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_secret_export: bad buffer");
+    }
+    memcpy(buf, SECRET_MAGIC, SECRET_MAGIC_LEN);
+    memcpy(buf + SECRET_MAGIC_LEN, s->seed, SECRET_SEED_LEN);
+    if (s->nx == NULL) {
+        return 0;
+    }
+    return fs_noisex_server_sk_export(s->nx, buf + SECRET_MAGIC_LEN + SECRET_SEED_LEN,
+                                      len - SECRET_MAGIC_LEN - SECRET_SEED_LEN, err);
 }
 
 int fs_fedpower_server_set_reference(fs_fedpower_server *s, const fs_mat *ref, struct fs_err *err)
@@ -424,8 +497,21 @@ int fs_fedpower_server_close_plain(fs_fedpower_server *s, struct fs_err *err)
         rc = fs_mat_axpy((double)s->rows[i] / (double)s_u, yi, acc, err);
         fs_mat_free(ya);
     }
-    if (rc == 0 && s->phase == FS_FEDPOWER_UPLOAD) {
-        rc = fpw_real_noise(acc->data, acc->rows * acc->cols, zmax * s->plan.sigma_server, err);
+    if (rc == 0 && s->phase == FS_FEDPOWER_UPLOAD && zmax * s->plan.sigma_server != 0.0) {
+        /* sync q's noise from its own key: a restarted server adds the same */
+        uint8_t info[28] = "fedpower server noise";
+        uint8_t key[32];
+        info[24] = (uint8_t)(s->sync >> 24);
+        info[25] = (uint8_t)(s->sync >> 16);
+        info[26] = (uint8_t)(s->sync >> 8);
+        info[27] = (uint8_t)s->sync;
+        rc = fs_hkdf_sha256(key, sizeof key, s->seed, sizeof s->seed, NULL, 0, info, sizeof info,
+                            err);
+        if (rc == 0) {
+            rc = fpw_real_noise_seeded(acc->data, acc->rows * acc->cols,
+                                       zmax * s->plan.sigma_server, key, err);
+        }
+        OPENSSL_cleanse(key, sizeof key);
     }
     clear_plain(s);
     if (rc != 0) {
@@ -574,6 +660,23 @@ size_t fs_fedpower_server_selector_size(const fs_fedpower_server *s)
 size_t fs_fedpower_server_response_size(const fs_fedpower_server *s)
 {
     return s->nx != NULL ? fs_noisex_server_response_size(s->nx) : 0;
+}
+
+const uint8_t *fs_fedpower_server_exchange_selectors(const fs_fedpower_server *s, size_t *len)
+{
+    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+        return NULL;
+    }
+    return fs_noisex_server_selectors(s->nx, len);
+}
+
+int fs_fedpower_server_restore_selectors(fs_fedpower_server *s, const uint8_t *sel, size_t len,
+                                         struct fs_err *err)
+{
+    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: no noise exchange open");
+    }
+    return fs_noisex_server_restore(s->nx, s->sync, s->sum_ids, s->sum_k, sel, len, err);
 }
 
 int fs_fedpower_server_selector(const fs_fedpower_server *s, uint32_t id, uint8_t *buf, size_t len,
@@ -771,5 +874,6 @@ void fs_fedpower_server_free(fs_fedpower_server *s)
     free(s->surv);
     free(s->left);
     free(s->rows);
+    OPENSSL_cleanse(s->seed, sizeof s->seed);
     free(s);
 }

@@ -404,7 +404,9 @@ FS_WUR int fs_fedsvd_server_decode_owned(const struct fs_fedsvd_job *job, int pu
  * 1 <= k <= min(m, n): top-k by `method`, where
  * FS_TOPK_AUTO means exact (dgesvdx for k < min/2, else thin + truncate) and
  * FS_TOPK_RANDOMIZED is used only when asked. U' is never formed.
- * @param yc m x n, DESTROYED (overwritten by LAPACK); the caller still frees it.
+ * @param yc m x n, DESTROYED (overwritten by LAPACK; for k = 0 and m >= n it
+ *        becomes R, n x n, and an owned buffer shrinks to n^2 words as soon as
+ *        the QR is done); the caller still frees it.
  * @param seed 32 bytes for the randomized sketch, or NULL (CSPRNG).
  * @param out filled (owned fields), release with fs_fedsvd_published_clear.
  */

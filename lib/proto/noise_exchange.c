@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../crypto/derive.h"
 #include "../crypto/paillier.h"
 #include "../crypto/rand.h"
 
@@ -43,6 +44,8 @@ struct fs_noisex_client {
     size_t groups;
     size_t slots;
     mpz_t n2;
+    int has_rr; /* re-randomizers derived from rr_key (set_rerand_key) */
+    uint8_t rr_key[32];
 };
 
 /* ---- helpers ------------------------------------------------------------ */
@@ -156,8 +159,9 @@ static void round_reset(fs_noisex_server *s)
     s->open = 0;
 }
 
-int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_bits,
-                         fs_noisex_server **out, struct fs_err *err)
+/* A server around a fresh (sk_buf NULL) or an exported private key. */
+static int server_make(const struct fs_noisex_params *p, unsigned key_bits, const uint8_t *sk_buf,
+                       size_t sk_len, fs_noisex_server **out, struct fs_err *err)
 {
     fs_noisex_server *s = NULL;
     int rc;
@@ -176,7 +180,8 @@ int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_bits,
     }
     mpz_init(s->n2);
     s->p = *p;
-    rc = fs_paillier_keygen(&s->sk, key_bits, err);
+    rc = sk_buf != NULL ? fs_paillier_sk_import(&s->sk, sk_buf, sk_len, err)
+                        : fs_paillier_keygen(&s->sk, key_bits, err);
     if (rc != 0) {
         goto out;
     }
@@ -196,6 +201,32 @@ int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_bits,
 out:
     fs_noisex_server_free(s);
     return rc;
+}
+
+int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_bits,
+                         fs_noisex_server **out, struct fs_err *err)
+{
+    return server_make(p, key_bits, NULL, 0, out, err);
+}
+
+int fs_noisex_server_new_from_key(const struct fs_noisex_params *p, const uint8_t *sk, size_t len,
+                                  fs_noisex_server **out, struct fs_err *err)
+{
+    if (sk == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL key");
+    }
+    return server_make(p, 0, sk, len, out, err);
+}
+
+size_t fs_noisex_server_sk_size(const fs_noisex_server *s)
+{
+    return fs_paillier_sk_size(s->sk);
+}
+
+int fs_noisex_server_sk_export(const fs_noisex_server *s, uint8_t *buf, size_t len,
+                               struct fs_err *err)
+{
+    return fs_paillier_sk_export(s->sk, buf, len, err);
 }
 
 size_t fs_noisex_server_pk_size(const fs_noisex_server *s)
@@ -314,6 +345,76 @@ int fs_noisex_server_begin(fs_noisex_server *s, uint32_t round, const uint32_t *
     s->started = 1;
     s->open = 1;
     return 0;
+}
+
+const uint8_t *fs_noisex_server_selectors(const fs_noisex_server *s, size_t *len)
+{
+    if (s == NULL || !s->open) {
+        return NULL;
+    }
+    if (len != NULL) {
+        *len = s->k * s->ct_size;
+    }
+    return s->sel;
+}
+
+/* The chosen party of restored selectors: the one whose selector decrypts
+ * to 0, all others to 1 (else FS_EFORMAT). */
+static int restored_choice(fs_noisex_server *s, struct fs_err *err)
+{
+    mpz_t c, m;
+    long zero = -1;
+    int rc = 0;
+
+    mpz_init(c);
+    mpz_init(m);
+    for (size_t q = 0; q < s->k && rc == 0; q++) {
+        rc = fs_paillier_ct_import(s->pk, c, s->sel + q * s->ct_size, s->ct_size, err);
+        if (rc == 0) {
+            rc = fs_paillier_decrypt(s->sk, m, c, err);
+        }
+        if (rc != 0) {
+            rc = fs_err_set(err, FS_EFORMAT, "noise exchange: selector %zu does not decrypt", q);
+        } else if (mpz_cmp_ui(m, 0) == 0 && zero < 0) {
+            zero = (long)q;
+        } else if (mpz_cmp_ui(m, 1) != 0) {
+            rc = fs_err_set(err, FS_EFORMAT, "noise exchange: selector %zu is not a selector", q);
+        }
+    }
+    if (rc == 0 && zero < 0) {
+        rc = fs_err_set(err, FS_EFORMAT, "noise exchange: no party is chosen");
+    }
+    if (rc == 0) {
+        s->chosen = s->ids[zero];
+    }
+    mpz_wipe_clear(m);
+    mpz_clear(c);
+    return rc;
+}
+
+int fs_noisex_server_restore(fs_noisex_server *s, uint32_t round, const uint32_t *ids, size_t k,
+                             const uint8_t *sel, size_t len, struct fs_err *err)
+{
+    int rc;
+
+    if (s == NULL || sel == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    if (len != k * s->ct_size) {
+        return fs_err_set(err, FS_EFORMAT, "noise exchange: %zu selector bytes for %zu parties",
+                          len, k);
+    }
+    s->started = 0; /* the round may be the one just begun */
+    rc = fs_noisex_server_begin(s, round, ids, k, err);
+    if (rc != 0) {
+        return rc;
+    }
+    memcpy(s->sel, sel, len);
+    rc = restored_choice(s, err);
+    if (rc != 0) {
+        round_reset(s);
+    }
+    return rc;
 }
 
 int fs_noisex_server_selector(const fs_noisex_server *s, uint32_t id, uint8_t *buf, size_t len,
@@ -590,8 +691,26 @@ void fs_noisex_server_free(fs_noisex_server *s)
 
 /* ---- client ------------------------------------------------------------- */
 
+static int client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_t pk_len,
+                      const uint8_t *base_key, fs_noisex_client **out, struct fs_err *err);
+
 int fs_noisex_client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_t pk_len,
                          fs_noisex_client **out, struct fs_err *err)
+{
+    return client_new(p, pk, pk_len, NULL, out, err);
+}
+
+int fs_noisex_client_new_det(const struct fs_noisex_params *p, const uint8_t *pk, size_t pk_len,
+                             const uint8_t base_key[32], fs_noisex_client **out, struct fs_err *err)
+{
+    if (base_key == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    return client_new(p, pk, pk_len, base_key, out, err);
+}
+
+static int client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_t pk_len,
+                      const uint8_t *base_key, fs_noisex_client **out, struct fs_err *err)
 {
     fs_noisex_client *c = NULL;
     int rc;
@@ -621,7 +740,8 @@ int fs_noisex_client_new(const struct fs_noisex_params *p, const uint8_t *pk, si
          * encryptions; elementwise responses re-randomize many. The
          * exponent length, and so the security, is the same. */
         unsigned w = p->mode == FS_NOISEX_SEED ? NX_CLIENT_SEED_WINDOW : FS_PAILLIER_DJN_WINDOW;
-        rc = fs_paillier_djn_new(&c->djn, c->pk, 0, w, err);
+        rc = base_key != NULL ? fs_paillier_djn_new_det(&c->djn, c->pk, 0, w, base_key, err)
+                              : fs_paillier_djn_new(&c->djn, c->pk, 0, w, err);
     }
     if (rc != 0) {
         fs_noisex_client_free(c);
@@ -645,8 +765,9 @@ size_t fs_noisex_client_response_size(const fs_noisex_client *c)
 
 /* out_ct = sel^w * R' with a secret exponent w (mpz_powm_sec; w = 0 gives a fresh Enc(0)). */
 static int raise_rerand(const fs_noisex_client *c, mpz_t res, const mpz_t sel, const mpz_t w,
-                        uint8_t *dst, struct fs_err *err)
+                        size_t g, uint8_t *dst, struct fs_err *err)
 {
+    uint8_t key[32];
     int rc;
 
     if (mpz_sgn(w) == 0) {
@@ -654,7 +775,16 @@ static int raise_rerand(const fs_noisex_client *c, mpz_t res, const mpz_t sel, c
     } else {
         mpz_powm_sec(res, sel, w, c->n2);
     }
-    rc = fs_paillier_rerandomize(c->pk, c->djn, res, res, err);
+    if (c->has_rr) {
+        /* one key per ciphertext of the response */
+        rc = fs_derive_key(key, c->rr_key, "noisex/rerandomize", (uint32_t)g, 0, err);
+        if (rc == 0) {
+            rc = fs_paillier_rerandomize_det(c->pk, c->djn, res, res, key, err);
+        }
+        OPENSSL_cleanse(key, sizeof key);
+    } else {
+        rc = fs_paillier_rerandomize(c->pk, c->djn, res, res, err);
+    }
     if (rc == 0) {
         rc = fs_paillier_ct_export(c->pk, res, dst, c->ct_size, err);
     }
@@ -701,7 +831,7 @@ int fs_noisex_client_respond_seed(const fs_noisex_client *c, const uint8_t *sel,
     rc = fs_paillier_ct_import(c->pk, s, sel, sel_len, err);
     if (rc == 0) {
         mpz_import(w, FS_NOISEX_SEED_LEN, 1, 1, 1, 0, seed);
-        rc = raise_rerand(c, res, s, w, out, err);
+        rc = raise_rerand(c, res, s, w, 0, out, err);
     }
     mpz_wipe_clear(w);
     mpz_wipe_clear(res);
@@ -735,7 +865,7 @@ int fs_noisex_client_respond_noise(const fs_noisex_client *c, const uint8_t *sel
             fs_err_prefix(err, "noise exchange: values from %zu: ", off);
             break;
         }
-        rc = raise_rerand(c, res, s, w, out + g * c->ct_size, err);
+        rc = raise_rerand(c, res, s, w, g, out + g * c->ct_size, err);
     }
     mpz_wipe_clear(w);
     mpz_wipe_clear(res);
@@ -743,11 +873,26 @@ int fs_noisex_client_respond_noise(const fs_noisex_client *c, const uint8_t *sel
     return rc;
 }
 
+int fs_noisex_client_set_rerand_key(fs_noisex_client *c, const uint8_t key[32], struct fs_err *err)
+{
+    if (c == NULL) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    c->has_rr = key != NULL;
+    if (key != NULL) {
+        memcpy(c->rr_key, key, sizeof c->rr_key);
+    } else {
+        OPENSSL_cleanse(c->rr_key, sizeof c->rr_key);
+    }
+    return 0;
+}
+
 void fs_noisex_client_free(fs_noisex_client *c)
 {
     if (c == NULL) {
         return;
     }
+    OPENSSL_cleanse(c->rr_key, sizeof c->rr_key);
     fs_paillier_djn_free(c->djn);
     fs_paillier_pk_free(c->pk);
     mpz_clear(c->n2);

@@ -94,6 +94,24 @@ struct fs_noisex_result {
 FS_WUR int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_bits,
                                 fs_noisex_server **out, struct fs_err *err);
 
+/**
+ * New server around a private key written by fs_noisex_server_sk_export
+ * (a server that restarts with the key it had), else as fs_noisex_server_new.
+ * @return 0, FS_EINVAL, FS_EFORMAT (not a valid key), FS_ERANGE, FS_ENOMEM, FS_ECRYPTO.
+ */
+FS_WUR int fs_noisex_server_new_from_key(const struct fs_noisex_params *p, const uint8_t *sk,
+                                         size_t len, fs_noisex_server **out, struct fs_err *err);
+
+/** Bytes of the exported private key. */
+size_t fs_noisex_server_sk_size(const fs_noisex_server *s);
+
+/**
+ * Export the private key (fs_paillier_sk_export): secret, for sealing at
+ * rest only; the caller wipes buf. @param len must be fs_noisex_server_sk_size.
+ */
+FS_WUR int fs_noisex_server_sk_export(const fs_noisex_server *s, uint8_t *buf, size_t len,
+                                      struct fs_err *err);
+
 /** Bytes of the exported public key. */
 size_t fs_noisex_server_pk_size(const fs_noisex_server *s);
 
@@ -118,6 +136,26 @@ size_t fs_noisex_server_slots(const fs_noisex_server *s);
  */
 FS_WUR int fs_noisex_server_begin(fs_noisex_server *s, uint32_t round, const uint32_t *ids,
                                   size_t k, struct fs_err *err);
+
+/**
+ * The selectors of the open round (borrowed until the round changes): one
+ * ciphertext per party in ascending id order, *len = k * ct_size bytes.
+ * They reveal j only to the key's owner: persisting them (with the key
+ * sealed) lets a restarted server send the very same bytes again.
+ * @return NULL when no round is open.
+ */
+const uint8_t *fs_noisex_server_selectors(const fs_noisex_server *s, size_t *len);
+
+/**
+ * Reopen round `round` over ids with the selectors it had (len = k *
+ * ct_size bytes, ascending ids, as fs_noisex_server_selectors gave them):
+ * j is recovered by decrypting them (exactly one must be Enc(0), the others
+ * Enc(1)). Discards any open round; round may repeat the last one begun.
+ * Responses are taken afresh.
+ * @return 0, FS_EINVAL, FS_EFORMAT (not this key's selectors), FS_ENOMEM.
+ */
+FS_WUR int fs_noisex_server_restore(fs_noisex_server *s, uint32_t round, const uint32_t *ids,
+                                    size_t k, const uint8_t *sel, size_t len, struct fs_err *err);
 
 /**
  * The selector ciphertext for party id in the current round (the same bytes
@@ -167,8 +205,28 @@ typedef struct fs_noisex_client fs_noisex_client;
 FS_WUR int fs_noisex_client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_t pk_len,
                                 fs_noisex_client **out, struct fs_err *err);
 
+/**
+ * Like fs_noisex_client_new, but the DJN base hs is derived from base_key
+ * (32 bytes, secret) instead of drawn from the CSPRNG: with
+ * fs_noisex_client_set_rerand_key, a client rebuilt after a restart then
+ * answers a selector with the same bytes.
+ */
+FS_WUR int fs_noisex_client_new_det(const struct fs_noisex_params *p, const uint8_t *pk,
+                                    size_t pk_len, const uint8_t base_key[32],
+                                    fs_noisex_client **out, struct fs_err *err);
+
 size_t fs_noisex_client_ct_size(const fs_noisex_client *c);
 size_t fs_noisex_client_response_size(const fs_noisex_client *c);
+
+/**
+ * Take the re-randomizers of the following responses from AES-256-CTR
+ * under keys derived from key (32 bytes, copied; NULL: back to the CSPRNG):
+ * the same selector and noise then give the same response bytes. The key
+ * must be secret and serve one response (one sync) only.
+ * @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_noisex_client_set_rerand_key(fs_noisex_client *c, const uint8_t key[32],
+                                           struct fs_err *err);
 
 /**
  * Seed mode: out = Enc(b)^seed * R' for the selector Enc(b) (seed read as a

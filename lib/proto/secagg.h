@@ -66,7 +66,44 @@ struct fs_secagg_config {
     uint32_t aggregations; /* sums this job will run; keys and seeds for all are shared in R1 */
     uint32_t chunk_words;  /* upload chunk size in uint64 words; 0 = FS_SECAGG_DEFAULT_CHUNK */
     uint8_t job_id[32];    /* binds every key, signature and mask to this job */
+    /* SecAgg+ (see below): 0 = every pair of parties masks (the full graph);
+     * else the even degree k of the neighbour graph, 2 <= k <= n - 2 */
+    uint32_t degree;
+    uint32_t share_t; /* with degree: Shamir threshold among a party's neighbours, 1..degree */
 };
+
+/* SecAgg+ (Bell, Bonawitz, Gascon, Lepoint, Raykova, "Secure Single-Server
+ * Aggregation with (Poly)Logarithmic Overhead", CCS 2020). With cfg.degree
+ * = k > 0 a party exchanges shares and pairwise masks only with its k
+ * neighbours in a Harary graph H(n, k) (party at ring position i is a
+ * neighbour of the positions i +- 1 .. i +- k/2 mod n) whose ring positions
+ * are a random permutation of the ids. The permutation is a Fisher-Yates
+ * shuffle driven by AES-256-CTR under HKDF(session id): both sides compute
+ * it after R0, from the session id, which hashes the job id, the
+ * parameters and every party's freshly drawn, signed R0 keys. Nobody knows
+ * the graph before every party in the roster has committed to its keys; a
+ * server could only re-draw it by leaving advertisers out of the roster
+ * (outside the honest-but-curious model these state machines assume).
+ * A party's mask key and self-mask seed are split among itself and its
+ * neighbours with threshold cfg.share_t; a dropped party's pairwise masks
+ * come back from share_t of its neighbours' shares, or the aggregation
+ * aborts naming the party. cfg.t stays the job's global minimum of
+ * parties at every round.
+ *
+ * fs_secagg_plus_params picks (k, share_t) as in the paper's analysis: the
+ * smallest even k such that (1) the graph of honest survivors stays
+ * connected except with probability 2^-(sigma+1) (union bound over the
+ * pairs of k/2-long runs of corrupt-or-dropped ring positions), (2)
+ * share_t = t1 + 1 where t1 bounds a party's corrupt neighbours (a
+ * hypergeometric tail below 2^-(sigma+1)/n), and (3) a party keeps at
+ * least share_t surviving neighbours except with probability 2^-eta/n; with
+ * gamma the fraction of parties colluding with the server, delta the
+ * fraction dropping out. */
+#define FS_SECAGG_PLUS_GAMMA 0.2 /* corrupt fraction the parameters tolerate */
+#define FS_SECAGG_PLUS_DELTA 0.1 /* dropout fraction the parameters tolerate */
+#define FS_SECAGG_PLUS_SIGMA 40  /* statistical security, bits */
+#define FS_SECAGG_PLUS_ETA   30  /* correctness, bits */
+#define FS_SECAGG_PLUS_MIN_N 20  /* jobs pick "plus" by default from this many parties */
 
 /* R0 message: a party's public keys, signed with its identity key.
  * s_pks holds one X25519 mask public key per aggregation (nkeys of them,
@@ -119,6 +156,29 @@ const uint8_t *fs_secagg_adv_mask_pk(const struct fs_secagg_adv *a, uint32_t r);
 /** Check a configuration (ranges, t <= n, caps). @return 0 or FS_EINVAL. */
 FS_WUR int fs_secagg_config_check(const struct fs_secagg_config *cfg, struct fs_err *err);
 
+/**
+ * SecAgg+ parameters for n parties (see above): the smallest even degree k,
+ * 2 <= k <= n - 2, and its share threshold t, for corrupt fraction gamma and
+ * dropout fraction delta (gamma + delta <= 0.9) at FS_SECAGG_PLUS_SIGMA /
+ * FS_SECAGG_PLUS_ETA. @return 0, or FS_EINVAL when no k < n - 1 qualifies.
+ */
+FS_WUR int fs_secagg_plus_params(uint32_t n, double gamma, double delta, uint32_t *k, uint32_t *t,
+                                 struct fs_err *err);
+
+/** Set cfg->degree and cfg->share_t for cfg->n with the default gamma and delta. */
+FS_WUR int fs_secagg_config_plus(struct fs_secagg_config *cfg, struct fs_err *err);
+
+/**
+ * The SecAgg+ ring positions of a session: pos[id] in 0..n-1 for id 1..n
+ * (pos has n+1 entries, pos[0] unused). Needs cfg->degree > 0.
+ */
+FS_WUR int fs_secagg_graph(const struct fs_secagg_config *cfg, const uint8_t session[32],
+                           uint32_t *pos, struct fs_err *err);
+
+/** 1 when u != v mask with each other (always in the full graph; pos NULL then). */
+int fs_secagg_adjacent(const struct fs_secagg_config *cfg, const uint32_t *pos, uint32_t u,
+                       uint32_t v);
+
 /** Bytes of one R1 ciphertext for a configuration. */
 size_t fs_secagg_share_ct_len(const struct fs_secagg_config *cfg);
 
@@ -139,6 +199,21 @@ typedef struct fs_secagg_client fs_secagg_client;
 FS_WUR int fs_secagg_client_new(const struct fs_secagg_config *cfg, uint32_t id,
                                 const uint8_t sign_sk[FS_SECAGG_KEY_LEN], fs_secagg_client **out,
                                 struct fs_err *err);
+
+/**
+ * Like fs_secagg_client_new, but every random value of the client (the
+ * share-encryption key pair, each aggregation's mask key pair and self-mask
+ * seed, the Shamir coefficients, the share boxes' nonces) is derived from
+ * secret (32 bytes, copied, wiped on free; lib/crypto/derive.h) instead of
+ * drawn from the CSPRNG. Every message is then a function of (secret,
+ * identity, the server's messages): an agent restarted with the same secret
+ * rebuilds its state and its messages byte for byte. secret must come from
+ * the CSPRNG, stay secret and serve one participation only.
+ */
+FS_WUR int fs_secagg_client_new_det(const struct fs_secagg_config *cfg, uint32_t id,
+                                    const uint8_t sign_sk[FS_SECAGG_KEY_LEN],
+                                    const uint8_t secret[32], fs_secagg_client **out,
+                                    struct fs_err *err);
 
 /** R0: this party's advertisement; out->s_pks is borrowed from c (valid until it is freed). */
 FS_WUR int fs_secagg_client_advertise(fs_secagg_client *c, struct fs_secagg_adv *out,
@@ -200,6 +275,12 @@ FS_WUR int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
 
 /** The session id (valid after share_keys). */
 const uint8_t *fs_secagg_client_session(const fs_secagg_client *c);
+
+/**
+ * The parties this one masks with (ids sorted into out, n entries of room;
+ * valid after share_keys): its k graph neighbours, or every other party.
+ */
+size_t fs_secagg_client_neighbours(const fs_secagg_client *c, uint32_t *out);
 
 /**
  * Pinned identities (the job's party_keys): pins[i] is party i+1's Ed25519
@@ -326,6 +407,65 @@ FS_WUR int fs_secagg_server_add_masked_ex(fs_secagg_server *s, uint32_t from, ui
                                           const uint64_t *y, size_t m, int *is_new,
                                           struct fs_err *err);
 
+/*
+ * Streamed R2 chunks (servers with a chunk store): many chunks, of one party
+ * or of several, fold into the sum at the same time on the caller's threads,
+ * piece by piece as they arrive, without the caller's lock and without a
+ * copy of the chunk. The sum stays the exact ring sum: additions in Z_2^64
+ * commute, and each range of the sum is changed under its own lock.
+ *
+ *   begin   (caller's lock)  reserve chunk idx of party from: it is pending
+ *   fold    (no lock)        its next words, in order; the caller has
+ *                            persisted them (store put's file) before
+ *   commit  (caller's lock)  all m words folded: the chunk counts, as if
+ *                            add_masked_ex had taken it
+ *   cancel  (caller's lock)  the upload broke off: the words folded so far
+ *                            (read back through store get) leave the sum
+ *   release (no lock)        always last, once per begin that succeeded
+ *
+ * Closing R2, aborting, beginning the next aggregation, finishing and
+ * fs_secagg_server_free first wait for every fold in progress and void every
+ * pending chunk (a voided upload's fold, commit and cancel fail with
+ * FS_ECONFLICT and change nothing); close_masked takes a pending chunk's
+ * folded words back out of the sum with the rest of its dropped party's
+ * upload. The server's memory lives until the last release.
+ */
+struct fs_secagg_upload {
+    fs_secagg_server *s; /* borrowed; kept alive until release */
+    uint64_t gen;
+    uint32_t from;
+    uint64_t idx;
+    size_t m;    /* words of the chunk */
+    size_t done; /* words folded so far */
+};
+
+/**
+ * Reserve chunk idx of party from (m words) for a streamed upload. *stream
+ * is 0 (and nothing is reserved, release not needed) when the chunk cannot
+ * be streamed: R2 is closed, the chunk was already accepted (a repeat: use
+ * add_masked_ex, which compares it) or the server has no chunk store.
+ * FS_EUNAVAILABLE while the same chunk is pending in another upload.
+ */
+FS_WUR int fs_secagg_server_upload_begin(fs_secagg_server *s, uint32_t from, uint64_t idx, size_t m,
+                                         struct fs_secagg_upload *up, int *stream,
+                                         struct fs_err *err);
+
+/**
+ * Fold the next n words of the upload (p: n little-endian words, any
+ * alignment). Safe to call from many threads at once for different uploads.
+ */
+FS_WUR int fs_secagg_server_upload_fold(struct fs_secagg_upload *up, const uint8_t *p, size_t n,
+                                        struct fs_err *err);
+
+/** Commit a complete upload (caller's lock). */
+FS_WUR int fs_secagg_server_upload_commit(struct fs_secagg_upload *up, struct fs_err *err);
+
+/** Take an incomplete upload's words back out of the sum (caller's lock). */
+FS_WUR int fs_secagg_server_upload_cancel(struct fs_secagg_upload *up, struct fs_err *err);
+
+/** End of an upload begun with *stream == 1 (no lock; may free a freed server's memory). */
+void fs_secagg_server_upload_release(struct fs_secagg_upload *up);
+
 /** 1 if party from's upload of this aggregation is complete. */
 int fs_secagg_server_has_masked(const fs_secagg_server *s, uint32_t from);
 
@@ -366,6 +506,10 @@ uint64_t *fs_secagg_server_take_sum(fs_secagg_server *s, uint64_t *len);
 /* Threads fs_secagg_server_finish may use to remove the masks (default 1: the
  * caller's only); the sum does not depend on it. */
 void fs_secagg_server_set_threads(fs_secagg_server *s, unsigned threads);
+
+/** Party id's neighbours as the server sees them (as fs_secagg_client_neighbours; after
+ * close_adv). */
+size_t fs_secagg_server_neighbours(const fs_secagg_server *s, uint32_t id, uint32_t *out);
 
 /** Free. Accepts NULL. */
 void fs_secagg_server_free(fs_secagg_server *s);

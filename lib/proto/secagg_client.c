@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "../crypto/ct.h"
+#include "../crypto/derive.h"
 #include "../crypto/ed25519.h"
 #include "../crypto/rand.h"
 #include "../crypto/x25519.h"
@@ -48,7 +49,16 @@ struct fs_secagg_client {
     uint32_t *u3;
     size_t n3;
     uint8_t (*pins)[FS_SECAGG_KEY_LEN]; /* pinned identities, n; NULL = unpinned */
+    int has_det;                        /* randomness derived from det (new_det) */
+    uint8_t det[32];
+    uint32_t *pos; /* SecAgg+ ring positions (n+1), from the session; NULL = full graph */
 };
+
+/* 1 when v is this party's neighbour (every other party in the full graph). */
+static int nbr(const fs_secagg_client *c, uint32_t v)
+{
+    return fs_secagg_adjacent(&c->cfg, c->pos, c->id, v);
+}
 
 static size_t seeds_bytes(const struct fs_secagg_config *cfg)
 {
@@ -75,9 +85,47 @@ static void peer_drop_shares(const struct fs_secagg_config *cfg, struct peer *p)
     }
 }
 
+/* A key pair: from the CSPRNG, or derived from the client's secret. */
+static int client_keypair(const fs_secagg_client *c, const char *label, uint32_t r, uint8_t sk[32],
+                          uint8_t pk[32], struct fs_err *err)
+{
+    int rc;
+
+    if (!c->has_det) {
+        return fs_x25519_keygen(sk, pk, err);
+    }
+    rc = fs_derive_key(sk, c->det, label, r, 0, err);
+    if (rc == 0) {
+        rc = fs_x25519_public(pk, sk, err);
+    }
+    return rc;
+}
+
+static int client_new(const struct fs_secagg_config *cfg, uint32_t id,
+                      const uint8_t sign_sk[FS_SECAGG_KEY_LEN], const uint8_t *secret,
+                      fs_secagg_client **out, struct fs_err *err);
+
 int fs_secagg_client_new(const struct fs_secagg_config *cfg, uint32_t id,
                          const uint8_t sign_sk[FS_SECAGG_KEY_LEN], fs_secagg_client **out,
                          struct fs_err *err)
+{
+    return client_new(cfg, id, sign_sk, NULL, out, err);
+}
+
+int fs_secagg_client_new_det(const struct fs_secagg_config *cfg, uint32_t id,
+                             const uint8_t sign_sk[FS_SECAGG_KEY_LEN], const uint8_t secret[32],
+                             fs_secagg_client **out, struct fs_err *err)
+{
+    if (secret == NULL) {
+        *out = NULL;
+        return fs_err_set(err, FS_EINVAL, "secagg: NULL client secret");
+    }
+    return client_new(cfg, id, sign_sk, secret, out, err);
+}
+
+static int client_new(const struct fs_secagg_config *cfg, uint32_t id,
+                      const uint8_t sign_sk[FS_SECAGG_KEY_LEN], const uint8_t *secret,
+                      fs_secagg_client **out, struct fs_err *err)
 {
     fs_secagg_client *c = NULL;
     int rc;
@@ -105,15 +153,23 @@ int fs_secagg_client_new(const struct fs_secagg_config *cfg, uint32_t id,
         goto fail;
     }
     memcpy(c->sign_sk, sign_sk, 32);
+    if (secret != NULL) {
+        memcpy(c->det, secret, sizeof c->det);
+        c->has_det = 1;
+    }
     rc = fs_ed25519_public(c->sign_pk, c->sign_sk, err);
     if (rc == 0) {
-        rc = fs_x25519_keygen(c->c_sk, c->c_pk, err);
+        rc = client_keypair(c, "secagg/share-key", 0, c->c_sk, c->c_pk, err);
     }
     for (uint32_t r = 0; rc == 0 && r < cfg->aggregations; r++) {
-        rc = fs_x25519_keygen(c->s_sks + (size_t)r * 32, c->s_pks + (size_t)r * 32, err);
+        rc = client_keypair(c, "secagg/mask-key", r, c->s_sks + (size_t)r * 32,
+                            c->s_pks + (size_t)r * 32, err);
     }
-    if (rc == 0) {
+    if (rc == 0 && !c->has_det) {
         rc = fs_rand_bytes(c->seeds, seeds_bytes(cfg), err);
+    }
+    for (uint32_t r = 0; rc == 0 && c->has_det && r < cfg->aggregations; r++) {
+        rc = fs_derive_key(c->seeds + (size_t)r * 32, c->det, "secagg/self-seed", r, 0, err);
     }
     if (rc != 0) {
         goto fail;
@@ -219,8 +275,34 @@ static int take_roster(fs_secagg_client *c, const struct fs_secagg_adv *roster, 
     if (rc == 0) {
         rc = sa_session_id(&c->cfg, sorted, k, c->session, err);
     }
+    if (rc == 0 && c->cfg.degree != 0) {
+        free(c->pos);
+        c->pos = malloc(((size_t)c->cfg.n + 1) * sizeof *c->pos);
+        rc = c->pos == NULL ? fs_err_set(err, FS_ENOMEM, "secagg: out of memory")
+                            : fs_secagg_graph(&c->cfg, c->session, c->pos, err);
+    }
 out:
     free(sorted);
+    return rc;
+}
+
+/* Shamir shares of one secret: CSPRNG coefficients, or coefficients from a
+ * key derived per (purpose, aggregation). */
+static int client_split(const fs_secagg_client *c, const char *label, uint32_t r,
+                        const uint8_t *secret, const uint16_t *xs, size_t k,
+                        struct fs_shamir_share *sh, struct fs_err *err)
+{
+    uint8_t ck[32];
+    int rc;
+
+    if (!c->has_det) {
+        return fs_shamir_split_at(secret, sa_share_t(&c->cfg), xs, k, sh, err);
+    }
+    rc = fs_derive_key(ck, c->det, label, r, 0, err);
+    if (rc == 0) {
+        rc = fs_shamir_split_at_det(secret, sa_share_t(&c->cfg), xs, k, ck, sh, err);
+    }
+    fs_wipe(ck, sizeof ck);
     return rc;
 }
 
@@ -276,7 +358,7 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
     }
     k = 0;
     for (uint32_t v = 1; v <= c->cfg.n; v++) {
-        if (c->peers[v].in_roster) {
+        if (c->peers[v].in_roster && (v == c->id || nbr(c, v))) {
             if (v == c->id) {
                 self_j = k;
             }
@@ -284,11 +366,11 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
         }
     }
     for (uint32_t r = 0; rc == 0 && r < c->cfg.aggregations; r++) {
-        rc = fs_shamir_split_at(c->s_sks + (size_t)r * 32, c->cfg.t, xs, k, key_sh + (size_t)r * k,
-                                err);
+        rc = client_split(c, "secagg/shamir-mask-key", r, c->s_sks + (size_t)r * 32, xs, k,
+                          key_sh + (size_t)r * k, err);
         if (rc == 0) {
-            rc = fs_shamir_split_at(c->seeds + (size_t)r * 32, c->cfg.t, xs, k,
-                                    seed_sh + (size_t)r * k, err);
+            rc = client_split(c, "secagg/shamir-self-seed", r, c->seeds + (size_t)r * 32, xs, k,
+                              seed_sh + (size_t)r * k, err);
         }
     }
     if (rc != 0) {
@@ -331,8 +413,11 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
         rc = sa_share_key(c->c_sk, c->peers[to].adv.c_pk, c->session, key, err);
         if (rc == 0) {
             sa_share_ad(c->session, &c->cfg, c->id, to, ad);
-            rc = fs_aead_box_seal(cts[nct - 1].ct, ct_len, &got, key, ad, sizeof ad, pt, pt_len,
-                                  err);
+            /* derived randomness: a synthetic nonce, so the box is rebuilt identically */
+            rc = c->has_det ? fs_aead_box_seal_det(cts[nct - 1].ct, ct_len, &got, key, ad,
+                                                   sizeof ad, pt, pt_len, err)
+                            : fs_aead_box_seal(cts[nct - 1].ct, ct_len, &got, key, ad, sizeof ad,
+                                               pt, pt_len, err);
         }
         fs_wipe(key, sizeof key);
         if (rc != 0) {
@@ -375,7 +460,7 @@ static int take_bundle(fs_secagg_client *c, const struct fs_secagg_share_ct *ct,
     int rc;
 
     if (ct->to != c->id || ct->from < 1 || ct->from > c->cfg.n || ct->from == c->id ||
-        !c->peers[ct->from].in_roster) {
+        !c->peers[ct->from].in_roster || !nbr(c, ct->from)) {
         return fs_err_set(err, FS_EINVAL, "secagg: share from %u to %u is not for this party",
                           ct->from, ct->to);
     }
@@ -431,9 +516,9 @@ int fs_secagg_client_receive_shares(fs_secagg_client *c, const struct fs_secagg_
     if (c->stage != ST_SHARED) {
         return fs_err_set(err, FS_ESTATE, "secagg: receive_shares before share_keys, or twice");
     }
-    if (k + 1 < c->cfg.t) {
+    if (k + 1 < sa_share_t(&c->cfg)) {
         return fs_err_set(err, FS_ESTATE, "secagg: only %zu parties shared keys, threshold %u",
-                          k + 1, c->cfg.t);
+                          k + 1, sa_share_t(&c->cfg));
     }
     pt = malloc(pt_len);
     if (pt == NULL) {
@@ -487,7 +572,8 @@ int fs_secagg_client_begin(fs_secagg_client *c, uint32_t r, uint64_t len, const 
     }
     for (size_t i = 0; i < na; i++) {
         struct peer *p = &c->peers[ids[i]];
-        if (!p->in_u2 || p->mask_revealed) {
+        /* a non-neighbour's shares never reach us: it must be in the roster */
+        if ((nbr(c, ids[i]) ? !p->in_u2 : !p->in_roster) || p->mask_revealed) {
             rc = fs_err_set(err, FS_EAUTH, "secagg: party %u cannot be active", ids[i]);
             goto out;
         }
@@ -504,7 +590,7 @@ int fs_secagg_client_begin(fs_secagg_client *c, uint32_t r, uint64_t len, const 
     for (size_t i = 0; rc == 0 && i < na; i++) {
         struct peer *p = &c->peers[ids[i]];
         p->active = 1;
-        if (ids[i] != c->id) {
+        if (ids[i] != c->id && nbr(c, ids[i])) {
             /* this aggregation's own key pair on both sides: see secagg.h */
             rc = sa_pair_mask_key(c->s_sks + (size_t)r * 32, fs_secagg_adv_mask_pk(&p->adv, r),
                                   c->session, r, len, p->pair_key, err);
@@ -550,7 +636,7 @@ int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64_t *x, 
     memcpy(st[ns].key, c->self_key, 32);
     st[ns++].sign = 1;
     for (uint32_t v = 1; v <= c->cfg.n; v++) {
-        if (v != c->id && c->peers[v].active) {
+        if (v != c->id && c->peers[v].active && nbr(c, v)) {
             memcpy(st[ns].key, c->peers[v].pair_key, 32);
             st[ns++].sign = c->id > v ? 1 : -1;
         }
@@ -696,8 +782,8 @@ int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
     }
     for (uint32_t v = 1; v <= c->cfg.n; v++) {
         struct peer *p = &c->peers[v];
-        if (!p->active) {
-            continue;
+        if (!p->active || (v != c->id && !nbr(c, v))) {
+            continue; /* SecAgg+: we hold shares of our neighbours' secrets only */
         }
         rv[n].about = v;
         if (in_sorted(c->u3, c->n3, v)) {
@@ -725,6 +811,18 @@ const uint8_t *fs_secagg_client_session(const fs_secagg_client *c)
     return c->session;
 }
 
+size_t fs_secagg_client_neighbours(const fs_secagg_client *c, uint32_t *out)
+{
+    size_t k = 0;
+
+    for (uint32_t v = 1; v <= c->cfg.n; v++) {
+        if (nbr(c, v)) {
+            out[k++] = v;
+        }
+    }
+    return k;
+}
+
 void fs_secagg_client_free(fs_secagg_client *c)
 {
     if (c == NULL) {
@@ -749,6 +847,7 @@ void fs_secagg_client_free(fs_secagg_client *c)
     free(c->s_pks);
     free(c->u3);
     free(c->pins);
+    free(c->pos);
     fs_wipe(c, sizeof *c);
     free(c);
 }

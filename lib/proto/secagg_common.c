@@ -2,6 +2,7 @@
  * messages, the session id and the key derivations. */
 #include "secagg_internal.h"
 
+#include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@ static const char SESSION_TAG[] = "fedsvd/secagg/v2/session";
 static const char SHARE_INFO[] = "fedsvd/secagg/v1/share-enc";
 static const char PAIR_INFO[] = "fedsvd/secagg/v1/pair-mask";
 static const char SELF_INFO[] = "fedsvd/secagg/v1/self-mask";
+static const char GRAPH_INFO[] = "fedsvd/secagg/v1/plus-graph";
 
 void sa_put_u32(uint8_t *p, uint32_t v)
 {
@@ -53,7 +55,164 @@ int fs_secagg_config_check(const struct fs_secagg_config *cfg, struct fs_err *er
         return fs_err_set(err, FS_EINVAL, "secagg: aggregations must be 1..%d, got %u",
                           FS_SECAGG_MAX_AGGREGATIONS, cfg->aggregations);
     }
+    if (cfg->degree != 0 &&
+        (cfg->degree % 2 != 0 || cfg->degree < 2 || cfg->n < 4 || cfg->degree > cfg->n - 2)) {
+        return fs_err_set(err, FS_EINVAL, "secagg: neighbour degree %u must be even, 2..%u",
+                          cfg->degree, cfg->n >= 4 ? cfg->n - 2 : 0);
+    }
+    if (cfg->degree != 0 && (cfg->share_t < 1 || cfg->share_t > cfg->degree)) {
+        return fs_err_set(err, FS_EINVAL, "secagg: neighbour share threshold %u must be 1..%u",
+                          cfg->share_t, cfg->degree);
+    }
     return 0;
+}
+
+uint32_t sa_share_t(const struct fs_secagg_config *cfg)
+{
+    return cfg->degree != 0 ? cfg->share_t : cfg->t;
+}
+
+/* ln C(a, b), 0 <= b <= a */
+static double lchoose(double a, double b)
+{
+    return lgamma(a + 1) - lgamma(b + 1) - lgamma(a - b + 1);
+}
+
+/* P[X = x] for X hypergeometric: m draws from N items of which K are marked. */
+static double hyper_pmf(uint32_t N, uint32_t K, uint32_t m, uint32_t x)
+{
+    if (x > m || x > K || m - x > N - K) {
+        return 0.0;
+    }
+    return exp(lchoose(K, x) + lchoose(N - K, m - x) - lchoose(N, m));
+}
+
+int fs_secagg_plus_params(uint32_t n, double gamma, double delta, uint32_t *k, uint32_t *t,
+                          struct fs_err *err)
+{
+    /* kSmall guards the floors against rounding (0.1 * 50 = 5.000000000000001) */
+    const double small = 1e-12;
+    const double sec_each = FS_SECAGG_PLUS_SIGMA + 1; /* sigma split over two bad events */
+    uint32_t bad_c, bad_d, bad, alive;
+
+    *k = 0;
+    *t = 0;
+    if (!(gamma >= 0 && delta >= 0 && gamma + delta <= 0.9)) {
+        return fs_err_set(err, FS_EINVAL, "secagg: corrupt + dropout fractions must be <= 0.9");
+    }
+    bad_c = (uint32_t)floor((gamma + small) * n);
+    if (gamma > 0 && bad_c == 0) {
+        bad_c = 1; /* at least one colluder: a share alone never reveals a secret */
+    }
+    bad_d = (uint32_t)floor((delta + small) * n);
+    bad = bad_c + bad_d;
+    alive = (uint32_t)ceil((1 - delta - small) * n);
+    for (uint32_t deg = 2; n >= 4 && deg <= n - 2; deg += 2) {
+        double above = 0.0; /* P[more than x corrupt neighbours] */
+        double low = 0.0;
+        uint32_t t1 = deg;
+        /* (1) disconnection: two disjoint runs of deg/2 bad ring positions;
+         * n (n - deg - 1) / 2 such pairs, each all-bad with probability
+         * bad! (n - deg)! / (n! (bad - deg)!) */
+        if (deg <= bad) {
+            double lp = log((double)n) + log((double)(n - deg - 1)) - log(2.0) + lgamma(bad + 1.0) +
+                        lgamma(n - deg + 1.0) - lgamma(n + 1.0) - lgamma(bad - deg + 1.0);
+            if (lp >= -sec_each * log(2.0)) {
+                continue;
+            }
+        }
+        /* (2) t1: the fewest corrupt neighbours x with P[more than x] <= 2^-(sigma+1) / n */
+        for (uint32_t x = deg;; x--) {
+            if (above > ldexp(1.0, -(int)sec_each) / n) {
+                break; /* t1 stays x + 1 */
+            }
+            t1 = x;
+            if (x == 0) {
+                break;
+            }
+            above += hyper_pmf(n, bad_c, deg, x);
+        }
+        /* (3) P[fewer than t1 + 1 surviving neighbours] <= 2^-eta / n */
+        for (uint32_t x = 0; x <= t1 && x <= deg; x++) {
+            low += hyper_pmf(n, alive, deg, x);
+        }
+        if (t1 + 1 <= deg && low <= ldexp(1.0, -FS_SECAGG_PLUS_ETA) / n) {
+            *k = deg;
+            *t = t1 + 1;
+            return 0;
+        }
+    }
+    return fs_err_set(err, FS_EINVAL,
+                      "secagg: no neighbour graph of degree below %u parties - 1 meets the "
+                      "security and correctness bounds",
+                      n);
+}
+
+int fs_secagg_config_plus(struct fs_secagg_config *cfg, struct fs_err *err)
+{
+    return fs_secagg_plus_params(cfg->n, FS_SECAGG_PLUS_GAMMA, FS_SECAGG_PLUS_DELTA, &cfg->degree,
+                                 &cfg->share_t, err);
+}
+
+int fs_secagg_graph(const struct fs_secagg_config *cfg, const uint8_t session[32], uint32_t *pos,
+                    struct fs_err *err)
+{
+    uint8_t key[32];
+    uint32_t *perm = NULL;
+    fs_prg *prg = NULL;
+    int rc;
+
+    if (cfg->degree == 0) {
+        return fs_err_set(err, FS_EINVAL, "secagg: no neighbour graph in the full mode");
+    }
+    perm = malloc((size_t)cfg->n * sizeof *perm);
+    if (perm == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    rc = fs_hkdf_sha256(key, sizeof key, session, 32, cfg->job_id, 32, GRAPH_INFO,
+                        sizeof GRAPH_INFO, err);
+    if (rc == 0) {
+        rc = fs_prg_new(&prg, key, NULL, err);
+    }
+    fs_wipe(key, sizeof key);
+    for (uint32_t i = 0; i < cfg->n; i++) {
+        perm[i] = i + 1;
+    }
+    /* Fisher-Yates: perm[i] is the party at ring position i */
+    for (uint32_t i = cfg->n; rc == 0 && i-- > 1;) {
+        uint64_t j = 0;
+        rc = fs_prg_below(prg, (uint64_t)i + 1, &j, err);
+        if (rc == 0) {
+            uint32_t tmp = perm[i];
+            perm[i] = perm[j];
+            perm[j] = tmp;
+        }
+    }
+    for (uint32_t i = 0; rc == 0 && i < cfg->n; i++) {
+        pos[perm[i]] = i;
+    }
+    pos[0] = 0;
+    fs_prg_free(prg);
+    free(perm);
+    return rc;
+}
+
+int fs_secagg_adjacent(const struct fs_secagg_config *cfg, const uint32_t *pos, uint32_t u,
+                       uint32_t v)
+{
+    uint32_t d;
+
+    if (u == v || u < 1 || v < 1 || u > cfg->n || v > cfg->n) {
+        return 0;
+    }
+    if (cfg->degree == 0 || pos == NULL) {
+        return 1;
+    }
+    d = pos[u] > pos[v] ? pos[u] - pos[v] : pos[v] - pos[u];
+    if (cfg->n - d < d) {
+        d = cfg->n - d;
+    }
+    return d <= cfg->degree / 2;
 }
 
 uint32_t sa_chunk_words(const struct fs_secagg_config *cfg)
@@ -186,6 +345,13 @@ int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv
     }
     if (rc == 0) {
         rc = fs_sha256_update(h, hdr, sizeof hdr, err);
+    }
+    if (rc == 0 && cfg->degree != 0) {
+        /* SecAgg+: the graph's degree and share threshold (absent in the full mode) */
+        uint8_t plus[8];
+        sa_put_u32(plus, cfg->degree);
+        sa_put_u32(plus + 4, cfg->share_t);
+        rc = fs_sha256_update(h, plus, sizeof plus, err);
     }
     /* roster is sorted by id by both sides before hashing */
     for (size_t i = 0; rc == 0 && i < k; i++) {

@@ -51,6 +51,10 @@ int sa_prg_apply_streams(const struct fs_prg_term *st, size_t ns, uint64_t *v, u
 /* Sorted copy of a party-id set, checked (1..n, no repeats, non-empty). */
 int sa_sorted_ids(const uint32_t *ids, size_t k, uint32_t n, uint32_t **out, struct fs_err *err);
 
+/* The Shamir threshold of a party's shares: cfg->share_t with a SecAgg+
+ * graph, else cfg->t. */
+uint32_t sa_share_t(const struct fs_secagg_config *cfg);
+
 /* Pinned identities: 0 when pins is NULL (unpinned) or a->sign_pk is
  * pins[a->id - 1] (a->id in 1..n, checked by the caller), else FS_EAUTH
  * with both fingerprints in err. */

@@ -1,6 +1,7 @@
 /* Server side of secure aggregation: see secagg.h for the rounds.
  * Every add_* validates the whole message before it changes any state, so a
  * bad message is rejected and changes nothing. */
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,11 +27,15 @@ struct sparty {
     int in_u4;
     int revealed;
     uint64_t chunks_got;
-    uint8_t *chunk_have;
-    uint8_t *chunk_hash; /* nchunks x 32 */
+    uint8_t *chunk_have;  /* CHUNK_NONE, CHUNK_HAVE or CHUNK_PENDING (streamed, in progress) */
+    uint64_t *chunk_prog; /* a pending chunk's words folded so far */
+    uint8_t *chunk_hash;  /* nchunks x 32 */
     uint8_t sig[FS_SECAGG_SIG_LEN];
     uint8_t reveal_hash[32];
 };
+
+#define SA_STRIPES     64
+#define SA_BLOCK_WORDS 4096 /* 32 KiB of the sum per lock */
 
 struct fs_secagg_server {
     struct fs_secagg_config cfg;
@@ -57,10 +62,30 @@ struct fs_secagg_server {
     size_t *nrv;
     unsigned threads;                   /* for unmasking; 1 = the caller's thread only */
     uint8_t (*pins)[FS_SECAGG_KEY_LEN]; /* pinned identities, n; NULL = unpinned */
+    uint32_t *pos; /* SecAgg+ ring positions (n+1), from the session; NULL = full graph */
+    /* streamed uploads (secagg.h): ingest_mu guards gen, folding, uploads,
+     * zombie and chunk_prog; stripe[b % SA_STRIPES] guards block b of the sum */
+    pthread_mutex_t ingest_mu;
+    pthread_cond_t ingest_cv;
+    uint64_t gen;     /* bumped to void every pending upload */
+    unsigned folding; /* folds in progress */
+    unsigned uploads; /* begun and not released */
+    int zombie;       /* freed, the shell waits for the last release */
+    pthread_mutex_t stripe[SA_STRIPES];
 };
+
+enum { CHUNK_NONE = 0, CHUNK_HAVE = 1, CHUNK_PENDING = 2 };
+
+static void ingest_stop(fs_secagg_server *s);
 
 static int abort_job(fs_secagg_server *s, struct fs_err *err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* 1 when u and v mask with each other (any two parties in the full graph). */
+static int nbr(const fs_secagg_server *s, uint32_t u, uint32_t v)
+{
+    return fs_secagg_adjacent(&s->cfg, s->pos, u, v);
+}
 
 static int abort_job(fs_secagg_server *s, struct fs_err *err, const char *fmt, ...)
 {
@@ -69,6 +94,7 @@ static int abort_job(fs_secagg_server *s, struct fs_err *err, const char *fmt, .
     va_start(ap, fmt);
     vsnprintf(s->abort_reason, sizeof s->abort_reason, fmt, ap);
     va_end(ap);
+    ingest_stop(s);
     s->phase = FS_SECAGG_ABORTED;
     if (s->sum != NULL) {
         fs_wipe(s->sum, s->len * sizeof *s->sum);
@@ -135,6 +161,11 @@ int fs_secagg_server_new(const struct fs_secagg_config *cfg,
     s = calloc(1, sizeof *s);
     if (s == NULL) {
         return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+    }
+    pthread_mutex_init(&s->ingest_mu, NULL);
+    pthread_cond_init(&s->ingest_cv, NULL);
+    for (int i = 0; i < SA_STRIPES; i++) {
+        pthread_mutex_init(&s->stripe[i], NULL);
     }
     s->cfg = *cfg;
     s->threads = 1;
@@ -240,6 +271,12 @@ int fs_secagg_server_close_adv(fs_secagg_server *s, struct fs_err *err)
         }
     }
     rc = sa_session_id(&s->cfg, s->roster, s->nroster, s->session, err);
+    if (rc == 0 && s->cfg.degree != 0) {
+        free(s->pos);
+        s->pos = malloc(((size_t)s->cfg.n + 1) * sizeof *s->pos);
+        rc = s->pos == NULL ? fs_err_set(err, FS_ENOMEM, "secagg: out of memory")
+                            : fs_secagg_graph(&s->cfg, s->session, s->pos, err);
+    }
     if (rc == 0) {
         s->phase = FS_SECAGG_SHARE;
     }
@@ -281,9 +318,15 @@ int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
     if (!party_ok(s, from) || !s->p[from].in_u1) {
         return fs_err_set(err, FS_EINVAL, "secagg: party %u did not advertise keys", from);
     }
-    if (k + 1 != s->nroster) {
-        return fs_err_set(err, FS_EINVAL, "secagg: party %u sent %zu share bundles, want %zu", from,
-                          k, s->nroster - 1);
+    {
+        size_t want = 0; /* one bundle per roster neighbour */
+        for (size_t i = 0; i < s->nroster; i++) {
+            want += (size_t)nbr(s, from, s->roster[i].id);
+        }
+        if (k != want) {
+            return fs_err_set(err, FS_EINVAL, "secagg: party %u sent %zu share bundles, want %zu",
+                              from, k, want);
+        }
     }
     seen = calloc((size_t)s->cfg.n + 1, 1);
     if (seen == NULL) {
@@ -291,7 +334,8 @@ int fs_secagg_server_add_shares(fs_secagg_server *s, uint32_t from,
     }
     for (size_t i = 0; i < k; i++) {
         uint32_t to = cts[i].to;
-        if (cts[i].from != from || !party_ok(s, to) || to == from || !s->p[to].in_u1 || seen[to]) {
+        if (cts[i].from != from || !party_ok(s, to) || !nbr(s, from, to) || !s->p[to].in_u1 ||
+            seen[to]) {
             rc = fs_err_set(err, FS_EINVAL, "secagg: share bundle %zu of party %u is misaddressed",
                             i, from);
             goto out;
@@ -376,7 +420,7 @@ int fs_secagg_server_shares_for(const fs_secagg_server *s, uint32_t to,
         return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
     }
     for (uint32_t v = 1; v <= s->cfg.n; v++) {
-        if (v != to && s->p[v].in_u2) {
+        if (nbr(s, v, to) && s->p[v].in_u2) {
             list[n++] = &s->p[v].cts_by_to[to];
         }
     }
@@ -393,8 +437,10 @@ static void clear_round(fs_secagg_server *s)
             s->store.drop(s->store.ctx, v);
         }
         free(p->chunk_have);
+        free(p->chunk_prog);
         free(p->chunk_hash);
         p->chunk_have = NULL;
+        p->chunk_prog = NULL;
         p->chunk_hash = NULL;
         p->chunks_got = 0;
         p->active = p->complete = p->in_u3 = p->in_u4 = p->revealed = 0;
@@ -459,8 +505,10 @@ int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len, struct
         struct sparty *p = &s->p[s->set[0][i]];
         p->active = 1;
         p->chunk_have = calloc((size_t)s->nchunks, 1);
+        p->chunk_prog = calloc((size_t)s->nchunks, sizeof *p->chunk_prog);
         p->chunk_hash = s->has_store ? NULL : malloc((size_t)s->nchunks * 32);
-        if (p->chunk_have == NULL || (!s->has_store && p->chunk_hash == NULL)) {
+        if (p->chunk_have == NULL || p->chunk_prog == NULL ||
+            (!s->has_store && p->chunk_hash == NULL)) {
             return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
         }
     }
@@ -479,18 +527,103 @@ const uint32_t *fs_secagg_server_set(const fs_secagg_server *s, int which, size_
     return s->set[which];
 }
 
-static void fold(uint64_t *sum, const uint64_t *y, size_t m)
+/* ------------------------------------------------------------ folding */
+
+enum fold_op { FOLD_ADD, FOLD_SUB, FOLD_ADD_LE };
+
+static uint64_t word_at(const uint8_t *p, size_t i, enum fold_op op)
 {
-    for (size_t i = 0; i < m; i++) {
-        sum[i] += y[i];
+    uint64_t v;
+
+    memcpy(&v, p + 8 * i, sizeof v);
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    if (op == FOLD_ADD_LE) {
+        v = __builtin_bswap64(v);
+    }
+#else
+    (void)op;
+#endif
+    return v;
+}
+
+static void fold_range(uint64_t *sum, const uint8_t *p, size_t n, enum fold_op op)
+{
+    if (op == FOLD_SUB) {
+        for (size_t i = 0; i < n; i++) {
+            sum[i] -= word_at(p, i, op);
+        }
+    } else {
+        for (size_t i = 0; i < n; i++) {
+            sum[i] += word_at(p, i, op);
+        }
     }
 }
 
-static void unfold(uint64_t *sum, const uint64_t *y, size_t m)
+/* Words [off, off + n) of the sum op= the n words at p, each block of
+ * SA_BLOCK_WORDS under its stripe's lock. Blocks whose lock is free go
+ * first, then the busy ones are waited for: parties that upload the same
+ * chunk at the same moment fold side by side instead of queueing. */
+static void fold_locked(fs_secagg_server *s, uint64_t off, const void *src, size_t n,
+                        enum fold_op op)
 {
-    for (size_t i = 0; i < m; i++) {
-        sum[i] -= y[i];
+    const uint8_t *p = src;
+    uint64_t b0;
+    uint64_t b1;
+
+    if (n == 0) {
+        return;
     }
+    b0 = off / SA_BLOCK_WORDS;
+    b1 = (off + n - 1) / SA_BLOCK_WORDS;
+    for (uint64_t w0 = b0; w0 <= b1; w0 += SA_STRIPES) {
+        uint64_t w1 = b1 - w0 < SA_STRIPES - 1 ? b1 : w0 + SA_STRIPES - 1;
+        uint64_t left = w1 - w0 == 63 ? ~(uint64_t)0 : (((uint64_t)1 << (w1 - w0 + 1)) - 1);
+        int wait = 0;
+        while (left != 0) {
+            for (uint64_t b = w0; b <= w1; b++) {
+                uint64_t bit = (uint64_t)1 << (b - w0);
+                pthread_mutex_t *mu = &s->stripe[b % SA_STRIPES];
+                uint64_t lo;
+                uint64_t hi;
+                if ((left & bit) == 0) {
+                    continue;
+                }
+                if (wait) {
+                    pthread_mutex_lock(mu);
+                } else if (pthread_mutex_trylock(mu) != 0) {
+                    continue;
+                }
+                lo = b * SA_BLOCK_WORDS > off ? b * SA_BLOCK_WORDS : off;
+                hi = (b + 1) * SA_BLOCK_WORDS < off + n ? (b + 1) * SA_BLOCK_WORDS : off + n;
+                fold_range(s->sum + lo, p + 8 * (lo - off), (size_t)(hi - lo), op);
+                pthread_mutex_unlock(mu);
+                left &= ~bit;
+            }
+            wait = 1;
+        }
+    }
+}
+
+static void fold(fs_secagg_server *s, uint64_t off, const uint64_t *y, size_t m)
+{
+    fold_locked(s, off, y, m, FOLD_ADD);
+}
+
+static void unfold(fs_secagg_server *s, uint64_t off, const uint64_t *y, size_t m)
+{
+    fold_locked(s, off, y, m, FOLD_SUB);
+}
+
+/* Wait for the folds in progress and void every pending upload (the
+ * caller's lock held, so no new one begins). */
+static void ingest_stop(fs_secagg_server *s)
+{
+    pthread_mutex_lock(&s->ingest_mu);
+    s->gen++;
+    while (s->folding > 0) {
+        pthread_cond_wait(&s->ingest_cv, &s->ingest_mu);
+    }
+    pthread_mutex_unlock(&s->ingest_mu);
 }
 
 /* Party v dropped mid-upload: subtract the chunks it did send (read back from
@@ -511,7 +644,7 @@ static int unfold_party(fs_secagg_server *s, uint32_t v, struct fs_err *err)
         if (rc != 0) {
             return rc;
         }
-        unfold(s->sum + off, s->scratch, m);
+        unfold(s, off, s->scratch, m);
         p->chunk_have[idx] = 0;
     }
     p->chunks_got = 0;
@@ -581,6 +714,11 @@ int fs_secagg_server_add_masked_ex(fs_secagg_server *s, uint32_t from, uint64_t 
         return fs_err_set(err, FS_EINVAL, "secagg: no chunk data");
     }
     p = &s->p[from];
+    if (p->chunk_have[idx] == CHUNK_PENDING) {
+        return fs_err_set(err, FS_EUNAVAILABLE,
+                          "secagg: chunk %llu of party %u is being received; retry",
+                          (unsigned long long)idx, from);
+    }
     if (!s->has_store) {
         rc = fs_sha256(h, y, m * sizeof *y, err);
         if (rc != 0) {
@@ -609,7 +747,7 @@ int fs_secagg_server_add_masked_ex(fs_secagg_server *s, uint32_t from, uint64_t 
             return rc;
         }
     }
-    fold(s->sum + off, y, m);
+    fold(s, off, y, m);
     if (!s->has_store) {
         memcpy(p->chunk_hash + idx * 32, h, 32);
     }
@@ -624,6 +762,226 @@ int fs_secagg_server_add_masked_ex(fs_secagg_server *s, uint32_t from, uint64_t 
     return 0;
 }
 
+/* ------------------------------------------------------------ streamed uploads */
+
+int fs_secagg_server_upload_begin(fs_secagg_server *s, uint32_t from, uint64_t idx, size_t m,
+                                  struct fs_secagg_upload *up, int *stream, struct fs_err *err)
+{
+    uint64_t cw = sa_chunk_words(&s->cfg);
+    struct sparty *p;
+    size_t want;
+    int rc;
+
+    memset(up, 0, sizeof *up);
+    *stream = 0;
+    if (!s->has_store || round_closed(s, FS_SECAGG_MASKED)) {
+        return 0;
+    }
+    rc = want_phase(s, FS_SECAGG_MASKED, "masked input upload", err);
+    if (rc != 0) {
+        return rc;
+    }
+    if (!party_ok(s, from) || !s->p[from].active) {
+        return fs_err_set(err, FS_EINVAL, "secagg: party %u is not active in aggregation %u", from,
+                          s->round);
+    }
+    if (idx >= s->nchunks) {
+        return fs_err_set(err, FS_EINVAL, "secagg: chunk %llu of %llu does not exist",
+                          (unsigned long long)idx, (unsigned long long)s->nchunks);
+    }
+    want = (size_t)(s->len - idx * cw < cw ? s->len - idx * cw : cw);
+    if (m != want) {
+        return fs_err_set(err, FS_EINVAL, "secagg: chunk %llu has %zu words, want %zu",
+                          (unsigned long long)idx, m, want);
+    }
+    p = &s->p[from];
+    if (p->chunk_have[idx] == CHUNK_HAVE) {
+        return 0; /* a repeat: add_masked_ex compares it */
+    }
+    if (p->chunk_have[idx] == CHUNK_PENDING) {
+        return fs_err_set(err, FS_EUNAVAILABLE,
+                          "secagg: chunk %llu of party %u is being received; retry",
+                          (unsigned long long)idx, from);
+    }
+    p->chunk_have[idx] = CHUNK_PENDING;
+    p->chunk_prog[idx] = 0;
+    pthread_mutex_lock(&s->ingest_mu);
+    s->uploads++;
+    up->gen = s->gen;
+    pthread_mutex_unlock(&s->ingest_mu);
+    up->s = s;
+    up->from = from;
+    up->idx = idx;
+    up->m = m;
+    *stream = 1;
+    return 0;
+}
+
+static int voided(struct fs_err *err, const struct fs_secagg_upload *up)
+{
+    return fs_err_set(err, FS_ECONFLICT,
+                      "secagg: masked input is closed; chunk %llu of party %u does not count",
+                      (unsigned long long)up->idx, up->from);
+}
+
+int fs_secagg_server_upload_fold(struct fs_secagg_upload *up, const uint8_t *p, size_t n,
+                                 struct fs_err *err)
+{
+    fs_secagg_server *s = up->s;
+    int ok;
+
+    if (s == NULL || n > up->m - up->done) {
+        return fs_err_set(err, FS_EINVAL, "secagg: chunk %llu: more words than it has",
+                          (unsigned long long)up->idx);
+    }
+    pthread_mutex_lock(&s->ingest_mu);
+    ok = !s->zombie && s->gen == up->gen;
+    if (ok) {
+        s->folding++;
+    }
+    pthread_mutex_unlock(&s->ingest_mu);
+    if (!ok) {
+        return voided(err, up);
+    }
+    fold_locked(s, up->idx * sa_chunk_words(&s->cfg) + up->done, p, n, FOLD_ADD_LE);
+    up->done += n;
+    pthread_mutex_lock(&s->ingest_mu);
+    s->p[up->from].chunk_prog[up->idx] = up->done;
+    if (--s->folding == 0) {
+        pthread_cond_broadcast(&s->ingest_cv);
+    }
+    pthread_mutex_unlock(&s->ingest_mu);
+    return 0;
+}
+
+/* Caller's lock held: is the upload still pending (not voided)? */
+static int upload_live(const struct fs_secagg_upload *up)
+{
+    fs_secagg_server *s = up->s;
+    int ok;
+
+    if (s == NULL) {
+        return 0;
+    }
+    pthread_mutex_lock(&s->ingest_mu);
+    ok = !s->zombie && s->gen == up->gen;
+    pthread_mutex_unlock(&s->ingest_mu);
+    return ok;
+}
+
+int fs_secagg_server_upload_commit(struct fs_secagg_upload *up, struct fs_err *err)
+{
+    fs_secagg_server *s = up->s;
+    struct sparty *p;
+
+    if (!upload_live(up)) {
+        return voided(err, up);
+    }
+    if (up->done != up->m) {
+        return fs_err_set(err, FS_EINVAL, "secagg: chunk %llu: %zu of %zu words",
+                          (unsigned long long)up->idx, up->done, up->m);
+    }
+    p = &s->p[up->from];
+    p->chunk_have[up->idx] = CHUNK_HAVE;
+    p->chunks_got++;
+    if (p->chunks_got == s->nchunks) {
+        p->complete = 1;
+    }
+    up->gen = ~up->gen; /* committed: nothing left to cancel */
+    return 0;
+}
+
+/* Party v's pending chunk idx: its folded words leave the sum (read back
+ * from the store, which has them: they were persisted before the fold). */
+static int take_back_pending(fs_secagg_server *s, uint32_t v, uint64_t idx, struct fs_err *err)
+{
+    struct sparty *p = &s->p[v];
+    size_t done = (size_t)p->chunk_prog[idx];
+    int rc = 0;
+
+    if (done > 0) {
+        rc = s->store.get(s->store.ctx, v, idx, s->scratch, done, err);
+        if (rc == 0) {
+            unfold(s, idx * sa_chunk_words(&s->cfg), s->scratch, done);
+        }
+    }
+    p->chunk_have[idx] = CHUNK_NONE;
+    p->chunk_prog[idx] = 0;
+    return rc;
+}
+
+int fs_secagg_server_upload_cancel(struct fs_secagg_upload *up, struct fs_err *err)
+{
+    fs_secagg_server *s = up->s;
+    int rc;
+
+    if (!upload_live(up)) {
+        return 0; /* committed, or voided (and taken back) by whoever closed the round */
+    }
+    up->gen = ~up->gen;
+    rc = take_back_pending(s, up->from, up->idx, err);
+    if (rc != 0) {
+        char why[sizeof err->msg];
+        snprintf(why, sizeof why, "%s", err->msg);
+        return abort_job(s, err, "chunk %llu of party %u broke off and cannot be taken back: %s",
+                         (unsigned long long)up->idx, up->from, why);
+    }
+    return 0;
+}
+
+static void destroy_shell(fs_secagg_server *s)
+{
+    for (int i = 0; i < SA_STRIPES; i++) {
+        pthread_mutex_destroy(&s->stripe[i]);
+    }
+    pthread_cond_destroy(&s->ingest_cv);
+    pthread_mutex_destroy(&s->ingest_mu);
+    free(s);
+}
+
+void fs_secagg_server_upload_release(struct fs_secagg_upload *up)
+{
+    fs_secagg_server *s = up->s;
+    int last;
+
+    if (s == NULL) {
+        return;
+    }
+    up->s = NULL;
+    pthread_mutex_lock(&s->ingest_mu);
+    s->uploads--;
+    last = s->zombie && s->uploads == 0;
+    pthread_mutex_unlock(&s->ingest_mu);
+    if (last) {
+        destroy_shell(s);
+    }
+}
+
+/* Closing R2: every pending chunk leaves the sum (its party cannot be
+ * complete, so it drops with the rest of its upload). */
+static int settle_pending(fs_secagg_server *s, struct fs_err *err)
+{
+    ingest_stop(s);
+    for (size_t i = 0; i < s->nset[0]; i++) {
+        uint32_t v = s->set[0][i];
+        struct sparty *p = &s->p[v];
+        for (uint64_t idx = 0; p->chunk_have != NULL && idx < s->nchunks; idx++) {
+            if (p->chunk_have[idx] == CHUNK_PENDING) {
+                int rc = take_back_pending(s, v, idx, err);
+                if (rc != 0) {
+                    char why[sizeof err->msg];
+                    snprintf(why, sizeof why, "%s", err->msg);
+                    return abort_job(s, err,
+                                     "party %u's chunk %llu broke off in aggregation %u and cannot "
+                                     "be taken back: %s",
+                                     v, (unsigned long long)idx, s->round, why);
+                }
+            }
+        }
+    }
+    return 0;
+}
+
 int fs_secagg_server_has_masked(const fs_secagg_server *s, uint32_t from)
 {
     return party_ok(s, from) && s->p[from].complete;
@@ -634,6 +992,9 @@ int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
     size_t n3 = 0;
     int rc = want_phase(s, FS_SECAGG_MASKED, "closing masked input", err);
 
+    if (rc == 0) {
+        rc = settle_pending(s, err);
+    }
     if (rc != 0) {
         return rc;
     }
@@ -749,14 +1110,21 @@ static int check_reveals(const fs_secagg_server *s, uint32_t from,
     if (seen == NULL) {
         return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
     }
-    if (k != s->nset[0]) {
-        rc = fs_err_set(err, FS_EINVAL, "secagg: party %u revealed %zu shares, want %zu", from, k,
-                        s->nset[0]);
+    {
+        size_t want = 0; /* itself and its active neighbours (every active party: full graph) */
+        for (size_t i = 0; i < s->nset[0]; i++) {
+            uint32_t v = s->set[0][i];
+            want += (size_t)(v == from || nbr(s, from, v));
+        }
+        if (k != want) {
+            rc = fs_err_set(err, FS_EINVAL, "secagg: party %u revealed %zu shares, want %zu", from,
+                            k, want);
+        }
     }
     for (size_t i = 0; rc == 0 && i < k; i++) {
         uint32_t v = rv[i].about;
         int want_kind;
-        if (!party_ok(s, v) || !s->p[v].active || seen[v]) {
+        if (!party_ok(s, v) || !s->p[v].active || seen[v] || (v != from && !nbr(s, from, v))) {
             rc = fs_err_set(err, FS_EINVAL, "secagg: reveal about party %u is unexpected", v);
             break;
         }
@@ -832,8 +1200,15 @@ int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
 static int self_stream(fs_secagg_server *s, uint32_t v, struct fs_prg_term *out, struct fs_err *err)
 {
     uint8_t seed[32];
-    int rc = fs_shamir_combine(s->rv[v], s->nrv[v], s->cfg.t, seed, err);
+    int rc;
 
+    if (s->nrv[v] < sa_share_t(&s->cfg)) {
+        return abort_job(s, err,
+                         "self-mask seed of party %u: only %zu of its share holders sent "
+                         "unmasking shares in aggregation %u, threshold %u",
+                         v, s->nrv[v], s->round, sa_share_t(&s->cfg));
+    }
+    rc = fs_shamir_combine(s->rv[v], s->nrv[v], sa_share_t(&s->cfg), seed, err);
     if (rc != 0) {
         return abort_job(s, err, "self-mask seed of party %u does not reconstruct", v);
     }
@@ -843,15 +1218,29 @@ static int self_stream(fs_secagg_server *s, uint32_t v, struct fs_prg_term *out,
     return rc;
 }
 
-/* The pairwise-mask streams survivors share with dropped party d, signed to
- * undo them: out[0..nset[3]). */
-static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *out,
+/* Dropped party d's mask key has fewer than share_t shares: abort, naming it. */
+static int too_few_holders(fs_secagg_server *s, uint32_t d, struct fs_err *err)
+{
+    return abort_job(s, err,
+                     "party %u dropped in aggregation %u and only %zu of its neighbours sent "
+                     "unmasking shares, threshold %u: its pairwise masks cannot be removed",
+                     d, s->round, s->nrv[d], sa_share_t(&s->cfg));
+}
+
+/* The pairwise-mask streams survivors share with dropped party d (its
+ * neighbours among them), signed to undo them: out[0..*nout). */
+static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *out, size_t *nout,
                            struct fs_err *err)
 {
     uint8_t sk[32];
     uint8_t pk[32];
-    int rc = fs_shamir_combine(s->rv[d], s->nrv[d], s->cfg.t, sk, err);
+    int rc;
 
+    *nout = 0;
+    if (s->nrv[d] < sa_share_t(&s->cfg)) {
+        return too_few_holders(s, d, err);
+    }
+    rc = fs_shamir_combine(s->rv[d], s->nrv[d], sa_share_t(&s->cfg), sk, err);
     if (rc != 0) {
         return abort_job(s, err, "mask key of dropped party %u does not reconstruct", d);
     }
@@ -867,10 +1256,14 @@ static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *
     }
     for (size_t i = 0; rc == 0 && i < s->nset[3]; i++) {
         uint32_t u = s->set[3][i];
+        if (!nbr(s, u, d)) {
+            continue;
+        }
         rc = sa_pair_mask_key(sk, fs_secagg_adv_mask_pk(&s->p[u].adv, s->round), s->session,
-                              s->round, s->len, out[i].key, err);
+                              s->round, s->len, out[*nout].key, err);
         /* u added +PRG if u > d, -PRG otherwise: undo it. */
-        out[i].sign = u > d ? -1 : 1;
+        out[*nout].sign = u > d ? -1 : 1;
+        (*nout)++;
     }
     fs_wipe(sk, sizeof sk);
     return rc;
@@ -901,10 +1294,25 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
                          "%zu parties sent unmasking shares in aggregation %u, threshold %u", n5,
                          s->round, s->cfg.t);
     }
+    /* a dropped party without share_t holders is the likely cause when
+     * anything cannot be reconstructed: name it first */
+    for (size_t i = 0; i < s->nset[0]; i++) {
+        uint32_t v = s->set[0][i];
+        if (!s->p[v].in_u3 && s->nrv[v] < sa_share_t(&s->cfg)) {
+            return too_few_holders(s, v, err);
+        }
+    }
     /* every key first (a bad reconstruction aborts before the sum changes),
      * then one pass of all streams over the sum */
     for (size_t i = 0; i < s->nset[0]; i++) {
-        cap += s->p[s->set[0][i]].in_u3 ? 1 : s->nset[3];
+        uint32_t v = s->set[0][i];
+        if (s->p[v].in_u3) {
+            cap += 1;
+            continue;
+        }
+        for (size_t j = 0; j < s->nset[3]; j++) {
+            cap += (size_t)nbr(s, s->set[3][j], v);
+        }
     }
     st = calloc(cap > 0 ? cap : 1, sizeof *st);
     if (st == NULL) {
@@ -916,8 +1324,9 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
             rc = self_stream(s, v, &st[nst], err);
             nst += 1;
         } else {
-            rc = dropped_streams(s, v, &st[nst], err);
-            nst += s->nset[3];
+            size_t got = 0;
+            rc = dropped_streams(s, v, &st[nst], &got, err);
+            nst += got;
         }
     }
     if (rc == 0) {
@@ -942,6 +1351,18 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
     return 0;
 }
 
+size_t fs_secagg_server_neighbours(const fs_secagg_server *s, uint32_t id, uint32_t *out)
+{
+    size_t k = 0;
+
+    for (uint32_t v = 1; v <= s->cfg.n; v++) {
+        if (nbr(s, id, v)) {
+            out[k++] = v;
+        }
+    }
+    return k;
+}
+
 uint64_t *fs_secagg_server_take_sum(fs_secagg_server *s, uint64_t *len)
 {
     uint64_t *sum;
@@ -962,9 +1383,12 @@ uint64_t *fs_secagg_server_take_sum(fs_secagg_server *s, uint64_t *len)
 
 void fs_secagg_server_free(fs_secagg_server *s)
 {
+    int keep;
+
     if (s == NULL) {
         return;
     }
+    ingest_stop(s);
     if (s->p != NULL && s->rv != NULL && s->nrv != NULL) {
         clear_round(s);
     }
@@ -985,7 +1409,15 @@ void fs_secagg_server_free(fs_secagg_server *s)
     free(s->sum);
     free(s->scratch);
     free(s->pins);
-    free(s);
+    free(s->pos);
+    /* a streamed upload still holds the shell: its last release frees it */
+    pthread_mutex_lock(&s->ingest_mu);
+    s->zombie = 1;
+    keep = s->uploads > 0;
+    pthread_mutex_unlock(&s->ingest_mu);
+    if (!keep) {
+        destroy_shell(s);
+    }
 }
 
 /* ------------------------------------------------------------ pinned identities */

@@ -29,7 +29,8 @@ static const struct fs_svc_opt OPTS[] = {
      1u << 22, "uint64 words per masked upload chunk of new jobs (body cap 128 + 8 x this)"},
     {"--upload-buffer", "FEDSVD_UPLOAD_BUFFER", FS_SVC_U64, OFF(upload_buffer), 0, "268435456", 0,
      (uint64_t)1 << 40,
-     "bytes of masked chunk bodies held in memory at once (more uploads get 503 + Retry-After)"},
+     "bytes of re-sent masked chunk bodies held in memory at once (new chunks stream into the sum "
+     "without a buffer; more get 503 + Retry-After)"},
     {"--threads", "FEDSVD_THREADS", FS_SVC_U32, OFF(threads), 0, "8", 1, 256,
      "HTTP worker threads"},
     {"--max-connections", "FEDSVD_MAX_CONNECTIONS", FS_SVC_U32, OFF(max_connections), 0, "512", 4,
@@ -93,7 +94,10 @@ void agg_config_usage(FILE *out)
         "\n"
         "Coordinates fedsvd jobs: the server side of secure aggregation, job state in\n"
         "SQLite, results. Flags override FEDSVD_* environment variables, which override\n"
-        "the defaults. SIGTERM/SIGINT stop it cleanly; running jobs resume on restart.\n"
+        "the defaults. SIGTERM/SIGINT stop it cleanly; running jobs of every algorithm\n"
+        "resume on restart, also after kill -9. The data directory holds server.key\n"
+        "(0600), which seals the secrets of running power-method jobs: keep it with\n"
+        "the directory.\n"
         "\n",
         OPTS, NOPTS);
 }

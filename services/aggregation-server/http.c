@@ -17,6 +17,7 @@
 #include "io/matio.h"
 #include "net/log.h"
 #include "net/reply.h"
+#include "net/storage.h"
 #include "net/svc.h"
 #include "powerjob.h"
 #include "proto/secagg.h"
@@ -56,6 +57,11 @@ struct rq {
     size_t header_len;
     uint64_t expected;
     uint64_t received;
+    /* a streamed chunk (agg_job_stream_*): folded piece by piece, no buf */
+    int streaming;
+    struct agg_upload up;
+    uint8_t carry[8]; /* the start of a word split between two pieces */
+    size_t ncarry;
     /* sized bodies (noise-response, plain.npy): buffered up to an exact cap */
     uint8_t *buf;
     size_t buf_n;
@@ -118,6 +124,13 @@ static void rq_free(void *p)
     }
     if (q->reserved > 0) {
         atomic_fetch_sub(&q->app->chunk_mem, q->reserved);
+    }
+    if (q->streaming && q->job != NULL) {
+        /* broke off (or was refused) before it completed: take it back */
+        struct fs_err err = {0};
+        if (agg_job_stream_end(q->job, &q->up, 0, &err) != 0) {
+            fs_log(FS_LOG_WARN, "cannot take back a broken-off chunk", NULL);
+        }
     }
     if (q->job != NULL) {
         agg_job_count_bytes(q->job, q->in_bytes, q->out_bytes);
@@ -232,7 +245,9 @@ static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
                                "not ready: the database is not open or jobs are loading");
     }
-    return reply_json(resp, NULL, 200, json_pack("{s:s}", "status", "ready"));
+    /* disk full or read-only: still ready (reads work, writes answer 503) */
+    return reply_json(resp, NULL, 200,
+                      json_pack("{s:s, s:s}", "status", "ready", "storage", fs_storage_state()));
 }
 
 static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
@@ -717,7 +732,42 @@ static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
                    1;
         }
     }
-    return reserve_chunk_body(q, resp);
+    /* a new chunk of an open round streams into the sum; anything else
+     * (a repeat, a closed round) is buffered and decided whole */
+    if (agg_job_stream_begin(q->job, q->party, q->r, idx, q->m, &q->up, &q->streaming, &err) != 0) {
+        return fs_http_problem_err(resp, &err) || 1;
+    }
+    return q->streaming ? 0 : reserve_chunk_body(q, resp);
+}
+
+/* Body bytes of a streamed chunk: whole words go to the sum, a split
+ * word waits in carry for the rest of it. */
+static int stream_bytes(struct rq *q, const uint8_t *p, size_t n, fs_http_resp *resp)
+{
+    struct fs_err err = {0};
+    size_t w;
+
+    if (q->ncarry > 0) {
+        size_t t = n < 8 - q->ncarry ? n : 8 - q->ncarry;
+        memcpy(q->carry + q->ncarry, p, t);
+        q->ncarry += t;
+        p += t;
+        n -= t;
+        if (q->ncarry < 8) {
+            return 0; /* the piece ended within the word */
+        }
+        q->ncarry = 0;
+        if (agg_job_stream_piece(q->job, &q->up, q->carry, 1, &err) != 0) {
+            return fs_http_problem_err(resp, &err) || 1;
+        }
+    }
+    w = n / 8;
+    if (w > 0 && agg_job_stream_piece(q->job, &q->up, p, w, &err) != 0) {
+        return fs_http_problem_err(resp, &err) || 1;
+    }
+    memcpy(q->carry, p + 8 * w, n - 8 * w);
+    q->ncarry = n - 8 * w;
+    return 0;
 }
 
 static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_resp *resp,
@@ -775,6 +825,15 @@ static int chunk_piece(fs_http_req *req, const void *data, size_t len, fs_http_r
      * and O_DIRECT want them): the header's bytes stay in hdr. Bytes past
      * the header that arrived with it are in hdr too. received + len <=
      * expected, so they end within 8 m <= buf_cap bytes. */
+    if (q->streaming && q->parsed) {
+        int rc = 0;
+        q->received += len;
+        q->in_bytes = q->received;
+        if (just_parsed) {
+            rc = stream_bytes(q, q->hdr + q->header_len, q->hdr_n - q->header_len, resp);
+        }
+        return rc != 0 ? rc : stream_bytes(q, p + take, len - take, resp);
+    }
     if (just_parsed) {
         size_t pre = q->hdr_n - q->header_len;
         memcpy(q->buf, q->hdr + q->header_len, pre);
@@ -799,6 +858,13 @@ static int chunk_done(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fs_http_problem(resp, 422, FS_PROBLEM_INVALID, NULL,
                                "chunk %llu must be a .npy of %zu uint64 words (got %llu bytes)",
                                (unsigned long long)q->idx, q->m, (unsigned long long)q->received);
+    }
+    if (q->streaming) {
+        q->streaming = 0;
+        if (agg_job_stream_end(q->job, &q->up, 1, &err) != 0) {
+            return fs_http_problem_err(resp, &err);
+        }
+        return fs_http_resp_empty(resp, 204);
     }
     agg_le64_decode(y, q->buf, q->m); /* in place: nothing to do on little-endian hosts */
     if (agg_job_put_chunk(q->job, q->party, q->r, q->idx, y, q->m, &err) != 0) {

@@ -195,6 +195,7 @@ static int write_result(agg_job *j, const uint64_t *sum, json_t **out, struct fs
  */
 int agg_finish_stats(agg_job *j, double at, struct fs_err *err)
 {
+    unsigned tries = 0; /* waits for storage */
     const uint64_t *sum = NULL;
     const uint32_t *u3;
     size_t n3 = 0;
@@ -222,12 +223,16 @@ int agg_finish_stats(agg_job *j, double at, struct fs_err *err)
         j->nfirst = n3;
     }
     snprintf(dir, sizeof dir, "%s/result", j->dir);
-    rc = fs_mkdir_p(dir, err);
+    do { /* disk full: the job waits for space */
+        rc = fs_mkdir_p(dir, err);
+    } while (agg_storage_wait(j, rc, err, &tries));
     if (rc == 0 && agg_sum_path(j, j->st.r, path, sizeof path) != 0) {
         rc = fs_err_set(err, FS_EINVAL, "path too long");
     }
     if (rc == 0) {
-        rc = fs_npy_write_u64(path, sum, (size_t)j->len, err);
+        do {
+            rc = fs_npy_write_u64(path, sum, (size_t)j->len, err);
+        } while (agg_storage_wait(j, rc, err, &tries));
     }
     if (rc == 0) {
         rc = agg_file_sha256_hex(path, hex, err);
@@ -349,6 +354,7 @@ static int decode_svd(agg_job *j, const uint64_t *sum, const uint32_t *u3, size_
  */
 static int finish_svd(agg_job *j, json_t **out, struct fs_err *err)
 {
+    unsigned tries = 0; /* waits for storage */
     const uint64_t *sum = NULL;
     const uint32_t *u3;
     uint32_t *u3c = NULL;
@@ -390,7 +396,9 @@ static int finish_svd(agg_job *j, json_t **out, struct fs_err *err)
     fs_mat_free(y);
     y = NULL;
     if (rc == 0) {
-        rc = write_fed_result(j, &pub, u3c, n3, n_included, e, out, err);
+        do { /* disk full: the job waits for space */
+            rc = write_fed_result(j, &pub, u3c, n3, n_included, e, out, err);
+        } while (agg_storage_wait(j, rc, err, &tries));
     }
 out:
     fs_mat_free(y);
@@ -402,11 +410,17 @@ out:
 /* secure-sum: unmask and write sum.npy. */
 static int finish_sum(agg_job *j, json_t **out, struct fs_err *err)
 {
+    unsigned tries = 0; /* waits for storage */
     const uint64_t *sum = NULL;
     int rc = fs_secagg_server_finish(j->sm, &sum, err);
 
     *out = NULL;
-    return rc == 0 ? write_result(j, sum, out, err) : rc;
+    if (rc == 0) {
+        do { /* disk full: the job waits for space */
+            rc = write_result(j, sum, out, err);
+        } while (agg_storage_wait(j, rc, err, &tries));
+    }
+    return rc;
 }
 
 static void fail_after_finish(agg_job *j, const char *what, const struct fs_err *err)

@@ -6,13 +6,27 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../api/phase.h"
 #include "../../api/wire.h"
+#include "crypto/ct.h"
 #include "jobmgr_internal.h"
 #include "net/auth.h"
 #include "net/log.h"
+
+/* An event not written yet (storage unavailable): kept in order, in memory. */
+struct agg_unlogged {
+    struct agg_unlogged *next;
+    uint64_t seq;
+    char kind[32];
+    uint32_t party;
+    uint64_t idx;
+    double at;
+    size_t len;
+    uint8_t body[];
+};
 
 /* ------------------------------------------------------------ sizes and paths */
 
@@ -97,7 +111,8 @@ static int cs_put(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, si
 #endif
     rc = agg_write_upload(path, bytes, m * 8, (off_t)(idx * j->chunk_words * 8), j->mgr->cfg.fsync);
     if (rc != 0) {
-        rc = fs_err_set(err, FS_EIO, "upload file: %s", strerror(rc));
+        /* a disk-full chunk is not folded: 503, and the party sends it again */
+        rc = fs_err_set(err, fs_io_errcode(rc), "upload file: %s", strerror(rc));
     }
     free(le);
     return rc;
@@ -132,6 +147,12 @@ void agg_job_free(agg_job *j)
     fs_secagg_server_free(j->sm);
     if (j->ops != NULL) {
         j->ops->detach(j);
+    }
+    while (j->unlogged != NULL) {
+        struct agg_unlogged *u = j->unlogged;
+        j->unlogged = u->next;
+        fs_wipe(u->body, u->len); /* shares and reveals */
+        free(u);
     }
     fs_auth_free(j->auth);
     fs_jobsm_clear(&j->st);
@@ -230,6 +251,9 @@ int agg_job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec, ui
     j->cfg.t = spec->threshold;
     j->cfg.aggregations = j->ops != NULL ? j->ops->secagg_aggregations(spec) : j->naggs;
     j->cfg.chunk_words = chunk_words;
+    if (rc == 0) {
+        rc = fs_job_secagg_config(spec->secagg, &j->cfg, err);
+    }
     if (rc == 0) {
         rc = fs_wire_secagg_job_id(id, j->cfg.job_id, err);
     }
@@ -376,6 +400,70 @@ void agg_fail_no_dropouts(agg_job *j, enum fs_job_phase ph, uint32_t who, uint32
 
 /* ------------------------------------------------------------ event log */
 
+int agg_storage_wait(agg_job *j, int rc, const struct fs_err *err, unsigned *tries)
+{
+    if (rc != FS_ESTORAGE) {
+        return 0;
+    }
+    if ((*tries)++ == 0) {
+        fs_log_pack(FS_LOG_WARN, "cannot write a result: waiting for storage", "{s:s, s:s}", "job",
+                    j->id, "error", err != NULL ? err->msg : "");
+    }
+    for (int i = 0; i < 10 && !j->mgr->closing; i++) {
+        struct timespec ts = {0, 100 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return !j->mgr->closing;
+}
+
+int agg_flush_log(agg_job *j, struct fs_err *err)
+{
+    while (j->unlogged != NULL) {
+        struct agg_unlogged *u = j->unlogged;
+        int rc = agg_store_event_append(j->mgr->st, j->id, u->seq, u->kind, u->party, u->idx,
+                                        u->len > 0 ? u->body : NULL, u->len, u->at, err);
+        if (rc != 0) {
+            return rc;
+        }
+        j->unlogged = u->next;
+        if (j->unlogged == NULL) {
+            j->unlogged_tail = NULL;
+        }
+        fs_wipe(u->body, u->len);
+        free(u);
+    }
+    return 0;
+}
+
+/* Keep the event for agg_flush_log. @return 0, or -1 out of memory. */
+static int keep_unlogged(agg_job *j, const char *kind, uint32_t party, uint64_t idx,
+                         const void *body, size_t len, double at)
+{
+    struct agg_unlogged *u = malloc(sizeof *u + len);
+
+    if (u == NULL) {
+        return -1;
+    }
+    memset(u, 0, sizeof *u);
+    u->seq = j->next_seq;
+    snprintf(u->kind, sizeof u->kind, "%s", kind);
+    u->party = party;
+    u->idx = idx;
+    u->at = at;
+    u->len = len;
+    if (len > 0) {
+        memcpy(u->body, body, len);
+    }
+    if (j->unlogged_tail == NULL) {
+        j->unlogged = u;
+    } else {
+        *j->unlogged_tail = u;
+    }
+    j->unlogged_tail = &u->next;
+    j->next_seq++;
+    return 0;
+}
+
 int agg_log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx, const void *body,
                   size_t len, double at, struct fs_err *err)
 {
@@ -384,10 +472,21 @@ int agg_log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx, co
     if (j->replaying) {
         return 0;
     }
-    rc = agg_store_event_append(j->mgr->st, j->id, j->next_seq, kind, party, idx, body, len, at,
-                                err);
+    rc = agg_flush_log(j, err);
+    if (rc == 0) {
+        rc = agg_store_event_append(j->mgr->st, j->id, j->next_seq, kind, party, idx, body, len, at,
+                                    err);
+    }
     if (rc == 0) {
         j->next_seq++;
+        return 0;
+    }
+    /* Disk full or read-only: the state machine has taken the step; keep
+     * the event in order and write it once storage is back (a restart
+     * before that replays the log without it, and the parties, answered
+     * 503, send again). The job goes on. */
+    if (rc == FS_ESTORAGE && strlen(kind) < sizeof j->unlogged->kind &&
+        keep_unlogged(j, kind, party, idx, body, len, at) == 0) {
         return 0;
     }
     /* the state machine is ahead of the log: a replay would differ */

@@ -13,6 +13,7 @@
 #include "jobmgr_internal.h"
 #include "net/auth.h"
 #include "net/log.h"
+#include "net/storage.h"
 
 #define MAX_JOBS_STORED 100000 /* registry cap, all states */
 
@@ -347,6 +348,7 @@ void agg_mgr_free(agg_mgr *m)
     if (m == NULL) {
         return;
     }
+    m->closing = 1; /* a worker waiting for storage gives up */
     for (size_t i = 0; i < m->njobs; i++) {
         agg_job *j = m->jobs[i];
         int join;
@@ -392,6 +394,40 @@ void agg_mgr_wait(agg_mgr *m, unsigned ms)
     pthread_mutex_unlock(&m->wake_mu);
 }
 
+/* Storage unavailable (disk full, read-only): write what waits once it is
+ * back, and keep the round open meanwhile, since the parties' messages are
+ * answered 503 and come again. */
+static void tick_storage(agg_job *j)
+{
+    struct fs_err err = {0};
+    char *res = NULL;
+    int dirty;
+
+    if (pthread_mutex_trylock(&j->sm_mu) == 0) { /* busy: a request is at it */
+        if (j->unlogged != NULL) {
+            (void)agg_flush_log(j, &err);
+        }
+        pthread_mutex_unlock(&j->sm_mu);
+    }
+    pthread_mutex_lock(&j->mu);
+    dirty = j->persist_dirty;
+    if (dirty && j->result != NULL) {
+        res = json_dumps(j->result, JSON_COMPACT);
+        dirty = res != NULL;
+    }
+    if (fs_storage_degraded() && fs_jobsm_running(&j->st)) {
+        double hold = agg_now_mono() + (double)j->spec.round_timeout_s;
+        if (j->deadline_mono < hold) {
+            j->deadline_mono = hold;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    if (dirty) {
+        agg_persist_state(j, res);
+    }
+    free(res);
+}
+
 static void tick_job(agg_job *j)
 {
     struct fs_err err = {0};
@@ -399,6 +435,7 @@ static void tick_job(agg_job *j)
     int by_deadline = 0;
     int join = 0;
 
+    tick_storage(j);
     pthread_mutex_lock(&j->mu);
     if (j->worker_running && j->worker_exited) {
         join = 1;

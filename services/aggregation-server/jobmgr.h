@@ -29,6 +29,7 @@
 
 #include "../../api/jobs.h"
 #include "core/err.h"
+#include "proto/secagg.h"
 #include "store.h"
 
 #define AGG_EABORTED   FS_EABORTED   /* 409 aborted: the job failed */
@@ -138,6 +139,37 @@ FS_WUR int agg_job_chunk_check(agg_job *j, uint32_t party, uint32_t r, uint64_t 
  */
 FS_WUR int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx,
                              const uint64_t *y, size_t m, struct fs_err *err);
+
+/*
+ * A chunk streamed into the sum while its body arrives (no copy of the
+ * chunk, no job lock while folding: uploads of several parties and chunks
+ * fold at once on the HTTP threads). stream_begin after chunk_check; then
+ * stream_piece for each run of whole words, in order; stream_end always
+ * (complete: commit; else the folded words leave the sum). Each piece is
+ * written to the party's upload file before it is folded; the chunk counts
+ * (its event is logged, a restart replays it) only once stream_end commits.
+ */
+struct agg_upload {
+    struct fs_secagg_upload up;
+    int fd; /* the party's upload file, -1 when closed */
+    uint32_t party;
+    uint32_t r;
+    uint64_t idx;
+    uint64_t off; /* byte offset of the chunk in the file */
+};
+
+/**
+ * *stream = 1: the chunk is reserved, stream it (stream_end is due). 0: not
+ * streamable (a repeat of an accepted chunk, or the round closed): buffer
+ * the body and call agg_job_put_chunk, which decides.
+ */
+FS_WUR int agg_job_stream_begin(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, size_t m,
+                                struct agg_upload *u, int *stream, struct fs_err *err);
+/** n little-endian words at p (any alignment): persisted, then folded. */
+FS_WUR int agg_job_stream_piece(agg_job *j, struct agg_upload *u, const uint8_t *p, size_t n,
+                                struct fs_err *err);
+/** Commit (complete) or take back; releases the upload either way. */
+FS_WUR int agg_job_stream_end(agg_job *j, struct agg_upload *u, int complete, struct fs_err *err);
 
 FS_WUR int agg_job_post_sig(agg_job *j, uint32_t party, uint32_t r, const json_t *body,
                             struct fs_err *err);

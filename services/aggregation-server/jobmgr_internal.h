@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -21,6 +22,7 @@
 #include "proto/secagg.h"
 
 struct agg_power;
+struct agg_event;
 
 struct chunk_ctx {
     agg_job *job;
@@ -55,6 +57,11 @@ struct agg_job {
     struct chunk_ctx cs;
     uint64_t next_seq;
     int replaying;
+    /* events the state machine took while storage was unavailable, oldest
+     * first, written before any later one (agg_log_event): until then the
+     * party's call is answered 503 and its re-send flushes them */
+    struct agg_unlogged *unlogged;
+    struct agg_unlogged **unlogged_tail;
     uint32_t *first_u3;   /* fedpca: U3 of aggregation 0 (every later one must equal it) */
     struct agg_power *pw; /* power-method jobs (powerjob.c); NULL otherwise */
     size_t nfirst;
@@ -75,9 +82,10 @@ struct agg_job {
     uint64_t phase_in[FS_JOB_NTIMED]; /* bytes of requests that ended while phase t was open */
     uint64_t phase_out[FS_JOB_NTIMED];
     struct fs_fixedpt fp;
-    json_t *roster; /* {"roster": [...]} once R0 closed */
-    json_t *aggs;   /* array: Aggregation document r (null until begun) */
-    json_t *result; /* Result once done */
+    json_t *roster;    /* {"roster": [...]} once R0 closed */
+    json_t *aggs;      /* array: Aggregation document r (null until begun) */
+    json_t *result;    /* Result once done */
+    int persist_dirty; /* the last agg_persist_state failed: the driver tries again */
 };
 
 /* A job kind's hooks (the power methods, powerjob.c), called with the locks
@@ -97,8 +105,13 @@ struct agg_algo_ops {
     /* the worker's part after a round closed (sm_mu held) */
     void (*worker)(agg_job *j);
     int (*result_name)(const agg_job *j, const char *name);
-    /* a job read from the store (running: it cannot resume) */
-    void (*load)(agg_job *j, int running);
+    /* a job read from the store, before its events are replayed (running:
+     * restore the protocol server from its sealed secret; nonzero when it
+     * cannot resume, err says why) */
+    int (*load)(agg_job *j, int running, struct fs_err *err);
+    /* replay: a stored event before the generic replay sees it (sm_mu held);
+     * *handled = 1 when the kind was the power method's */
+    int (*replay)(agg_job *j, const struct agg_event *ev, int *handled, struct fs_err *err);
 };
 
 struct agg_mgr {
@@ -115,6 +128,8 @@ struct agg_mgr {
     int woken;
     pthread_mutex_t count_mu;
     struct agg_counts counts; /* rounds/dropped/chunks; states are counted on demand */
+    /* set by agg_mgr_free: a worker waiting for storage gives up */
+    volatile sig_atomic_t closing;
 };
 
 /* ---- jobutil.c: no job state */
@@ -159,6 +174,14 @@ int agg_log_event(agg_job *j, const char *kind, uint32_t party, uint64_t idx, co
                   size_t len, double at, struct fs_err *err);
 int agg_log_json(agg_job *j, const char *kind, uint32_t party, const json_t *body, double at,
                  struct fs_err *err);
+/* A worker's write failed with rc: when it is FS_ESTORAGE (disk full,
+ * read-only) wait a second and return 1 (write again), unless the server is
+ * closing; else 0. *tries counts the waits (start at 0): the first is
+ * logged with err's message, the others are not. */
+int agg_storage_wait(agg_job *j, int rc, const struct fs_err *err, unsigned *tries);
+/* sm_mu held: write the events kept while storage was unavailable.
+ * @return 0 (none left), FS_ESTORAGE (still unavailable), another error */
+int agg_flush_log(agg_job *j, struct fs_err *err);
 void agg_fail_no_dropouts(agg_job *j, enum fs_job_phase ph, uint32_t who, uint32_t drops);
 /* mu held: open phase ph expecting set (and restart the round deadline) */
 void agg_next_round_locked(agg_job *j, enum fs_job_phase ph, const uint32_t *set, size_t k,
@@ -188,5 +211,8 @@ int agg_start_worker(agg_job *j);
 int agg_apply(agg_job *j, const struct fs_jobsm_msg *msg, const json_t *body, double at,
               struct fs_err *err);
 int agg_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err);
+/* A streamed chunk, committed to the sum: log and record it (sm_mu held). */
+int agg_apply_streamed(agg_job *j, uint32_t party, uint64_t idx, size_t m, double at,
+                       struct fs_err *err);
 
 #endif

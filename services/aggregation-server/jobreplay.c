@@ -182,6 +182,16 @@ static int replay_event(void *ctx, const struct agg_event *ev, struct fs_err *er
     int rc;
 
     j->next_seq = ev->seq + 1;
+    if (j->ops != NULL && j->ops->replay != NULL) {
+        int handled = 0;
+        rc = j->ops->replay(j, ev, &handled, err);
+        if (rc != 0 || handled) {
+            if (rc != 0) {
+                fs_err_prefix(err, "event %llu (%s): ", (unsigned long long)ev->seq, ev->kind);
+            }
+            return rc;
+        }
+    }
     if (j->sm == NULL) {
         return fs_err_set(err, FS_ESTATE, "event %llu after the job ended",
                           (unsigned long long)ev->seq);
@@ -202,6 +212,14 @@ static int replay_event(void *ctx, const struct agg_event *ev, struct fs_err *er
         rc = agg_close_round(j, ev->at, 0, err);
         if (rc == 0) {
             fs_jobsm_replay_closed(&j->st, ph);
+        }
+        if (rc == 0 && j->ops != NULL && fs_jobsm_running(&j->st) &&
+            (ph == FS_JOB_UNMASKING || ph == FS_JOB_NOISE_EXCHANGE || ph == FS_JOB_PLAIN_UPLOAD)) {
+            /* the worker's part of this round runs before the next event
+             * (or on the worker after the replay) */
+            pthread_mutex_lock(&j->mu);
+            fs_jobsm_set_finishing(&j->st, 1);
+            pthread_mutex_unlock(&j->mu);
         }
         break;
     case FS_JOBSM_EV_BEGIN:
@@ -272,7 +290,7 @@ static void restore_job_doc(agg_job *j, const json_t *job)
 }
 
 /* A job from its snapshot (a job that ended, or a power-method job that
- * does not resume). */
+ * cannot resume). */
 static void apply_snapshot(agg_job *j, const char *snap, const char *result)
 {
     json_error_t je;
@@ -316,6 +334,10 @@ static void grandfather_spec(json_t *sj, const char *id)
         json_object_set_new(sj, "allow_low_threshold", json_true());
         fs_log_pack(FS_LOG_WARN, "job stored with a threshold below a majority: loaded as allowed",
                     "{s:s}", "job", id);
+    }
+    /* stored before the secagg field: every job then masked with all parties */
+    if (json_object_get(sj, "secagg") == NULL) {
+        json_object_set_new(sj, "secagg", json_string("full"));
     }
 }
 
@@ -409,9 +431,31 @@ static void resume(agg_mgr *m, agg_job *j, const char *status)
     }
 }
 
+/* A power-method job stopped after its key setup closed but before its
+ * first round began (the begin is an event of its own): begin it now. */
+static void begin_if_due(agg_job *j)
+{
+    struct fs_err jerr = {0};
+    int due;
+
+    pthread_mutex_lock(&j->sm_mu);
+    pthread_mutex_lock(&j->mu);
+    due = j->sm != NULL && fs_jobsm_running(&j->st) && !j->st.finishing &&
+          j->st.phase == FS_JOB_MASKED_INPUT && j->st.r == 0 &&
+          !json_is_object(json_array_get(j->aggs, 0));
+    pthread_mutex_unlock(&j->mu);
+    if (due && j->ops->begin(j, 0, agg_now_wall(), &jerr) != 0) {
+        char reason[700];
+        snprintf(reason, sizeof reason, "cannot resume after restart: %s", jerr.msg);
+        agg_fail_job(j, reason);
+    }
+    pthread_mutex_unlock(&j->sm_mu);
+}
+
 static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err)
 {
     agg_mgr *m = ctx;
+    struct fs_err jerr = {0};
     struct fs_job_spec spec;
     agg_job *j = NULL;
     int running = strcmp(row->state, "running") == 0;
@@ -436,19 +480,34 @@ static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err
         if (j->st.phase == FS_JOB_DONE && j->result == NULL) {
             fs_jobsm_restore_end(&j->st, 1, "result manifest lost", j->st.r);
         }
-    } else if (j->ops != NULL) {
-        /* not resumable (docs/wire-fedpower.md): failed with a clear reason */
+        if (j->ops != NULL) {
+            (void)j->ops->load(j, 0, &jerr);
+        }
+    } else if (j->ops != NULL && j->ops->load(j, 1, &jerr) != 0) {
+        /* a power-method job whose server cannot be restored */
+        char reason[700];
+        snprintf(reason, sizeof reason, "cannot resume after restart: %s", jerr.msg);
         apply_snapshot(j, row->status, NULL);
+        pthread_mutex_lock(&j->sm_mu);
+        agg_fail_job(j, reason);
+        pthread_mutex_unlock(&j->sm_mu);
     } else {
         resume(m, j, row->status);
-    }
-    if (j->ops != NULL) {
-        j->ops->load(j, running);
+        if (j->ops != NULL) {
+            begin_if_due(j);
+        }
     }
     rc = agg_mgr_register(m, j, err);
     if (rc != 0) {
         agg_job_free(j);
         return rc;
+    }
+    if (running && j->ops != NULL && j->st.finishing && fs_jobsm_running(&j->st) && j->sm != NULL &&
+        agg_start_worker(j) != 0) {
+        /* a power-method round closed before the restart: its worker's part */
+        pthread_mutex_lock(&j->sm_mu);
+        agg_fail_job(j, "cannot start the worker");
+        pthread_mutex_unlock(&j->sm_mu);
     }
     if (running && j->ops == NULL && j->st.finish_pending && j->st.phase == FS_JOB_UNMASKING &&
         j->sm != NULL && agg_start_worker(j) != 0) {

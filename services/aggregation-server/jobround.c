@@ -49,6 +49,21 @@ static int log_msg(agg_job *j, const struct fs_jobsm_msg *msg, const json_t *bod
     }
 }
 
+/* A message taken while events wait to be written (storage unavailable) is
+ * not acknowledged: 503, and the party's re-send, a repeat, is answered
+ * once they are written. */
+static int unlogged_503(agg_job *j, int rc, struct fs_err *err)
+{
+    if (rc == 0 && j->unlogged != NULL) {
+        rc = FS_ESTORAGE;
+    }
+    if (rc == FS_ESTORAGE) {
+        fs_err_set(err, FS_ESTORAGE,
+                   "the server cannot write its state (storage unavailable): send it again later");
+    }
+    return rc;
+}
+
 int agg_apply(agg_job *j, const struct fs_jobsm_msg *msg, const json_t *body, double at,
               struct fs_err *err)
 {
@@ -74,7 +89,8 @@ int agg_apply(agg_job *j, const struct fs_jobsm_msg *msg, const json_t *body, do
         return rc;
     }
     if (msg->kind == FS_JOBSM_MASKED ? !j->replaying && !is_new : repeat) {
-        return 0; /* an identical repeat */
+        /* an identical repeat: accepted once what was taken is written */
+        return unlogged_503(j, agg_flush_log(j, err), err);
     }
     rc = log_msg(j, msg, body, at, err);
     if (rc != 0) {
@@ -86,7 +102,31 @@ int agg_apply(agg_job *j, const struct fs_jobsm_msg *msg, const json_t *body, do
     pthread_mutex_lock(&j->mu);
     fs_jobsm_accepted(&j->st, j->sm, msg);
     pthread_mutex_unlock(&j->mu);
-    return 0;
+    return unlogged_503(j, 0, err);
+}
+
+/* A streamed chunk was committed to the sum (agg_job_stream_end): persist
+ * and record it as agg_apply does an uploaded one. */
+int agg_apply_streamed(agg_job *j, uint32_t party, uint64_t idx, size_t m, double at,
+                       struct fs_err *err)
+{
+    struct fs_jobsm_msg msg;
+    int rc;
+
+    memset(&msg, 0, sizeof msg);
+    msg.kind = FS_JOBSM_MASKED;
+    msg.party = party;
+    msg.idx = idx;
+    msg.m = m;
+    rc = log_msg(j, &msg, NULL, at, err);
+    if (rc != 0) {
+        return rc;
+    }
+    agg_count_add(j->mgr, &j->mgr->counts.chunks_accepted, 1);
+    pthread_mutex_lock(&j->mu);
+    fs_jobsm_accepted(&j->st, j->sm, &msg);
+    pthread_mutex_unlock(&j->mu);
+    return unlogged_503(j, 0, err); /* storage unavailable: the re-send is the ack */
 }
 
 /* ------------------------------------------------------------ closing rounds */

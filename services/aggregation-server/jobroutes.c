@@ -1,8 +1,11 @@
 /* The job's party routes and the operator's cancel (jobmgr.h): decode,
  * enter the round under the job's locks, apply (jobround.c), leave. */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../api/phase.h"
 #include "../../api/wire.h"
@@ -272,6 +275,121 @@ int agg_job_put_chunk(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, cons
     rc = closed ? agg_closed_verdict(fs_jobsm_closed_repeat(&j->st, j->sm, &msg, err), &cerr, err)
                 : agg_apply(j, &msg, NULL, agg_now_wall(), err);
     agg_leave(j);
+    return rc;
+}
+
+/* ------------------------------------------------------------ streamed chunks */
+
+static int upload_file_err(int e, struct fs_err *err)
+{
+    int code = e == ENOSPC || e == EDQUOT || e == EROFS ? FS_ESTORAGE : FS_EIO;
+
+    return fs_err_set(err, code, "upload file: %s", strerror(e));
+}
+
+int agg_job_stream_begin(agg_job *j, uint32_t party, uint32_t r, uint64_t idx, size_t m,
+                         struct agg_upload *u, int *stream, struct fs_err *err)
+{
+    char path[4600];
+    char dir[4600];
+    int rc;
+
+    memset(u, 0, sizeof *u);
+    u->fd = -1;
+    *stream = 0;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    return 0; /* the file holds little-endian words: buffer and convert */
+#endif
+    /* anything but an open round: the buffered path answers as it always has */
+    if (agg_exists(j, r, err) != 0 || agg_enter(j, FS_JOB_MASKED_INPUT, r, party, err) != 0) {
+        return 0;
+    }
+    if (j->replaying || m != chunk_len(j, j->len, idx)) {
+        agg_leave(j);
+        return 0;
+    }
+    rc = fs_secagg_server_upload_begin(j->sm, party, idx, m, &u->up, stream, err);
+    if (rc == 0 && *stream) {
+        if (agg_words_path(j, party, path, sizeof path) != 0 ||
+            (size_t)snprintf(dir, sizeof dir, "%s/agg-%u", j->dir, j->st.r) >= sizeof dir) {
+            rc = fs_err_set(err, FS_EINVAL, "upload path too long");
+        } else {
+            rc = fs_mkdir_p(dir, err);
+        }
+        if (rc == 0) {
+            u->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+            rc = u->fd < 0 ? upload_file_err(errno, err) : 0;
+        }
+        if (rc != 0) {
+            struct fs_err e2 = {0};
+            if (fs_secagg_server_upload_cancel(&u->up, &e2) != 0) {
+                agg_after_sm_error(j, e2.code, &e2);
+            }
+            fs_secagg_server_upload_release(&u->up);
+            *stream = 0;
+        }
+    }
+    if (rc == 0 && *stream) {
+        u->party = party;
+        u->r = r;
+        u->idx = idx;
+        u->off = idx * j->chunk_words * 8;
+    }
+    agg_leave(j);
+    return rc;
+}
+
+int agg_job_stream_piece(agg_job *j, struct agg_upload *u, const uint8_t *p, size_t n,
+                         struct fs_err *err)
+{
+    (void)j;
+    if (n == 0) {
+        return 0;
+    }
+    if (u->up.s == NULL || n > u->up.m - u->up.done) {
+        return fs_err_set(err, FS_EINVAL, "chunk %llu: more words than it has",
+                          (unsigned long long)u->idx);
+    }
+    /* persisted before it is folded: a restart replays the file */
+    if (fs_pwrite_all(u->fd, p, n * 8, (off_t)(u->off + 8 * (uint64_t)u->up.done)) != 0) {
+        return upload_file_err(errno, err);
+    }
+    return fs_secagg_server_upload_fold(&u->up, p, n, err);
+}
+
+int agg_job_stream_end(agg_job *j, struct agg_upload *u, int complete, struct fs_err *err)
+{
+    struct fs_err e2 = {0};
+    int rc = 0;
+
+    if (u->up.s == NULL) {
+        return 0;
+    }
+    if (complete && j->mgr->cfg.fsync && fdatasync(u->fd) != 0) {
+        rc = upload_file_err(errno, err);
+        complete = 0;
+    }
+    if (u->fd >= 0) {
+        close(u->fd);
+        u->fd = -1;
+    }
+    pthread_mutex_lock(&j->sm_mu);
+    if (j->sm != u->up.s) {
+        /* the job ended meanwhile: nothing of this upload counts */
+        if (complete) {
+            rc = fs_err_set(err, FS_ECONFLICT, "job is over");
+        }
+    } else if (complete) {
+        rc = fs_secagg_server_upload_commit(&u->up, err);
+        if (rc == 0) {
+            rc = agg_apply_streamed(j, u->party, u->idx, u->up.m, agg_now_wall(), err);
+        }
+    } else if (fs_secagg_server_upload_cancel(&u->up, &e2) != 0) {
+        agg_after_sm_error(j, e2.code, &e2);
+    }
+    pthread_mutex_unlock(&j->sm_mu);
+    agg_wake(j->mgr);
+    fs_secagg_server_upload_release(&u->up);
     return rc;
 }
 

@@ -120,6 +120,11 @@ json_t *agg_status_locked(const agg_job *j)
     if (o == NULL) {
         return NULL;
     }
+    json_object_set_new(o, "secagg", json_string(fs_job_secagg_name(j->spec.secagg)));
+    if (j->cfg.degree != 0) {
+        json_object_set_new(o, "secagg_degree", json_integer((json_int_t)j->cfg.degree));
+        json_object_set_new(o, "secagg_share_threshold", json_integer((json_int_t)j->cfg.share_t));
+    }
     if (j->fed) {
         fed_status(j, o);
     }
@@ -196,17 +201,22 @@ void agg_persist_state(agg_job *j, const char *result_json)
     const char *state;
     char *snap;
     char error[FS_JOBSM_REASON_MAX];
+    int rc;
 
     pthread_mutex_lock(&j->mu);
     state = agg_state_locked(j);
     snap = snapshot_locked(j);
     snprintf(error, sizeof error, "%s", j->st.error);
     pthread_mutex_unlock(&j->mu);
-    if (agg_store_job_update(j->mgr->st, j->id, state, error[0] != '\0' ? error : NULL, result_json,
-                             snap, &err) != 0) {
+    rc = agg_store_job_update(j->mgr->st, j->id, state, error[0] != '\0' ? error : NULL,
+                              result_json, snap, &err);
+    if (rc != 0 && rc != FS_ESTORAGE) { /* a storage episode is logged once, elsewhere */
         fs_log_pack(FS_LOG_ERROR, "cannot persist job state", "{s:s, s:s}", "job", j->id, "error",
                     err.msg);
     }
+    pthread_mutex_lock(&j->mu);
+    j->persist_dirty = rc != 0; /* agg_mgr_tick tries again */
+    pthread_mutex_unlock(&j->mu);
     free(snap);
 }
 

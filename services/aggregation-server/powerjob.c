@@ -5,6 +5,8 @@
  * agg_power_ops. */
 #include "powerjob.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -14,14 +16,23 @@
 
 #include "../../api/phase.h"
 #include "../../api/wire.h"
+#include "core/fdio.h"
+#include "crypto/aead.h"
+#include "crypto/ct.h"
 #include "crypto/rand.h"
 #include "io/matio.h"
 #include "jobmgr_internal.h"
 #include "net/log.h"
 #include "proto/fedpower.h"
 #include "proto/secagg.h"
+#include "store.h"
 
-#define RESTART_REASON "server restarted during a fedpower job; not resumable"
+/* The job's sealed server secret (fs_fedpower_server_secret_export) in its
+ * directory, and the key it is sealed under in the data directory. */
+#define SECRET_FILE     "power.sealed"
+#define SERVER_KEY_FILE "server.key"
+#define SEALED_MAX      8192 /* a sealed secret is at most ~2.1 KiB (8192-bit key) */
+#define SEAL_AD         "fedsvd aggregation-server power-job secret v1 "
 
 struct agg_power {
     /* immutable after pj_attach */
@@ -54,6 +65,196 @@ static int is_plain(const agg_job *j)
 static int is_utility(const agg_job *j)
 {
     return j->pw != NULL && j->pw->cfg.alg == FS_FEDPOWER_UTILITY;
+}
+
+/* ------------------------------------------------------------ the sealed secret */
+
+static pthread_mutex_t key_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Up to cap bytes of path into buf (*len); FS_ENOTFOUND when it does not
+ * exist, FS_EFORMAT when it is longer than cap. */
+static int read_small(const char *path, uint8_t *buf, size_t cap, size_t *len, struct fs_err *err)
+{
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    size_t got = 0;
+    uint8_t extra;
+    int rc = 0;
+
+    *len = 0;
+    if (fd < 0) {
+        return errno == ENOENT ? fs_err_set(err, FS_ENOTFOUND, "%s is missing", path)
+                               : fs_err_set(err, FS_EIO, "%s: %s", path, strerror(errno));
+    }
+    for (;;) {
+        ssize_t n = got < cap ? read(fd, buf + got, cap - got) : read(fd, &extra, 1);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            rc = fs_err_set(err, FS_EIO, "%s: %s", path, strerror(errno));
+            break;
+        }
+        if (n == 0) {
+            break;
+        }
+        if (got >= cap) {
+            rc = fs_err_set(err, FS_EFORMAT, "%s is longer than %zu bytes", path, cap);
+            break;
+        }
+        got += (size_t)n;
+    }
+    close(fd);
+    *len = got;
+    return rc;
+}
+
+/* The 32-byte key <data-dir>/server.key that seals the secrets of power-method
+ * jobs; with create, made from the OS CSPRNG (0600) when missing. */
+static int server_key(const agg_job *j, int create, uint8_t key[FS_AEAD_KEY_LEN],
+                      struct fs_err *err)
+{
+    char path[4200];
+    size_t len = 0;
+    int rc;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", j->mgr->data_dir, SERVER_KEY_FILE) >=
+        sizeof path) {
+        return fs_err_set(err, FS_EINVAL, "data directory path too long");
+    }
+    pthread_mutex_lock(&key_mu);
+    rc = read_small(path, key, FS_AEAD_KEY_LEN, &len, err);
+    if (rc == 0 && len != FS_AEAD_KEY_LEN) {
+        rc = fs_err_set(err, FS_EFORMAT, "%s is not a 32-byte key", path);
+    } else if (rc == FS_ENOTFOUND && create) {
+        rc = fs_rand_bytes(key, FS_AEAD_KEY_LEN, err);
+        if (rc == 0) {
+            rc = fs_write_file_atomic(path, key, FS_AEAD_KEY_LEN, err);
+        }
+        if (rc == 0) {
+            fs_log_pack(FS_LOG_INFO, "created the key for job secrets", "{s:s}", "file",
+                        SERVER_KEY_FILE);
+        }
+    }
+    pthread_mutex_unlock(&key_mu);
+    if (rc != 0) {
+        fs_wipe(key, FS_AEAD_KEY_LEN);
+    }
+    return rc;
+}
+
+static int secret_path(const agg_job *j, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s/%s", j->dir, SECRET_FILE) >= cap ? -1 : 0;
+}
+
+/* Associated data of a job's sealed secret: binds it to the job id. */
+static size_t seal_ad(const agg_job *j, char *ad, size_t cap)
+{
+    int n = snprintf(ad, cap, "%s%s", SEAL_AD, j->id);
+    return n < 0 ? 0 : (size_t)n < cap ? (size_t)n : cap - 1;
+}
+
+/* Seal srv's secret under server.key into the job directory (atomically),
+ * before anything that depends on it leaves the server. */
+static int save_secret(agg_job *j, const fs_fedpower_server *srv, struct fs_err *err)
+{
+    size_t len = fs_fedpower_server_secret_size(srv);
+    size_t cap = len + FS_AEAD_BOX_OVERHEAD;
+    uint8_t key[FS_AEAD_KEY_LEN];
+    uint8_t *sec = malloc(len);
+    uint8_t *box = malloc(cap);
+    char path[4400];
+    char ad[200];
+    size_t adlen = seal_ad(j, ad, sizeof ad);
+    size_t out = 0;
+    int rc;
+
+    if (sec == NULL || box == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (secret_path(j, path, sizeof path) != 0) {
+        rc = fs_err_set(err, FS_EINVAL, "path too long");
+        goto out;
+    }
+    rc = fs_fedpower_server_secret_export(srv, sec, len, err);
+    if (rc == 0) {
+        rc = server_key(j, 1, key, err);
+    }
+    if (rc == 0) {
+        rc = fs_aead_box_seal(box, cap, &out, key, ad, adlen, sec, len, err);
+        fs_wipe(key, sizeof key);
+    }
+    if (rc == 0) {
+        rc = fs_mkdir_p(j->dir, err);
+    }
+    if (rc == 0) {
+        rc = fs_write_file_atomic(path, box, out, err);
+    }
+out:
+    if (sec != NULL) {
+        fs_wipe(sec, len);
+    }
+    free(sec);
+    free(box);
+    return rc;
+}
+
+/* The job's secret, opened (*out: new buffer of *len bytes; wipe and free it). */
+static int load_secret(const agg_job *j, uint8_t **out, size_t *len, struct fs_err *err)
+{
+    uint8_t key[FS_AEAD_KEY_LEN];
+    uint8_t *box = malloc(SEALED_MAX);
+    uint8_t *sec = malloc(SEALED_MAX);
+    char path[4400];
+    char ad[200];
+    size_t adlen = seal_ad(j, ad, sizeof ad);
+    size_t blen = 0;
+    int rc;
+
+    *out = NULL;
+    *len = 0;
+    if (box == NULL || sec == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        goto out;
+    }
+    if (secret_path(j, path, sizeof path) != 0) {
+        rc = fs_err_set(err, FS_EINVAL, "path too long");
+        goto out;
+    }
+    rc = read_small(path, box, SEALED_MAX, &blen, err);
+    if (rc == 0) {
+        rc = server_key(j, 0, key, err);
+    }
+    if (rc == 0) {
+        rc = fs_aead_box_open(sec, SEALED_MAX, len, key, ad, adlen, box, blen, err);
+        fs_wipe(key, sizeof key);
+        if (rc != 0) {
+            rc = fs_err_set(err, FS_EAUTH, "the job's sealed secret does not open under %s",
+                            SERVER_KEY_FILE);
+        }
+    }
+    if (rc == 0) {
+        *out = sec;
+        sec = NULL;
+    }
+out:
+    if (sec != NULL) {
+        fs_wipe(sec, SEALED_MAX);
+    }
+    free(sec);
+    free(box);
+    return rc;
+}
+
+/* The job is over: its secret goes (secrets live no longer than their job). */
+static void drop_secret(const agg_job *j)
+{
+    char path[4400];
+
+    if (secret_path(j, path, sizeof path) == 0) {
+        (void)unlink(path);
+    }
 }
 
 /* ------------------------------------------------------------ creation */
@@ -125,10 +326,12 @@ static void pj_detach(agg_job *j)
     j->pw = NULL;
 }
 
-/* Attach the power-method state to a new job shell: configuration, privacy
- * report; with_server: the lib/proto server (fedpower-utility: Paillier key
- * generation, ~0.1-1 s at 3072 bits). */
-static int pj_attach(agg_job *j, int with_server, struct fs_err *err)
+/* Attach the power-method state to a job shell: configuration, privacy
+ * report; with_server: the lib/proto server, restored from secret when
+ * given, else new (fedpower-utility: Paillier key generation, ~0.1-1 s at
+ * 3072 bits) with its secret sealed into the job directory. */
+static int attach_with(agg_job *j, int with_server, const uint8_t *secret, size_t secret_len,
+                       struct fs_err *err)
 {
     struct agg_power *pw = calloc(1, sizeof *pw);
     int rc;
@@ -154,7 +357,12 @@ static int pj_attach(agg_job *j, int with_server, struct fs_err *err)
     pw->secagg = fs_fedpower_uses_secagg(pw->cfg.alg);
     if (with_server) {
         double t0 = agg_now_mono();
-        rc = fs_fedpower_server_new(&pw->cfg, pw->rows, &pw->srv, err);
+        rc = secret != NULL ? fs_fedpower_server_new_restored(&pw->cfg, pw->rows, secret,
+                                                              secret_len, &pw->srv, err)
+                            : fs_fedpower_server_new(&pw->cfg, pw->rows, &pw->srv, err);
+        if (rc == 0 && secret == NULL) {
+            rc = save_secret(j, pw->srv, err);
+        }
         if (rc != 0) {
             pj_free(pw);
             return rc;
@@ -180,25 +388,51 @@ static int pj_attach(agg_job *j, int with_server, struct fs_err *err)
     return 0;
 }
 
-/* A job read from the store: attach its (server-less) state; a running one
- * is failed (not resumable). sm_mu is not needed (nothing else runs yet). */
-static void pj_load(agg_job *j, int running)
+static int pj_attach(agg_job *j, int with_server, struct fs_err *err)
 {
-    struct fs_err err = {0};
+    return attach_with(j, with_server, NULL, 0, err);
+}
 
-    if (pj_attach(j, 0, &err) != 0) {
-        fs_log_pack(FS_LOG_WARN, "power-method job without its parameters", "{s:s, s:s}", "job",
-                    j->id, "error", err.msg);
+/* A job read from the store (nothing else runs yet). An ended one gets its
+ * server-less state (and its secret goes); a running one its server,
+ * restored from the sealed secret, before its events are replayed. Plain
+ * fedpower's server noise and fedpower-utility's key come from the secret:
+ * without it they cannot go on; the others draw nothing secret, so a
+ * missing secret (a job from an older version) is made afresh. */
+static int pj_load(agg_job *j, int running, struct fs_err *err)
+{
+    uint8_t *sec = NULL;
+    size_t len = 0;
+    int rc;
+
+    if (!running) {
+        if (pj_attach(j, 0, err) != 0) {
+            fs_log_pack(FS_LOG_WARN, "power-method job without its parameters", "{s:s, s:s}", "job",
+                        j->id, "error", err->msg);
+        }
+        if (j->pw != NULL) {
+            j->pw->sync = j->pw->syncs;
+            j->pw->iter = j->pw->cfg.iterations;
+        }
+        drop_secret(j);
+        return 0;
     }
-    if (j->pw != NULL) {
-        j->pw->sync = j->pw->syncs;
-        j->pw->iter = j->pw->cfg.iterations;
+    rc = load_secret(j, &sec, &len, err);
+    if (rc == FS_ENOTFOUND &&
+        (j->spec.algo == FS_ALGO_FEDPOWER_PRIVATE || j->spec.algo == FS_ALGO_DP_PPM)) {
+        rc = 0;
     }
-    if (running) {
-        pthread_mutex_lock(&j->sm_mu);
-        agg_fail_job(j, RESTART_REASON);
-        pthread_mutex_unlock(&j->sm_mu);
+    if (rc == 0) {
+        rc = attach_with(j, 1, sec, len, err);
     }
+    if (sec != NULL) {
+        fs_wipe(sec, len);
+    }
+    free(sec);
+    if (rc != 0) {
+        fs_err_prefix(err, "the power method's server state: ");
+    }
+    return rc;
 }
 
 /* ------------------------------------------------------------ status */
@@ -302,8 +536,9 @@ static int pj_begin(agg_job *j, uint32_t r, double at, struct fs_err *err)
         agg_after_sm_error(j, rc, err);
         return rc;
     }
-    params =
-        json_pack("{s:i, s:I, s:i}", "r", (int)r, "len", (json_int_t)len, "iteration", (int)iter);
+    /* the hash of the Z sent: a replay after a restart must rebuild the same bytes */
+    params = json_pack("{s:i, s:I, s:i, s:s}", "r", (int)r, "len", (json_int_t)len, "iteration",
+                       (int)iter, "z_sha256", hex);
     rc = params == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory")
                         : agg_log_json(j, "begin", 0, params, at, err);
     json_decref(params);
@@ -521,6 +756,7 @@ static void finish_job(agg_job *j, double at)
     j->sm = NULL;
     fs_fedpower_server_free(j->pw->srv); /* wipes the Paillier key */
     j->pw->srv = NULL;
+    drop_secret(j);
     agg_rm_chunks(j);
 }
 
@@ -534,7 +770,7 @@ static int advance(agg_job *j, double at, struct fs_err *err)
         return 0;
     }
     rc = pj_begin(j, j->st.r + 1, at, err);
-    if (rc == 0) {
+    if (rc == 0 && !j->replaying) {
         agg_persist_state(j, NULL);
     }
     return rc;
@@ -587,8 +823,12 @@ static void pj_worker(agg_job *j)
         }
         pthread_mutex_unlock(&j->mu);
         if (rc == 0 && fs_fedpower_server_phase(pw->srv) == FS_FEDPOWER_EXCHANGE) {
-            /* fedpower-utility: the noise exchange of this sync over U3 */
-            rc = agg_log_event(j, "exchange", 0, r, NULL, 0, at, &err);
+            /* fedpower-utility: the noise exchange of this sync over U3; its
+             * selectors are persisted before any is sent */
+            size_t sl = 0;
+            const uint8_t *sel = fs_fedpower_server_exchange_selectors(pw->srv, &sl);
+            rc = sel == NULL ? fs_err_set(&err, FS_EINTERNAL, "no selectors")
+                             : agg_log_event(j, "exchange", 0, r, sel, sl, at, &err);
             if (rc == 0) {
                 pthread_mutex_lock(&j->mu);
                 if (agg_cur_doc(j) != NULL) {
@@ -598,7 +838,9 @@ static void pj_worker(agg_job *j)
                 agg_next_round_locked(j, FS_JOB_NOISE_EXCHANGE, u3, n3, at, 0);
                 fs_jobsm_set_finishing(&j->st, 0); /* the exchange is open from now on */
                 pthread_mutex_unlock(&j->mu);
-                agg_persist_state(j, NULL);
+                if (!j->replaying) {
+                    agg_persist_state(j, NULL);
+                }
                 return;
             }
         }
@@ -802,7 +1044,12 @@ int agg_job_post_noise_response(agg_job *j, uint32_t party, uint32_t r, const ui
     if (len != j->pw->resp_size) {
         rc = fs_err_set(err, FS_EINVAL, "response: %zu bytes, expected %zu", len, j->pw->resp_size);
     } else {
+        int is_new = !j->st.sent[party];
         rc = fs_fedpower_server_add_response(j->pw->srv, party, buf, len, err);
+        if (rc == 0 && is_new) {
+            /* persisted before it is acknowledged: a restart replays it */
+            rc = agg_log_event(j, "noise", party, r, buf, len, agg_now_wall(), err);
+        }
     }
     if (rc == FS_EFORMAT) {
         rc = fs_err_set(err, FS_EINVAL, "response: %s", err->msg);
@@ -840,6 +1087,62 @@ int agg_job_plain_check(agg_job *j, uint32_t party, uint32_t r, size_t *rows, si
     return rc;
 }
 
+/* Path of party's plain upload of round r (kept until the job ends). */
+static int plain_path(const agg_job *j, uint32_t r, uint32_t party, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s/agg-%u/p%u.npy", j->dir, r, party) >= cap ? -1 : 0;
+}
+
+/* zmax as its IEEE bits, big-endian (the "plain" event's body). */
+static void zmax_encode(double zmax, uint8_t b[8])
+{
+    uint64_t u;
+
+    memcpy(&u, &zmax, sizeof u);
+    for (int i = 0; i < 8; i++) {
+        b[i] = (uint8_t)(u >> (56 - 8 * i));
+    }
+}
+
+static double zmax_decode(const uint8_t b[8])
+{
+    uint64_t u = 0;
+    double z;
+
+    for (int i = 0; i < 8; i++) {
+        u = u << 8 | b[i];
+    }
+    memcpy(&z, &u, sizeof z);
+    return z;
+}
+
+/* A party's first plain upload of round r (sm_mu held): its file, then the
+ * power server, then its event, all before it is acknowledged. */
+static int put_plain_new(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y, double zmax,
+                         struct fs_err *err)
+{
+    char dir[4400];
+    char path[4500];
+    uint8_t zb[8];
+    int rc;
+
+    snprintf(dir, sizeof dir, "%s/agg-%u", j->dir, r);
+    rc = plain_path(j, r, party, path, sizeof path) != 0
+             ? fs_err_set(err, FS_EINTERNAL, "path too long")
+             : fs_mkdir_p(dir, err);
+    if (rc == 0) {
+        rc = fs_npy_write_mat(path, y, err);
+    }
+    if (rc == 0) {
+        rc = fs_fedpower_server_add_plain(j->pw->srv, party, y, zmax, err);
+    }
+    if (rc == 0) {
+        zmax_encode(zmax, zb);
+        rc = agg_log_event(j, "plain", party, r, zb, sizeof zb, agg_now_wall(), err);
+    }
+    return rc;
+}
+
 int agg_job_put_plain(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y, double zmax,
                       struct fs_err *err)
 {
@@ -854,8 +1157,13 @@ int agg_job_put_plain(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y, d
     if (rc != 0) {
         return rc;
     }
-    rc = j->pw->srv == NULL ? fs_err_set(err, FS_ECONFLICT, "job is over")
-                            : fs_fedpower_server_add_plain(j->pw->srv, party, y, zmax, err);
+    if (j->pw->srv == NULL) {
+        rc = fs_err_set(err, FS_ECONFLICT, "job is over");
+    } else if (!j->st.sent[party]) {
+        rc = put_plain_new(j, party, r, y, zmax, err);
+    } else {
+        rc = fs_fedpower_server_add_plain(j->pw->srv, party, y, zmax, err); /* a repeat? */
+    }
     if (rc == FS_ESTATE || rc == FS_ENOTFOUND) {
         rc = fs_err_set(err, FS_ECONFLICT, "%s", err->msg);
     }
@@ -864,6 +1172,155 @@ int agg_job_put_plain(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y, d
     }
     agg_leave(j);
     return rc;
+}
+
+/* ------------------------------------------------------------ replay */
+
+/* "begin" of round r: round 0 begins here; a later one was begun by the
+ * replayed worker of the round before. Either way its Z must be the one
+ * sent before the restart. */
+static int replay_begin(agg_job *j, const struct agg_event *ev, struct fs_err *err)
+{
+    json_error_t je;
+    json_t *body = json_loadb(ev->body, ev->len, JSON_REJECT_DUPLICATES, &je);
+    json_t *rv = json_object_get(body, "r");
+    const char *want = json_string_value(json_object_get(body, "z_sha256"));
+    json_int_t r = json_is_integer(rv) ? json_integer_value(rv) : -1;
+    const char *have = NULL;
+    int begun;
+    int rc = 0;
+
+    if (r < 0 || r >= (json_int_t)j->naggs) {
+        json_decref(body);
+        return fs_err_set(err, FS_EFORMAT, "bad begin");
+    }
+    pthread_mutex_lock(&j->mu);
+    begun = json_is_object(json_array_get(j->aggs, (size_t)r));
+    pthread_mutex_unlock(&j->mu);
+    if (!begun && r == 0) {
+        rc = pj_begin(j, 0, ev->at, err);
+        begun = rc == 0;
+    } else if (!begun || (uint32_t)r != j->st.r) {
+        rc = fs_err_set(err, FS_EFORMAT, "round %lld begins out of order", (long long)r);
+    }
+    if (rc == 0 && begun && want != NULL) {
+        pthread_mutex_lock(&j->mu);
+        have = json_string_value(
+            json_object_get(json_object_get(json_array_get(j->aggs, (size_t)r), "z"), "sha256"));
+        if (have == NULL || strcmp(have, want) != 0) {
+            rc = fs_err_set(err, FS_ESTATE,
+                            "round %lld's Z came out different from the one sent before",
+                            (long long)r);
+        }
+        pthread_mutex_unlock(&j->mu);
+    }
+    json_decref(body);
+    return rc;
+}
+
+/* Check that ev belongs to the open round r of phase ph. */
+static int replay_in_round(const agg_job *j, const struct agg_event *ev, enum fs_job_phase ph,
+                           struct fs_err *err)
+{
+    if (j->st.phase != ph || ev->idx != j->st.r || ev->party < 1 || ev->party > j->n) {
+        return fs_err_set(err, FS_EFORMAT, "not a message of the open %s round",
+                          fs_job_phase_name(ph));
+    }
+    return 0;
+}
+
+static int replay_plain(agg_job *j, const struct agg_event *ev, struct fs_err *err)
+{
+    char path[4500];
+    fs_mat *y = NULL;
+    int rc = replay_in_round(j, ev, FS_JOB_PLAIN_UPLOAD, err);
+
+    if (rc == 0 && ev->len != 8) {
+        rc = fs_err_set(err, FS_EFORMAT, "bad plain upload event");
+    }
+    if (rc == 0 && plain_path(j, j->st.r, ev->party, path, sizeof path) != 0) {
+        rc = fs_err_set(err, FS_EINTERNAL, "path too long");
+    }
+    if (rc == 0) {
+        rc = fs_io_load_dense(path, FS_FMT_NPY, NULL, &y, err);
+    }
+    if (rc == 0) {
+        rc = fs_fedpower_server_add_plain(j->pw->srv, ev->party, y, zmax_decode(ev->body), err);
+    }
+    if (rc == 0) {
+        mark_sent(j, ev->party);
+    }
+    fs_mat_free(y);
+    return rc;
+}
+
+static int replay_noise(agg_job *j, const struct agg_event *ev, struct fs_err *err)
+{
+    int rc = replay_in_round(j, ev, FS_JOB_NOISE_EXCHANGE, err);
+
+    if (rc == 0) {
+        rc = fs_fedpower_server_add_response(j->pw->srv, ev->party, ev->body, ev->len, err);
+    }
+    if (rc == 0) {
+        mark_sent(j, ev->party);
+    }
+    return rc;
+}
+
+/* The exchange the replayed worker opened gets back the selectors it sent. */
+static int replay_exchange(agg_job *j, const struct agg_event *ev, struct fs_err *err)
+{
+    if (j->st.phase != FS_JOB_NOISE_EXCHANGE || ev->idx != j->st.r) {
+        return fs_err_set(err, FS_EFORMAT, "noise exchange %llu out of order",
+                          (unsigned long long)ev->idx);
+    }
+    if (ev->len == 0) {
+        return fs_err_set(err, FS_EFORMAT, "the exchange's selectors were not kept");
+    }
+    return fs_fedpower_server_restore_selectors(j->pw->srv, ev->body, ev->len, err);
+}
+
+/* A stored event of a power-method job (sm_mu held, j->replaying). The
+ * worker's part of a round that closed runs first, as it did then. */
+static int pj_replay(agg_job *j, const struct agg_event *ev, int *handled, struct fs_err *err)
+{
+    *handled = 0;
+    if (j->pw == NULL || j->pw->srv == NULL || j->sm == NULL) {
+        return 0;
+    }
+    if (strncmp(ev->kind, "close_", 6) != 0 && j->st.finishing && fs_jobsm_running(&j->st)) {
+        pj_worker(j);
+        pthread_mutex_lock(&j->mu);
+        fs_jobsm_set_finishing(&j->st, 0);
+        pthread_mutex_unlock(&j->mu);
+        if (j->st.phase == FS_JOB_FAILED) {
+            return fs_err_set(err, FS_ESTATE, "%s", j->st.error);
+        }
+    }
+    if (strcmp(ev->kind, "done") == 0) {
+        *handled = 1;
+        return j->st.phase == FS_JOB_DONE ? 0 : fs_err_set(err, FS_EFORMAT, "done before the end");
+    }
+    if (j->st.phase == FS_JOB_DONE) {
+        return 0; /* the generic replay refuses events after the end */
+    }
+    if (strcmp(ev->kind, "begin") == 0) {
+        *handled = 1;
+        return replay_begin(j, ev, err);
+    }
+    if (strcmp(ev->kind, "exchange") == 0) {
+        *handled = 1;
+        return replay_exchange(j, ev, err);
+    }
+    if (strcmp(ev->kind, "plain") == 0) {
+        *handled = 1;
+        return replay_plain(j, ev, err);
+    }
+    if (strcmp(ev->kind, "noise") == 0) {
+        *handled = 1;
+        return replay_noise(j, ev, err);
+    }
+    return 0;
 }
 
 const struct agg_algo_ops agg_power_ops = {
@@ -877,4 +1334,5 @@ const struct agg_algo_ops agg_power_ops = {
     .worker = pj_worker,
     .result_name = pj_result_name,
     .load = pj_load,
+    .replay = pj_replay,
 };

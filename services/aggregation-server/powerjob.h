@@ -6,8 +6,9 @@
  *
  * This file uses the job manager; the job manager calls it only through
  * agg_power_ops (registered by main.c). The agg_job_* functions are the
- * extra routes of http.c. A running power-method job is not resumed after
- * a restart. */
+ * extra routes of http.c. A running power-method job resumes after a
+ * restart: its server secret is sealed under <data-dir>/server.key and its
+ * events are replayed (docs/wire-fedpower.md, Persistence). */
 #ifndef AGGSRV_POWERJOB_H
 #define AGGSRV_POWERJOB_H
 

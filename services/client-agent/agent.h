@@ -16,9 +16,10 @@
  *   files.c   the data directory: identity key, per-participation files
  *
  * On-disk layout under --data-dir (directories 0700, files 0600):
- *   agent.db                          participations, privacy ledger
+ *   agent.db                          participations, privacy ledger, and
+ *                                     the sealed resume state of running ones
  *   identity.key                      Ed25519 private seed, 32 raw bytes
- *   participations/<id>/token         the party token while it runs
+ *   agent.key                         AES-256-GCM key sealing the resume state
  *   participations/<id>/manifest.json the result manifest, once done
  *   participations/<id>/<name>.npy    the result files */
 #ifndef FS_CLIENT_AGENT_H
@@ -64,7 +65,13 @@ struct ca_part_rec {
     uint64_t rows, cols;
     char fail_at[32]; /* "" = none */
     char job_url[FS_JOB_URL_MAX + FS_JOB_ID_MAX + 16];
+    uint32_t restarts; /* agent restarts this participation resumed from */
 };
+
+#define CA_SECRET_LEN 32
+/* The sealed resume state: nonce, tag, secret, token (NUL-terminated). */
+#define CA_SEALED_MAX    (28 + CA_SECRET_LEN + FS_AUTH_TOKEN_MAX + 1)
+#define CA_RESUME_PREFIX "cannot resume after restart: "
 
 struct ca_agent;
 
@@ -76,7 +83,14 @@ struct ca_part {
     fs_mat *data;                /* the validated dataset; wiped when the worker ends */
     fs_csr *sparse;              /* power-method jobs: a sparse (.mtx) dataset instead of data */
     char dir[CA_PATH_MAX];       /* data-dir/participations/<id> */
-    atomic_int stop;             /* 0 run, 1 agent stopping, 2 cancelled by the operator */
+    /* The participation's secret (OS CSPRNG, sealed in agent.db before the
+     * first message): every random value of the client's protocol state is
+     * derived from it, so a restarted agent rebuilds its messages byte for
+     * byte. Wiped with p. */
+    uint8_t secret[CA_SECRET_LEN];
+    int resumed;             /* started again after an agent restart */
+    char dataset_sha256[65]; /* hex, at join: a resumed participation checks it */
+    atomic_int stop;         /* 0 run, 1 agent stopping, 2 cancelled by the operator */
     struct ca_part *next;
 };
 
@@ -100,14 +114,39 @@ struct ca_agent {
 /* ---- store.c ---- */
 
 /**
- * Open (create) data-dir/agent.db in WAL mode and mark participations left
- * running by a previous process as failed ("agent restarted during the
- * protocol"): the SecAgg client state lives in memory only.
- * @param n_marked how many were marked (may be NULL).
+ * Open (create) data-dir/agent.db in WAL mode. Participations left running
+ * by a previous process stay running: main.c resumes them.
+ * @param n_running how many there are (may be NULL).
  */
-FS_WUR int ca_store_open(const char *path, fs_db **out, unsigned *n_marked, struct fs_err *err);
+FS_WUR int ca_store_open(const char *path, fs_db **out, unsigned *n_running, struct fs_err *err);
+/**
+ * Insert a new participation and its resume state (sealed, borrowed; the
+ * dataset's SHA-256 in hex) in one transaction.
+ */
 FS_WUR int ca_store_insert(fs_db *s, const struct ca_part_rec *r, const char *invitation_json,
+                           const uint8_t *sealed, size_t sealed_len, const char *dataset_sha256,
                            struct fs_err *err);
+/** The sealed resume state of participation id. @return 0, FS_ENOTFOUND, FS_EIO. */
+FS_WUR int ca_store_resume_get(fs_db *s, const char *id, uint8_t *sealed, size_t cap, size_t *len,
+                               char sha256_hex[65], struct fs_err *err);
+/** Delete the resume state and message digests of an ended participation. */
+void ca_store_resume_drop(fs_db *s, const char *id);
+/** Count one more restart of a running participation (*restarts: the new count). */
+FS_WUR int ca_store_restarted(fs_db *s, const char *id, uint32_t *restarts, struct fs_err *err);
+/** The stored invitation (without token) of id: *json new string, free(). */
+FS_WUR int ca_store_invitation(fs_db *s, const char *id, char **json, struct fs_err *err);
+/**
+ * Write ahead: record the SHA-256 of a message (request path and body)
+ * before it is sent; when one is already recorded for this path (a message
+ * rebuilt after a restart), it must be the same (*repeat = 1).
+ * @return 0, FS_ESTATE (differs: message "cannot resume after restart:
+ *         ..."; never waited out), FS_EIO.
+ */
+FS_WUR int ca_store_wal(fs_db *s, const char *id, const char *path, const uint8_t sha256[32],
+                        int *repeat, struct fs_err *err);
+/** Running participations, oldest first, at most max. *out new array (free()). */
+FS_WUR int ca_store_running(fs_db *s, size_t max, struct ca_part_rec **out, size_t *n,
+                            struct fs_err *err);
 /**
  * Write progress fields of a running participation (state, phase, progress,
  * bytes, error). Only a row still "running" changes, so the first terminal
@@ -135,6 +174,19 @@ FS_WUR int ca_files_identity_ensure(const char *data_dir, struct fs_err *err);
 FS_WUR int ca_files_identity_load(const char *data_dir, uint8_t sk[32], struct fs_err *err);
 /** The identity's public key: what GET /v1/identity prints and jobs pin. */
 FS_WUR int ca_files_identity_public(const char *data_dir, uint8_t pk[32], struct fs_err *err);
+/** Create data-dir/agent.key (0600, 32 bytes from the OS CSPRNG) unless present. */
+FS_WUR int ca_files_agent_key_ensure(const char *data_dir, struct fs_err *err);
+/**
+ * Seal the resume state of participation id (AES-256-GCM under agent.key,
+ * the id as associated data): secret || token. out: CA_SEALED_MAX bytes.
+ */
+FS_WUR int ca_files_seal_resume(const char *data_dir, const char *id,
+                                const uint8_t secret[CA_SECRET_LEN], const char *token,
+                                uint8_t *out, size_t *out_len, struct fs_err *err);
+/** Open what ca_files_seal_resume sealed (token: FS_AUTH_TOKEN_MAX + 1 bytes). Wipe both. */
+FS_WUR int ca_files_open_resume(const char *data_dir, const char *id, const uint8_t *in,
+                                size_t in_len, uint8_t secret[CA_SECRET_LEN], char *token,
+                                struct fs_err *err);
 /** SHA-256 of a file, streamed. */
 FS_WUR int ca_files_sha256(const char *path, uint8_t out[32], struct fs_err *err);
 /** RFC 3339 UTC time now, "2026-11-23T10:00:00Z". */
@@ -151,6 +203,15 @@ FS_WUR int ca_worker_start_locked(struct ca_agent *ag, struct ca_part *p, struct
 
 /** Free a participation never started (wipes token and data). Accepts NULL. */
 void ca_part_free(struct ca_part *p);
+
+/* ---- resume.c ---- */
+
+/**
+ * At startup: resume every participation left running (its sealed state,
+ * its dataset unchanged since the join), each on a new worker; one that
+ * cannot resume is marked failed with "cannot resume after restart: ...".
+ */
+void ca_resume_all(struct ca_agent *ag);
 
 /* ---- fed.c: fedsvd / fedpca party state (docs/wire-fedsvd.md) ---- */
 
@@ -305,6 +366,11 @@ FS_WUR int ca_power_chunk(struct ca_power *p, fs_secagg_client *c, uint64_t off,
                           size_t m, struct fs_err *err);
 /** fedpower: the pending plain upload (borrowed) and its zmax; NULL if none. */
 const fs_mat *ca_power_plain(const struct ca_power *p, double *zmax);
+/** Derive the party's noise and re-randomizers from the participation's secret. */
+FS_WUR int ca_power_set_secret(struct ca_power *p, const uint8_t secret[CA_SECRET_LEN],
+                               struct fs_err *err);
+/** Rebuilt after a restart: the first Z received may be a later sync's. */
+void ca_power_resuming(struct ca_power *p);
 /** fedpower-utility: the server's Paillier key; response size; this sync's response. */
 FS_WUR int ca_power_set_key(struct ca_power *p, const uint8_t *pk, size_t len, struct fs_err *err);
 size_t ca_power_response_size(const struct ca_power *p);
@@ -317,6 +383,13 @@ FS_WUR int ca_power_exchange(struct ca_power *p, const uint8_t *sel, size_t sel_
 FS_WUR int ca_api_routes(struct ca_agent *ag, struct fs_err *err);
 /** The request hook (metrics). */
 void ca_api_on_request(const struct fs_http_log_entry *e, void *ctx);
+/**
+ * Load the request's dataset (dense, or sparse for a power-method .mtx) and
+ * check it against the invitation (rq->path becomes the resolved path).
+ * @return 0, FS_EINVAL (422 material), FS_ENOMEM.
+ */
+FS_WUR int ca_api_load_dataset(const struct ca_agent *ag, struct fs_agent_request *rq,
+                               fs_mat **dense, fs_csr **sparse, struct fs_err *err);
 /** Participation JSON (new reference, NULL on OOM). */
 json_t *ca_api_part_json(const struct ca_part_rec *r);
 

@@ -10,6 +10,7 @@
 #include "io/matio.h"
 #include "net/http_client.h"
 #include "net/reply.h"
+#include "net/storage.h"
 #include "net/svc.h"
 
 #include <errno.h>
@@ -37,7 +38,8 @@ json_t *ca_api_part_json(const struct ca_part_rec *r)
     if (json_object_set_new(o, "error",
                             r->error[0] != '\0' ? json_string(r->error) : json_null()) != 0 ||
         json_object_set_new(o, "fail_at",
-                            r->fail_at[0] != '\0' ? json_string(r->fail_at) : json_null()) != 0) {
+                            r->fail_at[0] != '\0' ? json_string(r->fail_at) : json_null()) != 0 ||
+        json_object_set_new(o, "restarts", json_integer((json_int_t)r->restarts)) != 0) {
         json_decref(o);
         return NULL;
     }
@@ -148,6 +150,19 @@ static int check_own_pin(const struct ca_agent *ag, const struct fs_invitation *
                       "this agent's identity %s is not the one pinned for party %u (%s): is this "
                       "invitation for this agent?",
                       mine, inv->party, pinned);
+}
+
+static int load_dataset(const struct ca_agent *ag, struct fs_agent_request *rq, fs_mat **out,
+                        struct fs_err *err);
+static int load_power_dataset(const struct ca_agent *ag, struct fs_agent_request *rq,
+                              fs_mat **dense, fs_csr **sparse, struct fs_err *err);
+
+int ca_api_load_dataset(const struct ca_agent *ag, struct fs_agent_request *rq, fs_mat **dense,
+                        fs_csr **sparse, struct fs_err *err)
+{
+    *sparse = NULL;
+    return rq->inv.is_fedpower ? load_power_dataset(ag, rq, dense, sparse, err)
+                               : load_dataset(ag, rq, dense, err);
 }
 
 /* Load and check the dataset against the invitation: 422 material. */
@@ -356,14 +371,25 @@ static int read_request(struct ca_agent *ag, fs_http_req *req, fs_http_resp *res
         rc = check_own_pin(ag, &p->req.inv, &err);
     }
     if (rc == 0) {
-        rc = p->req.inv.is_fedpower ? load_power_dataset(ag, &p->req, &p->data, &p->sparse, &err)
-                                    : load_dataset(ag, &p->req, &p->data, &err);
+        rc = ca_api_load_dataset(ag, &p->req, &p->data, &p->sparse, &err);
     }
     if (rc == 0) { /* privacy ledger: the job's rho and the dataset's identity (hashes the file) */
         rc = ca_ledger_charge_for(&p->req.inv, dsid, p->req.path, charge, &err);
     }
+    if (rc == 0 && charge->sha256[0] != '\0') {
+        memcpy(p->dataset_sha256, charge->sha256, sizeof p->dataset_sha256);
+    } else if (rc == 0) { /* a resumed participation checks its data is the same */
+        uint8_t d[32];
+        rc = ca_files_sha256(p->req.path, d, &err);
+        if (rc == 0) {
+            fs_hex_encode(d, sizeof d, p->dataset_sha256);
+        }
+    }
     if (rc == 0) {
         rc = new_id(p->rec.id, &err);
+    }
+    if (rc == 0) { /* the participation's secret: all its client randomness derives from it */
+        rc = fs_rand_bytes(p->secret, sizeof p->secret, &err);
     }
     if (rc == 0 && snprintf(p->dir, sizeof p->dir, "%s/participations/%s", ag->cfg.data_dir,
                             p->rec.id) >= (int)sizeof p->dir) {
@@ -390,11 +416,11 @@ static int admit_locked(struct ca_agent *ag, struct ca_part *p, const char *inv_
 {
     struct fs_err err = {0};
     struct fs_ledger_decision dec;
-    char tokpath[CA_PATH_MAX + 8];
+    uint8_t sealed[CA_SEALED_MAX];
+    size_t sealed_len = 0;
     int reserved = 0;
     int rc;
 
-    tokpath[0] = '\0';
     if (ag->nrunning >= ag->cfg.max_running) {
         (void)fs_http_problem(resp, 429, FS_PROBLEM_TOO_MANY_JOBS, NULL,
                               "%u participations are running, the most this agent runs at once "
@@ -430,14 +456,14 @@ static int admit_locked(struct ca_agent *ag, struct ca_part *p, const char *inv_
         reserved = 1;
     }
     rc = fs_mkdir_p(p->dir, &err);
-    if (rc == 0 && snprintf(tokpath, sizeof tokpath, "%s/token", p->dir) >= (int)sizeof tokpath) {
-        rc = fs_err_set(&err, FS_EINVAL, "path too long");
+    if (rc == 0) {
+        /* the secret and the token, sealed under agent.key before any message */
+        rc = ca_files_seal_resume(ag->cfg.data_dir, p->rec.id, p->secret, p->req.inv.token, sealed,
+                                  &sealed_len, &err);
     }
     if (rc == 0) {
-        rc = fs_auth_token_write_file(tokpath, p->req.inv.token, &err);
-    }
-    if (rc == 0) {
-        rc = ca_store_insert(ag->db, &p->rec, inv_json, &err);
+        rc =
+            ca_store_insert(ag->db, &p->rec, inv_json, sealed, sealed_len, p->dataset_sha256, &err);
     }
     if (rc == 0) {
         *snap = p->rec; /* once started, the worker owns p */
@@ -451,9 +477,6 @@ static int admit_locked(struct ca_agent *ag, struct ca_part *p, const char *inv_
         }
     }
     if (rc != 0) {
-        if (tokpath[0] != '\0') {
-            unlink(tokpath);
-        }
         if (reserved) {
             ca_ledger_cancel(ag, p->rec.id); /* the job never started: nothing spent */
         }
@@ -735,7 +758,9 @@ static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
                                "the agent is shutting down");
     }
-    return fs_http_resp_json(resp, 200, json_pack("{s:s}", "status", "ready"));
+    /* disk full or read-only: still ready (reads work, writes answer 503) */
+    return fs_http_resp_json(
+        resp, 200, json_pack("{s:s, s:s}", "status", "ready", "storage", fs_storage_state()));
 }
 
 static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)

@@ -171,10 +171,15 @@ void ca_config_usage(FILE *out)
         "\n"
         "Options (flag, then environment variable, then default):\n",
         OPTS, NOPTS);
-    fputs("\n"
-          "Logs are JSON lines on stderr. SIGTERM/SIGINT: stop accepting requests, stop running\n"
-          "participations (marked failed, \"agent stopped\"), exit 0. Participations that were\n"
-          "running when the agent died are marked failed on the next start (\"agent restarted\n"
-          "during the protocol\"): the secure-aggregation client state is kept in memory only.\n",
-          out);
+    fputs(
+        "\n"
+        "Logs are JSON lines on stderr. SIGTERM/SIGINT: stop accepting requests, suspend running\n"
+        "participations, exit 0. At the next start with the same --data-dir (also after a crash\n"
+        "or kill -9) every participation that was running resumes by itself: its secret and\n"
+        "party token are sealed in agent.db under DIR/agent.key (AES-256-GCM, created at the\n"
+        "first start, 0600), every random value of its protocol state derives from that secret\n"
+        "(DP noise is never drawn twice), and its messages are rebuilt byte for byte. One that\n"
+        "cannot resume (its dataset changed, ...) fails with \"cannot resume after restart: "
+        "...\".\n",
+        out);
 }

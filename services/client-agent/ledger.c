@@ -39,9 +39,10 @@ static const char LEDGER_SCHEMA[] =
     " updated_at TEXT NOT NULL);"
     "CREATE INDEX IF NOT EXISTS privacy_ledger_dataset ON privacy_ledger (dataset_id);";
 
-/* At startup (ca_store_open has marked the participations that were running
- * when the agent died as failed): their reservations are settled as spent,
- * since no worker can say any more that no noisy upload left. */
+/* At startup: a reservation whose participation ended without its worker
+ * settling it is settled as spent, since no worker can say any more that no
+ * noisy upload left. Running participations resume (resume.c) and keep
+ * theirs. */
 static const char SETTLE_SQL[] =
     "UPDATE privacy_ledger SET state='spent', updated_at=?1 WHERE state='reserved' AND "
     "participation_id IN (SELECT id FROM participations WHERE state <> 'running')";
@@ -55,7 +56,9 @@ static const char ORPHAN_SQL[] =
 
 static int db_err(sqlite3 *db, struct fs_err *err, const char *what)
 {
-    return fs_err_set(err, FS_EIO, "agent.db: privacy ledger: %s: %s", what, sqlite3_errmsg(db));
+    /* disk full, read-only: FS_ESTORAGE (503), nothing charged */
+    return fs_err_set(err, fs_db_errcode(sqlite3_extended_errcode(db)),
+                      "agent.db: privacy ledger: %s: %s", what, sqlite3_errmsg(db));
 }
 
 /* Run SETTLE_SQL or ORPHAN_SQL; the caller holds the store lock. */

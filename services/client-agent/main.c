@@ -42,8 +42,8 @@ static void stop_workers(struct ca_agent *ag)
     pthread_mutex_unlock(&ag->mu);
 }
 
-/* At startup nothing runs: party tokens left by a killed process are of no
- * further use (participations are not resumed), so remove them. */
+/* At startup: an older version kept a running participation's party token
+ * in a file; the token now lives sealed in agent.db, so remove any left. */
 static void remove_stale_tokens(const char *data_dir)
 {
     char dir[CA_PATH_MAX];
@@ -79,17 +79,18 @@ static int open_state(struct ca_agent *ag)
 {
     struct fs_err err = {0};
     char path[CA_PATH_MAX];
-    unsigned marked = 0;
+    unsigned running = 0;
 
     if (fs_svc_private_dir(ag->cfg.data_dir, &err) != 0) {
         return fail("cannot create the data directory", &err);
     }
     snprintf(path, sizeof path, "%s/participations", ag->cfg.data_dir);
-    if (fs_mkdir_p(path, &err) != 0 || ca_files_identity_ensure(ag->cfg.data_dir, &err) != 0) {
+    if (fs_mkdir_p(path, &err) != 0 || ca_files_identity_ensure(ag->cfg.data_dir, &err) != 0 ||
+        ca_files_agent_key_ensure(ag->cfg.data_dir, &err) != 0) {
         return fail("cannot set up the data directory", &err);
     }
     if (snprintf(path, sizeof path, "%s/agent.db", ag->cfg.data_dir) >= (int)sizeof path ||
-        ca_store_open(path, &ag->db, &marked, &err) != 0) {
+        ca_store_open(path, &ag->db, &running, &err) != 0) {
         return fail("cannot open agent.db", &err);
     }
     remove_stale_tokens(ag->cfg.data_dir);
@@ -101,9 +102,9 @@ static int open_state(struct ca_agent *ag)
                     ag->cfg.budget.rho, "epsilon", ag->cfg.budget.eps, "delta",
                     ag->cfg.budget.delta);
     }
-    if (marked > 0) {
-        fs_log_pack(FS_LOG_WARN, "participations interrupted by a restart marked failed", "{s:i}",
-                    "count", (int)marked);
+    if (running > 0) {
+        fs_log_pack(FS_LOG_INFO, "resuming participations interrupted by a restart", "{s:i}",
+                    "count", (int)running);
     }
     if (fs_auth_new(&ag->auth, &err) != 0 ||
         fs_auth_add_file(ag->auth, ag->cfg.operator_token_file, "operator", &err) != 0) {
@@ -211,6 +212,7 @@ int main(int argc, char **argv)
         rc = serve(ag);
     }
     if (rc == 0) {
+        ca_resume_all(ag);
         (void)fs_svc_wait_signal(&sigs);
     }
     atomic_store(&ag->stopping, 1);

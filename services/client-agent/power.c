@@ -21,6 +21,7 @@ struct ca_power {
     uint32_t naggs;
     fs_fedpower_party *fp;
     int received; /* aggregation whose Z was received, + 1 (0: none yet) */
+    int resuming; /* rebuilt after a restart: the first receive may skip ahead */
 };
 
 int ca_power_check(const struct fs_invitation *inv, uint64_t rows, uint64_t cols,
@@ -140,6 +141,14 @@ int ca_power_receive(struct ca_power *p, uint32_t r, const fs_mat *z, uint32_t i
         return fs_err_set(err, FS_EFORMAT, "aggregation %u: iteration %u does not fit its kind", r,
                           iter);
     }
+    if (p->resuming) {
+        /* the first Z after a restart: the syncs before it are in */
+        rc = fs_fedpower_party_resume_at(p->fp, iter, err);
+        if (rc != 0) {
+            return rc;
+        }
+        p->resuming = 0;
+    }
     rc = fs_fedpower_party_receive(p->fp, z, iter, err);
     if (rc == 0) {
         p->received = (int)r + 1;
@@ -163,6 +172,16 @@ int ca_power_chunk(struct ca_power *p, fs_secagg_client *c, uint64_t off, uint64
 const fs_mat *ca_power_plain(const struct ca_power *p, double *zmax)
 {
     return fs_fedpower_party_plain_upload(p->fp, zmax);
+}
+
+int ca_power_set_secret(struct ca_power *p, const uint8_t secret[CA_SECRET_LEN], struct fs_err *err)
+{
+    return fs_fedpower_party_set_secret(p->fp, secret, err);
+}
+
+void ca_power_resuming(struct ca_power *p)
+{
+    p->resuming = 1;
 }
 
 int ca_power_set_key(struct ca_power *p, const uint8_t *pk, size_t len, struct fs_err *err)

@@ -3,12 +3,12 @@
  * written at most a few times a second per participation. */
 #include "agent.h"
 
+#include "crypto/ct.h"
+
 #include <sqlite3.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#define RESTART_REASON "agent restarted during the protocol"
 
 static const char SCHEMA[] =
     "CREATE TABLE IF NOT EXISTS participations ("
@@ -30,18 +30,33 @@ static const char SCHEMA[] =
     " cols INTEGER NOT NULL,"
     " fail_at TEXT NOT NULL DEFAULT '',"
     " job_url TEXT NOT NULL,"
-    " invitation TEXT NOT NULL);" /* without the party token; no mask credential exists */
-    "CREATE INDEX IF NOT EXISTS participations_job ON participations (job_id, party);";
+    " invitation TEXT NOT NULL," /* without the party token; no mask credential exists */
+    " restarts INTEGER NOT NULL DEFAULT 0);"
+    "CREATE INDEX IF NOT EXISTS participations_job ON participations (job_id, party);"
+    /* What a running participation needs to resume after a restart (deleted
+     * when it ends): the participation's secret and the party token, sealed
+     * with AES-256-GCM under data-dir/agent.key, and the dataset's SHA-256
+     * at join. */
+    "CREATE TABLE IF NOT EXISTS resume_state ("
+    " id TEXT PRIMARY KEY,"
+    " sealed BLOB NOT NULL,"
+    " dataset_sha256 TEXT NOT NULL);"
+    /* Write-ahead digests: SHA-256 of each message (request path and body)
+     * stored before it is sent; a message rebuilt after a restart must match. */
+    "CREATE TABLE IF NOT EXISTS sent_messages ("
+    " id TEXT NOT NULL,"
+    " path TEXT NOT NULL,"
+    " sha256 BLOB NOT NULL,"
+    " PRIMARY KEY (id, path));";
 
 #define COLS                                                                                       \
     "id, job_id, party, algorithm, state, phase, progress, bytes_sent, bytes_received, error, "    \
-    "created_at, updated_at, dataset_path, dataset_format, rows, cols, fail_at, job_url"
+    "created_at, updated_at, dataset_path, dataset_format, rows, cols, fail_at, job_url, restarts"
 
-int ca_store_open(const char *path, fs_db **out, unsigned *n_marked, struct fs_err *err)
+int ca_store_open(const char *path, fs_db **out, unsigned *n_running, struct fs_err *err)
 {
     fs_db *s = NULL;
     sqlite3_stmt *st = NULL;
-    char now[32];
     int rc = 0;
 
     *out = NULL;
@@ -49,33 +64,40 @@ int ca_store_open(const char *path, fs_db **out, unsigned *n_marked, struct fs_e
     if (rc != 0) {
         return rc;
     }
-    ca_files_now(now);
-    rc = fs_db_prepare(s,
-                       "UPDATE participations SET state='failed', error=?, updated_at=? "
-                       "WHERE state='running'",
-                       &st, err);
+    /* an agent.db of an older version lacks the restarts column: add it
+     * (an error here only means it exists) */
+    (void)sqlite3_exec(fs_db_conn(s),
+                       "ALTER TABLE participations ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0",
+                       NULL, NULL, NULL);
+    rc = fs_db_prepare(s, "SELECT COUNT(*) FROM participations WHERE state='running'", &st, err);
     if (rc != 0) {
         goto out;
     }
-    sqlite3_bind_text(st, 1, RESTART_REASON, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 2, now, -1, SQLITE_TRANSIENT);
-    if (sqlite3_step(st) != SQLITE_DONE) {
-        rc = fs_db_err(s, err, "marking stale participations");
+    if (sqlite3_step(st) != SQLITE_ROW) {
+        rc = fs_db_err(s, err, "counting running participations");
         goto out;
     }
-    if (n_marked != NULL) {
-        *n_marked = (unsigned)sqlite3_changes(fs_db_conn(s));
+    if (n_running != NULL) {
+        *n_running = (unsigned)sqlite3_column_int64(st, 0);
     }
-    /* Credentials never stay at rest: a stored invitation holds neither the
-     * party token nor (as an older version stored it) a mask token. Scrub
-     * what an older version left, with secure_delete so that the old page
-     * contents are overwritten, then fold the WAL into the database. */
+    sqlite3_finalize(st);
+    st = NULL;
+    /* Credentials never stay at rest in the clear: a stored invitation holds
+     * neither the party token nor (as an older version stored it) a mask
+     * token. Scrub what an older version left, with secure_delete so that
+     * the old page contents are overwritten (it also overwrites the sealed
+     * resume state of ended participations), then fold the WAL into the
+     * database. */
     if (sqlite3_exec(fs_db_conn(s),
                      "PRAGMA secure_delete = ON;"
                      "UPDATE participations SET invitation = json_remove(invitation, "
                      "'$.mask_token', '$.token') WHERE json_valid(invitation) AND "
                      "(json_type(invitation, '$.mask_token') IS NOT NULL OR "
                      "json_type(invitation, '$.token') IS NOT NULL);"
+                     "DELETE FROM resume_state WHERE id NOT IN "
+                     "(SELECT id FROM participations WHERE state='running');"
+                     "DELETE FROM sent_messages WHERE id NOT IN "
+                     "(SELECT id FROM participations WHERE state='running');"
                      "PRAGMA wal_checkpoint(TRUNCATE);",
                      NULL, NULL, NULL) != SQLITE_OK) {
         rc = fs_db_err(s, err, "scrubbing stored invitations");
@@ -92,15 +114,22 @@ out:
 }
 
 int ca_store_insert(fs_db *s, const struct ca_part_rec *r, const char *invitation_json,
+                    const uint8_t *sealed, size_t sealed_len, const char *dataset_sha256,
                     struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
+    int began = 0;
     int rc = 0;
 
     fs_db_lock(s);
+    if (sqlite3_exec(fs_db_conn(s), "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = fs_db_err(s, err, "begin");
+        goto out;
+    }
+    began = 1;
     rc = fs_db_prepare(s,
                        "INSERT INTO participations (" COLS ", invitation) VALUES "
-                       "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                       "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                        &st, err);
     if (rc != 0) {
         goto out;
@@ -123,9 +152,190 @@ int ca_store_insert(fs_db *s, const struct ca_part_rec *r, const char *invitatio
     sqlite3_bind_int64(st, 16, (sqlite3_int64)r->cols);
     sqlite3_bind_text(st, 17, r->fail_at, -1, SQLITE_STATIC);
     sqlite3_bind_text(st, 18, r->job_url, -1, SQLITE_STATIC);
-    sqlite3_bind_text(st, 19, invitation_json, -1, SQLITE_STATIC);
+    sqlite3_bind_int64(st, 19, (sqlite3_int64)r->restarts);
+    sqlite3_bind_text(st, 20, invitation_json, -1, SQLITE_STATIC);
     if (sqlite3_step(st) != SQLITE_DONE) {
         rc = fs_db_err(s, err, "insert");
+        goto out;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    rc = fs_db_prepare(s, "INSERT INTO resume_state (id, sealed, dataset_sha256) VALUES (?,?,?)",
+                       &st, err);
+    if (rc != 0) {
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, r->id, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 2, sealed, (int)sealed_len, SQLITE_STATIC);
+    sqlite3_bind_text(st, 3, dataset_sha256, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = fs_db_err(s, err, "insert resume state");
+        goto out;
+    }
+    if (sqlite3_exec(fs_db_conn(s), "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
+        rc = fs_db_err(s, err, "commit");
+        goto out;
+    }
+    began = 0;
+out:
+    sqlite3_finalize(st);
+    if (began) {
+        (void)sqlite3_exec(fs_db_conn(s), "ROLLBACK", NULL, NULL, NULL);
+    }
+    fs_db_unlock(s);
+    return rc;
+}
+
+int ca_store_resume_get(fs_db *s, const char *id, uint8_t *sealed, size_t cap, size_t *len,
+                        char sha256_hex[65], struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    int step;
+
+    *len = 0;
+    fs_db_lock(s);
+    rc = fs_db_prepare(s, "SELECT sealed, dataset_sha256 FROM resume_state WHERE id=?", &st, err);
+    if (rc != 0) {
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        const void *b = sqlite3_column_blob(st, 0);
+        size_t n = (size_t)sqlite3_column_bytes(st, 0);
+        if (b == NULL || n > cap) {
+            rc = fs_err_set(err, FS_EFORMAT, "the stored resume state has %zu bytes", n);
+        } else {
+            memcpy(sealed, b, n);
+            *len = n;
+            fs_db_col_text(st, 1, sha256_hex, 65);
+        }
+    } else if (step == SQLITE_DONE) {
+        rc = fs_err_set(err, FS_ENOTFOUND, "no resume state");
+    } else {
+        rc = fs_db_err(s, err, "select resume state");
+    }
+out:
+    sqlite3_finalize(st);
+    fs_db_unlock(s);
+    return rc;
+}
+
+void ca_store_resume_drop(fs_db *s, const char *id)
+{
+    sqlite3_stmt *st = NULL;
+    static const char *const sql[] = {"DELETE FROM resume_state WHERE id=?",
+                                      "DELETE FROM sent_messages WHERE id=?"};
+
+    fs_db_lock(s);
+    for (size_t i = 0; i < sizeof sql / sizeof sql[0]; i++) {
+        if (fs_db_prepare(s, sql[i], &st, NULL) == 0) {
+            sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+            if (sqlite3_step(st) != SQLITE_DONE) {
+                fs_log(FS_LOG_WARN, "cannot delete a participation's resume state", NULL);
+            }
+        }
+        sqlite3_finalize(st);
+        st = NULL;
+    }
+    fs_db_unlock(s);
+}
+
+int ca_store_restarted(fs_db *s, const char *id, uint32_t *restarts, struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+
+    fs_db_lock(s);
+    rc = fs_db_prepare(s,
+                       "UPDATE participations SET restarts = restarts + 1 WHERE id=? AND "
+                       "state='running' RETURNING restarts",
+                       &st, err);
+    if (rc != 0) {
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW) {
+        *restarts = (uint32_t)sqlite3_column_int64(st, 0);
+    } else {
+        rc = fs_db_err(s, err, "counting a restart");
+    }
+out:
+    sqlite3_finalize(st);
+    fs_db_unlock(s);
+    return rc;
+}
+
+int ca_store_invitation(fs_db *s, const char *id, char **json, struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+
+    *json = NULL;
+    fs_db_lock(s);
+    rc = fs_db_prepare(s, "SELECT invitation FROM participations WHERE id=?", &st, err);
+    if (rc != 0) {
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    if (sqlite3_step(st) == SQLITE_ROW && sqlite3_column_text(st, 0) != NULL) {
+        *json = strdup((const char *)sqlite3_column_text(st, 0));
+        if (*json == NULL) {
+            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
+    } else {
+        rc = fs_err_set(err, FS_ENOTFOUND, "no stored invitation");
+    }
+out:
+    sqlite3_finalize(st);
+    fs_db_unlock(s);
+    return rc;
+}
+
+int ca_store_wal(fs_db *s, const char *id, const char *path, const uint8_t sha256[32], int *repeat,
+                 struct fs_err *err)
+{
+    sqlite3_stmt *st = NULL;
+    int rc = 0;
+    int step;
+
+    *repeat = 0;
+    fs_db_lock(s);
+    rc = fs_db_prepare(s, "SELECT sha256 FROM sent_messages WHERE id=? AND path=?", &st, err);
+    if (rc != 0) {
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    step = sqlite3_step(st);
+    if (step == SQLITE_ROW) {
+        const void *b = sqlite3_column_blob(st, 0);
+        if (b == NULL || sqlite3_column_bytes(st, 0) != 32 || !fs_ct_eq(b, sha256, 32)) {
+            rc = fs_err_set(err, FS_ESTATE,
+                            "cannot resume after restart: the message rebuilt for %s differs "
+                            "from the one sent before",
+                            path);
+        } else {
+            *repeat = 1;
+        }
+        goto out;
+    }
+    if (step != SQLITE_DONE) {
+        rc = fs_db_err(s, err, "select sent message");
+        goto out;
+    }
+    sqlite3_finalize(st);
+    st = NULL;
+    rc = fs_db_prepare(s, "INSERT INTO sent_messages (id, path, sha256) VALUES (?,?,?)", &st, err);
+    if (rc != 0) {
+        goto out;
+    }
+    sqlite3_bind_text(st, 1, id, -1, SQLITE_STATIC);
+    sqlite3_bind_text(st, 2, path, -1, SQLITE_STATIC);
+    sqlite3_bind_blob(st, 3, sha256, 32, SQLITE_STATIC);
+    if (sqlite3_step(st) != SQLITE_DONE) {
+        rc = fs_db_err(s, err, "insert sent message");
     }
 out:
     sqlite3_finalize(st);
@@ -187,6 +397,7 @@ static void row_to_rec(sqlite3_stmt *st, struct ca_part_rec *r)
     r->cols = (uint64_t)sqlite3_column_int64(st, 15);
     fs_db_col_text(st, 16, r->fail_at, sizeof r->fail_at);
     fs_db_col_text(st, 17, r->job_url, sizeof r->job_url);
+    r->restarts = (uint32_t)sqlite3_column_int64(st, 18);
 }
 
 int ca_store_get(fs_db *s, const char *id, struct ca_part_rec *r, struct fs_err *err)
@@ -215,7 +426,25 @@ out:
     return rc;
 }
 
+static int list_where(fs_db *s, const char *sql, size_t max, struct ca_part_rec **out, size_t *n,
+                      struct fs_err *err);
+
 int ca_store_list(fs_db *s, size_t max, struct ca_part_rec **out, size_t *n, struct fs_err *err)
+{
+    return list_where(s, "SELECT " COLS " FROM participations ORDER BY rowid DESC LIMIT ?", max,
+                      out, n, err);
+}
+
+int ca_store_running(fs_db *s, size_t max, struct ca_part_rec **out, size_t *n, struct fs_err *err)
+{
+    return list_where(s,
+                      "SELECT " COLS " FROM participations WHERE state='running' "
+                      "ORDER BY rowid LIMIT ?",
+                      max, out, n, err);
+}
+
+static int list_where(fs_db *s, const char *sql, size_t max, struct ca_part_rec **out, size_t *n,
+                      struct fs_err *err)
 {
     sqlite3_stmt *st = NULL;
     struct ca_part_rec *recs = NULL;
@@ -230,8 +459,7 @@ int ca_store_list(fs_db *s, size_t max, struct ca_part_rec **out, size_t *n, str
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
     fs_db_lock(s);
-    rc = fs_db_prepare(s, "SELECT " COLS " FROM participations ORDER BY rowid DESC LIMIT ?", &st,
-                       err);
+    rc = fs_db_prepare(s, sql, &st, err);
     if (rc != 0) {
         goto out;
     }

@@ -57,7 +57,10 @@ static int setup(struct ca_wk *w, const struct fs_agent_job *job, struct fs_err 
         w->cfg.n = job->parties;
         w->cfg.t = job->threshold;
         w->cfg.aggregations = job->aggregations;
-        rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+        rc = fs_agent_job_secagg_config(job, &w->cfg, err);
+        if (rc == 0) {
+            rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+        }
         if (rc == 0) {
             rc = fs_secagg_config_check(&w->cfg, err);
         }
@@ -83,7 +86,10 @@ static int setup(struct ca_wk *w, const struct fs_agent_job *job, struct fs_err 
     w->cfg.n = job->parties;
     w->cfg.t = job->threshold;
     w->cfg.aggregations = job->aggregations;
-    rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+    rc = fs_agent_job_secagg_config(job, &w->cfg, err);
+    if (rc == 0) {
+        rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+    }
     if (rc == 0) {
         rc = fs_secagg_config_check(&w->cfg, err);
     }
@@ -105,7 +111,9 @@ static int step_advertise(struct ca_wk *w, struct fs_err *err)
         uint8_t sk[32];
         rc = ca_files_identity_load(w->ag->cfg.data_dir, sk, err);
         if (rc == 0) {
-            rc = fs_secagg_client_new(&w->cfg, w->p->req.inv.party, sk, &w->sc, err);
+            /* every random value from the participation's secret: see agent.h */
+            rc = fs_secagg_client_new_det(&w->cfg, w->p->req.inv.party, sk, w->p->secret, &w->sc,
+                                          err);
         }
         fs_wipe(sk, sizeof sk);
         if (rc == 0 && w->p->req.inv.has_pins) {
@@ -207,6 +215,14 @@ static int step_receive(struct ca_wk *w, struct fs_err *err)
     if (rc == 0) {
         rc = ca_wk_get_json(w, path, &j, err);
     }
+    if (rc == FS_ECONFLICT && w->local) {
+        /* replaying after a restart, and the server has let the shares go
+         * (the last unmasking has what it needs): no secure-aggregation
+         * state to rebuild, the result is all that is left */
+        w->sa_skip = 1;
+        rc = 0;
+        goto out;
+    }
     if (rc != 0) {
         goto out;
     }
@@ -239,7 +255,13 @@ static int step_begin(struct ca_wk *w, uint32_t r, struct fs_err *err)
         return fs_err_set(err, FS_ESTATE,
                           "dropped by the server: not in the active set of aggregation %u", r);
     }
-    if (w->pw != NULL) {
+    if (w->pw != NULL && w->local && (w->job_agg != r || w->job_done)) {
+        /* replaying a round the job has closed: its upload is in, nothing
+         * of the local iterations is needed again */
+        if (ca_power_kind(w->pw) == FS_AGENT_POWER_PLAIN) {
+            return 0;
+        }
+    } else if (w->pw != NULL) {
         rc = ca_wk_power_begin(w, r, err);
         if (rc != 0 || ca_power_kind(w->pw) == FS_AGENT_POWER_PLAIN) {
             return rc;
@@ -249,6 +271,9 @@ static int step_begin(struct ca_wk *w, uint32_t r, struct fs_err *err)
                           "the dataset's largest |value| is above the job's fixed-point bound "
                           "%g",
                           w->agg.fp.bound);
+    }
+    if (w->sa_skip) {
+        return 0;
     }
     rc = fs_secagg_client_begin(w->sc, r, w->agg.length, w->agg.active, w->agg.nactive, err);
     if (rc != 0) {
@@ -272,6 +297,14 @@ static int step_upload(struct ca_wk *w, uint32_t r, struct fs_err *err)
     uint8_t hdr[CA_NPY_HEADER_CAP];
     int rc = 0;
 
+    if (w->local || w->sa_skip) {
+        /* replayed: the upload is in the server's sum already (or the job
+         * went on without it); masked chunks are regenerated, never stored */
+        if (w->fed != NULL) {
+            ca_fed_end_upload(w->fed, r);
+        }
+        return 0;
+    }
     while (w->chunks_done < w->agg.chunks) {
         uint64_t c = w->chunks_done;
         uint64_t off = c * cw;
@@ -352,8 +385,12 @@ static int step_upload(struct ca_wk *w, uint32_t r, struct fs_err *err)
 static int step_survivors(struct ca_wk *w, uint32_t r, struct fs_err *err)
 {
     struct fs_agent_agg a;
-    int rc = ca_wk_fetch_agg(w, r, &a, err);
+    int rc;
 
+    if (w->sa_skip) {
+        return 0;
+    }
+    rc = ca_wk_fetch_agg(w, r, &a, err);
     if (rc != 0) {
         return rc;
     }
@@ -376,6 +413,9 @@ static int step_consistency(struct ca_wk *w, uint32_t r, struct fs_err *err)
     char path[128];
     int rc = ca_wk_path(w, path, sizeof path, "/aggregations/%u/consistency", r);
 
+    if (w->sa_skip) {
+        return 0;
+    }
     if (rc != 0) {
         return fs_err_set(err, rc, "path too long");
     }
@@ -385,13 +425,27 @@ static int step_consistency(struct ca_wk *w, uint32_t r, struct fs_err *err)
 static int step_signatures(struct ca_wk *w, uint32_t r, struct fs_err *err)
 {
     struct fs_agent_agg a;
-    int rc = ca_wk_fetch_agg(w, r, &a, err);
+    int rc;
 
+    if (w->sa_skip) {
+        return 0;
+    }
+    rc = ca_wk_fetch_agg(w, r, &a, err);
     if (rc != 0) {
         return rc;
     }
+    w->skip_unmask = 1;
+    for (size_t i = 0; a.has_signatures && i < a.nsigs; i++) {
+        if (a.sig_ids[i] == w->p->rec.party) {
+            w->skip_unmask = 0;
+        }
+    }
     if (!a.has_signatures) {
         rc = CA_STEP_WAIT;
+    } else if (w->skip_unmask) {
+        /* The consistency round closed without this party's signature: it
+         * is not in the unmasking round (its input is in the sum). */
+        rc = 0;
     } else {
         if (w->rv != NULL) {
             fs_wipe(w->rv, w->nrv * sizeof *w->rv);
@@ -410,6 +464,10 @@ static int step_unmask(struct ca_wk *w, uint32_t r, struct fs_err *err)
     char path[128];
     int rc = ca_wk_path(w, path, sizeof path, "/aggregations/%u/unmask", r);
 
+    if (w->sa_skip || w->skip_unmask) {
+        w->skip_unmask = 0;
+        return 0;
+    }
     if (rc != 0) {
         return fs_err_set(err, rc, "path too long");
     }
@@ -481,6 +539,22 @@ out:
 
 static int do_step(struct ca_wk *w, const struct fs_agent_action *a, struct fs_err *err)
 {
+    w->local = a->local;
+    if (w->local && w->job_done &&
+        (a->step == FS_AGENT_S_ADVERTISE || a->step == FS_AGENT_S_ROSTER ||
+         a->step == FS_AGENT_S_SHARE || a->step == FS_AGENT_S_RECEIVE)) {
+        /* the job is done (fedsvd/fedpca: only the party's own state is
+         * rebuilt for the local recovery), the shares are gone */
+        w->sa_skip = 1;
+    }
+    if (w->local && w->sa_skip &&
+        (a->step == FS_AGENT_S_ADVERTISE || a->step == FS_AGENT_S_ROSTER ||
+         a->step == FS_AGENT_S_SHARE || a->step == FS_AGENT_S_RECEIVE)) {
+        return 0;
+    }
+    if (w->local && (a->step == FS_AGENT_S_PLAIN_UPLOAD || a->step == FS_AGENT_S_EXCHANGE)) {
+        return 0; /* replayed: sent before, or the job went on without it */
+    }
     switch (a->step) {
     case FS_AGENT_S_ADVERTISE:
         return step_advertise(w, err);
@@ -519,10 +593,12 @@ static int do_step(struct ca_wk *w, const struct fs_agent_action *a, struct fs_e
     }
 }
 
-/* Errors worth waiting out: the server unreachable or answering 5xx. */
+/* Errors worth waiting out: the server unreachable or answering 5xx, or
+ * this agent's own disk full or read-only (FS_ESTORAGE: the step's state
+ * could not be written ahead, nothing was sent). */
 static int transient(int rc)
 {
-    return rc == FS_EIO;
+    return rc == FS_EIO || rc == FS_ESTORAGE;
 }
 
 static int poll_job(struct ca_wk *w, struct fs_agent_job *job, struct fs_err *err)
@@ -540,6 +616,60 @@ static int poll_job(struct ca_wk *w, struct fs_agent_job *job, struct fs_err *er
     return rc;
 }
 
+/* The participation loop's own state. */
+struct wk_loop {
+    double t_err;                    /* first of a run of transient errors */
+    double t_change;                 /* last change of the job's position */
+    char last_pos[64];               /* "<phase>/<aggregation>" at the last poll */
+    unsigned wait_ms;                /* the next idle poll's wait (doubles up to poll_ms) */
+    struct fs_agent_action inflight; /* a step whose sending broke off */
+    int has_inflight;
+    char dropped[FS_ERR_MSG_MAX]; /* the driver's "dropped" verdict, while re-sending */
+};
+
+/* The driver's next action on the job's status. A step whose last try
+ * broke off is tried once more when the driver finds the job moved on: the
+ * server may have taken the message and died before it answered, and gone
+ * on with it. It answers a repeat of a message it has as the first one, and
+ * refuses it if the round closed without it (then l->dropped says why). */
+static void next_action(struct ca_wk *w, struct wk_loop *l, const struct fs_agent_job *job,
+                        struct fs_agent_action *act)
+{
+    struct fs_agent_job_view view;
+
+    fs_agent_job_view(job, &view);
+    fs_agent_driver_next(&w->drv, &view, act);
+    l->dropped[0] = '\0';
+    if (act->act == FS_AGENT_FAIL && l->has_inflight && !view.failed &&
+        act->step == l->inflight.step && act->r == l->inflight.r) {
+        memcpy(l->dropped, act->reason, sizeof l->dropped);
+        *act = l->inflight;
+        l->has_inflight = 0;
+    }
+}
+
+/* Track the job's position; fail when it stalls (not while it waits for
+ * partners: the server enforces the join timeout, hours long). */
+static int track_position(struct ca_wk *w, struct wk_loop *l, const struct fs_agent_job *job,
+                          struct fs_err *err)
+{
+    const struct ca_config *cfg = &w->ag->cfg;
+    char pos[64];
+
+    snprintf(pos, sizeof pos, "%s/%u", job->phase_name, job->aggregation);
+    if (strcmp(pos, l->last_pos) != 0 || job->phase == FS_AGENT_J_WAITING) {
+        if (strcmp(pos, l->last_pos) != 0) {
+            l->wait_ms = CA_POLL_FIRST_MS;
+        }
+        memcpy(l->last_pos, pos, sizeof pos);
+        l->t_change = ca_mono_s();
+    } else if (cfg->stall_s > 0 && ca_mono_s() - l->t_change > (double)cfg->stall_s) {
+        return fs_err_set(err, FS_ESTATE, "the job made no progress for %u s (phase %s)",
+                          cfg->stall_s, job->phase_name);
+    }
+    return 0;
+}
+
 /*
  * The participation loop. @return 0 when done; otherwise the failure
  * reason is in err (err->code may be 0 for a driver decision).
@@ -548,14 +678,13 @@ static int run(struct ca_wk *w, struct fs_err *err)
 {
     const struct ca_config *cfg = &w->ag->cfg;
     struct fs_agent_job job;
-    struct fs_agent_job_view view;
     struct fs_agent_action act;
-    double t_err = 0;              /* first of a run of transient errors */
-    double t_change = ca_mono_s(); /* last change of the job's position */
-    char last_pos[64] = "";
-    unsigned wait_ms = CA_POLL_FIRST_MS; /* the next idle poll's wait (doubles up to poll_ms) */
+    struct wk_loop l;
     int rc;
 
+    memset(&l, 0, sizeof l);
+    l.t_change = ca_mono_s();
+    l.wait_ms = CA_POLL_FIRST_MS;
     for (;;) {
         int stop = atomic_load(&w->p->stop);
         if (stop != 0) {
@@ -563,20 +692,36 @@ static int run(struct ca_wk *w, struct fs_err *err)
                               stop == 2 ? "cancelled by the operator" : "agent stopped");
         }
         rc = poll_job(w, &job, err);
+        if (rc == 0) {
+            w->job_agg = job.aggregation;
+            w->job_done = job.phase == FS_AGENT_J_DONE;
+        }
         if (rc == 0 && !w->ready) {
             rc = setup(w, &job, err);
+            if (rc == 0 && w->p->resumed) {
+                fs_agent_driver_resume(&w->drv);
+            }
         }
         if (rc == 0) {
-            fs_agent_job_view(&job, &view);
-            fs_agent_driver_next(&w->drv, &view, &act);
+            next_action(w, &l, &job, &act);
             if (act.act == FS_AGENT_DO) {
                 fs_log_pack(FS_LOG_DEBUG, "step", "{s:s, s:s, s:i}", "participation", w->p->rec.id,
                             "step", fs_agent_step_name(act.step), "aggregation", (int)act.r);
                 rc = do_step(w, &act, err);
+                w->local = 0;
+                if (rc != 0 && transient(rc)) {
+                    l.inflight = act;
+                    l.has_inflight = 1;
+                } else if (rc != 0 && l.dropped[0] != '\0') {
+                    fs_log_pack(FS_LOG_INFO, "a repeated message was refused", "{s:s, s:s}",
+                                "participation", w->p->rec.id, "error", err->msg);
+                    return fs_err_set(err, FS_ESTATE, "%s", l.dropped);
+                }
                 if (rc == 0) {
+                    l.has_inflight = 0;
                     fs_agent_driver_done(&w->drv);
-                    t_err = 0;
-                    wait_ms = CA_POLL_FIRST_MS;
+                    l.t_err = 0;
+                    l.wait_ms = CA_POLL_FIRST_MS;
                     ca_wk_save(w, 0);
                     continue;
                 }
@@ -590,44 +735,28 @@ static int run(struct ca_wk *w, struct fs_err *err)
             if (!transient(rc)) {
                 return rc;
             }
-            if (t_err == 0) {
-                t_err = ca_mono_s();
-            } else if (ca_mono_s() - t_err > (double)cfg->patience_s) {
+            if (l.t_err == 0) {
+                l.t_err = ca_mono_s();
+            } else if (ca_mono_s() - l.t_err > (double)cfg->patience_s) {
                 return fs_err_prefix(err, "server unreachable for %u s: ", cfg->patience_s);
             }
             ca_wk_sleep(w, cfg->poll_ms * 5);
             continue;
         }
-        t_err = 0;
-        switch (act.act) {
-        case FS_AGENT_FINISH:
+        l.t_err = 0;
+        if (act.act == FS_AGENT_FINISH) {
             return 0;
-        case FS_AGENT_FAIL:
-        case FS_AGENT_CRASH:
+        }
+        if (act.act == FS_AGENT_FAIL || act.act == FS_AGENT_CRASH) {
             if (act.act == FS_AGENT_CRASH) {
                 fs_log_pack(FS_LOG_WARN, "fail_at reached: stopping as if crashed", "{s:s, s:s}",
                             "participation", w->p->rec.id, "fail_at",
                             fs_agent_fail_at_name(w->drv.fail_at));
             }
             return fs_err_set(err, FS_ESTATE, "%s", act.reason);
-        default:
-            break;
         }
-        {
-            char pos[64];
-            snprintf(pos, sizeof pos, "%s/%u", job.phase_name, job.aggregation);
-            /* The join phase waits for partners (hours, by the job's join
-             * timeout, which the server enforces): no stall limit there. */
-            if (strcmp(pos, last_pos) != 0 || job.phase == FS_AGENT_J_WAITING) {
-                if (strcmp(pos, last_pos) != 0) {
-                    wait_ms = CA_POLL_FIRST_MS;
-                }
-                memcpy(last_pos, pos, sizeof pos);
-                t_change = ca_mono_s();
-            } else if (cfg->stall_s > 0 && ca_mono_s() - t_change > (double)cfg->stall_s) {
-                return fs_err_set(err, FS_ESTATE, "the job made no progress for %u s (phase %s)",
-                                  cfg->stall_s, job.phase_name);
-            }
+        if ((rc = track_position(w, &l, &job, err)) != 0) {
+            return rc;
         }
         if (w->fed != NULL && ca_fed_prepare_pending(w->fed)) {
             /* Nothing to send until the others catch up: compute T = Y_i B
@@ -640,7 +769,7 @@ static int run(struct ca_wk *w, struct fs_err *err)
             if (rc != 0) {
                 return rc;
             }
-            t_change = ca_mono_s();
+            l.t_change = ca_mono_s();
             continue;
         }
         ca_wk_save(w, 0);
@@ -648,9 +777,9 @@ static int run(struct ca_wk *w, struct fs_err *err)
          * change is often close (the short rounds: consistency, unmasking,
          * the noise exchange, where every party answers at once): poll
          * again after CA_POLL_FIRST_MS, doubling the wait up to poll_ms. */
-        ca_wk_sleep(w, wait_ms < cfg->poll_ms ? wait_ms : cfg->poll_ms);
-        if (wait_ms < cfg->poll_ms) {
-            wait_ms *= 2;
+        ca_wk_sleep(w, l.wait_ms < cfg->poll_ms ? l.wait_ms : cfg->poll_ms);
+        if (l.wait_ms < cfg->poll_ms) {
+            l.wait_ms *= 2;
         }
     }
 }
@@ -689,16 +818,8 @@ void ca_part_free(struct ca_part *p)
         fs_wipe(p->sparse->vals, p->sparse->nnz * sizeof *p->sparse->vals);
         fs_csr_free(p->sparse);
     }
+    fs_wipe(p->secret, sizeof p->secret);
     free(p);
-}
-
-static void unlink_token(struct ca_part *p)
-{
-    char path[CA_PATH_MAX + 8];
-
-    if (snprintf(path, sizeof path, "%s/token", p->dir) < (int)sizeof path) {
-        unlink(path);
-    }
 }
 
 static void *worker_main(void *arg)
@@ -745,6 +866,16 @@ static void *worker_main(void *arg)
         rc = run(w, &err);
     }
 end:
+    if (rc != 0 && atomic_load(&p->stop) == 1) {
+        /* the agent is stopping (SIGTERM): the participation stays running
+         * in agent.db and resumes at the next start */
+        fs_log_pack(FS_LOG_INFO, "participation suspended: resumes at the next start", "{s:s, s:s}",
+                    "participation", p->rec.id, "phase", p->rec.phase);
+        if (w != NULL) {
+            ca_wk_save(w, 1);
+        }
+        goto release;
+    }
     if (rc == 0) {
         snprintf(p->rec.state, sizeof p->rec.state, "done");
         snprintf(p->rec.phase, sizeof p->rec.phase, "done");
@@ -773,12 +904,13 @@ end:
             fs_log(FS_LOG_WARN, "cannot save a participation's end", NULL);
         }
     }
-    unlink_token(p); /* not resumable: the token is of no further use */
+    ca_store_resume_drop(ag->db, p->rec.id); /* ended: the secret and token go (secure_delete) */
     fs_log_pack(rc == 0 ? FS_LOG_INFO : FS_LOG_WARN, "participation ended",
                 "{s:s, s:s, s:i, s:s, s:s, s:s, s:I, s:I}", "participation", p->rec.id, "job",
                 p->rec.job_id, "party", (int)p->rec.party, "state", p->rec.state, "phase",
                 p->rec.phase, "error", p->rec.error, "bytes_sent", (json_int_t)p->rec.bytes_sent,
                 "bytes_received", (json_int_t)p->rec.bytes_received);
+release:
     if (w != NULL) {
         wk_free(w);
         free(w);

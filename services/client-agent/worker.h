@@ -48,6 +48,7 @@ struct ca_wk {
     struct fs_agent_agg agg; /* current aggregation, from BEGIN */
     int has_agg;
     uint8_t sig[FS_SECAGG_SIG_LEN]; /* R3 message */
+    int skip_unmask;                /* this party's R3 message is not among the signatures */
     struct fs_secagg_reveal *rv;    /* R4 message */
     size_t nrv;
     uint64_t *words; /* one masked chunk */
@@ -62,6 +63,12 @@ struct ca_wk {
     int ledger_spent; /* the privacy ledger was told a noisy upload may leave */
     double t_step0;   /* when the current timed step began */
     json_t *timings;  /* seconds per party-side phase */
+    /* resuming after a restart (resume.c, fs_agent_driver_resume) */
+    int local;        /* the step being done is replayed: rebuild, send nothing */
+    int sa_skip;      /* the secure-aggregation state cannot be rebuilt (the
+                       * job finished, or the server dropped the shares) */
+    uint32_t job_agg; /* the job's aggregation at the last poll */
+    int job_done;     /* the job was done at the last poll */
 };
 
 /* A request body in two pieces (an .npy header, then the payload). */
@@ -83,6 +90,9 @@ void ca_wk_add_timing(struct ca_wk *w, const char *name, double secs);
 void ca_wk_sleep(struct ca_wk *w, unsigned ms);
 /** Persist phase/progress/bytes (throttled unless force or the phase changed). */
 void ca_wk_save(struct ca_wk *w, int force);
+/** Write ahead (ca_store_wal) a message of two pieces (either may be empty). */
+FS_WUR int ca_wk_wal(struct ca_wk *w, const char *path, const void *a, size_t alen, const void *b,
+                     size_t blen, struct fs_err *err);
 /** Count body bytes sent and received. */
 void ca_wk_count(struct ca_wk *w, uint64_t sent, uint64_t received);
 /**
@@ -95,7 +105,12 @@ FS_WUR int ca_wk_call(struct ca_wk *w, const char *method, const char *path, con
                       struct ca_body_src *src, json_t **out, struct fs_err *err);
 /** GET a JSON document (an empty response is an error). */
 FS_WUR int ca_wk_get_json(struct ca_wk *w, const char *path, json_t **out, struct fs_err *err);
-/** POST a JSON message; steals msg. */
+/**
+ * POST a JSON message; steals msg. Write ahead: the message's SHA-256 is
+ * recorded in agent.db before it is sent (ca_store_wal), and a message
+ * rebuilt after a restart must match the recorded one. While a step is
+ * replayed (w->local) nothing is sent.
+ */
 FS_WUR int ca_wk_post_json(struct ca_wk *w, const char *path, json_t *msg, struct fs_err *err);
 /** "/v1/jobs/<id>" followed by fmt. @return 0 or FS_EINVAL (too long). */
 FS_WUR int ca_wk_path(struct ca_wk *w, char *buf, size_t cap, const char *fmt, ...)

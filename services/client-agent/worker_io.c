@@ -2,6 +2,8 @@
  * its timings: see worker.h. */
 #include "worker.h"
 
+#include "crypto/sha256.h"
+
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -73,7 +75,8 @@ void ca_wk_save(struct ca_wk *w, int force)
     if (ca_store_progress(w->ag->db, r, &err) != 0) {
         if (err.code == FS_ESTATE) {
             atomic_store(&w->p->stop, 2); /* cancelled (or ended) elsewhere */
-        } else {
+        } else if (err.code != FS_ESTORAGE) {
+            /* a full disk is logged once per episode (net/storage.h) */
             fs_log_pack(FS_LOG_WARN, "cannot save progress", "{s:s, s:s}", "participation", r->id,
                         "error", err.msg);
         }
@@ -192,6 +195,8 @@ int ca_wk_call(struct ca_wk *w, const char *method, const char *path, const json
     if (resp.status == 409) {
         problem_code(&resp, code, sizeof code);
         if (strcmp(code, FS_PROBLEM_NOT_READY) == 0 || strcmp(code, FS_PROBLEM_ABORTED) == 0) {
+            fs_log_pack(FS_LOG_DEBUG, "not ready: waiting", "{s:s, s:s, s:s}", "method", method,
+                        "path", path, "code", code);
             rc = CA_STEP_WAIT;
             goto out;
         }
@@ -228,14 +233,58 @@ int ca_wk_get_json(struct ca_wk *w, const char *path, json_t **out, struct fs_er
 }
 
 /* POST a JSON message; steals msg. */
+int ca_wk_wal(struct ca_wk *w, const char *path, const void *a, size_t alen, const void *b,
+              size_t blen, struct fs_err *err)
+{
+    fs_sha256_ctx *ctx = NULL;
+    uint8_t d[32];
+    int repeat = 0;
+    int rc = fs_sha256_new(&ctx, err);
+
+    if (rc == 0) {
+        rc = fs_sha256_update(ctx, path, strlen(path) + 1, err);
+    }
+    if (rc == 0 && alen > 0) {
+        rc = fs_sha256_update(ctx, a, alen, err);
+    }
+    if (rc == 0 && blen > 0) {
+        rc = fs_sha256_update(ctx, b, blen, err);
+    }
+    if (rc == 0) {
+        rc = fs_sha256_final(ctx, d, err);
+    }
+    fs_sha256_free(ctx);
+    if (rc == 0) {
+        rc = ca_store_wal(w->ag->db, w->p->rec.id, path, d, &repeat, err);
+    }
+    if (rc == 0 && repeat) {
+        fs_log_pack(FS_LOG_INFO, "message matches its write-ahead digest", "{s:s, s:s}",
+                    "participation", w->p->rec.id, "path", path);
+    } else if (rc == 0) {
+        fs_log_pack(FS_LOG_DEBUG, "message written ahead", "{s:s, s:s}", "participation",
+                    w->p->rec.id, "path", path);
+    }
+    return rc;
+}
+
 int ca_wk_post_json(struct ca_wk *w, const char *path, json_t *msg, struct fs_err *err)
 {
+    char *text;
     int rc;
 
     if (msg == NULL) {
         return fs_err_set(err, FS_ENOMEM, "POST %s: cannot encode the message", path);
     }
-    rc = ca_wk_call(w, "POST", path, msg, NULL, NULL, err);
+    text = json_dumps(msg, JSON_COMPACT); /* the body ca_wk_call sends */
+    rc = text == NULL ? fs_err_set(err, FS_ENOMEM, "POST %s: cannot encode the message", path)
+                      : ca_wk_wal(w, path, text, strlen(text), NULL, 0, err);
+    if (text != NULL) {
+        fs_wipe(text, strlen(text));
+        free(text);
+    }
+    if (rc == 0 && !w->local) {
+        rc = ca_wk_call(w, "POST", path, msg, NULL, NULL, err);
+    }
     json_decref(msg);
     return rc;
 }

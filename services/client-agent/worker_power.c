@@ -30,6 +30,13 @@ int ca_wk_setup_power(struct ca_wk *w, const struct fs_agent_job *job, struct fs
     }
     if (w->pw == NULL) {
         rc = ca_power_new(inv, w->p->data, w->p->sparse, &w->pw, err);
+        if (rc == 0) {
+            /* DP noise from the secret: never drawn afresh after a restart */
+            rc = ca_power_set_secret(w->pw, w->p->secret, err);
+        }
+        if (rc == 0 && w->p->resumed) {
+            ca_power_resuming(w->pw);
+        }
         ca_wk_add_timing(w, "compute", ca_mono_s() - t0);
         ca_wk_add_timing(w, "crypto", 0.0); /* fedpower-utility's Paillier work, 0 for the others */
         if (rc != 0) {
@@ -45,7 +52,10 @@ int ca_wk_setup_power(struct ca_wk *w, const struct fs_agent_job *job, struct fs
     w->cfg.t = job->threshold;
     /* plain fedpower never uses SecAgg after the join (docs/wire-fedpower.md) */
     w->cfg.aggregations = ca_power_kind(w->pw) == FS_AGENT_POWER_PLAIN ? 1 : job->aggregations;
-    rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+    rc = fs_agent_job_secagg_config(job, &w->cfg, err);
+    if (rc == 0) {
+        rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
+    }
     if (rc == 0) {
         rc = fs_secagg_config_check(&w->cfg, err);
     }
@@ -167,7 +177,10 @@ int ca_wk_plain_upload(struct ca_wk *w, uint32_t r, struct fs_err *err)
     src.b = (const uint8_t *)y->data;
     src.blen = y->rows * y->cols * sizeof(double);
     src.pos = 0;
-    rc = ca_wk_ledger_before_upload(w, err);
+    rc = ca_wk_wal(w, path, src.a, src.alen, src.b, src.blen, err);
+    if (rc == 0) {
+        rc = ca_wk_ledger_before_upload(w, err);
+    }
     if (rc == 0) {
         rc = ca_wk_call(w, "PUT", path, NULL, &src, NULL, err);
     }
@@ -235,6 +248,8 @@ int ca_wk_exchange(struct ca_wk *w, uint32_t r, struct fs_err *err)
     if (rc == 0) {
         rc = ca_wk_get_json(w, path, &j, err);
         if (rc == FS_ECONFLICT) {
+            fs_log_pack(FS_LOG_DEBUG, "no selector: waiting", "{s:s, s:s}", "participation",
+                        w->p->rec.id, "reason", err->msg);
             return CA_STEP_WAIT; /* the exchange closed meanwhile: the driver skips it */
         }
     }

@@ -17,6 +17,7 @@
 #include "net/log.h"
 #include "net/metrics.h"
 #include "net/reply.h"
+#include "net/storage.h"
 #include "net/svc.h"
 #include "spec.h"
 
@@ -323,7 +324,9 @@ static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL,
                                "not ready: starting, stopping, or the database is not open");
     }
-    return fs_http_reply_json(resp, 200, json_pack("{s:s}", "status", "ready"), NULL);
+    /* disk full or read-only: still ready (reads work, writes answer 503) */
+    return fs_http_reply_json(
+        resp, 200, json_pack("{s:s, s:s}", "status", "ready", "storage", fs_storage_state()), NULL);
 }
 
 static int h_openapi(fs_http_req *req, fs_http_resp *resp, void *ctx)
@@ -991,7 +994,9 @@ static int h_keys(fs_http_req *req, fs_http_resp *resp, void *ctx)
         goto out;
     }
     (void)now_iso(at);
-    if (mask_store_record_download(app->st, k.id, k.party, at, &err) != 0) {
+    /* the keys are served all the same; a full disk is logged once per episode */
+    if (mask_store_record_download(app->st, k.id, k.party, at, &err) != 0 &&
+        err.code != FS_ESTORAGE) {
         fs_log_pack(FS_LOG_WARN, "cannot record a download", "{s:s}", "error", err.msg);
     }
     fs_log_pack(FS_LOG_INFO, "keys served", "{s:s, s:i, s:I, s:I, s:b, s:f}", "maskset", k.id,

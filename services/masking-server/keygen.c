@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/fdio.h"
 #include "core/hex.h"
 #include "la/mask.h"
 #include "maskkeys.h"
@@ -154,7 +155,8 @@ static int sink_write(void *ctx, const uint8_t *buf, size_t n, struct fs_err *er
             continue;
         }
         if (w <= 0) {
-            return fs_err_set(err, FS_EIO, "cannot write a key file to memory: %s",
+            return fs_err_set(err, w < 0 ? fs_io_errcode(errno) : FS_EIO,
+                              "cannot write a key file to memory: %s",
                               w < 0 ? strerror(errno) : "short write");
         }
         done += (size_t)w;

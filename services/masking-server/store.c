@@ -179,17 +179,17 @@ int mask_store_seed_write(mask_store *st, const char *id, const uint8_t seed[MAS
     }
     fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0600);
     if (fd < 0) {
-        return fs_err_set(err, FS_EIO, "create %s: %s", tmp, strerror(errno));
+        return fs_err_set(err, fs_io_errcode(errno), "create %s: %s", tmp, strerror(errno));
     }
     if (fchmod(fd, 0600) != 0 || fs_write_all(fd, seed, MASK_SEED_LEN) != 0 || fsync(fd) != 0) {
-        rc = fs_err_set(err, FS_EIO, "write %s: %s", tmp, strerror(errno));
+        rc = fs_err_set(err, fs_io_errcode(errno), "write %s: %s", tmp, strerror(errno));
         close(fd);
         (void)unlink(tmp);
         return rc;
     }
     close(fd);
     if (rename(tmp, path) != 0) {
-        rc = fs_err_set(err, FS_EIO, "rename %s: %s", tmp, strerror(errno));
+        rc = fs_err_set(err, fs_io_errcode(errno), "rename %s: %s", tmp, strerror(errno));
         (void)unlink(tmp);
         return rc;
     }
@@ -363,7 +363,9 @@ static int exec_locked(mask_store *st, const char *sql, struct fs_err *err)
     char *msg = NULL;
 
     if (sqlite3_exec(fs_db_conn(st->db), sql, NULL, NULL, &msg) != SQLITE_OK) {
-        int rc = fs_err_set(err, FS_EIO, "masking.db: %s", msg != NULL ? msg : "exec failed");
+        /* disk full, read-only: FS_ESTORAGE, a 503 */
+        int rc = fs_err_set(err, fs_db_errcode(sqlite3_extended_errcode(fs_db_conn(st->db))),
+                            "masking.db: %s", msg != NULL ? msg : "exec failed");
         sqlite3_free(msg);
         return rc;
     }

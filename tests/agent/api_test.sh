@@ -154,7 +154,9 @@ P1=$(jfield .id)
 check "participation id" test "${P1:0:2}" = p-
 check "state running" test "$(jfield .state)" = running
 check "no token in the response" bash -c "! grep -q '$PTOKEN' '$T/body'"
-check "token file 0600 while running" test "$(stat -c %a "$T/data/participations/$P1/token" 2>/dev/null)" = 600
+check "no token file at rest" test ! -e "$T/data/participations/$P1/token"
+check "agent.db holds the party token only sealed" bash -c "! grep -qa '$PTOKEN' '$T/data'/agent.db*"
+check "agent.key 0600, 32 bytes" test "$(stat -c %a:%s "$T/data/agent.key")" = 600:32
 s=$(req POST /v1/participations "$(body 1 "$T/good.csv")")
 check "409 for the same job and party" test "$s" = 409
 s=$(req GET "/v1/participations/$P1/result")
@@ -168,12 +170,12 @@ check "DELETE cancels" test "$s" = 200 -a "$(jfield .state)" = failed
 check "... with the reason" test "$(jfield .error)" = "cancelled by the operator"
 # the worker notices between requests (a request in its retries finishes first)
 for _ in $(seq 100); do
-  [ -e "$T/data/participations/$P1/token" ] || break
+  grep -q "participation ended.*$P1" "$T/agent.log" && break
   sleep 0.1
 done
 s=$(req GET "/v1/participations/$P1")
 check "stays cancelled" test "$(jfield .error)" = "cancelled by the operator"
-check "token file removed at the end" test ! -e "$T/data/participations/$P1/token"
+check "the worker ended" grep -q "participation ended.*$P1" "$T/agent.log"
 s=$(req GET "/v1/participations/$P1/result")
 check "409 aborted for a failed result" test "$s" = 409 -a "$(jfield .code)" = aborted
 s=$(req GET "/v1/participations/$P1/result/sum.npy")
@@ -193,7 +195,7 @@ done
 check "unreachable server fails the participation" test "$(jfield .state)" = failed
 check "... saying so" bash -c "grep -q 'server unreachable' '$T/body'"
 
-# ---- kill -9 mid-protocol, restart: marked failed
+# ---- kill -9 mid-protocol, restart: resumed (it keeps waiting for the server)
 kill "$PID"; wait "$PID"; PID=
 start_agent
 s=$(req POST /v1/participations "$(body 3 "$T/good.csv")")
@@ -202,23 +204,28 @@ check "201 for party 3" test "$s" = 201
 kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
 start_agent
 req GET "/v1/participations/$P3" >/dev/null
-check "restart marks it failed" test "$(jfield .error)" = "agent restarted during the protocol"
-check "restart removes its token file" test ! -e "$T/data/participations/$P3/token"
+check "restart resumes it" test "$(jfield .state)" = running -a "$(jfield .restarts)" = 1
+check "... logged" grep -q "participation resumed.*$P3" "$T/agent.log"
 req GET /v1/participations >/dev/null
 check "list has all three" test "$(jfield .participations.length)" = 3
 check "newest first" test "$(jfield '.participations[0].id')" = "$P3"
+s=$(req DELETE "/v1/participations/$P3")
+check "the resumed participation cancels" test "$s" = 200 -a "$(jfield .state)" = failed
 
 # ---- --max-participations
 kill "$PID"; wait "$PID"; PID=
 start_agent --max-participations 1
 s=$(req POST /v1/participations "$(body 1 "$T/good.csv")")
 check "201 for the first" test "$s" = 201
+P5=$(jfield .id)
 s=$(req POST /v1/participations "$(body 2 "$T/good.csv")")
 check "429 over --max-participations" test "$s" = 429
+s=$(req DELETE "/v1/participations/$P5")
+check "... which cancels" test "$s" = 200
 kill "$PID"; wait "$PID"; PID=
 start_agent
 
-# ---- SIGTERM: running participations end as "agent stopped", exit 0
+# ---- SIGTERM: running participations are suspended, exit 0; they resume at the next start
 s=$(req POST /v1/participations "$(body 3 "$T/good.csv" csv '"masked_input"')")
 P4=$(jfield .id)
 check "201 with fail_at" test "$s" = 201 -a "$(jfield .fail_at)" = masked_input
@@ -231,7 +238,8 @@ PID=
 check "SIGTERM exits 0" test "$rc" = 0
 start_agent
 req GET "/v1/participations/$P4" >/dev/null
-check "stopped participation marked failed" test "$(jfield .error)" = "agent stopped"
+check "stopped participation resumes at the next start" \
+  test "$(jfield .state)" = running -a "$(jfield .restarts)" = 1 -a "$(jfield .fail_at)" = masked_input
 check "log lines are JSON" node "$JLIB" lines "$T/agent.log"
 check "the party token never reaches the log" bash -c "! grep -q '$PTOKEN' '$T/agent.log'"
 check "the operator token never reaches the log" bash -c "! grep -q '$TOKEN' '$T/agent.log'"

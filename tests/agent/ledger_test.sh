@@ -250,7 +250,8 @@ check "... and the dataset's total agrees with its state" \
   st="$(case "$e1" in spent*) echo 1;; *) echo 2;; esac)" s="$(echo "$e1" | cut -d' ' -f2)" \
   r="$(echo "$e1" | cut -d' ' -f3)"
 
-# ---- kill -9 and restart: the same numbers; running reservations become spent
+# ---- kill -9 and restart: the same numbers; running participations resume and keep
+# their reservations (charged once: spent before their first noisy upload)
 ledger before
 kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
 start_agent --privacy-budget "$BUDGET"
@@ -260,11 +261,19 @@ totals() { node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv
     d.epsilon_spent, d.remaining_rho, d.jobs, d.entries.map(e => [e.participation, e.rho])])]))' "$1"; }
 check "after kill -9 and restart: the same budget, totals and entries" \
   test "$(totals "$T/before.json")" = "$(totals "$T/after.json")"
-check "... no entry is left reserved (the participations were marked failed)" \
-  bash -c "! node '$JLIB' get '$T/after.json' '.datasets[*].entries[*].state' | grep -q reserved"
-# d3's reservation was settled spent at the restart (its participation was
-# running when the agent died: a noisy upload may have left); d1's first
-# participation was cancelled before it uploaded anything: released
+reserved_resumed() { # every entry still reserved is a resumed, running participation's
+  local id
+  for id in $(node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1]));
+    for (const d of j.datasets) for (const e of d.entries)
+      if (e.state === "reserved") console.log(e.participation);' "$T/after.json"); do
+    req GET "/v1/participations/$id" >/dev/null
+    [ "$(jfield .state)" = running ] && [ "$(jfield .restarts)" = 1 ] || return 1
+  done
+}
+check "... an entry left reserved belongs to a resumed participation" reserved_resumed
+# d3's reservation still counts (its participation resumed: a noisy upload
+# may leave); d1's first participation was cancelled before it uploaded
+# anything: released
 s=$(req POST /v1/participations "$(body dp-ppm 10 "$T/d3.csv" "$DPPPM")")
 check "... and the budget still holds for the dataset whose job was running: 403" \
   test "$s" = 403 -a "$(jfield .code)" = privacy_budget_exceeded
@@ -288,8 +297,8 @@ s=$(req POST /v1/participations "$(body dp-ppm 12 "$T/d1.csv" "$DPPPM")")
 check "... a dp-ppm job beyond the old budget accepted: 201" test "$s" = 201
 
 # ---- the budget again: a dataset that ran fedpower has nothing left
-# (kill -9: its participation was running, so its unbounded entry is settled
-# spent; a clean stop would release it, since nothing was uploaded)
+# (kill -9: its participation was running and resumes, so its unbounded
+# entry stays reserved and counts)
 kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
 start_agent --privacy-budget "$BUDGET"
 s=$(req POST /v1/participations "$(body dp-ppm 13 "$T/d2.csv" "$DPPPM")")

@@ -3,7 +3,9 @@
 # privacy ledger and --privacy-budget without a server (ledger_test.sh), and the
 # protocol against a real aggregation-server (e2e_test.sh), fedsvd/fedpca with a
 # masking-server and `fedsvd job create` (fed_test.sh), the partner workflow
-# with `fedsvd join` and `fedsvd participation` (partner_test.sh). Picked up by
+# with `fedsvd join` and `fedsvd participation` (partner_test.sh), power-method
+# jobs through an aggregation-server kill -9 (power_restart_test.sh), agents
+# killed (-9) mid-job that resume their participations (resume_test.sh). Picked up by
 # tests/run_all.sh; alone: tests/agent/run.sh build/bin. Ends "N passed, N failed".
 set -u
 cd "$(dirname "$0")/../.."
@@ -13,7 +15,7 @@ failed=0
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for t in tests/agent/api_test.sh tests/agent/ledger_test.sh tests/agent/e2e_test.sh tests/agent/fed_test.sh \
-    tests/agent/partner_test.sh; do
+    tests/agent/partner_test.sh tests/agent/power_restart_test.sh tests/agent/resume_test.sh; do
     echo "== $t"
     timeout 600 "$t" "$BIN" 2>&1 | tee "$log"
     line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$log" | tail -n 1)

@@ -5,13 +5,16 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = NULL;
+    size_t rows = 0;
+    size_t cols = 0;
+    int rc1 = 0;
 
     if (size > FUZZ_MAX_INPUT) {
         return 0;
     }
     path = fuzz_file(data, size);
-    fuzz_io_dense(path, FS_FMT_IDX);
-    fuzz_io_check_agrees(path, FS_FMT_IDX);
+    rc1 = fuzz_io_dense(path, FS_FMT_IDX, &rows, &cols);
+    fuzz_io_check_agrees(path, FS_FMT_IDX, rc1, rows, cols);
     fuzz_io_sparse(path, FS_FMT_IDX);
     return 0;
 }

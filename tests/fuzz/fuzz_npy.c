@@ -36,6 +36,9 @@ static void header_prefixes(const uint8_t *data, size_t size)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     const char *path = NULL;
+    size_t rows = 0;
+    size_t cols = 0;
+    int rc1 = 0;
     struct fs_err err = {0};
     uint64_t *v = NULL;
     size_t n = 0;
@@ -46,8 +49,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     header_prefixes(data, size);
     path = fuzz_file(data, size);
-    fuzz_io_dense(path, FS_FMT_NPY);
-    fuzz_io_check_agrees(path, FS_FMT_NPY);
+    rc1 = fuzz_io_dense(path, FS_FMT_NPY, &rows, &cols);
+    fuzz_io_check_agrees(path, FS_FMT_NPY, rc1, rows, cols);
     fuzz_io_sparse(path, FS_FMT_NPY);
     rc = fs_npy_read_u64(path, 1u << 20, &v, &n, &err);
     fuzz_io_check_err(rc, &err);

@@ -289,6 +289,28 @@ if local_ok "magnitudes 1e-8..1e8" "$T/r-mag"; then
     expect_sum "magnitudes 1e-8..1e8" "$T/r-mag" 1,3,4,5 "$MAG/p" 1e-12
 fi
 
+echo "== SecAgg+: 20 parties of 30 x 20, --secagg plus, dropouts before and after the masked input"
+PLUS="$T/plus"
+gen_parties "$PLUS" 20 30 20 300 || finish
+mapfile -t PLARGS < <(party_args "$PLUS" 20)
+run local --algorithm secure-sum "${PLARGS[@]}" --out "$T/r-plus" --secagg plus \
+    --fail-party 6:masked_input --fail-party 13:unmasking --round-timeout 6 --format json
+if local_ok "secagg plus, 20 parties" "$T/r-plus"; then
+    grep -q '"secagg": "plus"' "$T/r-plus/summary.json" &&
+        grep -q '"secagg_degree": 8' "$T/r-plus/summary.json" &&
+        ok "secagg plus: the job masked with 8 neighbours per party (not 19)" ||
+        fail "secagg plus: $(grep -o '"secagg[^,]*' "$T/r-plus/summary.json" | tr '\n' ' ')"
+    want=1,2,3,4,5,7,8,9,10,11,12,13,14,15,16,17,18,19,20
+    [ "$(json_ids survivors "$OUT")" = "$want" ] && ok "secagg plus: party 6 out, 13's input in" ||
+        fail "secagg plus: survivors $(json_ids survivors "$OUT")"
+    expect_sum "secagg plus, 20 parties" "$T/r-plus" "$want" "$PLUS/p" 1e-12
+fi
+no_leftovers "secagg plus"
+run local --algorithm secure-sum "${MARGS[@]}" --out "$T/r-bad" --secagg half
+[ "$RC" -eq 2 ] && grep -q -- '--secagg' "$ERR" && ok "--secagg half: usage error (exit 2)" ||
+    fail "--secagg half: exit $RC"
+rm -rf "$T/r-plus" "$PLUS"
+
 echo "== aborts below the threshold"
 # 5 parties, threshold 4: two stop at masked_input, 3 masked inputs < 4.
 mapfile -t AARGS < <(party_args "$SMALL" 5)

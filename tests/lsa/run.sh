@@ -13,7 +13,9 @@
 # naming the file, or skipped and counted with --skip-invalid) and empty
 # documents (skipped and counted); the hashing key in no service's data
 # directory, log or (with strace) anything any service read; usage errors;
-# no process or temporary directory left behind.
+# no process or temporary directory left behind. Then the across-sites
+# path (sites.sh): `fedsvd job create --algorithm lsa`, `fedsvd join` and the
+# sites' `fedsvd lsa count|df|rows|terms` against `fedsvd lsa --central`.
 #
 # Usage: tests/lsa/run.sh BIN_DIR (default build/bin)
 # Ends with "lsa: P passed, F failed".
@@ -290,6 +292,18 @@ run lsa --central "${PARTIES[@]}" --k 2 --key-file "$T/bad.key" --out "$T/u"
 [ "$RC" -eq 1 ] && grep -q "64 hex digits" "$ERR" && ok "a bad key file: exit 1" || fail "bad key: exit $RC"
 run lsa --help
 [ "$RC" -eq 0 ] && grep -q "Usage: fedsvd lsa" "$OUT" && ok "--help" || fail "--help: exit $RC"
+
+# ---- across sites: the coordinator's and the sites' commands (sites.sh) ----
+"$(dirname "$0")/sites.sh" "$BIN" >"$T/sites.log" 2>&1
+sed 's/^/  sites: /' "$T/sites.log" | grep -v "passed, .* failed$"
+line=$(grep -E '^[0-9]+ passed, [0-9]+ failed$' "$T/sites.log" | tail -n 1)
+if [ -n "$line" ]; then
+    passed=$((passed + ${line%% passed*}))
+    f=${line#*passed, }
+    failed=$((failed + ${f%% failed}))
+else
+    fail "sites.sh ended without a result line"
+fi
 
 # ---- nothing left behind ----
 left=$(find "$TMPDIR" -mindepth 1 -maxdepth 1 | wc -l)

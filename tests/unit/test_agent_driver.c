@@ -139,9 +139,19 @@ static void test_late_rounds_after_input_are_skipped(void)
     fs_agent_driver_done(&d);
     /* consistency missed: skip to the result, never unmask without having signed */
     CHECK(next(&d, FS_AGENT_J_DONE, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
+    /* consistency maybe missed (or taken, its answer lost) while the job
+     * unmasks that aggregation: the signatures say whether to unmask */
     CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
     d.step = FS_AGENT_S_CONSISTENCY;
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_SIGNATURES);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_UNMASK);
+    fs_agent_driver_done(&d);
     CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_RESULT);
+    /* once the job is past that unmasking, a missed consistency is skipped */
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    d.step = FS_AGENT_S_CONSISTENCY;
+    CHECK(next(&d, FS_AGENT_J_DONE, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
 }
 
 static void test_unknown_phase_waits(void)
@@ -586,6 +596,67 @@ static void test_power_secagg_dropout(void)
     CHECK(strcmp(fs_agent_step_name(FS_AGENT_S_EXCHANGE), "exchange") == 0);
 }
 
+/* next() returning the whole action. */
+static struct fs_agent_action next_a(struct fs_agent_driver *d, enum fs_agent_jphase ph, uint32_t r)
+{
+    struct fs_agent_job_view v = jv(ph, r);
+    struct fs_agent_action a;
+
+    fs_agent_driver_next(d, &v, &a);
+    return a;
+}
+
+/* Resuming after a restart: every step is done again from the first; those
+ * of rounds the job has left come back local (rebuild, send nothing) instead
+ * of failing the participation as "too late"/"dropped", fail_at never fires
+ * on them, and the first step of an open round ends the replay. */
+static void test_resume_replay(void)
+{
+    static const enum fs_agent_step local_steps[] = {
+        FS_AGENT_S_ADVERTISE,  FS_AGENT_S_ROSTER, FS_AGENT_S_SHARE,     FS_AGENT_S_RECEIVE,
+        FS_AGENT_S_BEGIN,      FS_AGENT_S_UPLOAD, FS_AGENT_S_SURVIVORS, FS_AGENT_S_CONSISTENCY,
+        FS_AGENT_S_SIGNATURES, FS_AGENT_S_UNMASK, FS_AGENT_S_BEGIN,     FS_AGENT_S_UPLOAD};
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    struct fs_agent_action a;
+
+    CHECK_OK(fs_agent_driver_init(&d, 2, FS_AGENT_FAIL_MASKED_INPUT, &err), &err);
+    /* without resume, the job in consistency of aggregation 1 is too late */
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 1, NULL) == FS_AGENT_FAIL);
+    CHECK_OK(fs_agent_driver_init(&d, 2, FS_AGENT_FAIL_MASKED_INPUT, &err), &err);
+    fs_agent_driver_resume(&d);
+    for (size_t i = 0; i < sizeof local_steps / sizeof local_steps[0]; i++) {
+        a = next_a(&d, FS_AGENT_J_CONSISTENCY, 1);
+        CHECK_MSG(a.act == FS_AGENT_DO && a.step == local_steps[i] && a.local == 1,
+                  "replay step %zu: act %d step %s local %d", i, (int)a.act,
+                  fs_agent_step_name(a.step), a.local);
+        fs_agent_driver_done(&d);
+    }
+    /* aggregation 1's survivors: a GET of a closed round */
+    a = next_a(&d, FS_AGENT_J_CONSISTENCY, 1);
+    CHECK(a.act == FS_AGENT_DO && a.step == FS_AGENT_S_SURVIVORS && a.r == 1);
+    fs_agent_driver_done(&d);
+    /* the consistency message of the open round is sent (again): replay over */
+    a = next_a(&d, FS_AGENT_J_CONSISTENCY, 1);
+    CHECK(a.act == FS_AGENT_DO && a.step == FS_AGENT_S_CONSISTENCY && a.r == 1 && a.local == 0);
+    CHECK(d.replay == 0);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_CONSISTENCY, 1, NULL) == FS_AGENT_WAIT);
+
+    /* a secure-sum job already done: straight to the result */
+    CHECK_OK(fs_agent_driver_init(&d, 2, FS_AGENT_FAIL_NONE, &err), &err);
+    fs_agent_driver_resume(&d);
+    a = next_a(&d, FS_AGENT_J_DONE, 1);
+    CHECK(a.act == FS_AGENT_DO && a.step == FS_AGENT_S_RESULT && a.local == 0);
+
+    /* resumed while the job still waits for parties: nothing is local */
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    fs_agent_driver_resume(&d);
+    a = next_a(&d, FS_AGENT_J_WAITING, 0);
+    CHECK(a.act == FS_AGENT_DO && a.step == FS_AGENT_S_ADVERTISE && a.local == 0);
+    CHECK(d.replay == 0);
+}
+
 int main(void)
 {
     RUN(test_happy_path);
@@ -601,5 +672,6 @@ int main(void)
     RUN(test_power_plain);
     RUN(test_power_utility);
     RUN(test_power_secagg_dropout);
+    RUN(test_resume_replay);
     return TEST_END("test_agent_driver");
 }

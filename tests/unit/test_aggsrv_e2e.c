@@ -969,9 +969,11 @@ static void test_concurrent(void)
 }
 
 /* --upload-buffer: while one chunk body is held in memory (a client that
- * sent its headers and a few bytes, on a raw socket), a second upload that
- * would exceed the budget gets 503 (the client honours Retry-After); once
- * the first connection goes away the same job completes normally. */
+ * sent its headers and a few bytes of a repeated chunk, on a raw socket:
+ * repeats are buffered and compared whole), a second repeat that would
+ * exceed the budget gets 503 (the client honours Retry-After), while a new
+ * chunk streams into the sum without a buffer and is accepted; once the
+ * first connection goes away the same job completes normally. */
 static void test_upload_buffer(void)
 {
     struct server s;
@@ -979,8 +981,6 @@ static void test_upload_buffer(void)
     uint8_t all[MAXP + 1];
     struct sockaddr_in sa;
     char head[1024];
-    uint8_t zeros[256] = {0};
-    char path[200];
     json_t *out = NULL;
     long st;
     int fd;
@@ -999,6 +999,8 @@ static void test_upload_buffer(void)
         return;
     }
     to_masked_input(&j);
+    upload(&j, &j.p[1], 0, 1);
+    upload(&j, &j.p[2], 0, 1);
     fd = socket(AF_INET, SOCK_STREAM, 0);
     CHECK(fd >= 0);
     memset(&sa, 0, sizeof sa);
@@ -1013,11 +1015,13 @@ static void test_upload_buffer(void)
              j.path, j.p[1].token);
     CHECK(write(fd, head, strlen(head)) == (ssize_t)strlen(head));
     sleep_ms(300);
-    snprintf(path, sizeof path, "%s/aggregations/0/masked/0", j.path);
-    st = call(j.p[2].h, "PUT", path, "application/x-npy", zeros, sizeof zeros, &out);
+    st = call(j.p[2].h, "PUT", j.p[2].last_chunk_path, "application/x-npy", j.p[2].last_chunk,
+              j.p[2].last_chunk_len, &out);
     CHECK_MSG(st == 503 && strcmp(pcode(out), "unavailable") == 0, "held buffer: %ld %s", st,
               pcode(out));
     json_decref(out);
+    out = NULL;
+    upload(&j, &j.p[2], 1, 2); /* a new chunk: streamed, no buffer (CHECKs its 204) */
     close(fd);
     sleep_ms(300);
     do_uploads(&j, UINT64_MAX);

@@ -1006,16 +1006,34 @@ static void test_routes(void)
     CHECK(call_json(j.p[1].h, "GET", path, NULL, NULL) == 404);
     snprintf(path, sizeof path, "%s/aggregations/0/plain.npy?zmax=1", j.path);
     CHECK(call(j.p[1].h, "PUT", path, "application/x-npy", "x", 1, NULL) == 404);
-    /* a restart fails the running job with a clear reason */
-    CHECK(server_stop(&g_srv, SIGTERM) == 0);
-    CHECK(server_start(&g_srv) == 0);
-    fs_httpc_free(j.admin);
-    j.admin = client(&g_srv, ADMIN_TOKEN);
-    out = job_status(&j);
-    CHECK(strcmp(json_string_value(json_object_get(out, "phase")), "failed") == 0);
-    CHECK(json_is_string(json_object_get(out, "error")) &&
-          strstr(json_string_value(json_object_get(out, "error")), "not resumable") != NULL);
-    json_decref(out);
+    /* a restart resumes the running job; a fedpower-utility job whose
+     * sealed secret no longer opens (server.key lost) fails cleanly */
+    {
+        struct job u;
+        char key[4200];
+        extra_bound(extra, sizeof extra, "\"sigma\":0.01,\"paillier_bits\":1024");
+        CHECK(job_create(&u, &g_srv, "fedpower-utility", extra, NULL, NULL) == 0);
+        CHECK(server_stop(&g_srv, SIGKILL) == 128 + SIGKILL);
+        snprintf(key, sizeof key, "%s/server.key", g_srv.data);
+        CHECK(unlink(key) == 0);
+        CHECK(server_start(&g_srv) == 0);
+        fs_httpc_free(j.admin);
+        j.admin = client(&g_srv, ADMIN_TOKEN);
+        fs_httpc_free(u.admin);
+        u.admin = client(&g_srv, ADMIN_TOKEN);
+        out = job_status(&j);
+        CHECK(strcmp(json_string_value(json_object_get(out, "state")), "running") == 0);
+        CHECK(json_is_null(json_object_get(out, "error")));
+        json_decref(out);
+        out = job_status(&u);
+        CHECK(strcmp(json_string_value(json_object_get(out, "phase")), "failed") == 0);
+        CHECK_MSG(json_is_string(json_object_get(out, "error")) &&
+                      strncmp(json_string_value(json_object_get(out, "error")),
+                              "cannot resume after restart: ", 29) == 0,
+                  "error: %s", json_string_value(json_object_get(out, "error")));
+        json_decref(out);
+        job_free(&u);
+    }
     job_free(&j);
 }
 

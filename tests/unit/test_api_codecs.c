@@ -114,6 +114,95 @@ static void test_spec_secure_sum(void)
     free(s);
 }
 
+/* "secagg": full | plus, the default by the number of parties, and a
+ * decoded spec that encodes and decodes to itself (the server's stored spec). */
+static void test_spec_secagg(void)
+{
+    static const struct {
+        const char *json;
+        int want; /* enum fs_job_secagg, or -1: refused */
+    } cases[] = {
+        {"{\"algorithm\":\"secure-sum\",\"parties\":10,\"shape\":[2,2],\"allow_unpinned\":true}",
+         FS_JOB_SECAGG_FULL},
+        {"{\"algorithm\":\"secure-sum\",\"parties\":20,\"shape\":[2,2],\"allow_unpinned\":true}",
+         FS_JOB_SECAGG_PLUS},
+        {"{\"algorithm\":\"secure-sum\",\"parties\":50,\"shape\":[2,2],\"allow_unpinned\":true,"
+         "\"secagg\":\"full\"}",
+         FS_JOB_SECAGG_FULL},
+        {"{\"algorithm\":\"secure-sum\",\"parties\":10,\"shape\":[2,2],\"allow_unpinned\":true,"
+         "\"secagg\":\"plus\"}",
+         FS_JOB_SECAGG_PLUS},
+        {"{\"algorithm\":\"fedsvd\",\"parties\":30,\"shape\":[60,4],\"allow_unpinned\":true,"
+         "\"party_sizes\":[2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2,2],"
+         "\"secagg\":null}",
+         FS_JOB_SECAGG_PLUS},
+        {"{\"algorithm\":\"dp-ppm\",\"parties\":4,\"cols\":3,\"party_rows\":[5,5,5,5],"
+         "\"k\":1,\"epsilon\":1,\"value_bound\":2,\"allow_unpinned\":true,\"secagg\":\"plus\"}",
+         FS_JOB_SECAGG_PLUS},
+        /* three parties have no graph thinner than the full one */
+        {"{\"algorithm\":\"secure-sum\",\"parties\":3,\"shape\":[2,2],\"allow_unpinned\":true,"
+         "\"secagg\":\"plus\"}",
+         -1},
+        {"{\"algorithm\":\"secure-sum\",\"parties\":30,\"shape\":[2,2],\"allow_unpinned\":true,"
+         "\"secagg\":\"half\"}",
+         -1},
+        {"{\"algorithm\":\"secure-sum\",\"parties\":30,\"shape\":[2,2],\"allow_unpinned\":true,"
+         "\"secagg\":1}",
+         -1},
+    };
+    struct fs_job_spec *a = malloc(sizeof *a);
+    struct fs_job_spec *b = malloc(sizeof *b);
+    struct fs_secagg_config cfg;
+    struct fs_err err = {0};
+    int mode = 0;
+
+    CHECK(a != NULL && b != NULL);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *j = parse(cases[i].json);
+        json_t *e = NULL;
+        int rc = fs_job_spec_decode(j, 1 << 28, a, &err);
+        if (cases[i].want < 0) {
+            CHECK_MSG(rc != 0, "case %zu accepted", i);
+            json_decref(j);
+            continue;
+        }
+        CHECK_MSG(rc == 0, "case %zu: %s", i, err.msg);
+        CHECK_MSG(a->secagg == cases[i].want, "case %zu: secagg %d", i, a->secagg);
+        e = fs_job_spec_encode(a);
+        CHECK(e != NULL && json_is_string(json_object_get(e, "secagg")));
+        CHECK_OK(fs_job_spec_decode(e, 1 << 28, b, &err), &err);
+        CHECK_MSG(memcmp(a, b, sizeof *a) == 0, "case %zu: the round trip differs", i);
+        json_decref(e);
+        json_decref(j);
+    }
+    /* a spec built by hand leaves the choice to the server: no member */
+    fs_job_spec_init(a, FS_ALGO_SECURE_SUM);
+    a->parties = 25;
+    a->rows = a->cols = 1;
+    a->allow_unpinned = 1;
+    {
+        json_t *e = fs_job_spec_encode(a);
+        CHECK(e != NULL && json_object_get(e, "secagg") == NULL);
+        CHECK_OK(fs_job_spec_decode(e, 1 << 28, b, &err), &err);
+        CHECK(b->secagg == FS_JOB_SECAGG_PLUS);
+        json_decref(e);
+    }
+    CHECK(fs_job_secagg_parse("plus", &mode) == 0 && mode == FS_JOB_SECAGG_PLUS);
+    CHECK(fs_job_secagg_parse("Plus", &mode) == -1 && fs_job_secagg_parse(NULL, &mode) == -1);
+    CHECK(strcmp(fs_job_secagg_name(FS_JOB_SECAGG_FULL), "full") == 0);
+    CHECK(fs_job_secagg_default(19) == FS_JOB_SECAGG_FULL);
+    CHECK(fs_job_secagg_default(20) == FS_JOB_SECAGG_PLUS);
+    /* the lib/proto configuration of each mode */
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n = 50;
+    CHECK_OK(fs_job_secagg_config(FS_JOB_SECAGG_PLUS, &cfg, &err), &err);
+    CHECK(cfg.degree == 16 && cfg.share_t == 11);
+    CHECK_OK(fs_job_secagg_config(FS_JOB_SECAGG_FULL, &cfg, &err), &err);
+    CHECK(cfg.degree == 0 && cfg.share_t == 0);
+    free(a);
+    free(b);
+}
+
 static void test_spec_fedsvd(void)
 {
     struct fs_job_spec *s = malloc(sizeof *s);
@@ -452,6 +541,7 @@ int main(void)
 {
     RUN(test_algo_names);
     RUN(test_spec_secure_sum);
+    RUN(test_spec_secagg);
     RUN(test_spec_fedsvd);
     RUN(test_spec_power);
     RUN(test_job_status);

@@ -66,6 +66,7 @@ static void test_hex(void)
     CHECK(fs_hex_decode("009fa0fg", out, 4) == -1);
     CHECK(fs_hex_decode_lower("0x9fa0ff", out, 4) == -1);
     CHECK(strcmp(fs_err_name(FS_EUNAVAILABLE), "unavailable") == 0);
+    CHECK(strcmp(fs_err_name(FS_ESTORAGE), "storage") == 0);
     CHECK(strcmp(fs_err_name(FS_EABORTED), "aborted") == 0);
 }
 

@@ -9,6 +9,7 @@
  * fedpower-utility exactly one party's noise (j's) is left in every
  * aggregate; dp-ppm's aggregated noise has variance Delta_l^2 sigma^2. */
 #include "crypto/ed25519.h"
+#include "crypto/paillier.h"
 #include "crypto/prg.h"
 #include "crypto/rand.h"
 #include "la/csr.h"
@@ -1326,6 +1327,159 @@ static void test_bad_inputs(void)
     data_free(&D);
 }
 
+/* ------------------------------------------------- resume: derived randomness */
+
+/* The party's noise, ring upload and exchange response of one sync. */
+struct sync_out {
+    uint64_t *ring;
+    size_t len;
+    int64_t *noise;
+    size_t nlen;
+    uint8_t *resp;
+    size_t rlen;
+};
+
+static void sync_out_free(struct sync_out *o)
+{
+    free(o->ring);
+    free(o->noise);
+    free(o->resp);
+    memset(o, 0, sizeof *o);
+}
+
+/* Party 1 with the given secret (NULL: the CSPRNG), resumed at iter (0:
+ * from the start), receives z after iteration iter; with sel it answers the
+ * selector too. */
+static void one_sync(const struct data *D, const struct fs_fedpower_config *cfg,
+                     const uint8_t *secret, uint32_t iter, const fs_mat *z, const uint8_t *pk,
+                     size_t pkl, const uint8_t *sel, size_t sel_len, struct sync_out *o)
+{
+    struct fs_err err = {0};
+    fs_fedpower_party *p = new_party(D, cfg, 1);
+    const uint64_t *ring;
+    const int64_t *nz;
+
+    memset(o, 0, sizeof *o);
+    if (secret != NULL) {
+        CHECK_OK(fs_fedpower_party_set_secret(p, secret, &err), &err);
+    }
+    if (iter > 0) {
+        CHECK_OK(fs_fedpower_party_resume_at(p, iter, &err), &err);
+    }
+    if (pk != NULL) {
+        CHECK_OK(fs_fedpower_party_set_exchange_key(p, pk, pkl, &err), &err);
+    }
+    CHECK_OK(fs_fedpower_party_receive(p, z, iter, &err), &err);
+    ring = fs_fedpower_party_ring_upload(p, &o->len);
+    nz = fs_fedpower_debug_party_noise(p, &o->nlen);
+    CHECK(ring != NULL && nz != NULL && o->nlen == o->len);
+    if (ring == NULL || nz == NULL) {
+        fs_fedpower_party_free(p);
+        return;
+    }
+    o->ring = malloc(o->len * sizeof *o->ring);
+    o->noise = malloc(o->nlen * sizeof *o->noise);
+    memcpy(o->ring, ring, o->len * sizeof *o->ring);
+    memcpy(o->noise, nz, o->nlen * sizeof *o->noise);
+    if (sel != NULL) {
+        o->rlen = fs_fedpower_party_exchange_size(p);
+        o->resp = malloc(o->rlen);
+        CHECK_OK(fs_fedpower_party_exchange(p, sel, sel_len, o->resp, o->rlen, &err), &err);
+    }
+    fs_fedpower_party_free(p);
+}
+
+static int same_sync(const struct sync_out *a, const struct sync_out *b)
+{
+    return a->len == b->len && a->nlen == b->nlen && a->rlen == b->rlen &&
+           memcmp(a->ring, b->ring, a->len * sizeof *a->ring) == 0 &&
+           memcmp(a->noise, b->noise, a->nlen * sizeof *a->noise) == 0 &&
+           (a->rlen == 0 || memcmp(a->resp, b->resp, a->rlen) == 0);
+}
+
+/* A party rebuilt from the same secret after a restart draws no new noise:
+ * the noise vector, the ring upload and the exchange response of a sync are
+ * byte for byte those of the first run, also when it takes up the job at a
+ * later sync (resume_at); without a secret, or with another, they differ. */
+static void test_resume_same_noise(void)
+{
+    static const uint64_t rows[3] = {40, 55, 35};
+    static const enum fs_fedpower_alg algs[2] = {FS_FEDPOWER_UTILITY, FS_FEDPOWER_DPPPM};
+    struct fs_err err = {0};
+    struct data D;
+    uint8_t secret[32];
+    uint8_t other[32];
+
+    memset(secret, 0x5e, sizeof secret);
+    memset(other, 0x5f, sizeof other);
+    gen_data(&D, 3, rows, 12, 3, LAM + 1, 1, 0, 43);
+    for (int a = 0; a < 2 && !t_case_failed; a++) {
+        struct fs_fedpower_config cfg;
+        fs_fedpower_server *s = NULL;
+        fs_paillier_pk *ppk = NULL;
+        fs_mat *z = NULL;
+        const uint8_t *pk = NULL;
+        size_t pkl = 0;
+        uint8_t *sel = NULL;
+        size_t sl = 0;
+        struct sync_out o1, o2, o3, o4;
+
+        base_cfg(&cfg, algs[a], &D, 3, 6, algs[a] == FS_FEDPOWER_DPPPM ? 1 : 2);
+        cfg.threshold = 2;
+        cfg.sigma = 0.01;
+        cfg.allow_weak_privacy = 1; /* the noise, not its calibration, is under test */
+        CHECK_OK(fs_fedpower_z0(&cfg, &z, &err), &err);
+        if (algs[a] == FS_FEDPOWER_UTILITY) {
+            mpz_t c, m;
+            CHECK_OK(fs_fedpower_server_new(&cfg, D.rows, &s, &err), &err);
+            pk = fs_fedpower_server_exchange_key(s, &pkl);
+            CHECK_OK(fs_paillier_pk_import(&ppk, pk, pkl, &err), &err);
+            sl = fs_paillier_ct_size(ppk);
+            sel = malloc(sl);
+            mpz_init_set_ui(m, 1);
+            mpz_init(c);
+            CHECK_OK(fs_paillier_encrypt(ppk, NULL, c, m, &err), &err);
+            CHECK_OK(fs_paillier_ct_export(ppk, c, sel, sl, &err), &err);
+            mpz_clear(c);
+            mpz_clear(m);
+        }
+        one_sync(&D, &cfg, secret, 0, z, pk, pkl, sel, sl, &o1);
+        one_sync(&D, &cfg, secret, 0, z, pk, pkl, sel, sl, &o2); /* the restarted party */
+        CHECK_MSG(same_sync(&o1, &o2), "%s: a rebuilt party's sync differs",
+                  fs_fedpower_alg_name(algs[a]));
+        one_sync(&D, &cfg, other, 0, z, pk, pkl, sel, sl, &o3);
+        CHECK(o3.nlen == o1.nlen && memcmp(o3.noise, o1.noise, o1.nlen * sizeof *o1.noise) != 0);
+        one_sync(&D, &cfg, NULL, 0, z, pk, pkl, sel, sl, &o4);
+        CHECK(o4.nlen == o1.nlen && memcmp(o4.noise, o1.noise, o1.nlen * sizeof *o1.noise) != 0);
+        /* taken up at the sync after iteration 2 (the Z of that broadcast is z
+         * again here: any orthonormal d x r does) */
+        sync_out_free(&o2);
+        sync_out_free(&o3);
+        {
+            fs_fedpower_party *p = new_party(&D, &cfg, 1);
+            CHECK(fs_fedpower_party_resume_at(p, 2, &err) == FS_ESTATE); /* no secret */
+            CHECK_OK(fs_fedpower_party_set_secret(p, secret, &err), &err);
+            if (cfg.sync_every == 2) {
+                CHECK(fs_fedpower_party_resume_at(p, 1, &err) == FS_ESTATE); /* not a sync */
+            }
+            fs_fedpower_party_free(p);
+        }
+        one_sync(&D, &cfg, secret, 2, z, pk, pkl, sel, sl, &o2);
+        one_sync(&D, &cfg, secret, 2, z, pk, pkl, sel, sl, &o3);
+        CHECK(same_sync(&o2, &o3));
+        CHECK(memcmp(o2.noise, o1.noise, o1.nlen * sizeof *o1.noise) != 0); /* per sync */
+        sync_out_free(&o1);
+        sync_out_free(&o2);
+        sync_out_free(&o3);
+        sync_out_free(&o4);
+        free(sel);
+        fs_paillier_pk_free(ppk);
+        fs_fedpower_server_free(s);
+        fs_mat_free(z);
+    }
+    data_free(&D);
+}
+
 int main(void)
 {
     lam_init();
@@ -1342,5 +1496,6 @@ int main(void)
     RUN(test_dppm_variance);
     RUN(test_private_noise_variance);
     RUN(test_bad_inputs);
+    RUN(test_resume_same_noise);
     return TEST_END("test_fedpower");
 }

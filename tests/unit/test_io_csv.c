@@ -269,6 +269,53 @@ static void test_gzip_broken(void)
 }
 
 /* 3000 x 784 integers (Fashion-MNIST shaped) and a few floats, timed. */
+/* Small files get small read buffers: a plain file of a few bytes, one
+ * just over the smallest buffer, and a gzip'ed file of a few KiB that
+ * expands to lines longer than its buffers (which must grow) all load. */
+static void test_small_buffers(void)
+{
+    enum { R = 40, C = 3000 };
+    size_t cap = (size_t)R * C * 2 + 64;
+    char *t = malloc(cap);
+    size_t n = 0;
+    fs_mat *m = NULL;
+    struct fs_err e = {0};
+    int same = 1;
+
+    if (t == NULL) {
+        CHECK(0);
+        return;
+    }
+    for (size_t i = 0; i < R; i++) {
+        for (size_t j = 0; j < C; j++) {
+            t[n++] = (char)('0' + (i + j) % 10);
+            t[n++] = j + 1 < C ? ',' : '\n';
+        }
+    }
+    write_gz(tpath("long.csv.gz"), t, n);
+    CHECK_OK(fs_io_load_dense(tpath("long.csv.gz"), FS_FMT_AUTO, NULL, &m, &e), &e);
+    CHECK(m != NULL && m->rows == R && m->cols == C);
+    for (size_t i = 0; m != NULL && i < R; i++) {
+        for (size_t j = 0; j < C; j++) {
+            same &= FS_MAT_AT(m, i, j) == (double)((i + j) % 10);
+        }
+    }
+    CHECK(same);
+    fs_mat_free(m);
+    m = NULL;
+    /* one 6000-byte line without a newline, plain: it fills the buffer
+     * (file size + 2, one byte kept for a NUL) */
+    write_bytes(tpath("line.csv"), (const uint8_t *)t, (size_t)C * 2);
+    CHECK_OK(fs_io_load_dense(tpath("line.csv"), FS_FMT_CSV, NULL, &m, &e), &e);
+    CHECK(m != NULL && m->rows == 1 && m->cols == C && FS_MAT_AT(m, 0, C - 1) == 9);
+    fs_mat_free(m);
+    m = NULL;
+    CHECK_OK(load_text("tiny.csv", "7\n", NULL, &m, &e), &e);
+    CHECK(m != NULL && m->rows == 1 && m->cols == 1 && m->data[0] == 7);
+    fs_mat_free(m);
+    free(t);
+}
+
 static void test_medium(void)
 {
     enum { R = 3000, C = 784 };
@@ -336,6 +383,7 @@ int main(void)
     RUN(test_malformed);
     RUN(test_caps);
     RUN(test_gzip_broken);
+    RUN(test_small_buffers);
     RUN(test_medium);
     RUN(test_fuzz);
     tdir_cleanup();

@@ -7,6 +7,7 @@
 #include "net/log.h"
 #include "net/metrics.h"
 #include "net/reply.h"
+#include "net/storage.h"
 #include "net/svc.h"
 #include "test.h"
 
@@ -19,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -297,14 +299,23 @@ static void test_problem_table(void)
         unsigned status;
         const char *slug;
     } want[] = {
-        {FS_EFORMAT, 400, "bad_request"},      {FS_EAUTH, 401, "unauthorized"},
-        {FS_EFORBIDDEN, 403, "forbidden"},     {FS_ENOTFOUND, 404, "not_found"},
-        {FS_ESTATE, 409, "not_ready"},         {FS_ECONFLICT, 409, "conflict"},
-        {FS_EABORTED, 409, "aborted"},         {FS_ERANGE, 413, "too_large"},
-        {FS_EINVAL, 422, "invalid"},           {FS_ETOOMANY, 429, "too_many_jobs"},
-        {FS_EUNAVAILABLE, 503, "unavailable"}, {FS_EIO, 500, "internal"},
-        {FS_ENOMEM, 500, "internal"},          {FS_ECRYPTO, 500, "internal"},
-        {FS_EINTERNAL, 500, "internal"},       {12345, 500, "internal"},
+        {FS_EFORMAT, 400, "bad_request"},
+        {FS_EAUTH, 401, "unauthorized"},
+        {FS_EFORBIDDEN, 403, "forbidden"},
+        {FS_ENOTFOUND, 404, "not_found"},
+        {FS_ESTATE, 409, "not_ready"},
+        {FS_ECONFLICT, 409, "conflict"},
+        {FS_EABORTED, 409, "aborted"},
+        {FS_ERANGE, 413, "too_large"},
+        {FS_EINVAL, 422, "invalid"},
+        {FS_ETOOMANY, 429, "too_many_jobs"},
+        {FS_EUNAVAILABLE, 503, "unavailable"},
+        {FS_EIO, 500, "internal"},
+        {FS_ESTORAGE, 503, "storage_unavailable"},
+        {FS_ENOMEM, 500, "internal"},
+        {FS_ECRYPTO, 500, "internal"},
+        {FS_EINTERNAL, 500, "internal"},
+        {12345, 500, "internal"},
     };
 
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
@@ -347,6 +358,75 @@ static void test_db_helpers(void)
     fs_db_unlock(db);
     fs_db_close(db);
     fs_db_close(NULL);
+}
+
+/* Disk full (a file-size limit: every write fails with EFBIG, SIGXFSZ
+ * ignored): the database helpers and the atomic file writer answer
+ * FS_ESTORAGE (a 503), nothing half-written stays, and all works again once
+ * the limit is lifted. */
+static void test_storage_errors(void)
+{
+    struct fs_err err = {0};
+    struct rlimit old;
+    struct rlimit lim;
+    struct fs_text t;
+    char path[128];
+    char blob[8192];
+    fs_db *db = NULL;
+    fs_http_metrics *m = fs_http_metrics_new(4);
+    sigset_t sigs;
+
+    CHECK(fs_io_errcode(ENOSPC) == FS_ESTORAGE && fs_io_errcode(EDQUOT) == FS_ESTORAGE &&
+          fs_io_errcode(EROFS) == FS_ESTORAGE && fs_io_errcode(EFBIG) == FS_ESTORAGE &&
+          fs_io_errcode(EACCES) == FS_EIO);
+    CHECK(fs_db_errcode(SQLITE_FULL) == FS_ESTORAGE &&
+          fs_db_errcode(SQLITE_IOERR_WRITE) == FS_ESTORAGE &&
+          fs_db_errcode(SQLITE_READONLY_DBMOVED) == FS_ESTORAGE &&
+          fs_db_errcode(SQLITE_CONSTRAINT_UNIQUE) == FS_EIO &&
+          fs_db_errcode(SQLITE_ERROR) == FS_EIO);
+    CHECK(strcmp(fs_err_name(FS_ESTORAGE), "storage") == 0);
+
+    snprintf(path, sizeof path, "%s/full.db", g_dir);
+    CHECK_OK(fs_db_open(path, "full.db", 0, "CREATE TABLE IF NOT EXISTS t (b BLOB);", &db, &err),
+             &err);
+    if (db == NULL || m == NULL || getrlimit(RLIMIT_FSIZE, &old) != 0) {
+        fs_db_close(db);
+        fs_http_metrics_free(m);
+        return;
+    }
+    memset(blob, 7, sizeof blob);
+    fs_svc_block_signals(&sigs); /* ignores SIGXFSZ */
+    pthread_sigmask(SIG_UNBLOCK, &sigs, NULL);
+    lim.rlim_cur = 0;
+    lim.rlim_max = old.rlim_max;
+    CHECK(setrlimit(RLIMIT_FSIZE, &lim) == 0);
+
+    fs_db_lock(db);
+    CHECK(fs_db_exec(db, "INSERT INTO t VALUES (zeroblob(8192));", "insert", &err) == FS_ESTORAGE);
+    CHECK_MSG(strncmp(err.msg, "full.db: insert: ", 17) == 0, "%s", err.msg);
+    fs_db_unlock(db);
+    CHECK(fs_storage_degraded() == 1 && strcmp(fs_storage_state(), "unavailable") == 0);
+    snprintf(path, sizeof path, "%s/atomic.bin", g_dir);
+    CHECK(fs_write_file_atomic(path, blob, sizeof blob, &err) == FS_ESTORAGE);
+    CHECK(access(path, F_OK) != 0 && count_prefixed(g_dir, "atomic.bin") == 0); /* no temporary */
+    CHECK(fs_storage_errors() >= 1); /* the database; a file write is noted when answered */
+    fs_text_init(&t, 1 << 16);
+    fs_http_metrics_write(m, NULL, &t);
+    CHECK(t.p != NULL && strstr(t.p, "\nfedsvd_storage_unavailable 1\n") != NULL &&
+          strstr(t.p, "\nfedsvd_storage_errors_total 0\n") == NULL);
+    fs_text_free(&t);
+
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0); /* space is back */
+    fs_db_lock(db);
+    CHECK_OK(fs_db_exec(db, "INSERT INTO t VALUES (zeroblob(8192));", "insert", &err), &err);
+    fs_db_unlock(db);
+    CHECK(fs_storage_degraded() == 0 && strcmp(fs_storage_state(), "ok") == 0);
+    CHECK_OK(fs_write_file_atomic(path, blob, sizeof blob, &err), &err);
+    fs_db_lock(db);
+    CHECK_OK(fs_db_exec(db, "PRAGMA integrity_check;", "check", &err), &err);
+    fs_db_unlock(db);
+    fs_db_close(db);
+    fs_http_metrics_free(m);
 }
 
 static void test_port_file_and_atomic_write(void)
@@ -620,6 +700,7 @@ static void test_signals_and_base_url(void)
     CHECK(sigismember(&now, SIGTERM) == 1 && sigismember(&now, SIGINT) == 1);
     CHECK(sigismember(&sigs, SIGTERM) == 1 && sigismember(&sigs, SIGINT) == 1);
     CHECK(sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN);
+    CHECK(sigaction(SIGXFSZ, NULL, &sa) == 0 && sa.sa_handler == SIG_IGN);
     CHECK(raise(SIGINT) == 0); /* blocked: stays pending until the wait */
     CHECK(fs_svc_wait_signal(&sigs) == SIGINT);
     CHECK(raise(SIGTERM) == 0);
@@ -763,6 +844,7 @@ int main(void)
     RUN(test_opts_spellings);
     RUN(test_problem_table);
     RUN(test_db_helpers);
+    RUN(test_storage_errors);
     RUN(test_port_file_and_atomic_write);
     RUN(test_mkdir_p);
     RUN(test_find_openapi);

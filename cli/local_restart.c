@@ -1,0 +1,270 @@
+/* fedsvd local --restart SERVICE@PHASE[:R]: when the job reaches the
+ * phase, SIGKILL the service and start it again on the same port with the
+ * same data directory; summary.json records each restart. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "local.h"
+#include "orch.h"
+
+/* ---- --restart: kill a service when the job reaches a phase ---- */
+
+/* Position of (phase, aggregation r) on the timeline of a job of n
+ * aggregations: per aggregation exponents, masked input (or the plain
+ * upload), consistency, unmasking, noise exchange; factorizing after the
+ * last. */
+static uint64_t timeline_pos(enum fs_job_phase ph, uint32_t r, uint32_t n)
+{
+    switch (ph) {
+    case FS_JOB_ADVERTISE:
+        return 0;
+    case FS_JOB_SHARE_KEYS:
+        return 1;
+    case FS_JOB_EXPONENTS:
+    case FS_JOB_MASKED_INPUT:
+    case FS_JOB_CONSISTENCY:
+    case FS_JOB_UNMASKING:
+        return 10 + 5 * (uint64_t)r + (uint64_t)(ph - FS_JOB_EXPONENTS);
+    case FS_JOB_PLAIN_UPLOAD:
+        return 10 + 5 * (uint64_t)r + 1;
+    case FS_JOB_NOISE_EXCHANGE:
+        return 10 + 5 * (uint64_t)r + 4;
+    case FS_JOB_FACTORIZING:
+        return 10 + 5 * (uint64_t)n;
+    default:
+        return UINT64_MAX;
+    }
+}
+
+/* The wall clock: seconds since the epoch. */
+static double wall_now(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* "2026-11-26T18:40:02.125Z" */
+static void iso8601(double t, char *buf, size_t cap)
+{
+    time_t sec = (time_t)t;
+    struct tm tm;
+    char base[24];
+
+    if (gmtime_r(&sec, &tm) == NULL || strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm) == 0) {
+        snprintf(buf, cap, "?");
+        return;
+    }
+    snprintf(buf, cap, "%s.%03dZ", base, (int)((t - (double)sec) * 1000.0) % 1000);
+}
+
+/* Where restart r fires: its phase at aggregation R (the first time: 0). */
+static uint64_t restart_target(const struct local_restart *r, uint32_t n)
+{
+    return timeline_pos(r->phase, r->round >= 0 ? (uint32_t)r->round : 0, n);
+}
+
+static struct proc *restart_proc(struct local *L, const struct local_restart *r)
+{
+    return r->agent >= 0 ? &L->agents[r->agent] : r->masker ? &L->masker : &L->server;
+}
+
+static const char *restart_name(const struct local *L, const struct local_restart *r)
+{
+    return r->agent >= 0 ? L->agents[r->agent].name : r->masker ? L->masker.name : L->server.name;
+}
+
+/* SIGKILL p, start it again on its port with its data directory and
+ * arguments, and wait until it answers /readyz. A start that exits at once
+ * (its port still held a moment) is tried again, on the same port. */
+static int kill_and_restart(struct local *L, struct proc *p, double *down_s)
+{
+    const int is_server = p == &L->server || p == &L->masker;
+    double t0 = cli_now();
+    fs_httpc *probe = NULL;
+    struct fs_err err;
+    int tries = 0, rc = CLI_OK;
+
+    fs_err_clear(&err);
+    if (local_proc_running(p)) {
+        int st = 0;
+
+        kill(p->pid, SIGKILL);
+        if (waitpid(p->pid, &st, 0) == p->pid) {
+            p->reaped = 1;
+            p->status = st;
+        }
+    }
+    if ((rc = local_start_proc(L, p, p->port, is_server)) != CLI_OK) {
+        return rc;
+    }
+    if (orch_client(&probe, p->url, NULL, 1000, 0, NULL, &err) != 0) {
+        return cli_fs_error(L->cmd, &err);
+    }
+    for (;;) {
+        struct fs_httpc_req rq;
+        struct fs_httpc_resp resp;
+        int ok;
+
+        if (local_interrupted() != 0) {
+            rc = cli_runtime_error(L->cmd, "interrupted by signal %d", local_interrupted());
+            break;
+        }
+        if (!local_proc_running(p)) {
+            char st[64];
+
+            local_describe_status(p, st, sizeof st);
+            if (++tries >= SPAWN_ATTEMPTS) {
+                rc = cli_runtime_error(L->cmd,
+                                       "--restart: %s did not start again on port %u (%s; log: "
+                                       "%s/logs/%s.log)",
+                                       p->name, (unsigned)p->port, st, L->out, p->name);
+                break;
+            }
+            orch_sleep_ms(200);
+            if ((rc = local_start_proc(L, p, p->port, is_server)) != CLI_OK) {
+                break;
+            }
+            continue;
+        }
+        if (cli_now() - t0 > READY_TIMEOUT_S) {
+            rc = cli_runtime_error(L->cmd,
+                                   "--restart: %s did not become ready again within %.0f s "
+                                   "(log: %s/logs/%s.log)",
+                                   p->name, READY_TIMEOUT_S, L->out, p->name);
+            break;
+        }
+        memset(&rq, 0, sizeof rq);
+        memset(&resp, 0, sizeof resp);
+        rq.method = "GET";
+        rq.path = "/readyz";
+        rq.retry = FS_HTTPC_RETRY_NEVER;
+        ok = fs_httpc_do(probe, &rq, &resp, &err) == 0 && resp.status == 200;
+        fs_httpc_resp_clear(&resp);
+        if (ok) {
+            break;
+        }
+        orch_sleep_ms(5);
+    }
+    fs_httpc_free(probe);
+    *down_s = cli_now() - t0;
+    return rc;
+}
+
+/* Fire every --restart whose phase the job has reached: the phase itself,
+ * or, when the polls missed it (a short phase), the first later one seen.
+ * *pause: milliseconds to the next poll while a restart is pending: none
+ * to speak of when its phase is at most two aggregations away (a small
+ * job's phases last milliseconds, the whole job less than one 50 ms poll),
+ * 10 ms when it is further; -1 when none is pending. */
+int local_fire_restarts(struct local *L, long *pause)
+{
+    const struct fs_job_status *st = L->status;
+    uint64_t now;
+
+    *pause = -1;
+    if (L->nrestarts == 0 || !st->phase_known || st->state != FS_JOB_STATE_RUNNING) {
+        return CLI_OK;
+    }
+    now = timeline_pos(st->phase_id, st->aggregation, st->aggregations);
+    for (size_t i = 0; i < L->nrestarts; i++) {
+        struct local_restart *r = &L->restarts[i];
+        uint64_t target = restart_target(r, st->aggregations);
+        struct proc *p = restart_proc(L, r);
+        char buf[160];
+        int rc;
+
+        if (r->fired) {
+            continue;
+        }
+        if (now < target) {
+            long ms = target - now <= 10 ? 1 : 10;
+            *pause = *pause < 0 || ms < *pause ? ms : *pause;
+            continue;
+        }
+        r->fired = 1;
+        r->killed_phase = st->phase_id;
+        r->killed_round = st->aggregation;
+        r->after_s = cli_now() - L->t_created;
+        r->at_epoch = wall_now();
+        if ((rc = kill_and_restart(L, p, &r->down_s)) != CLI_OK) {
+            return rc;
+        }
+        snprintf(buf, sizeof buf, "restarted %s in %s (aggregation %u), down %.2f s", p->name,
+                 fs_job_phase_name(r->killed_phase), (unsigned)r->killed_round, r->down_s);
+        orch_progress_text(&L->prog, buf);
+    }
+    return CLI_OK;
+}
+
+json_t *local_restarts_json(const struct local *L)
+{
+    json_t *a = json_array();
+    const int finished = L->status != NULL && L->status->state == FS_JOB_STATE_DONE;
+
+    for (size_t i = 0; a != NULL && i < L->nrestarts; i++) {
+        const struct local_restart *r = &L->restarts[i];
+        json_t *o = json_pack(
+            "{s:s, s:s, s:s, s:o, s:b}", "spec", r->spec, "service", restart_name(L, r), "phase",
+            fs_job_phase_name(r->phase), "aggregation",
+            r->round >= 0 ? json_integer((json_int_t)r->round) : json_null(), "fired", r->fired);
+
+        if (o == NULL) {
+            continue;
+        }
+        if (r->fired) {
+            char when[32];
+
+            iso8601(r->at_epoch, when, sizeof when);
+            json_object_set_new(o, "killed_in",
+                                json_pack("{s:s, s:I}", "phase", fs_job_phase_name(r->killed_phase),
+                                          "aggregation", (json_int_t)r->killed_round));
+            json_object_set_new(o, "late",
+                                json_boolean(r->killed_phase != r->phase ||
+                                             (r->round >= 0 && r->killed_round != r->round)));
+            json_object_set_new(o, "at", json_string(when));
+            json_object_set_new(o, "after_s", json_real(r->after_s));
+            json_object_set_new(o, "down_s", json_real(r->down_s));
+        }
+        json_object_set_new(o, "job_finished", json_boolean(finished));
+        json_array_append_new(a, o);
+    }
+    return a;
+}
+
+void local_print_restarts(const struct local *L)
+{
+    for (size_t i = 0; i < L->nrestarts; i++) {
+        const struct local_restart *r = &L->restarts[i];
+
+        if (!r->fired) {
+            printf("  --restart %s: not done, the job ended before %s\n", r->spec,
+                   fs_job_phase_name(r->phase));
+            continue;
+        }
+        printf("  --restart %s: %s killed in %s (aggregation %u) after %.2f s, down %.2f s\n",
+               r->spec, restart_name(L, r), fs_job_phase_name(r->killed_phase),
+               (unsigned)r->killed_round, r->after_s, r->down_s);
+    }
+}
+
+/* A --restart that did not happen is worth a line on stderr. */
+void local_warn_unfired(const struct local *L)
+{
+    for (size_t i = 0; i < L->nrestarts; i++) {
+        if (!L->restarts[i].fired) {
+            fprintf(stderr,
+                    "fedsvd %s: --restart %s: the job ended before %s; nothing was killed\n",
+                    L->cmd, L->restarts[i].spec, fs_job_phase_name(L->restarts[i].phase));
+        }
+    }
+}

@@ -1,0 +1,378 @@
+#!/bin/bash
+# A client agent killed (SIGKILL) in the middle of a job and restarted on the
+# same port with the same data directory resumes its participation, and the
+# job finishes with that party included: one aggregation-server and three
+# client-agents on loopback.
+#   secure-sum        agent 2 killed in consistency; the sum.npy of every
+#                     party is byte-identical to an uninterrupted run's, the
+#                     participation shows restarts 1, and agent.db and its WAL
+#                     hold neither the party token nor a key in the clear
+#   fedpower-utility  agent 1 killed in noise_exchange of sync 1 after its
+#                     noise response was written ahead: after the restart the
+#                     rebuilt response matches the recorded digest (the noise
+#                     is never drawn again), the job finishes
+#   dp-ppm            agent 1 killed in masked_input of aggregation 2: the
+#                     job finishes and the privacy ledger holds one spent
+#                     charge for the participation
+#   fedpca            (with a masking-server, `fedsvd job create`) agent 2
+#                     killed in masked_input of the SVD aggregation: its
+#                     components, singular values and mean are byte-identical
+#                     to those of an uninterrupted party of the same job (the
+#                     masks are fresh per job, so two jobs never share bytes)
+#                     and match a centralised `fedsvd svd --center`
+#   the dataset changed while the agent was down: the participation fails
+#                     with "cannot resume after restart: the dataset changed"
+# Each phase is held open by party 3, which stops there (fail_at, threshold 2,
+# allow_dropouts), so the kill lands in it.
+#
+#   tests/agent/resume_test.sh [BIN_DIR]      (default build/bin)
+# Ends with "N passed, N failed".
+set -u
+BIN=${1:-build/bin}
+for b in client-agent aggregation-server; do
+  [ -x "$BIN/$b" ] || { echo "no $BIN/$b"; echo "0 passed, 1 failed"; exit 1; }
+done
+command -v node >/dev/null || { echo "no node"; echo "0 passed, 1 failed"; exit 1; }
+JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
+T=$(mktemp -d)
+SPID=""
+APID=()
+cleanup() {
+  for p in $SPID "${APID[@]}"; do kill -TERM "$p" 2>/dev/null; done
+  for p in $SPID "${APID[@]}"; do wait "$p" 2>/dev/null; done
+  [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
+  rm -rf "$T"
+}
+trap cleanup EXIT
+pass=0
+failn=0
+check() {
+  local name=$1; shift
+  if "$@"; then pass=$((pass + 1)); echo "ok $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
+}
+
+ADMIN=admin-token-0123456789abcdefghij
+OP=operator-token-0123456789abcdefgh
+printf '%s\n' "$ADMIN" >"$T/admin.token"
+printf '%s\n' "$OP" >"$T/op.token"
+chmod 600 "$T"/*.token
+
+"$BIN/aggregation-server" --listen 127.0.0.1:0 --port-file "$T/sport" --data-dir "$T/server" \
+  --admin-token-file "$T/admin.token" --chunk-words 64 2>>"$T/server.log" &
+SPID=$!
+for _ in $(seq 200); do [ -s "$T/sport" ] && break; sleep 0.05; done
+SURL=http://127.0.0.1:$(cat "$T/sport")
+for _ in $(seq 100); do curl -sf "$SURL/readyz" >/dev/null && break; sleep 0.05; done
+check "server ready" curl -sf "$SURL/readyz" -o /dev/null
+
+# start_agent I: agent I on its port (0 the first time: --port-file picks one)
+K=3
+APORT=(0 0 0 0)
+AURL=()
+start_agent() {
+  local i=$1
+  rm -f "$T/port$i"
+  "$BIN/client-agent" --listen "127.0.0.1:${APORT[$i]}" --port-file "$T/port$i" \
+    --data-dir "$T/agent$i" --operator-token-file "$T/op.token" --poll-ms 20 --log-level debug \
+    2>>"$T/agent$i.log" &
+  APID[$i]=$!
+  for _ in $(seq 200); do [ -s "$T/port$i" ] && break; sleep 0.05; done
+  APORT[$i]=$(cat "$T/port$i")
+  AURL[$i]=http://127.0.0.1:${APORT[$i]}
+  for _ in $(seq 100); do curl -sf "${AURL[$i]}/readyz" >/dev/null && break; sleep 0.05; done
+}
+for i in $(seq 1 $K); do start_agent "$i"; done
+PINS=""
+for i in $(seq 1 $K); do
+  PINS="$PINS${PINS:+,}\"$(curl -sf -H "Authorization: Bearer $OP" "${AURL[$i]}/v1/identity" |
+    node "$JLIB" get - .fingerprint)\""
+done
+
+# data: party i holds 30 x 8 values (seeded); VB = twice the largest
+# ||M_i||_F^2 / s_i, a public bound on ||M'_i||_2
+D=8
+VB=$(node --input-type=module - "$JLIB" "$T" "$K" "$D" <<'EOF'
+import fs from 'node:fs';
+const [lib, T, K, D] = process.argv.slice(2);
+const { Rng } = await import(lib);
+const rng = new Rng(11);
+let vb = 0;
+for (let i = 1; i <= Number(K); i++) {
+  let out = '';
+  let s = 0;
+  for (let r = 0; r < 30; r++) {
+    const row = [];
+    for (let c = 0; c < Number(D); c++) {
+      const x = (rng.random() - 0.5) * (c + 1);
+      s += x * x;
+      row.push(x);
+    }
+    out += row.map(String).join(',') + '\n';
+  }
+  vb = Math.max(vb, s / 30);
+  fs.writeFileSync(`${T}/x${i}.csv`, out);
+}
+console.log((2 * vb).toPrecision(6));
+EOF
+)
+
+# start_job NAME SPEC FAIL_AT...: create the job, hand invitation i to agent i
+start_job() {
+  local name=$1 spec=$2; shift 2
+  curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' -d "$spec" \
+    "$SURL/v1/jobs" >"$T/$name.job.json"
+  node --input-type=module - "$JLIB" "$T" "$name" "$OP" "${AURL[@]:1}" -- "$@" <<'EOF'
+import fs from 'node:fs';
+const [lib, T, name, op, ...rest] = process.argv.slice(2);
+const { readJson, postJson } = await import(lib);
+const sep = rest.indexOf('--');
+const urls = rest.slice(0, sep);
+const fails = rest.slice(sep + 1);
+const job = readJson(`${T}/${name}.job.json`);
+const ids = [];
+for (const inv of job.invitations) {
+  const i = inv.party - 1;
+  const body = { invitation: inv, dataset: { path: `${T}/x${inv.party}.csv`, format: 'csv' },
+                 fail_at: (fails[i] ?? '-') === '-' ? null : fails[i] };
+  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
+}
+fs.writeFileSync(`${T}/${name}.ids.json`, JSON.stringify({ job: job.job.id, ids }));
+EOF
+}
+job_of() { node "$JLIB" get "$T/$1.ids.json" .job; }
+pid_of() { node "$JLIB" get "$T/$1.ids.json" ".ids[$2]"; } # NAME INDEX
+
+# wait_job NAME: wait (60 s) for every participation to end, then the job
+wait_job() {
+  local urls=() i=0 id
+  for id in $(node "$JLIB" get "$T/$1.ids.json" .ids | tr -d '[]"' | tr , ' '); do
+    i=$((i + 1))
+    urls+=("${AURL[$i]}/v1/participations/$id")
+  done
+  node "$JLIB" wait-done "$T/$1.parts.json" 60 "$OP" "${urls[@]}"
+  for _ in $(seq 100); do
+    curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$(job_of "$1")" >"$T/$1.status.json"
+    [ "$(node "$JLIB" get "$T/$1.status.json" .state)" != running ] && break
+    sleep 0.1
+  done
+}
+
+# in_phase NAME PHASE AGG: wait (10 s) until the job is in PHASE of aggregation AGG
+in_phase() {
+  local st job
+  job=$(job_of "$1")
+  for _ in $(seq 1000); do
+    st=$(curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$job")
+    if printf '%s' "$st" | grep -q "\"phase\": *\"$2\"" &&
+      printf '%s' "$st" | grep -q "\"aggregation\": *$3[,}]"; then
+      return 0
+    fi
+    sleep 0.01
+  done
+  return 1
+}
+
+# kill_agent I: SIGKILL agent I; restart_agent I: same port, same data dir
+kill_agent() { kill -9 "${APID[$1]}"; wait "${APID[$1]}" 2>/dev/null; }
+restart_agent() { start_agent "$1"; }
+
+job_done() { test "$(node "$JLIB" get "$T/$1.status.json" .state)" = done; }
+party_field() { node "$JLIB" get "$T/$1.parts.json" "[$2].$3"; } # NAME INDEX FIELD
+party_done() { test "$(party_field "$1" "$2" state)" = done; }
+
+# no_secret_in FILES...: the party tokens of every invitation, agent.key and
+# identity.key do not appear (as bytes) in any of the files
+no_secret_in() {
+  node --input-type=module - "$T" "$@" <<'EOF'
+import fs from 'node:fs';
+const [T, ...files] = process.argv.slice(2);
+const needles = [];
+for (const f of fs.readdirSync(T).filter((n) => n.endsWith('.job.json'))) {
+  for (const inv of JSON.parse(fs.readFileSync(`${T}/${f}`)).invitations) {
+    needles.push(Buffer.from(inv.token));
+  }
+}
+for (let i = 1; i <= 3; i++) {
+  for (const k of ['agent.key', 'identity.key']) {
+    needles.push(fs.readFileSync(`${T}/agent${i}/${k}`));
+  }
+}
+let bad = 0;
+for (const f of files) {
+  if (!fs.existsSync(f)) continue;
+  const b = fs.readFileSync(f);
+  for (const n of needles) if (b.indexOf(n) >= 0) { console.error(`secret found in ${f}`); bad++; }
+}
+process.exit(bad ? 1 : 0);
+EOF
+}
+
+SS="\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":2,\"allow_low_threshold\":true,
+  \"shape\":[30,$D],\"round_timeout_s\":3,\"join_timeout_s\":10,\"party_keys\":[$PINS]"
+
+echo "== secure-sum: uninterrupted, then agent 2 killed in consistency"
+start_job ss_ref "{$SS}"
+wait_job ss_ref
+check "secure-sum reference: job done" job_done ss_ref
+start_job ss "{$SS}" - - consistency
+check "secure-sum: the job reached consistency" in_phase ss consistency 0
+kill_agent 2
+check "secure-sum: agent.db holds no token or key while the participation runs" \
+  no_secret_in "$T/agent2/agent.db" "$T/agent2/agent.db-wal"
+check "secure-sum: agent.key is 0600" test "$(stat -c %a "$T/agent2/agent.key")" = 600
+check "secure-sum: agent.key holds 32 bytes" test "$(stat -c %s "$T/agent2/agent.key")" = 32
+check "secure-sum: no token file at rest" \
+  test -z "$(find "$T/agent2/participations" -name token)"
+restart_agent 2
+wait_job ss
+check "secure-sum: job done after the agent's restart" job_done ss
+for i in 0 1; do check "secure-sum: party $((i + 1)) done" party_done ss $i; done
+check "secure-sum: the participation counts one restart" test "$(party_field ss 1 restarts)" = 1
+check "secure-sum: the agent resumed it" grep -q '"participation resumed"' "$T/agent2.log"
+P=$(pid_of ss 1)
+PREF=$(pid_of ss_ref 1)
+check "secure-sum: party 2's sum.npy byte-identical to the uninterrupted run" \
+  cmp -s "$T/agent2/participations/$P/sum.npy" "$T/agent2/participations/$PREF/sum.npy"
+check "secure-sum: the sum holds parties 1, 2 and 3" \
+  node "$JLIB" sumcheck "$T/agent2/participations/$P/sum.npy" "$T/x1.csv" "$T/x2.csv" "$T/x3.csv"
+check "secure-sum: the ended participation's resume state is gone" \
+  no_secret_in "$T/agent2/agent.db" "$T/agent2/agent.db-wal"
+
+echo "== fedpower-utility: agent 1 killed in noise_exchange of sync 1"
+COMMON="\"parties\":$K,\"threshold\":2,\"allow_low_threshold\":true,\"cols\":$D,
+  \"party_rows\":[30,30,30],\"k\":2,\"rank\":3,\"iterations\":4,\"sync_every\":1,
+  \"round_timeout_s\":4,\"allow_dropouts\":true,\"party_keys\":[$PINS]"
+start_job util "{\"algorithm\":\"fedpower-utility\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
+  \"paillier_bits\":1024,\"allow_weak_privacy\":true}" - - noise_exchange:1
+UJOB=$(job_of util)
+# the response is written ahead before it leaves: wait for that, then kill
+resp_logged() { grep -q "message written ahead.*$UJOB/aggregations/1/noise-response" "$T/agent1.log"; }
+for _ in $(seq 1000); do resp_logged && break; sleep 0.01; done
+check "fedpower-utility: agent 1 wrote its sync-1 response ahead" resp_logged
+check "fedpower-utility: the job is in noise_exchange of sync 1" in_phase util noise_exchange 1
+kill_agent 1
+restart_agent 1
+wait_job util
+check "fedpower-utility: job done after the agent's restart" job_done util
+for i in 0 1; do check "fedpower-utility: party $((i + 1)) done" party_done util $i; done
+check "fedpower-utility: the rebuilt noise response matches the one sent (noise not drawn again)" \
+  grep -q "message matches its write-ahead digest.*$UJOB/aggregations/1/noise-response" \
+  "$T/agent1.log"
+
+echo "== dp-ppm: agent 1 killed in masked_input of aggregation 2"
+start_job dppm "{\"algorithm\":\"dp-ppm\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
+  \"allow_weak_privacy\":true}" - - masked_input:2
+check "dp-ppm: the job is in masked_input of aggregation 2" in_phase dppm masked_input 2
+kill_agent 1
+restart_agent 1
+wait_job dppm
+check "dp-ppm: job done after the agent's restart" job_done dppm
+for i in 0 1; do check "dp-ppm: party $((i + 1)) done" party_done dppm $i; done
+check "dp-ppm: the participation counts one restart" test "$(party_field dppm 0 restarts)" = 1
+P=$(pid_of dppm 0)
+curl -s -H "Authorization: Bearer $OP" "${AURL[1]}/v1/privacy-ledger" >"$T/ledger.json"
+ledger_once() {
+  node --input-type=module - "$T/ledger.json" "$P" <<'EOF'
+import fs from 'node:fs';
+const [f, id] = process.argv.slice(2);
+const j = JSON.parse(fs.readFileSync(f));
+const all = [];
+const walk = (v) => {
+  if (Array.isArray(v)) v.forEach(walk);
+  else if (v && typeof v === 'object') {
+    if (v.participation === id) all.push(v);
+    Object.values(v).forEach(walk);
+  }
+};
+walk(j);
+process.exit(all.length === 1 && all[0].state === 'spent' ? 0 : 1);
+EOF
+}
+check "dp-ppm: the privacy ledger charged the participation once (spent)" ledger_once
+
+if [ -x "$BIN/masking-server" ] && [ -x "$BIN/fedsvd" ]; then
+  echo "== fedpca: agent 2 killed in masked_input of the SVD aggregation"
+  F=$BIN/fedsvd
+  MADMIN=masking-admin-0123456789abcdefghi
+  printf '%s\n' "$MADMIN" >"$T/madmin.token"
+  chmod 600 "$T/madmin.token"
+  "$BIN/masking-server" --listen 127.0.0.1:0 --port-file "$T/mport" --data-dir "$T/masking" \
+    --admin-token-file "$T/madmin.token" 2>>"$T/masking.log" &
+  MPID=$!
+  APID+=("$MPID")
+  for _ in $(seq 200); do [ -s "$T/mport" ] && break; sleep 0.05; done
+  MURL=http://127.0.0.1:$(cat "$T/mport")
+  for _ in $(seq 100); do curl -sf "$MURL/readyz" >/dev/null && break; sleep 0.05; done
+  PKEYS=()
+  for i in $(seq 1 $K); do
+    PKEYS+=(--party-key "$i:$("$F" agent identity --agent "${AURL[$i]}" --token-file "$T/op.token")")
+  done
+  "$F" gen planted --rows 240 --cols 20 --rank 4 --noise 0.2 --seed 5 --out-dir "$T/d" --parties 3 \
+    --split 60,100,80 >/dev/null
+  "$F" svd --input "$T/d/party-1.npy" --input "$T/d/party-2.npy" --input "$T/d/party-3.npy" \
+    --center --out "$T/refc" >/dev/null
+  "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedpca --k 3 \
+    "${PKEYS[@]}" --shape 240,20 --party-sizes 60,100,80 --masking-server "$MURL" \
+    --masking-token-file "$T/madmin.token" --round-timeout 30 --out-dir "$T/pca" \
+    --format json >"$T/pca.create.json" 2>"$T/pca.create.err"
+  node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[@]:1}" <<'EOF2'
+import fs from 'node:fs';
+const [lib, T, op, ...urls] = process.argv.slice(2);
+const { readJson, postJson } = await import(lib);
+const created = readJson(`${T}/pca.create.json`);
+const ids = [];
+for (let i = 0; i < urls.length; i++) {
+  const inv = readJson(created.invitations[i]);
+  const body = { invitation: inv, dataset: { path: `${T}/d/party-${inv.party}.npy` } };
+  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
+}
+fs.writeFileSync(`${T}/pca.ids.json`, JSON.stringify({ job: created.job.id, ids }));
+EOF2
+  # the statistics round is aggregation 0, the SVD aggregation 1: once agent
+  # 2 has written its SVD exponent ahead the job cannot finish without it
+  PJOB=$(job_of pca)
+  exp_logged() { grep -q "message written ahead.*$PJOB/aggregations/1/exponent" "$T/agent2.log"; }
+  for _ in $(seq 3000); do exp_logged && break; sleep 0.01; done
+  check "fedpca: agent 2 wrote its SVD exponent ahead" exp_logged
+  kill_agent 2
+  restart_agent 2
+  wait_job pca
+  check "fedpca: job done after the agent's restart" job_done pca
+  for i in 0 1 2; do check "fedpca: party $((i + 1)) done" party_done pca $i; done
+  check "fedpca: the participation counts one restart" test "$(party_field pca 1 restarts)" = 1
+  P1=$(pid_of pca 0)
+  P2=$(pid_of pca 1)
+  for f in components singular_values mean explained_variance; do
+    check "fedpca: party 2's $f.npy byte-identical to uninterrupted party 1's" \
+      cmp -s "$T/agent2/participations/$P2/$f.npy" "$T/agent1/participations/$P1/$f.npy"
+  done
+  v=$("$F" compare --a "$T/agent2/participations/$P2/components.npy" --b "$T/refc/V.npy" \
+    --metric subspace --k 3 2>/dev/null)
+  check "fedpca: party 2's components vs fedsvd svd --center ($v)" \
+    awk -v v="$v" 'BEGIN { exit !(v != "" && v + 0 <= 1e-10) }'
+fi
+
+echo "== the dataset changed while the agent was down"
+start_job chg "{$SS}" - - consistency
+check "changed: the job reached consistency" in_phase chg consistency 0
+kill_agent 2
+cp "$T/x2.csv" "$T/x2.keep"
+sed -i '1s/^/1,/; 1s/,[^,]*$//' "$T/x2.csv"
+restart_agent 2
+P=$(pid_of chg 1)
+for _ in $(seq 100); do
+  curl -s -H "Authorization: Bearer $OP" "${AURL[2]}/v1/participations/$P" >"$T/chg.part.json"
+  [ "$(node "$JLIB" get "$T/chg.part.json" .state)" != running ] && break
+  sleep 0.05
+done
+check "changed: the participation fails with the reason" \
+  test "$(node "$JLIB" get "$T/chg.part.json" .error)" = \
+  "cannot resume after restart: the dataset changed"
+mv "$T/x2.keep" "$T/x2.csv"
+
+if [ "$failn" -gt 0 ]; then
+  grep -h '"error"\|"reason"' "$T"/*.status.json "$T"/*.parts.json 2>/dev/null | sort | uniq -c | head -n 8
+  grep -h 'cannot\|failed' "$T"/agent*.log | tail -n 8
+fi
+echo "$pass passed, $failn failed"
+[ "$failn" = 0 ]

@@ -1,0 +1,340 @@
+#!/usr/bin/env bash
+# The crash matrix: `fedsvd local --restart SERVICE@PHASE[:R]` runs in which
+# a service is killed with SIGKILL when the job enters a phase and started
+# again on its port with its data directory (docs/cli.md, "Trying the
+# system's resilience"). Each case of tests/chaos/matrix.txt (algorithm,
+# service, phase, expected outcome) is run and its outcome asserted against
+# the table:
+#   finish        the job ends done, nobody dropped, the restart fired; the
+#                 result equals the uninterrupted run's (secure-sum: cmp of
+#                 sum.npy; fedpca: every file to 1e-12 of its largest entry,
+#                 since each run draws fresh random masks), and for the DP
+#                 algorithms party 1's privacy ledger (GET /v1/privacy-ledger
+#                 on its agent, restarted on the kept data directory) holds
+#                 exactly one entry for the job, spent, counted once;
+#   fail-cleanly  the job fails with a reason (or the killed agent's
+#                 participation error) starting "cannot resume after restart:".
+# A kill that came late (the phase was over before a status poll saw it) is
+# run once more; the table shows the phase the service was really killed in.
+# Before the matrix: --restart's usage errors (exit 2, one line, the reason).
+#
+#   tests/chaos/run.sh [BIN_DIR]     (default build/bin)
+#
+# Environment: CHAOS_FULL=1 runs every case (make test-chaos), otherwise only
+# those marked quick (make test); CHAOS_ONLY=REGEX keeps the cases whose
+# "ALGORITHM SERVICE PHASE" line matches; CHAOS_ROUND_TIMEOUT (default 10)
+# is each job's --round-timeout, which bounds how long a case whose party
+# never comes back takes (an agent retries a server that is down after up to
+# 2 s, longer on a busy host), CHAOS_CASE_TIMEOUT (default 60) each run's
+# --timeout. KEEP=1 keeps the temporary directory, with the summary and the
+# services' logs of every case that failed (failed-N/). Ends with
+# "chaos: P passed, F failed".
+set -u
+BIN=${1:-build/bin}
+F=$BIN/fedsvd
+HERE=$(cd "$(dirname "$0")" && pwd)
+JLIB=$HERE/../lib/json.mjs
+MATRIX=${CHAOS_MATRIX:-$HERE/matrix.txt}
+RT=${CHAOS_ROUND_TIMEOUT:-10}
+CT=${CHAOS_CASE_TIMEOUT:-60}
+pass=0
+failn=0
+finish() {
+  echo "chaos: $pass passed, $failn failed"
+  [ "$failn" -eq 0 ]
+  exit $?
+}
+ok() {
+  pass=$((pass + 1))
+  echo "ok   $*"
+}
+bad() {
+  failn=$((failn + 1))
+  echo "FAIL $*"
+}
+for b in fedsvd aggregation-server masking-server client-agent; do
+  [ -x "$BIN/$b" ] || bad "$BIN/$b not built"
+done
+for c in node curl cmp awk; do
+  command -v "$c" >/dev/null || bad "need $c"
+done
+[ "$failn" -eq 0 ] || finish
+
+T=$(mktemp -d)
+AGENT_PID=
+cleanup() {
+  [ -n "$AGENT_PID" ] && kill -9 "$AGENT_PID" 2>/dev/null
+  [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
+  rm -rf "$T"
+}
+trap cleanup EXIT
+# fedsvd local makes its temporary directories (kept with --keep) under TMPDIR
+export TMPDIR=$T/tmp
+mkdir -p "$TMPDIR"
+
+jget() { node "$JLIB" get "$1" "$2" 2>/dev/null; }
+
+# ---- the data: 3 parties, 40 x 20 for secure-sum/fedpca, 80 x 30 for the power methods
+gen() {
+  for i in 1 2 3; do
+    "$F" gen planted --rows 40 --cols 20 --rank 5 --noise 1 --seed $((40 + i)) \
+      --out "$T/d/s-$i.npy" >/dev/null || return 1
+  done
+  "$F" gen planted --rows 240 --cols 30 --rank 3 --gap 0.1 --decay 0.9 --seed 11 \
+    --out-dir "$T/d/pw" --parties 3 >/dev/null
+}
+mkdir -p "$T/d"
+gen || { bad "fedsvd gen"; finish; }
+SPARTS=(--party "$T/d/s-1.npy" --party "$T/d/s-2.npy" --party "$T/d/s-3.npy")
+PPARTS=(--party "$T/d/pw/party-1.npy" --party "$T/d/pw/party-2.npy" --party "$T/d/pw/party-3.npy")
+
+# ARGS=(...): the fedsvd local options of algorithm $1 (all but --out); a
+# job that hangs is given up after CT seconds
+args_for() {
+  case $1 in
+    secure-sum) ARGS=(--algorithm secure-sum "${SPARTS[@]}" --round-timeout "$RT") ;;
+    fedpca) ARGS=(--algorithm fedpca --k 3 "${SPARTS[@]}" --round-timeout "$RT") ;;
+    fedpower-utility)
+      ARGS=(--algorithm fedpower-utility --k 3 --iterations 4 --sync-every 2 --epsilon 4
+        --paillier-bits 1024 "${PPARTS[@]}" --round-timeout "$RT") ;;
+    dp-ppm) ARGS=(--algorithm dp-ppm --k 3 --iterations 4 --epsilon 4 "${PPARTS[@]}"
+      --round-timeout "$RT") ;;
+    *) return 1 ;;
+  esac
+  ARGS+=(--timeout "$CT")
+}
+
+# ---- usage errors of --restart: exit 2, one line on stderr naming the reason
+usage() { # NAME EXPECTED-TEXT ALGORITHM SPEC
+  local name=$1 want=$2
+  args_for "$3"
+  rm -rf "$T/u"
+  "$F" local "${ARGS[@]}" --out "$T/u" --restart "$4" >"$T/u.out" 2>"$T/u.err"
+  local rc=$?
+  if [ "$rc" -eq 2 ] && [ "$(wc -l <"$T/u.err")" -eq 1 ] && grep -qF -- "$want" "$T/u.err" &&
+    [ ! -e "$T/u/summary.json" ]; then
+    ok "usage: $name"
+  else
+    bad "usage: $name: exit $rc, stderr: $(head -c 300 "$T/u.err")"
+  fi
+}
+echo "== --restart usage errors"
+usage "unknown service" "SERVICE must be aggregation-server, masking-server or agent-I" \
+  secure-sum bogus@masked_input
+usage "agent index out of range" "agent number: must be between 1 and 3" secure-sum \
+  agent-4@masked_input
+usage "agent-0" "agent number: must be between 1 and 3" secure-sum agent-0@masked_input
+usage "unknown phase" "unknown phase 'masked'" secure-sum agent-1@masked
+usage "phase secure-sum never enters" "a secure-sum job never enters factorizing" secure-sum \
+  aggregation-server@factorizing
+usage "noise_exchange outside fedpower-utility" "a dp-ppm job never enters noise_exchange" \
+  dp-ppm agent-1@noise_exchange
+usage "masking-server without one" "only fedsvd and fedpca use a masking-server" dp-ppm \
+  masking-server@masked_input
+usage "R on a once-per-job phase" "share_keys happens once" fedpca aggregation-server@share_keys:1
+usage "R on factorizing" "factorizing happens once, after the last aggregation" fedpca \
+  aggregation-server@factorizing:1
+usage "R not a number" "the aggregation R" dp-ppm aggregation-server@masked_input:x
+usage "no @" "expected SERVICE@PHASE[:R]" dp-ppm aggregation-server
+# known only once the job exists (5 aggregations: 4 iterations and the
+# eigenvalues), before any agent joins it
+args_for dp-ppm
+"$F" local "${ARGS[@]}" --out "$T/u5" --restart aggregation-server@masked_input:5 >"$T/u.out" \
+  2>"$T/u.err"
+rc=$?
+if [ "$rc" -eq 2 ] && [ "$(tail -n 1 "$T/u.err" | grep -cF "the job has 5 aggregations (R = 0..4)")" = 1 ] &&
+  { p=$(jget "$T/u5/summary.json" '.parties[0].participation'); [ -z "$p" ] || [ "$p" = null ]; }; then
+  ok "usage: R beyond the job's aggregations"
+else
+  bad "usage: R beyond the job's aggregations: exit $rc, $(tail -n 1 "$T/u.err")"
+fi
+"$F" local --algorithm secure-sum "${SPARTS[@]}" --out "$T/u" --restart >"$T/u.out" 2>"$T/u.err"
+[ $? -eq 2 ] && grep -q "needs a value" "$T/u.err" && ok "usage: --restart without a value" ||
+  bad "usage: --restart without a value: $(cat "$T/u.err")"
+"$F" local --help >"$T/help" 2>&1
+grep -q -- "--restart SERVICE@PHASE\[:R\]" "$T/help" && ok "--help documents --restart" ||
+  bad "--help lacks --restart"
+
+# ---- the cases
+CASES=()
+while read -r alg svc ph expect mark rest; do
+  case $alg in '' | '#'*) continue ;; esac
+  if [ -z "$expect" ] || { [ "$expect" != finish ] && [ "$expect" != fail-cleanly ]; }; then
+    bad "$MATRIX: bad line: $alg $svc $ph $expect"
+    continue
+  fi
+  if [ "${CHAOS_FULL:-0}" != 1 ] && [ "$mark" != quick ]; then continue; fi
+  if [ -n "${CHAOS_ONLY:-}" ] && ! printf '%s %s %s\n' "$alg" "$svc" "$ph" | grep -Eq -- "$CHAOS_ONLY"; then
+    continue
+  fi
+  CASES+=("$alg $svc $ph $expect")
+done <"$MATRIX"
+
+# the uninterrupted runs the lossless results are compared with
+declare -A BASE
+baseline() { # ALGORITHM
+  [ -n "${BASE[$1]:-}" ] && return 0
+  args_for "$1"
+  local t0=$SECONDS
+  if "$F" local "${ARGS[@]}" --out "$T/base-$1" >"$T/base-$1.log" 2>&1; then
+    ok "$1: uninterrupted run ($((SECONDS - t0)) s)"
+    BASE[$1]=$T/base-$1
+  else
+    bad "$1: uninterrupted run failed: $(tail -n 1 "$T/base-$1.log")"
+    BASE[$1]=none
+  fi
+}
+
+# WHY=...: empty when the files of run $2 equal the uninterrupted run of $1
+same_result() {
+  local alg=$1 out=$2 b=${BASE[$1]:-} f v
+  WHY=
+  case $alg in
+    secure-sum)
+      cmp -s "$b/sum.npy" "$out/sum.npy" || WHY="sum.npy differs from the uninterrupted run's" ;;
+    fedpca)
+      for f in components singular_values explained_variance explained_variance_ratio mean \
+        party-1/scores party-2/scores party-3/scores; do
+        v=$("$F" compare --a "$out/$f.npy" --b "$b/$f.npy" --metric maxrel 2>/dev/null)
+        if [ -z "$v" ] || ! awk -v v="$v" 'BEGIN { exit !(v + 0 <= 1e-12) }'; then
+          WHY="$f.npy: max rel. difference '${v:-missing}' from the uninterrupted run's"
+          return
+        fi
+      done ;;
+  esac
+}
+
+# WHY=...: empty when party 1's privacy ledger charged job $2 exactly once
+# (its agent started again on data directory $1/agent-1 of the kept run)
+ledger_once() {
+  local root=$1 job=$2 port i
+  WHY=
+  rm -f "$T/lport"
+  "$BIN/client-agent" --listen 127.0.0.1:0 --port-file "$T/lport" --data-dir "$root/agent-1" \
+    --token-file "$root/operator.token" 2>>"$T/ledger-agent.log" &
+  AGENT_PID=$!
+  for i in $(seq 200); do
+    [ -s "$T/lport" ] && break
+    sleep 0.02
+  done
+  port=$(cat "$T/lport" 2>/dev/null)
+  if [ -z "$port" ] ||
+    ! curl -sf -o "$T/ledger.json" -H "Authorization: Bearer $(cat "$root/operator.token")" \
+      "http://127.0.0.1:$port/v1/privacy-ledger"; then
+    WHY="GET /v1/privacy-ledger of agent-1 failed"
+  else
+    WHY=$(node -e '
+      const l = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+      const job = process.argv[2];
+      const es = [];
+      let spent = 0;
+      for (const d of l.datasets) {
+        spent += d.rho_spent;
+        for (const e of d.entries) if (e.job_id === job) es.push(e);
+      }
+      if (es.length !== 1) console.log(`${es.length} ledger entries for the job`);
+      else if (es[0].state !== "spent") console.log(`ledger entry ${es[0].state}, not spent`);
+      else if (!(Math.abs(spent - es[0].rho) <= 1e-12 * es[0].rho))
+        console.log(`rho spent ${spent}, the job costs ${es[0].rho}`);' "$T/ledger.json" "$job")
+  fi
+  kill "$AGENT_PID" 2>/dev/null
+  wait "$AGENT_PID" 2>/dev/null
+  AGENT_PID=
+}
+
+# Run one case; GOT (finish | fail-cleanly | what happened instead), KILLED, DOWN, SECS.
+run_case() { # ALGORITHM SERVICE PHASE
+  local alg=$1 svc=$2 ph=$3 out=$T/case root job state err perr fired idx f
+  rm -rf "$out"
+  args_for "$alg"
+  local t0=$SECONDS
+  "$F" local "${ARGS[@]}" --out "$out" --restart "$svc@$ph" --keep >"$T/case.out" 2>"$T/case.err"
+  local rc=$?
+  SECS=$((SECONDS - t0))
+  root=$(sed -n 's/^fedsvd local: kept \(.*\) (data dirs, tokens, logs)$/\1/p' "$T/case.err")
+  GOT= KILLED=- DOWN=- LATE=
+  idx=-1
+  case $svc in agent-*) idx=$((${svc#agent-} - 1)) ;; esac
+  # the fields of summary.json, one a line (one node process: it starts slowly on a busy host)
+  f=()
+  [ -s "$out/summary.json" ] && mapfile -t f < <(node -e '
+    let s = {};
+    try { s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); } catch (e) {}
+    const r = (s.restarts || [])[0] || {}, k = r.killed_in || {};
+    const p = (s.parties || [])[Number(process.argv[2])] || {};
+    const one = (v) => String(v === undefined || v === null ? "" : v).replace(/\n/g, " ");
+    for (const v of [r.fired, s.state, s.error, s.job_id, k.phase, k.aggregation,
+                     r.down_s === undefined ? "" : r.down_s.toFixed(2), r.late,
+                     JSON.stringify(s.dropped), p.error]) console.log(one(v));' \
+    "$out/summary.json" "$idx")
+  fired=${f[0]:-} state=${f[1]:-} err=${f[2]:-} job=${f[3]:-} perr=${f[9]:-}
+  if [ "$fired" = true ]; then
+    KILLED="${f[4]}:${f[5]}"
+    DOWN=${f[6]}
+    [ "${f[7]}" = true ] && LATE=1
+  fi
+  if [ ! -s "$out/summary.json" ]; then
+    GOT="no summary.json (exit $rc): $(tail -n 1 "$T/case.err")"
+  elif [ "$fired" != true ]; then
+    GOT="restart never fired (state $state)"
+  elif [ "$rc" -eq 0 ] && [ "$state" = done ]; then
+    if [ "${f[8]}" != "[]" ]; then
+      GOT="done without party ${f[8]}"
+    else
+      same_result "$alg" "$out"
+      if [ -z "$WHY" ] && { [ "$alg" = dp-ppm ] || [ "$alg" = fedpower-utility ]; }; then
+        if [ -n "$root" ]; then ledger_once "$root" "$job"; else WHY="no kept directory"; fi
+      fi
+      GOT=${WHY:-finish}
+    fi
+  elif [ "${err#cannot resume after restart:}" != "$err" ] ||
+    [ "${perr#cannot resume after restart:}" != "$perr" ]; then
+    GOT=fail-cleanly
+  else
+    GOT="failed: ${err:-exit $rc}${perr:+ (party: $perr)}"
+  fi
+  [ -n "$root" ] && rm -rf "$root"
+}
+
+echo "== the crash matrix (${#CASES[@]} cases$([ "${CHAOS_FULL:-0}" = 1 ] || echo ", quick part; CHAOS_FULL=1 for all"))"
+: >"$T/table"
+for c in "${CASES[@]}"; do
+  read -r alg svc ph expect <<<"$c"
+  [ "$alg" = secure-sum ] || [ "$alg" = fedpca ] && baseline "$alg"
+  if [ "${BASE[$alg]:-}" = none ]; then
+    bad "$alg $svc@$ph: no uninterrupted run to compare with"
+    printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$alg" "$svc" "$ph" "$expect" "-" "-" "-" \
+      "-" "FAIL" >>"$T/table"
+    continue
+  fi
+  run_case "$alg" "$svc" "$ph"
+  if [ -n "$LATE" ]; then
+    run_case "$alg" "$svc" "$ph" # once more: the phase may be seen this time
+  fi
+  if [ "$GOT" = "$expect" ]; then
+    verdict=ok
+    ok "$alg $svc@$ph: $GOT (killed in $KILLED, down $DOWN s, ${SECS} s)"
+  else
+    verdict=FAIL
+    nfailed=$((${nfailed:-0} + 1))
+    mv "$T/case" "$T/failed-$nfailed" 2>/dev/null
+    cp "$T/case.err" "$T/failed-$nfailed.stderr" 2>/dev/null
+    bad "$alg $svc@$ph: expected $expect, got $GOT (killed in $KILLED, ${SECS} s; KEEP=1: failed-$nfailed/)"
+  fi
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$alg" "$svc" "$ph" "$expect" \
+    "$(printf '%s' "$GOT" | cut -c1-60)" "$KILLED${LATE:+ (late)}" "$DOWN" "$SECS" "$verdict" >>"$T/table"
+done
+
+if [ -s "$T/table" ]; then
+  echo
+  echo "== crash matrix"
+  awk -F'\t' 'BEGIN { printf "%-17s %-19s %-20s %-13s %-26s %7s %5s  %s\n", "algorithm",
+      "service", "phase[:R]", "expected", "killed in", "down s", "s", "outcome" }
+    { o = $9 == "ok" ? $5 : "FAIL: " $5
+      printf "%-17s %-19s %-20s %-13s %-26s %7s %5s  %s\n", $1, $2, $3, $4, $6, $7, $8, o }' \
+    "$T/table"
+  echo
+fi
+left=$(pgrep -f -- "$TMPDIR/fedsvd-local-" | tr '\n' ' ')
+[ -z "$left" ] && ok "no service process left" || bad "processes left: $left"
+finish
