@@ -722,8 +722,12 @@ static void finish_job(agg_job *j, double at)
     struct fs_err err = {0};
     json_t *res = NULL;
     char *res_s = NULL;
-    int rc = build_result(j, &res, &err);
+    unsigned tries = 0; /* waits for storage: a full disk holds the job, it does not fail it */
+    int rc;
 
+    do {
+        rc = build_result(j, &res, &err);
+    } while (rc != 0 && agg_storage_wait(j, rc, &err, &tries));
     if (rc == 0) {
         res_s = json_dumps(res, JSON_COMPACT);
         rc = res_s == NULL ? fs_err_set(&err, FS_ENOMEM, "out of memory") : 0;

@@ -288,6 +288,40 @@ if mount -t tmpfs -o size=2m,mode=0700 tmpfs "$T/tmpfs" 2>"$T/mount.err"; then
     check "read-only result directory, writable again: the job is done with the exact sum" \
       bash -c "[ \"\$(node '$JLIB' get '$T/body' .state)\" = done ] &&
         node '$JLIB' sumcheck '$T/sum2.npy' '$T/x1.csv' '$T/x2.csv' '$T/x3.csv' >/dev/null"
+    # the same for a power-method job: its result files wait too
+    PSPEC='{"algorithm":"fedpower","parties":3,"threshold":2,"cols":3,"party_rows":[4,4,4],"k":2,"rank":2,"iterations":3,"sync_every":1,"round_timeout_s":20,"join_timeout_s":60,"allow_unpinned":true}'
+    req POST "$SURL/v1/jobs" "$ADMIN" -H 'Content-Type: application/json' --data-binary "$PSPEC"
+    cp "$T/body" "$T/job3.json"
+    JOB3=$(jget "$T/job3.json" .job.id)
+    RD=$T/server/jobs/$JOB3/result
+    mkdir -p "$RD"
+    if [ -n "$JOB3" ] && mount --bind "$RD" "$RD" && mount -o remount,bind,ro "$RD"; then
+      ROM=$RD
+      URLS=()
+      for i in 1 2 3; do
+        req POST "${AURL[$i]}/v1/participations" "$OP" -H 'Content-Type: application/json' \
+          --data-binary "$(part_body "$i" "$T/job3.json")"
+        URLS+=("${AURL[$i]}/v1/participations/$(jget "$T/body" .id)")
+      done
+      for _ in $(seq 100); do
+        [ "$(grep -c 'waiting for storage' "$T/server.log")" -ge 2 ] && break
+        sleep 0.1
+      done
+      sleep 1
+      req GET "$SURL/v1/jobs/$JOB3" "$ADMIN"
+      check "fedpower, read-only result directory: the job waits (running), logged once" \
+        bash -c "[ \"\$(node '$JLIB' get '$T/body' .state)\" = running ] &&
+          [ \$(grep -c 'waiting for storage' '$T/server.log') = 2 ]"
+      umount "$RD" && ROM=
+      node "$JLIB" wait-done "$T/parts3.json" 60 "$OP" "${URLS[@]}" >/dev/null 2>&1
+      req GET "$SURL/v1/jobs/$JOB3" "$ADMIN"
+      check "fedpower, read-only result directory, writable again: the job is done with V.npy" \
+        bash -c "[ \"\$(node '$JLIB' get '$T/body' .state)\" = done ] &&
+          curl -sf -H 'Authorization: Bearer $ADMIN' -o '$T/V3.npy' '$SURL/v1/jobs/$JOB3/result/V.npy' &&
+          [ -s '$T/V3.npy' ]"
+    else
+      echo "skip the fedpower read-only part: job $(head -c 300 "$T/body")"
+    fi
   else
     echo "skip the read-only directory part: cannot bind-mount read-only here"
   fi
