@@ -184,9 +184,12 @@ deps:
 	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else echo "deps: all Debian packages present"; fi
 
+# The two builds use every CPU unless make was given -j (CI runs plain
+# `make test`: a serial build took minutes of its time budget).
+TEST_MAKE_JOBS = $(if $(filter -j%,$(MAKEFLAGS)),,-j$(shell nproc 2>/dev/null || echo 1))
 test: deps contract-deps deploy-deps browser-deps
-	$(MAKE) all tests
-	$(MAKE) BUILD=build-asan SAN=1 all tests
+	$(MAKE) $(TEST_MAKE_JOBS) all tests
+	$(MAKE) $(TEST_MAKE_JOBS) BUILD=build-asan SAN=1 all tests
 	tests/run_all.sh
 
 # The contract tests' npm packages (pinned in tests/contract/package-lock.json),

@@ -303,8 +303,22 @@ int fs_agent_job_parse(const json_t *j, struct fs_agent_job *out, struct fs_err 
         return fs_err_set(err, FS_EFORMAT, "job.state: expected running, done or failed");
     }
     if (out->algo_known && fs_algo_is_fedsvd(out->algo)) {
+        /* a sharded job's document lists its shards under "shards" where
+         * the spec has their count: decode the parameters with the count */
+        const json_t *list = json_object_get(j, "shards");
+        json_t *copy = json_is_array(list) ? json_copy((json_t *)j) : NULL;
+
+        if (json_is_array(list) &&
+            (copy == NULL ||
+             json_object_set_new(copy, "shards", json_integer((json_int_t)json_array_size(list))) !=
+                 0)) {
+            json_decref(copy);
+            return fs_err_set(err, FS_ENOMEM, "out of memory");
+        }
         out->is_fed = 1;
-        rc = fs_job_fedsvd_decode(j, out->algo, out->parties, out->rows, out->cols, &out->fed, err);
+        rc = fs_job_fedsvd_decode(copy != NULL ? copy : j, out->algo, out->parties, out->rows,
+                                  out->cols, &out->fed, err);
+        json_decref(copy);
         if (rc != 0) {
             return fs_err_prefix(err, "job.");
         }

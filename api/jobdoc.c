@@ -213,6 +213,89 @@ static int error_member(const json_t *j, const char *what, int *has, char *buf, 
     return rc;
 }
 
+/* A pair [a, b] of integers, a <= b. */
+static int pair_member(const json_t *e, const char *what, const char *key, uint64_t *a, uint64_t *b,
+                       struct fs_err *err)
+{
+    const json_t *v = json_object_get(e, key);
+    const json_t *x;
+    const json_t *y;
+
+    if (!json_is_array(v) || json_array_size(v) != 2) {
+        return fs_err_set(err, FS_EFORMAT, "%s.%s: expected [integer, integer]", what, key);
+    }
+    x = json_array_get(v, 0);
+    y = json_array_get(v, 1);
+    if (!json_is_integer(x) || !json_is_integer(y) || json_integer_value(x) < 0 ||
+        json_integer_value(y) < 0) {
+        return fs_err_set(err, FS_EFORMAT, "%s.%s: expected two non-negative integers", what, key);
+    }
+    *a = (uint64_t)json_integer_value(x);
+    *b = (uint64_t)json_integer_value(y);
+    return 0;
+}
+
+static int shards_member(const json_t *j, struct fs_job_status *out, struct fs_err *err)
+{
+    const json_t *a = json_object_get(j, "shards");
+    size_t n;
+
+    out->nshards = 0;
+    if (a == NULL || json_is_null(a)) {
+        return 0;
+    }
+    n = json_is_array(a) ? json_array_size(a) : 0;
+    if (!json_is_array(a) || n < 2 || n > FS_JOB_MAX_SHARDS) {
+        return fs_err_set(err, FS_EFORMAT, "job.shards: expected an array of 2..%d shards",
+                          FS_JOB_MAX_SHARDS);
+    }
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(a, i);
+        struct fs_job_shard *sh = &out->shards[i];
+        uint64_t len = 0;
+        int rc;
+        if (!json_is_object(e)) {
+            return fs_err_set(err, FS_EFORMAT, "job.shards[%zu]: expected an object", i);
+        }
+        rc = u32_member(e, "job.shards[]", "shard", 1, FS_JOB_MAX_SHARDS, &sh->shard, err);
+        if (rc == 0) {
+            rc = str_member(e, "job.shards[]", "url", 1, 0, sh->url, sizeof sh->url, err);
+        }
+        if (rc == 0) {
+            rc = pair_member(e, "job.shards[]", "rows", &sh->lo, &sh->hi, err);
+        }
+        if (rc == 0) {
+            rc = pair_member(e, "job.shards[]", "words", &sh->off, &len, err);
+        }
+        if (rc != 0) {
+            return rc;
+        }
+        sh->len = len;
+        if (sh->shard != i || sh->lo >= sh->hi || len == 0 ||
+            (strncmp(sh->url, "http://", 7) != 0 && strncmp(sh->url, "https://", 8) != 0)) {
+            return fs_err_set(err, FS_EINVAL, "job.shards[%zu]: bad shard, url, rows or words", i);
+        }
+    }
+    out->nshards = (uint32_t)n;
+    return 0;
+}
+
+json_t *fs_job_shards_encode(const struct fs_job_shard *sh, uint32_t n)
+{
+    json_t *a = json_array();
+
+    for (uint32_t i = 0; a != NULL && i < n; i++) {
+        json_t *e = json_pack("{s:i, s:s, s:[I, I], s:[I, I]}", "shard", (int)sh[i].shard, "url",
+                              sh[i].url, "rows", (json_int_t)sh[i].lo, (json_int_t)sh[i].hi,
+                              "words", (json_int_t)sh[i].off, (json_int_t)sh[i].len);
+        if (e == NULL || json_array_append_new(a, e) != 0) {
+            json_decref(a);
+            a = NULL;
+        }
+    }
+    return a;
+}
+
 int fs_job_status_decode(const json_t *j, struct fs_job_status *out, struct fs_err *err)
 {
     int rc;
@@ -251,6 +334,10 @@ int fs_job_status_decode(const json_t *j, struct fs_job_status *out, struct fs_e
         (rc = str_member(j, "job", "secagg", 0, 1, out->secagg, sizeof out->secagg, err)) != 0 ||
         (rc = u32_member(j, "job", "secagg_degree", 0, FS_JOB_MAX_PARTIES, &out->secagg_degree,
                          err)) != 0) {
+        return rc;
+    }
+    rc = shards_member(j, out, err);
+    if (rc != 0) {
         return rc;
     }
     return error_member(j, "job", &out->has_error, out->error, sizeof out->error, err);

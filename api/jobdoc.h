@@ -36,6 +36,15 @@ struct fs_job_timing {
     double seconds;
 };
 
+/* One entry of a sharded job's "shards" list: where the chunks of rows
+ * [lo, hi) of X', words [off, off + len) of the aggregation vector, go. */
+struct fs_job_shard {
+    uint32_t shard; /* 0 = the coordinator (the job's own server) */
+    char url[FS_JOB_URL_MAX + 1];
+    uint64_t lo, hi;
+    uint64_t off, len;
+};
+
 /* GET /v1/jobs/{job} (schema Job): the fields a client shows and waits on. */
 struct fs_job_status {
     char id[FS_JOB_ID_MAX + 1];
@@ -66,6 +75,8 @@ struct fs_job_status {
     char created_at[40]; /* "" when absent */
     int has_error;       /* error a string (not null) */
     char error[FS_JOBDOC_TEXT_MAX];
+    uint32_t nshards; /* entries of "shards" (0 when absent: one server) */
+    struct fs_job_shard shards[FS_JOB_MAX_SHARDS];
 };
 
 /**
@@ -73,11 +84,19 @@ struct fs_job_status {
  * parties are required; threshold (1..parties), aggregation, aggregations,
  * shape, present, dropped (party ids in 1..parties, at most parties of
  * them), bytes_in, bytes_out, timings (an object of numbers),
- * deadline_in_s, created_at, name and error (string or null; longer texts
- * are cut) are checked when present and zero/empty when absent.
+ * deadline_in_s, created_at, name, error (string or null; longer texts
+ * are cut) and shards (2..FS_JOB_MAX_SHARDS entries, entry s for shard s, with
+ * an http(s) url, rows and words) are checked when present and zero/empty
+ * when absent.
  * @return 0, FS_EFORMAT, FS_EINVAL.
  */
 FS_WUR int fs_job_status_decode(const json_t *j, struct fs_job_status *out, struct fs_err *err);
+
+/**
+ * The "shards" list of a sharded job (n entries, shard s at index s; n >= 2).
+ * @return a new array, or NULL (out of memory).
+ */
+json_t *fs_job_shards_encode(const struct fs_job_shard *sh, uint32_t n);
 
 /** 1 when id is in ids[0..n). */
 int fs_job_ids_has(const uint32_t *ids, size_t n, uint32_t id);

@@ -274,7 +274,22 @@ int fs_job_fedsvd_decode(const json_t *j, enum fs_algo algo, uint32_t parties, u
     if (rc == 0) {
         rc = bool_field(j, "allow_dropouts", &out->allow_dropouts, err);
     }
-    return rc;
+    if (rc == 0) {
+        rc = int_field(j, "shards", 1, FS_JOB_MAX_SHARDS, &x, &present, err);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    out->shards = present ? (uint32_t)x : 0; /* absent: one server, as 1 */
+    if (out->shards > 1 && out->partition != FS_JOB_SAMPLES) {
+        return fs_err_set(err, FS_EFORMAT,
+                          "shards: shards need fedsvd or fedpca with the samples partition");
+    }
+    if (out->shards > rows) {
+        return fs_err_set(err, FS_EINVAL, "shards: %u shards for %llu rows (each needs a row)",
+                          out->shards, (unsigned long long)rows);
+    }
+    return 0;
 }
 
 /* Encode the fedsvd/fedpca parameters into obj. 0 or -1 (OOM). */
@@ -293,6 +308,9 @@ static int fed_encode(json_t *obj, uint32_t parties, const struct fs_job_fedsvd 
         obj, "method", json_string(f->method == FS_JOB_RANDOMIZED ? "randomized" : "exact"));
     bad |= json_object_set_new(obj, "standardize", json_boolean(f->standardize));
     bad |= json_object_set_new(obj, "allow_dropouts", json_boolean(f->allow_dropouts));
+    if (f->shards > 1) {
+        bad |= json_object_set_new(obj, "shards", json_integer((json_int_t)f->shards));
+    }
     return bad ? -1 : 0;
 }
 
@@ -910,9 +928,10 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
                                        "z0_seed",
                                        "party_keys",
                                        "allow_unpinned",
+                                       "shards",
                                        NULL};
-    static const char *const fed_keys[] = {"partition",   "party_sizes",    "k", "method",
-                                           "standardize", "allow_dropouts", NULL};
+    static const char *const fed_keys[] = {"partition",   "party_sizes",    "k",      "method",
+                                           "standardize", "allow_dropouts", "shards", NULL};
     static const char *const power_keys[] = {"cols",           "party_rows",
                                              "rank",           "iterations",
                                              "sync_every",     "align",
@@ -1031,10 +1050,21 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
         return fs_job_fedsvd_decode(j, out->algo, out->parties, out->rows, out->cols, &out->fed,
                                     err);
     }
+    if (json_object_get(j, "shards") != NULL && !json_is_null(json_object_get(j, "shards"))) {
+        long long sh = 0;
+        rc = int_field(j, "shards", 1, FS_JOB_MAX_SHARDS, &sh, NULL, err);
+        if (rc != 0) {
+            return rc;
+        }
+        if (sh > 1) {
+            return fs_err_set(err, FS_EFORMAT,
+                              "shards: shards need fedsvd or fedpca with the samples partition");
+        }
+    }
     if (fs_algo_is_power(out->algo)) {
         for (size_t i = 0; fed_keys[i] != NULL; i++) {
             if (strcmp(fed_keys[i], "k") != 0 && strcmp(fed_keys[i], "allow_dropouts") != 0 &&
-                json_object_get(j, fed_keys[i]) != NULL) {
+                strcmp(fed_keys[i], "shards") != 0 && json_object_get(j, fed_keys[i]) != NULL) {
                 return fs_err_set(err, FS_EINVAL, "%s: only for fedsvd and fedpca jobs",
                                   fed_keys[i]);
             }
@@ -1063,7 +1093,7 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
         }
     }
     for (size_t i = 0; fed_keys[i] != NULL; i++) {
-        if (json_object_get(j, fed_keys[i]) != NULL) {
+        if (strcmp(fed_keys[i], "shards") != 0 && json_object_get(j, fed_keys[i]) != NULL) {
             return fs_err_set(err, FS_EINVAL, "%s: only for fedsvd and fedpca jobs", fed_keys[i]);
         }
     }

@@ -52,7 +52,11 @@ struct fs_job_fedsvd {
     int method;                               /* enum fs_job_method (top-k only) */
     int standardize;                          /* fedpca: scale to unit variance */
     int allow_dropouts;                       /* 1: survivors' exact result; 0: fail */
+    uint32_t shards; /* aggregation servers holding row ranges of X' (samples only); 0
+                        (absent) or 1 = one server; written only when > 1 */
 };
+
+#define FS_JOB_MAX_SHARDS 16
 
 /* The parameters of a power-method job ("fedpower", "fedpower-utility",
  * "fedpower-private", "dp-ppm"; docs/wire-fedpower.md), in the job spec, in

@@ -59,7 +59,23 @@
 #             bench_ingest K N*d ... plain; `make benches` builds it)
 #   agg peak  the aggregation-server's peak resident memory (VmHWM, which
 #             includes some 15 MB of mapped shared libraries) in units of
-#             N*d*8 (target <= 1.2)
+#             N*d*8 (target <= 1.2); on the memory line also the VmHWM of an
+#             idle aggregation-server of the same build (started once, ready,
+#             no job: code, libraries, threads) and the peak above it in
+#             units of N*d*8, the part that grows with the job
+# Sharded aggregation (docs/sharding.md), only when FEDSVD_BENCH_SHARDS=S is
+# set (the documented configuration: FEDSVD_BENCH_SHARDS=4, 10 x 50000 x 1000):
+# after the table, for each configuration of FEDSVD_BENCH_SHARD_CONFIGS
+# (default 10x50000), the centralised `fedsvd svd`, an unsharded and an
+# S-shard `fedsvd local` (one run each, default threads), and a line with
+#   sharded   wall and ratio to central of both runs; the singular values of
+#             the sharded run against the unsharded ones (fedsvd compare
+#             --metric sv: max |a_i - b_i| / b_1; target <= 1e-12) and against
+#             the central SVD (its S.npy); each shard's peak resident memory
+#             (summary.json shards[].peak_rss_bytes, VmHWM of its process) in
+#             units of N*d*8 (target <= 0.35 for 4 shards), beside the
+#             unsharded aggregation-server's.
+# FEDSVD_BENCH_SHARDS_ONLY=1 skips the table (the sharded runs alone).
 # Each timed command starts after a `sync`, so no earlier command's file
 # writeback (the 80 MB and larger outputs of the runs before) runs during it.
 # Timings are noisy on a shared machine: FEDSVD_BENCH_REPEAT=R runs every
@@ -72,7 +88,8 @@
 #        FEDSVD_BENCH_FED_THREADS (BLAS threads of the federated processes, default 1),
 #        FEDSVD_BENCH_ARGS (extra `fedsvd local` options, e.g. --block-size 2048),
 #        FEDSVD_BENCH_CRIT=0 skips the one-BLAS-thread run (crit shows its
-#        figures from the wall run instead)
+#        figures from the wall run instead), FEDSVD_BENCH_SHARDS,
+#        FEDSVD_BENCH_SHARD_CONFIGS, FEDSVD_BENCH_SHARDS_ONLY (above)
 # Prints figures and ratios; asserts nothing. Exits non-zero only if a step
 # cannot run.
 set -u
@@ -100,6 +117,27 @@ trap 'rm -rf "$tmp"' EXIT
 
 now() { date +%s.%N; }
 
+# VmHWM (bytes) of an idle aggregation-server of this build, once ready
+idle_hwm() {
+    local pid kb=""
+    mkdir -p "$tmp/idle"
+    head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$tmp/idle/tok"
+    "$build/bin/aggregation-server" --listen 127.0.0.1:0 --data-dir "$tmp/idle/data" \
+        --admin-token-file "$tmp/idle/tok" --port-file "$tmp/idle/port" 2>"$tmp/idle/log" &
+    pid=$!
+    for _ in $(seq 1 100); do
+        [ -s "$tmp/idle/port" ] && break
+        sleep 0.1
+    done
+    sleep 0.5
+    kb=$(awk '/^VmHWM:/ { print $2 }' "/proc/$pid/status" 2>/dev/null)
+    kill "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null
+    echo "$((${kb:-0} * 1024))"
+}
+FEDSVD_BENCH_IDLE_HWM=$(idle_hwm)
+export FEDSVD_BENCH_IDLE_HWM
+
 echo "FedSVD with real services (fedsvd local), d = $d unless the configuration says KxNxD, power-law alpha = 1; seconds wall-clock."
 echo "crit = M + P + S in CPU seconds (user + system) of the masking-server, the slowest"
 echo "  client-agent and the aggregation-server: each process's own work, counted one after"
@@ -110,6 +148,7 @@ echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-8s %-4s %15s %6s %19s %-26s %11s %-30s %s\n' config run "central [svd]" 1-core "fed wall [job] x" \
     "crit = M + P + S  x" "up / down" "RSS mask / agg (x) / agent" "ref"
 status=0
+[ "${FEDSVD_BENCH_SHARDS_ONLY:-0}" = 1 ] && [ -n "${FEDSVD_BENCH_SHARDS:-}" ] && configs=()
 for cfg in "${configs[@]}"; do
     k=${cfg%%x*}
     rest=${cfg#*x}
@@ -248,6 +287,13 @@ console.log("         crit / central (all cores) " + (crit / central).toFixed(2)
     "; agg peak " + (aggRss / nd8).toFixed(2) + " x N*d*8 (target <= 1.2 " + mark(aggRss / nd8 <= 1.2) +
     "); ratio to central " + (wall / central).toFixed(2));
 }
+{
+  const idle = Number(process.env.FEDSVD_BENCH_IDLE_HWM || NaN);
+  console.log("         memory: agg peak " + (aggRss / 1e6).toFixed(1) + " MB = " + (aggRss / nd8).toFixed(2) +
+    " x N*d*8 (target <= 1.2 " + mark(aggRss / nd8 <= 1.2) + "); idle aggregation-server " +
+    (idle / 1e6).toFixed(1) + " MB; peak above idle " + ((aggRss - idle) / 1e6).toFixed(1) + " MB = " +
+    ((aggRss - idle) / nd8).toFixed(2) + " x N*d*8");
+}
 console.log("         wall: slowest key download " + num(ph.party_keys).toFixed(2) +
   ", server-only phases " + (num(ph.consistency) + num(ph.unmasking) + num(ph.factorizing)).toFixed(2) +
   "; rank " + s.rank + "; central svd reconstruction error " +
@@ -261,4 +307,71 @@ console.log("         wall: slowest key download " + num(ph.party_keys).toFixed(
     done
     rm -rf "$dir"
 done
+
+# ---- sharded aggregation (FEDSVD_BENCH_SHARDS=S)
+bench_shards() { # S KxN[xD]
+    local S=$1 cfg=$2 k n d rest dir t0 t1 t1s t2 t2s t3 parties=() sv svc
+    k=${cfg%%x*}
+    rest=${cfg#*x}
+    n=${rest%%x*}
+    d=${FEDSVD_BENCH_D:-1000}
+    [ "$rest" = "$n" ] || d=${rest#*x}
+    dir="$tmp/shards-$cfg"
+    mkdir -p "$dir"
+    "$fedsvd" gen powerlaw --rows "$n" --cols "$d" --seed 1 --out "$dir/x.npy" \
+        --out-dir "$dir/parts" --parties "$k" >/dev/null || return 1
+    for i in $(seq 1 "$k"); do parties+=(--party "$dir/parts/party-$i.npy"); done
+    sync
+    t0=$(now)
+    "$fedsvd" svd --input "$dir/x.npy" --out "$dir/svd" --format json >/dev/null || return 1
+    t1=$(now)
+    sync
+    t1s=$(now)
+    # shellcheck disable=SC2086
+    "$fedsvd" local --algorithm fedsvd "${parties[@]}" --out "$dir/one" --bin-dir "$build/bin" \
+        --format json $extra >/dev/null 2>"$dir/one.err" || { tail -n 3 "$dir/one.err"; return 1; }
+    t2=$(now)
+    sync
+    t2s=$(now)
+    # shellcheck disable=SC2086
+    "$fedsvd" local --algorithm fedsvd "${parties[@]}" --out "$dir/sh" --bin-dir "$build/bin" \
+        --shards "$S" --format json $extra >/dev/null 2>"$dir/sh.err" ||
+        { tail -n 3 "$dir/sh.err"; return 1; }
+    t3=$(now)
+    sv=$("$fedsvd" compare --a "$dir/sh/S.npy" --b "$dir/one/S.npy" --metric sv) || return 1
+    svc=$("$fedsvd" compare --a "$dir/sh/S.npy" --b "$dir/svd/S.npy" --metric sv) || return 1
+    node -e '
+const fs = require("fs");
+const [onef, shf, cfg, S, n, d, tc, t1, ts, sv, svc] = process.argv.slice(1);
+const one = JSON.parse(fs.readFileSync(onef, "utf8"));
+const sh = JSON.parse(fs.readFileSync(shf, "utf8"));
+const nd8 = Number(n) * Number(d) * 8;
+const mark = (ok) => (ok ? "met" : "MISSED");
+const peaks = (sh.shards || []).map((e) => e.peak_rss_bytes / nd8);
+const worst = Math.max(...peaks);
+const aggOne = (one.peak_memory_bytes || {})["aggregation-server"] / nd8;
+const lim = 1.4 / Number(S); /* 0.35 for 4 shards */
+console.log("sharded  " + cfg + " S=" + S + ": central " + Number(tc).toFixed(2) + " s; unsharded wall " +
+  Number(t1).toFixed(2) + " s (" + (t1 / tc).toFixed(2) + " x central, job " + one.seconds.job.toFixed(2) +
+  " s); sharded wall " + Number(ts).toFixed(2) + " s (" + (ts / tc).toFixed(2) + " x central, job " +
+  sh.seconds.job.toFixed(2) + " s)");
+console.log("         singular values vs unsharded " + Number(sv).toExponential(2) + " (target <= 1e-12 " +
+  mark(Number(sv) <= 1e-12) + "), vs central " + Number(svc).toExponential(2) +
+  "; per-shard peak RSS " + (sh.shards || []).map((e) => "s" + e.shard + " [" + e.rows + "] " +
+  (e.peak_rss_bytes / 1048576).toFixed(0) + " MiB = " + (e.peak_rss_bytes / nd8).toFixed(3)).join(", ") +
+  " x N*d*8 (target <= " + lim.toFixed(2) + " " + mark(worst <= lim) + "); unsharded agg peak " +
+  aggOne.toFixed(3) + " x N*d*8; phases " + Object.entries(sh.phases || {}).filter(([k]) =>
+  ["masked_input", "unmasking", "factorizing"].includes(k)).map(([k, v]) => k + " " + v.toFixed(2)).join(", ") +
+  "; load " + fs.readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" "));
+' "$dir/one/summary.json" "$dir/sh/summary.json" "$cfg" "$S" "$n" "$d" \
+        "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')" \
+        "$(awk -v a="$t1s" -v b="$t2" 'BEGIN { print b - a }')" \
+        "$(awk -v a="$t2s" -v b="$t3" 'BEGIN { print b - a }')" "$sv" "$svc" || return 1
+    rm -rf "$dir"
+}
+if [ -n "${FEDSVD_BENCH_SHARDS:-}" ]; then
+    for cfg in ${FEDSVD_BENCH_SHARD_CONFIGS:-10x50000}; do
+        bench_shards "$FEDSVD_BENCH_SHARDS" "$cfg" || { echo "$cfg: the sharded runs failed"; status=1; }
+    done
+fi
 exit "$status"

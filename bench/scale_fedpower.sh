@@ -128,6 +128,14 @@ job_seconds() {
     fi
 }
 
+# the CPU seconds of every process of a run (summary.json's processes), or "-"
+cpu_seconds() {
+    local f="$dir/runs/$1/summary.json" v
+    v=$(tr -d '\n ' <"$f" 2>/dev/null | grep -o '"cpu_seconds":[0-9.eE+-]*' | cut -d: -f2 |
+        awk '{ s += $1; n++ } END { if (n > 0) printf "%.2f\n", s }')
+    echo "${v:--}"
+}
+
 # a table line from a run's summary.json
 report() {
     local name=$1 out="$dir/runs/$1"
@@ -216,5 +224,13 @@ jf=$(job_seconds fedpower)
 ju=$(job_seconds fedpower-utility)
 if [ "$jf" != "-" ] && [ "$ju" != "-" ]; then
     awk -v f="$jf" -v u="$ju" 'BEGIN { if (f > 0) printf "  job time fedpower-utility / fedpower: %.2f (%.2f s / %.2f s)\n", u / f, u, f }'
+    # the CPU both runs used (every process, start-up included): on a busy
+    # machine the job times follow the share of the cores the runs get, the
+    # CPU seconds much less
+    cf=$(cpu_seconds fedpower)
+    cu=$(cpu_seconds fedpower-utility)
+    if [ "$cf" != "-" ] && [ "$cu" != "-" ]; then
+        awk -v f="$cf" -v u="$cu" 'BEGIN { if (f > 0) printf "  CPU seconds (all processes) fedpower-utility / fedpower: %.2f (%.2f s / %.2f s)\n", u / f, u, f }'
+    fi
 fi
 exit "$status"

@@ -63,7 +63,8 @@ static void create_help(void)
            "                         --shape N,D --party-sizes N1,N2,... [--partition P]\n"
            "                         --masking-server URL --masking-token-file F [--k K]\n"
            "                         [--method exact|randomized] [--standardize]\n"
-           "                         [--allow-dropouts] [--block-size C] [...as above]\n"
+           "                         [--allow-dropouts] [--block-size C] [--shards S]\n"
+           "                         [...as above]\n"
            "       fedsvd job create --algorithm lsa ... (text: 'fedsvd job create --algorithm\n"
            "                         lsa --help')\n"
            "       fedsvd job create --server URL --admin-token-file F --algorithm fedpower|\n"
@@ -112,6 +113,10 @@ static void create_help(void)
         "                         --masking-server)\n"
         "  --block-size C         largest diagonal block of the masks (default: the masking\n"
         "                         server's choice)\n"
+        "  --shards S             fedsvd/fedpca, samples partition: S aggregation servers\n"
+        "                         (1..16; the server and its --shard-peer servers) each hold\n"
+        "                         a row range of the masked matrix (docs/sharding.md);\n"
+        "                         default 1\n"
         "  --party-key I:FPR      pin party I's identity: FPR is the 64-hex-digit fingerprint\n"
         "                         of its client-agent ('fedsvd agent identity'); repeat for\n"
         "                         every party 1..K. Agents and the server refuse any other key\n"
@@ -503,7 +508,7 @@ static int post_job(const char *cmd, const char *server, const char *tok,
 struct create_args {
     const char *server, *tok, *alg, *parties, *shape, *thr, *rt, *jt, *name, *pub, *outdir;
     const char *format, *ca, *part, *sizes, *k, *method, *msrv, *mtok, *mpub, *block, *cols;
-    const char *secagg;
+    const char *secagg, *shards;
     int standardize, allow_dropouts, allow_unpinned, allow_low;
     const char *pkeys[CLI_LIST_MAX + 1];
     struct orch_power_opts po;
@@ -690,6 +695,9 @@ static int power_spec(const char *cmd, struct create_args *a, struct fs_job_spec
     uint64_t total = 0;
 
     a->po.k = a->k;
+    if (a->shards != NULL) {
+        return cli_usage_error(cmd, "--shards is for fedsvd and fedpca");
+    }
     if (a->tok == NULL || a->sizes == NULL || (a->cols == NULL && a->shape == NULL)) {
         return cli_usage_error(cmd, "%s needs --admin-token-file, --party-sizes and --cols",
                                a->alg);
@@ -758,10 +766,10 @@ static int sum_spec(const char *cmd, struct create_args *a, struct fs_job_spec *
         }
     } else if (a->part != NULL || a->sizes != NULL || a->k != NULL || a->method != NULL ||
                a->standardize || a->allow_dropouts || a->msrv != NULL || a->mtok != NULL ||
-               a->mpub != NULL || a->block != NULL) {
+               a->mpub != NULL || a->block != NULL || a->shards != NULL) {
         return cli_usage_error(cmd, "--partition, --party-sizes, --k, --method, --standardize, "
-                                    "--allow-dropouts, --masking-* and --block-size are for "
-                                    "fedsvd and fedpca");
+                                    "--allow-dropouts, --masking-*, --block-size and --shards "
+                                    "are for fedsvd and fedpca");
     }
     if (a->tok == NULL || (!fed && a->parties == NULL) || a->shape == NULL) {
         return cli_usage_error(
@@ -793,6 +801,13 @@ static int sum_spec(const char *cmd, struct create_args *a, struct fs_job_spec *
                                : FS_JOB_EXACT;
         spec->fed.standardize = a->standardize;
         spec->fed.allow_dropouts = a->allow_dropouts;
+        if (a->shards != NULL) {
+            size_t sh = 0;
+            if ((rc = cli_parse_size(cmd, "--shards", a->shards, 1, FS_JOB_MAX_SHARDS, &sh)) != 0) {
+                return rc;
+            }
+            spec->fed.shards = (uint32_t)sh;
+        }
     }
     if ((rc = orch_party_keys(cmd, a->pkeys, spec->parties, a->allow_unpinned, spec)) != CLI_OK) {
         return rc;
@@ -908,6 +923,7 @@ static int job_create_run(int argc, char **argv, json_t **capture)
         {"masking-token-file", CLI_OPT_VALUE, &a.mtok, NULL},
         {"masking-public-url", CLI_OPT_VALUE, &a.mpub, NULL},
         {"block-size", CLI_OPT_VALUE, &a.block, NULL},
+        {"shards", CLI_OPT_VALUE, &a.shards, NULL},
         {"cols", CLI_OPT_VALUE, &a.cols, NULL},
         {"party-key", CLI_OPT_LIST, a.pkeys, NULL},
         {"allow-unpinned", CLI_OPT_FLAG, NULL, &a.allow_unpinned},

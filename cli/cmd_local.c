@@ -62,6 +62,7 @@ static int create_job(struct local *L, json_t **invitations)
         spec->fed.method = L->randomized ? FS_JOB_RANDOMIZED : FS_JOB_EXACT;
         spec->fed.standardize = L->pca && L->standardize;
         spec->fed.allow_dropouts = L->allow_dropouts;
+        spec->fed.shards = L->shards > 1 ? (uint32_t)L->shards : 1;
     }
     rc = local_post_job(L, spec, NULL, invitations);
     free(spec);
@@ -708,6 +709,10 @@ static json_t *build_fed_summary(struct local *L, const char *error)
     json_object_set_new(mem, L->masker.name, local_hwm_json(&L->masker));
     json_array_append_new(procs, local_proc_json(&L->server));
     json_array_append_new(procs, local_proc_json(&L->masker));
+    for (size_t i = 0; L->peers != NULL && i + 1 < L->shards; i++) {
+        json_object_set_new(mem, L->peers[i].name, local_hwm_json(&L->peers[i]));
+        json_array_append_new(procs, local_proc_json(&L->peers[i]));
+    }
     for (size_t i = 0; i < L->k; i++) {
         json_array_append_new(procs, local_proc_json(&L->agents[i]));
     }
@@ -731,6 +736,12 @@ static json_t *build_fed_summary(struct local *L, const char *error)
                   "peak_memory_bytes", mem);
     if (s != NULL) {
         fed_summary_rest(L, s, files, procs);
+        if (L->test_mask_seed[0] != '\0') { /* --test-mask-seed: INSECURE, say so */
+            json_object_set_new(s, "deterministic_masks", json_true());
+        }
+        if (L->shards > 1) {
+            json_object_set_new(s, "shards", local_shards_json(L));
+        }
     }
     json_decref(procs);
     json_decref(files);
@@ -758,6 +769,14 @@ static void print_fed_text(const struct local *L, const json_t *summary)
                L->features ? "U.npy" : "V.npy", L->out, priv);
     }
     printf("  %s/summary.json (phase timings, bytes, peak memory)\n", L->out);
+    if (L->shards > 1) {
+        printf("  %zu shards, peak memory (MiB):", L->shards);
+        for (size_t i = 0; i < L->shards; i++) {
+            const struct proc *p = i == 0 ? &L->server : &L->peers[i - 1];
+            printf(" %s%.0f", i > 0 ? "/ " : "", p->hwm_kb >= 0 ? (double)p->hwm_kb / 1024 : -1.0);
+        }
+        printf("\n");
+    }
 }
 
 /*
@@ -993,7 +1012,7 @@ out:
 /* The options of fedsvd local for secure-sum, fedsvd and fedpca. */
 struct fed_args {
     const char *s_alg, *s_out, *s_thr, *s_rt, *s_timeout, *s_bin, *s_format, *s_k, *s_part;
-    const char *s_block, *s_method, *s_parties, *s_secagg;
+    const char *s_block, *s_method, *s_parties, *s_secagg, *s_shards, *s_test_seed;
     int keep, standardize, allow_dropouts, verify, allow_low;
     const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
     size_t nparty, nfail, ninput;
@@ -1071,6 +1090,16 @@ static int check_algorithm(struct local *L, const struct fed_args *a)
     }
     L->standardize = a->standardize;
     L->allow_dropouts = a->allow_dropouts;
+    if (a->s_shards != NULL) {
+        if ((rc = cli_parse_size(cmd, "--shards", a->s_shards, 1, FS_JOB_MAX_SHARDS, &L->shards)) !=
+            0) {
+            return rc;
+        }
+        if (L->shards > 1 && (!L->fed || L->features)) {
+            return cli_usage_error(cmd, "--shards needs fedsvd or fedpca with the samples "
+                                        "partition");
+        }
+    }
     return CLI_OK;
 }
 
@@ -1110,6 +1139,13 @@ static int check_options(struct local *L, struct fed_args *a)
                                    a->restart, a->nrestart)) != CLI_OK) {
         return rc;
     }
+    for (size_t i = 0; L->shards > 1 && i < L->nrestarts; i++) {
+        if (L->restarts[i].agent < 0 && !L->restarts[i].masker) {
+            /* the coordinator's peers hold the job's windows in memory only */
+            return cli_usage_error(cmd, "--restart aggregation-server is not supported with "
+                                        "--shards (agents and the masking server may restart)");
+        }
+    }
     if ((a->s_thr != NULL &&
          (rc = cli_parse_size(cmd, "--threshold", a->s_thr, 1, L->k, &L->thr)) != 0) ||
         (a->s_rt != NULL &&
@@ -1127,6 +1163,9 @@ static int check_options(struct local *L, struct fed_args *a)
     orch_progress_init(&L->prog, stderr, cmd);
     if (a->verify && !L->fed) {
         return cli_usage_error(cmd, "--verify is for fedsvd and fedpca");
+    }
+    if (a->s_test_seed != NULL) {
+        return local_parse_test_seed(L, a->s_test_seed);
     }
     return CLI_OK;
 }
@@ -1151,6 +1190,7 @@ static int prepare(struct local *L, struct fed_args *a, struct local_signals *si
           (rc = check_parties(L)) != CLI_OK || (rc = check_k(L, a->s_k)) != CLI_OK)) ||
         (rc = local_init_proc(L, &L->server, "aggregation-server", "aggregation-server")) !=
             CLI_OK ||
+        (rc = local_shards_init(L)) != CLI_OK ||
         (L->fed &&
          (rc = local_init_proc(L, &L->masker, "masking-server", "masking-server")) != CLI_OK)) {
         return rc;
@@ -1251,6 +1291,8 @@ int cmd_local(int argc, char **argv)
         {"allow-dropouts", CLI_OPT_FLAG, NULL, &a.allow_dropouts},
         {"parties", CLI_OPT_VALUE, &a.s_parties, NULL},
         {"verify", CLI_OPT_FLAG, NULL, &a.verify},
+        {"shards", CLI_OPT_VALUE, &a.s_shards, NULL},
+        {"test-mask-seed", CLI_OPT_VALUE, &a.s_test_seed, NULL},
     };
     char **rest = NULL;
     int help = 0, rc;

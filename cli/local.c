@@ -54,6 +54,10 @@ int local_start_services(struct local *L)
         rc = cli_runtime_error(L->cmd, "out of memory");
         goto out;
     }
+    /* --shards: the peers first, so that the server starts with their URLs */
+    if ((rc = local_shards_start(L)) != CLI_OK) {
+        goto out;
+    }
     ps[0] = &L->server;
     if (L->fed) {
         ps[1] = &L->masker;
@@ -261,6 +265,9 @@ static int check_children(struct local *L)
         return cli_runtime_error(L->cmd,
                                  "masking-server stopped unexpectedly (%s); see %s/logs/%s.log", st,
                                  L->out, L->masker.name);
+    }
+    if (local_shards_check(L) != CLI_OK) {
+        return CLI_ERUNTIME;
     }
     for (size_t i = 0; i < L->k; i++) {
         if (!local_proc_running(&L->agents[i])) {
@@ -689,6 +696,7 @@ void local_copy_logs(struct local *L)
     if (L->fed && (size_t)snprintf(to, sizeof to, "%s/%s.log", dir, L->masker.name) < sizeof to) {
         (void)local_copy_file(L->masker.log, to);
     }
+    local_shards_copy_logs(L, dir);
     for (size_t i = 0; i < L->k; i++) {
         if ((size_t)snprintf(to, sizeof to, "%s/%s.log", dir, L->agents[i].name) < sizeof to) {
             (void)local_copy_file(L->agents[i].log, to);
@@ -714,6 +722,7 @@ void local_free(struct local *L)
         }
     }
     fs_httpc_free(L->server.http);
+    local_shards_free(L);
     free(L->files);
     free(L->part_ids);
     free(L->agents);
@@ -772,7 +781,7 @@ int local_dropped(const struct local *L, size_t party)
 
 void local_stop(struct local *L)
 {
-    struct proc *ps[LOCAL_MAX_PARTIES + 2];
+    struct proc *ps[LOCAL_MAX_PARTIES + 2 + FS_JOB_MAX_SHARDS];
     size_t n = 0;
 
     if (L->agents == NULL) {
@@ -782,6 +791,7 @@ void local_stop(struct local *L)
         ps[n++] = &L->agents[i];
     }
     ps[n++] = &L->server;
+    n += local_shards_procs(L, ps + n);
     if (L->fed) {
         ps[n++] = &L->masker;
         L->masker_bytes_in = scrape_metric(&L->masker, "fedsvd_bytes_received_total");

@@ -124,6 +124,14 @@ struct local {
                                                  /v1/identity), read once the agents are up */
     struct local_restart *restarts;           /* --restart, nrestarts of them (NULL when none) */
     size_t nrestarts;
+    /* --test-mask-seed HEX, "" when none: INSECURE deterministic masks for
+     * reproducibility tests, handed to the masking server */
+    char test_mask_seed[132];
+    /* --shards S (local_shards.c): S - 1 peers beside the server, one peer token */
+    size_t shards;      /* 0 or 1: one aggregation server */
+    struct proc *peers; /* shards - 1 of them, NULL when not sharded */
+    char peer_tok[FS_AUTH_TOKEN_GEN_LEN + 1];
+    char peer_file[LOCAL_PATH];
 };
 
 /* Signal handlers of a run (SIGINT, SIGTERM, SIGHUP set a stop flag that
@@ -193,6 +201,13 @@ int local_parse_restarts(struct local *L, enum fs_algo algo, const char **specs,
  */
 int local_check_restart_rounds(struct local *L, uint32_t aggregations);
 
+/**
+ * --test-mask-seed HEX (fedsvd/fedpca; L->fed set): checked (2..128 hex
+ * digits, an even number) into L->test_mask_seed, with a warning on stderr
+ * that the masks are deterministic. @return CLI_OK or CLI_EUSAGE.
+ */
+int local_parse_test_seed(struct local *L, const char *hex);
+
 /** summary.json's "restarts" (new reference): one entry per --restart. */
 json_t *local_restarts_json(const struct local *L);
 
@@ -215,6 +230,8 @@ int local_copy_file(const char *from, const char *to);
 int local_proc_running(struct proc *p);
 void local_describe_status(const struct proc *p, char *buf, size_t cap);
 int local_start_proc(struct local *L, struct proc *p, uint16_t port, int is_server);
+/** 1 when p is an aggregation or masking server of the run (--shards peers included). */
+int local_is_server_proc(const struct local *L, const struct proc *p);
 int local_wait_ready(struct local *L, struct proc **ps, size_t n);
 
 /* ---- setup (local.c from here on) ---- */
@@ -310,6 +327,22 @@ void local_drop_root(struct local *L);
 
 void local_rm_rf(const char *path, int depth);
 void local_free(struct local *L);
+
+/* ---- --shards (local_shards.c) ---- */
+
+/** The peers' paths and the shared 0600 peer token file (after local_setup_root). */
+int local_shards_init(struct local *L);
+/** Start the peers and wait until they are ready (before the coordinator starts). */
+int local_shards_start(struct local *L);
+/** Put the peers into ps (room for L->shards - 1): @return how many. */
+size_t local_shards_procs(struct local *L, struct proc **ps);
+/** A peer that died. */
+int local_shards_check(struct local *L);
+/** Copy the peers' logs into dir. */
+void local_shards_copy_logs(struct local *L, const char *dir);
+/** summary.json's "shards": [{"shard", "process", "rows", "peak_rss_bytes"}] (new reference). */
+json_t *local_shards_json(const struct local *L);
+void local_shards_free(struct local *L);
 
 /* ---- summary pieces ---- */
 

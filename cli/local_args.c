@@ -212,6 +212,28 @@ int local_alloc(struct local *L, const char **fail, size_t nfail, size_t nphases
     return CLI_OK;
 }
 
+/* ---- --test-mask-seed HEX ---- */
+
+int local_parse_test_seed(struct local *L, const char *hex)
+{
+    size_t n = strlen(hex);
+
+    if (!L->fed) {
+        return cli_usage_error(L->cmd, "--test-mask-seed: only fedsvd and fedpca use a "
+                                       "masking-server (a secure sum is exact without it)");
+    }
+    if (n < 2 || n > 128 || n % 2 != 0 || strspn(hex, "0123456789abcdefABCDEF") != n) {
+        return cli_usage_error(L->cmd, "--test-mask-seed: expected an even number (2..128) of "
+                                       "hex digits");
+    }
+    memcpy(L->test_mask_seed, hex, n + 1);
+    fprintf(stderr,
+            "fedsvd %s: --test-mask-seed: INSECURE deterministic masks, for reproducibility "
+            "tests only\n",
+            L->cmd);
+    return CLI_OK;
+}
+
 /* ---- --restart SERVICE@PHASE[:R] ---- */
 
 int local_take_restarts(const char *cmd, int *argc, char **argv, const char **specs, size_t *n)

@@ -32,6 +32,37 @@ static void power_help(void)
            "  deployment agrees on a public bound instead).\n");
 }
 
+/* The options that crash parties or services, and the test seed that makes
+ * such runs comparable bit for bit. */
+static void local_help_restart(void)
+{
+    printf("  --fail-party I:PHASE testing aid: party I (1-based, in --party order) stops just\n"
+           "                       before sending its message of PHASE, as if it had crashed;\n"
+           "                       PHASE is advertise_keys, share_keys, masked_input,\n"
+           "                       consistency or unmasking (power methods also\n"
+           "                       noise_exchange, plain_upload); may be repeated\n"
+           "  --restart SERVICE@PHASE[:R]  try the system's resilience: when the job enters\n"
+           "                       PHASE (of aggregation R, 0-based, the job status's\n"
+           "                       \"aggregation\"; default: the first time), SIGKILL the\n"
+           "                       SERVICE (aggregation-server, masking-server or agent-I,\n"
+           "                       I = 1-based party) and start it again on its port with\n"
+           "                       its data directory, wait until it is ready, and go on;\n"
+           "                       PHASE is a job phase: waiting_for_parties, share_keys,\n"
+           "                       exponents, masked_input, consistency, unmasking,\n"
+           "                       factorizing, noise_exchange or plain_upload (one the\n"
+           "                       algorithm enters). A phase too short to be seen is\n"
+           "                       caught in the next one (summary.json: restarts, with\n"
+           "                       the phase it was killed in and the seconds it was\n"
+           "                       down); may be repeated\n"
+           "  --test-mask-seed HEX fedsvd/fedpca, for reproducibility tests only; never in\n"
+           "                       production: the masking server derives every mask from\n"
+           "                       HEX (2..128 hex digits) instead of drawing it at random\n"
+           "                       (--insecure-test-mask-seed), so two runs with the same\n"
+           "                       HEX, data and OPENBLAS_NUM_THREADS, with or without\n"
+           "                       --restart, give byte-identical result files (not\n"
+           "                       with the randomized top-k, whose sketch is random)\n");
+}
+
 void local_help(void)
 {
     printf("Usage: fedsvd local --algorithm secure-sum --party FILE --party FILE [...] --out DIR\n"
@@ -42,7 +73,8 @@ void local_help(void)
            "       fedsvd local --algorithm fedsvd|fedpca (--party FILE... | --input FILE...\n"
            "                    --parties K) --out DIR [--k K] [--partition samples|features]\n"
            "                    [--block-size C] [--standardize] [--method exact|randomized]\n"
-           "                    [--allow-dropouts] [--verify] [...the options above]\n"
+           "                    [--allow-dropouts] [--verify] [--shards S]\n"
+           "                    [--test-mask-seed HEX] [...the options above]\n"
            "       fedsvd local --algorithm fedpower|fedpower-utility|fedpower-private|dp-ppm\n"
            "                    --party FILE... --out DIR --k K [--reference V.npy]\n"
            "                    [...the power-method options below]\n"
@@ -88,26 +120,10 @@ void local_help(void)
            "  --round-timeout S    seconds (integer) a round, and joining, waits for missing\n"
            "                       parties before counting them as dropped (default 5;\n"
            "                       fedsvd/fedpca 300: rounds close as soon as all are in;\n"
-           "                       joining, with the key download, waits at least 60)\n"
-           "  --fail-party I:PHASE testing aid: party I (1-based, in --party order) stops just\n"
-           "                       before sending its message of PHASE, as if it had crashed;\n"
-           "                       PHASE is advertise_keys, share_keys, masked_input,\n"
-           "                       consistency or unmasking (power methods also\n"
-           "                       noise_exchange, plain_upload); may be repeated\n"
-           "  --restart SERVICE@PHASE[:R]  try the system's resilience: when the job enters\n"
-           "                       PHASE (of aggregation R, 0-based, the job status's\n"
-           "                       \"aggregation\"; default: the first time), SIGKILL the\n"
-           "                       SERVICE (aggregation-server, masking-server or agent-I,\n"
-           "                       I = 1-based party) and start it again on its port with\n"
-           "                       its data directory, wait until it is ready, and go on;\n"
-           "                       PHASE is a job phase: waiting_for_parties, share_keys,\n"
-           "                       exponents, masked_input, consistency, unmasking,\n"
-           "                       factorizing, noise_exchange or plain_upload (one the\n"
-           "                       algorithm enters). A phase too short to be seen is\n"
-           "                       caught in the next one (summary.json: restarts, with\n"
-           "                       the phase it was killed in and the seconds it was\n"
-           "                       down); may be repeated\n"
-           "  --k K                fedsvd/fedpca: the top K (default: all min(N, d))\n"
+           "                       joining, with the key download, waits at least 60)\n",
+           LOCAL_MAX_PARTIES);
+    local_help_restart();
+    printf("  --k K                fedsvd/fedpca: the top K (default: all min(N, d))\n"
            "  --partition P        samples (default: parties hold rows) or features (columns)\n"
            "  --block-size C       largest diagonal block of the masks (default: the masking\n"
            "                       server's); keep it >= the shared dimension\n"
@@ -116,7 +132,13 @@ void local_help(void)
            "  --allow-dropouts     a party lost before its data is in gives the exact result\n"
            "                       of the others (default: the job fails cleanly)\n"
            "  --verify             compare with a LAPACK SVD of the pooled matrix; the figures\n"
-           "                       go to summary.json (verification)\n"
+           "                       go to summary.json (verification)\n");
+    printf("  --shards S           fedsvd/fedpca, samples partition: S aggregation-server\n"
+           "                       processes (1..16), the job's server and S-1 shard peers\n"
+           "                       (--shard-peer, one 0600 peer token file), each holding a\n"
+           "                       row range of the masked matrix (docs/sharding.md);\n"
+           "                       summary.json: shards, each one's rows and peak memory.\n"
+           "                       Not with --restart\n"
            "  --timeout S          give up on the whole run after S seconds (default 600)\n"
            "  --keep               keep the temporary directory (data dirs, tokens, logs)\n"
            "                       and print where it is\n"
@@ -124,8 +146,7 @@ void local_help(void)
            "                       fedsvd binary)\n"
            "  --format F           text (default) or json (summary.json on one line)\n"
            "  -h, --help           show this text\n"
-           "\n",
-           LOCAL_MAX_PARTIES);
+           "\n");
     power_help();
     printf("\n"
            "Examples:\n"

@@ -351,11 +351,45 @@ int local_init_proc(struct local *L, struct proc *p, const char *name, const cha
     return make_dir(L->cmd, p->dir);
 }
 
+/* ---- --shards: which processes are servers, the servers' shard flags ---- */
+
+int local_is_server_proc(const struct local *L, const struct proc *p)
+{
+    if (p == &L->server || p == &L->masker) {
+        return 1;
+    }
+    for (size_t i = 0; L->peers != NULL && i + 1 < L->shards; i++) {
+        if (p == &L->peers[i]) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* Append a server's --shards flags (the peer token; the coordinator's
+ * --shard-peer list) to argv[n..cap): @return the new n. */
+static int local_shards_args(const struct local *L, const struct proc *p, char **argv, int n,
+                             int cap)
+{
+    if (L->shards <= 1 || p == &L->masker || !local_is_server_proc(L, p)) {
+        return n;
+    }
+    if (n + 2 < cap) {
+        argv[n++] = (char *)"--peer-token-file";
+        argv[n++] = (char *)L->peer_file;
+    }
+    for (size_t i = 0; p == &L->server && i + 1 < L->shards && n + 2 < cap; i++) {
+        argv[n++] = (char *)"--shard-peer";
+        argv[n++] = (char *)L->peers[i].url;
+    }
+    return n;
+}
+
 /* Start p on `port`: argv per service (each service's --help flags). */
 int local_start_proc(struct local *L, struct proc *p, uint16_t port, int is_server)
 {
     char listen[32], why[256], conc[16];
-    char *argv[16];
+    char *argv[64];
     int n = 0;
 
     snprintf(listen, sizeof listen, "127.0.0.1:%u", (unsigned)port);
@@ -389,6 +423,8 @@ int local_start_proc(struct local *L, struct proc *p, uint16_t port, int is_serv
         argv[n++] = (char *)"--keygen-concurrency";
         argv[n++] = conc;
     }
+    /* --shards: the peer token, and the coordinator's --shard-peer list */
+    n = local_shards_args(L, p, argv, n, (int)(sizeof argv / sizeof argv[0]) - 1);
     argv[n] = NULL;
     p->port = port;
     p->pid = 0;
@@ -408,9 +444,17 @@ int local_start_proc(struct local *L, struct proc *p, uint16_t port, int is_serv
     if (one_blas) {
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
     }
+    /* --test-mask-seed: in the masking server's environment only (not argv) */
+    int test_seed = p == &L->masker && L->test_mask_seed[0] != '\0';
+    if (test_seed) {
+        setenv("FEDSVD_INSECURE_TEST_MASK_SEED", L->test_mask_seed, 1);
+    }
     p->pid = spawn(argv, p->log, why, sizeof why);
     if (one_blas) {
         unsetenv("OPENBLAS_NUM_THREADS");
+    }
+    if (test_seed) {
+        unsetenv("FEDSVD_INSECURE_TEST_MASK_SEED");
     }
     if (p->pid < 0) {
         p->pid = 0;
@@ -477,8 +521,8 @@ int local_wait_ready(struct local *L, struct proc **ps, size_t n)
                     rc = cli_runtime_error(L->cmd, "cannot find a free port: %s", strerror(errno));
                     goto out;
                 }
-                if ((rc = local_start_proc(L, ps[i], port,
-                                           ps[i] == &L->server || ps[i] == &L->masker)) != CLI_OK) {
+                if ((rc = local_start_proc(L, ps[i], port, local_is_server_proc(L, ps[i]))) !=
+                    CLI_OK) {
                     goto out;
                 }
                 continue;

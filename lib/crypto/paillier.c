@@ -819,23 +819,38 @@ int fs_paillier_rerandomize(const fs_paillier_pk *pk, const fs_paillier_djn *djn
     return rc;
 }
 
+/* The _det variants: this thread's randomness (rand_bits) comes from
+ * AES-256-CTR under key until det_leave. */
+static int det_enter(const uint8_t key[32], const char *what, fs_prg **prg, struct fs_err *err)
+{
+    int rc;
+
+    if (key == NULL) {
+        return fs_err_set(err, FS_EINVAL, "paillier: NULL %s", what);
+    }
+    rc = fs_prg_new(prg, key, NULL, err);
+    if (rc == 0) {
+        tl_prg = *prg;
+    }
+    return rc;
+}
+
+static void det_leave(fs_prg *prg)
+{
+    tl_prg = NULL;
+    fs_prg_free(prg);
+}
+
 int fs_paillier_djn_new_det(fs_paillier_djn **out, const fs_paillier_pk *pk, unsigned exp_bits,
                             unsigned window_bits, const uint8_t key[32], struct fs_err *err)
 {
     fs_prg *prg = NULL;
-    int rc;
+    int rc = det_enter(key, "DJN key", &prg, err);
 
-    if (key == NULL) {
-        return fs_err_set(err, FS_EINVAL, "paillier: NULL DJN key");
+    if (rc == 0) {
+        rc = fs_paillier_djn_new(out, pk, exp_bits, window_bits, err);
+        det_leave(prg);
     }
-    rc = fs_prg_new(&prg, key, NULL, err);
-    if (rc != 0) {
-        return rc;
-    }
-    tl_prg = prg;
-    rc = fs_paillier_djn_new(out, pk, exp_bits, window_bits, err);
-    tl_prg = NULL;
-    fs_prg_free(prg);
     return rc;
 }
 
@@ -843,19 +858,12 @@ int fs_paillier_rerandomize_det(const fs_paillier_pk *pk, const fs_paillier_djn 
                                 const mpz_t c, const uint8_t key[32], struct fs_err *err)
 {
     fs_prg *prg = NULL;
-    int rc;
+    int rc = det_enter(key, "re-randomizer key", &prg, err);
 
-    if (key == NULL) {
-        return fs_err_set(err, FS_EINVAL, "paillier: NULL re-randomizer key");
+    if (rc == 0) {
+        rc = fs_paillier_rerandomize(pk, djn, out, c, err);
+        det_leave(prg);
     }
-    rc = fs_prg_new(&prg, key, NULL, err);
-    if (rc != 0) {
-        return rc;
-    }
-    tl_prg = prg;
-    rc = fs_paillier_rerandomize(pk, djn, out, c, err);
-    tl_prg = NULL;
-    fs_prg_free(prg);
     return rc;
 }
 
@@ -948,6 +956,98 @@ out:
     secret_clear(mq);
     secret_clear(t);
     return rc;
+}
+
+/* One CRT half of fs_paillier_decrypt_packed (prime x), on its own thread. */
+struct packed_half {
+    const fs_paillier_sk *sk;
+    const mpz_srcptr *c;
+    size_t cnt;
+    unsigned shift;
+    int q; /* 0: p, 1: q */
+    mpz_t mx;
+    int rc;
+};
+
+static void *packed_half_main(void *arg)
+{
+    struct packed_half *h = arg;
+    const fs_paillier_sk *sk = h->sk;
+    mpz_srcptr x = h->q ? sk->q : sk->p;
+    mpz_srcptr x2 = h->q ? sk->q2 : sk->p2;
+    mpz_t acc;
+    mpz_t e;
+    mpz_t t;
+
+    mpz_init_set_ui(acc, 1);
+    mpz_init(e);
+    mpz_init(t);
+    mpz_setbit(e, h->shift);
+    for (size_t i = h->cnt; i-- > 0;) {
+        if (i + 1 < h->cnt) {
+            mpz_powm_sec(acc, acc, e, x2); /* (the modulus is secret) */
+        }
+        mpz_mod(t, h->c[i], x2);
+        mpz_mul(acc, acc, t);
+        mpz_mod(acc, acc, x2);
+    }
+    h->rc = crt_half(h->mx, acc, x, x2, h->q ? sk->qm1 : sk->pm1, h->q ? sk->hq : sk->hp, t);
+    secret_clear(acc);
+    secret_clear(t);
+    mpz_clear(e);
+    return NULL;
+}
+
+int fs_paillier_decrypt_packed(const fs_paillier_sk *sk, mpz_t m, const mpz_srcptr *c, size_t cnt,
+                               unsigned shift, struct fs_err *err)
+{
+    struct packed_half h[2];
+    pthread_t th;
+    int threaded;
+    mpz_t t;
+
+    if (cnt < 1 || cnt > 64 || shift < 1 || shift > sk->pub.bits) {
+        return fs_err_set(err, FS_EINVAL, "paillier: packed decryption of %zu ciphertexts", cnt);
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        if (!ct_in_range(&sk->pub, c[i])) {
+            return fs_err_set(err, FS_EINVAL, "paillier: ciphertext out of range");
+        }
+    }
+    for (int k = 0; k < 2; k++) {
+        h[k].sk = sk;
+        h[k].c = c;
+        h[k].cnt = cnt;
+        h[k].shift = shift;
+        h[k].q = k;
+        h[k].rc = 0;
+        mpz_init(h[k].mx);
+    }
+    /* the p half on a second thread (or here, if none can start) */
+    threaded = pthread_create(&th, NULL, packed_half_main, &h[0]) == 0;
+    if (!threaded) {
+        packed_half_main(&h[0]);
+    }
+    packed_half_main(&h[1]);
+    if (threaded) {
+        pthread_join(th, NULL);
+    }
+    mpz_init(t);
+    if (h[0].rc == 0 && h[1].rc == 0) {
+        /* Garner, as fs_paillier_decrypt */
+        mpz_sub(t, h[0].mx, h[1].mx);
+        mpz_mul(t, t, sk->qinv);
+        mpz_mod(t, t, sk->p);
+        mpz_mul(t, t, sk->q);
+        mpz_add(m, t, h[1].mx);
+    }
+    secret_clear(t);
+    secret_clear(h[0].mx);
+    secret_clear(h[1].mx);
+    if (h[0].rc != 0 || h[1].rc != 0) {
+        return fs_err_set(err, FS_EINVAL, "paillier: ciphertext not invertible");
+    }
+    return 0;
 }
 
 int fs_paillier_decrypt_nocrt(const fs_paillier_sk *sk, mpz_t m, const mpz_t c, struct fs_err *err)

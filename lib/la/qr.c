@@ -2,6 +2,7 @@
 
 #include <lapacke.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "la_internal.h"
 
@@ -91,5 +92,68 @@ int fs_qr_orth(fs_mat *a, fs_mat *r_or_null, struct fs_err *err)
 out:
     free(neg);
     free(tau);
+    return rc;
+}
+
+/* Panel width of dgeqrt. */
+#define QR_NB 64
+
+/* After the QR of a: R (its upper triangle, r rows) moves to the first r n
+ * words with ld r, the rest of an owned buffer goes back to the system. */
+static void keep_r(fs_mat *a)
+{
+    size_t n = a->cols;
+    size_t r = a->rows < n ? a->rows : n;
+    double *d = a->data;
+
+    for (size_t j = 0; j < n; j++) {
+        size_t keep = j + 1 < r ? j + 1 : r;
+        /* column j moves from j*ld to j*r <= j*ld: forward order is safe */
+        memmove(d + j * r, d + j * a->ld, keep * sizeof *d);
+        memset(d + j * r + keep, 0, (r - keep) * sizeof *d);
+    }
+    if (a->owns && a->ld > r) {
+        double *shrunk = realloc(d, r * n * sizeof *d);
+        if (shrunk != NULL) {
+            a->data = shrunk;
+        }
+    }
+    a->rows = r;
+    a->ld = r;
+}
+
+int fs_qr_keep_r(fs_mat *a, struct fs_err *err)
+{
+    fs_mat *tw = NULL; /* T (nb x r) then the workspace (nb x n) */
+    size_t m;
+    size_t n;
+    size_t nb;
+    lapack_int info;
+    int rc = 0;
+
+    if (!la_mat_ok(a) || a->rows == 0 || a->cols == 0) {
+        return fs_err_set(err, FS_EINVAL, "qr: invalid matrix");
+    }
+    if (!la_mat_fits_int(a)) {
+        return fs_err_set(err, FS_ERANGE, "qr: dimension exceeds the LAPACK int range");
+    }
+    m = a->rows;
+    n = a->cols;
+    nb = m < n ? m : n;
+    nb = nb < QR_NB ? nb : QR_NB;
+    tw = fs_mat_new_uninit(nb, 2 * n);
+    if (tw == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "qr: out of memory for the QR of %zux%zu", m, n);
+    }
+    info =
+        LAPACKE_dgeqrt_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, (lapack_int)nb, a->data,
+                            (lapack_int)a->ld, tw->data, (lapack_int)nb, tw->data + nb * n);
+    if (info != 0) {
+        rc = lapack_fail(err, "dgeqrt", info);
+    } else {
+        keep_r(a);
+    }
+    fs_mat_wipe(tw);
+    fs_mat_free(tw);
     return rc;
 }

@@ -90,6 +90,14 @@ struct fs_http_server {
     pthread_t watchdog;
     int have_watchdog;
     int wd_stop;
+    /* long polls: the parked (suspended) requests and the thread that wakes them */
+    pthread_mutex_t pmu;
+    pthread_cond_t pcv;
+    struct fs_http_req *parked;
+    pthread_t parker;
+    int have_parker;
+    int pk_stop; /* no more parking: wake every parked request now */
+    int pk_exit; /* the parker thread ends */
 };
 
 struct fs_http_resp {
@@ -134,6 +142,13 @@ struct fs_http_req {
     void (*user_free)(void *);
     struct fs_http_resp resp;
     struct timespec t0;
+    /* long poll (fs_http_req_park) */
+    int (*pk_ready)(void *ctx);
+    void *pk_ctx;
+    int64_t pk_until_ms;
+    int pk_want;    /* the handler asked to park the request */
+    int pk_resumed; /* the wait is over: the handler runs again and answers */
+    struct fs_http_req *pk_next;
 };
 
 /* ------------------------------------------------------------------ config */
@@ -1150,13 +1165,26 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
 /* Every 100 ms: shut down the connections whose request is past its
  * deadline; libmicrohttpd then sees the end of the stream and closes them. */
+/* Wait on cv (CLOCK_MONOTONIC, mu held) at most ms milliseconds (< 1000). */
+static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    ts.tv_nsec += ms * 1000 * 1000;
+    if (ts.tv_nsec >= 1000 * 1000 * 1000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000 * 1000 * 1000;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
+
 static void *watchdog_main(void *arg)
 {
     fs_http_server *s = arg;
 
     pthread_mutex_lock(&s->tmu);
     while (!s->wd_stop) {
-        struct timespec ts;
         int64_t now = mono_ms();
         for (struct conn_track *t = s->tracks; t != NULL; t = t->next) {
             if (!t->cut && t->deadline_ms != 0 && now >= t->deadline_ms) {
@@ -1167,16 +1195,119 @@ static void *watchdog_main(void *arg)
                             (json_int_t)((now - t->start_ms) / 1000));
             }
         }
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        ts.tv_nsec += 100 * 1000 * 1000;
-        if (ts.tv_nsec >= 1000 * 1000 * 1000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000 * 1000 * 1000;
-        }
-        pthread_cond_timedwait(&s->tcv, &s->tmu, &ts);
+        cond_wait_ms(&s->tcv, &s->tmu, 100);
     }
     pthread_mutex_unlock(&s->tmu);
     return NULL;
+}
+
+/* ---------------------------------------------------------------- long polls */
+
+#define PARK_CHECK_MS 5 /* how often the parker asks the parked requests' ready() */
+
+int fs_http_req_park(fs_http_req *req, unsigned wait_ms, int (*ready)(void *ctx), void *ctx)
+{
+    if (req == NULL || req->conn == NULL || ready == NULL || wait_ms == 0 || req->pk_resumed ||
+        req->srv->cfg.threads == 0) {
+        return -1;
+    }
+    req->pk_ready = ready;
+    req->pk_ctx = ctx;
+    req->pk_until_ms = mono_ms() + (int64_t)wait_ms;
+    req->pk_want = 1;
+    return 0;
+}
+
+int fs_http_req_resumed(const fs_http_req *req)
+{
+    return req != NULL && req->pk_resumed;
+}
+
+/* Wake the parked requests whose wait is over (all of them once stopping):
+ * libmicrohttpd runs their handler again. pmu held. */
+static void park_sweep(fs_http_server *s)
+{
+    int64_t now = mono_ms();
+    fs_http_req **pp = &s->parked;
+
+    while (*pp != NULL) {
+        fs_http_req *r = *pp;
+        if (s->pk_stop || now >= r->pk_until_ms || r->pk_ready(r->pk_ctx)) {
+            *pp = r->pk_next;
+            r->pk_next = NULL;
+            r->pk_resumed = 1;
+            MHD_resume_connection(r->conn);
+        } else {
+            pp = &r->pk_next;
+        }
+    }
+}
+
+static void *parker_main(void *arg)
+{
+    fs_http_server *s = arg;
+
+    pthread_mutex_lock(&s->pmu);
+    while (!s->pk_exit) {
+        park_sweep(s);
+        pthread_cond_broadcast(&s->pcv); /* (stop waits for an empty list) */
+        if (s->parked == NULL) {
+            pthread_cond_wait(&s->pcv, &s->pmu);
+        } else {
+            cond_wait_ms(&s->pcv, &s->pmu, PARK_CHECK_MS);
+        }
+    }
+    pthread_mutex_unlock(&s->pmu);
+    return NULL;
+}
+
+/* Suspend the connection of a request whose handler asked to park it (from
+ * the access handler, as libmicrohttpd requires) and hand it to the parker.
+ * @return 0, or -1 (stopping, no thread): the caller answers at once. */
+static int park(fs_http_req *req)
+{
+    fs_http_server *s = req->srv;
+    int rc = 0;
+
+    pthread_mutex_lock(&s->pmu);
+    if (s->pk_stop) {
+        rc = -1;
+    } else if (!s->have_parker) {
+        if (pthread_create(&s->parker, NULL, parker_main, s) != 0) {
+            rc = -1;
+        } else {
+            s->have_parker = 1;
+        }
+    }
+    if (rc == 0) {
+        MHD_suspend_connection(req->conn);
+        req->pk_next = s->parked;
+        s->parked = req;
+        pthread_cond_broadcast(&s->pcv);
+    }
+    pthread_mutex_unlock(&s->pmu);
+    return rc;
+}
+
+/* Stop parking and wake every parked request (server stop); end the parker
+ * once the daemon is gone (end = 1). */
+static void park_stop(fs_http_server *s, int end)
+{
+    pthread_mutex_lock(&s->pmu);
+    s->pk_stop = 1;
+    pthread_cond_broadcast(&s->pcv);
+    while (s->have_parker && s->parked != NULL) {
+        pthread_cond_wait(&s->pcv, &s->pmu);
+    }
+    if (!end || !s->have_parker) {
+        pthread_mutex_unlock(&s->pmu);
+        return;
+    }
+    s->pk_exit = 1;
+    pthread_cond_broadcast(&s->pcv);
+    pthread_mutex_unlock(&s->pmu);
+    pthread_join(s->parker, NULL);
+    s->have_parker = 0;
 }
 
 /* Queue the response in req->resp (a 500 problem when none was set).
@@ -1388,6 +1519,16 @@ static enum MHD_Result on_access(void *cls, struct MHD_Connection *conn, const c
     }
     if (!req->draining) {
         int rc = req->route->r.handler(req, &req->resp, req->route->r.ctx);
+        if (rc == 0 && req->pk_want && req->resp.mr == NULL) {
+            /* a long poll: answered when the parker wakes it (the handler runs again) */
+            req->pk_want = 0;
+            if (park(req) == 0) {
+                return MHD_YES;
+            }
+            req->pk_resumed = 1;
+            rc = req->route->r.handler(req, &req->resp, req->route->r.ctx);
+        }
+        req->pk_want = 0;
         if (rc != 0 && req->resp.mr == NULL) {
             fs_log_pack(FS_LOG_ERROR, "handler failed", "{s:s, s:i}", "route", req->route->pattern,
                         "rc", rc);
@@ -1489,9 +1630,11 @@ int fs_http_server_new(fs_http_server **out, const struct fs_http_server_config 
         return fs_err_set(err, FS_ENOMEM, "http: out of memory");
     }
     pthread_mutex_init(&s->tmu, NULL);
+    pthread_mutex_init(&s->pmu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&s->tcv, &ca);
+    pthread_cond_init(&s->pcv, &ca);
     pthread_condattr_destroy(&ca);
     if (cfg != NULL) {
         s->cfg = *cfg;
@@ -1573,7 +1716,8 @@ int fs_http_server_start(fs_http_server *s, struct fs_err *err)
     char *cert = NULL;
     char *key = NULL;
     char portstr[8];
-    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG;
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC | MHD_USE_ERROR_LOG |
+                         MHD_ALLOW_SUSPEND_RESUME;
     size_t no = 0;
     int rc = 0;
     int gai = 0;
@@ -1581,6 +1725,8 @@ int fs_http_server_start(fs_http_server *s, struct fs_err *err)
     if (s->d != NULL) {
         return fs_err_set(err, FS_ESTATE, "http: server already started");
     }
+    s->pk_stop = 0;
+    s->pk_exit = 0;
     memset(&hints, 0, sizeof hints);
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -1686,6 +1832,7 @@ void fs_http_server_stop(fs_http_server *s, unsigned grace_ms)
     if (s == NULL || s->d == NULL) {
         return;
     }
+    park_stop(s, 0); /* parked long polls answer now */
     lfd = MHD_quiesce_daemon(s->d);
     if (lfd != MHD_INVALID_SOCKET) {
         close(lfd);
@@ -1697,6 +1844,7 @@ void fs_http_server_stop(fs_http_server *s, unsigned grace_ms)
     }
     MHD_stop_daemon(s->d);
     s->d = NULL;
+    park_stop(s, 1);
     if (s->have_watchdog) {
         pthread_mutex_lock(&s->tmu);
         s->wd_stop = 1;
@@ -1724,6 +1872,8 @@ void fs_http_server_free(fs_http_server *s)
     free(s->host);
     pthread_cond_destroy(&s->tcv);
     pthread_mutex_destroy(&s->tmu);
+    pthread_cond_destroy(&s->pcv);
+    pthread_mutex_destroy(&s->pmu);
     free(s);
 }
 

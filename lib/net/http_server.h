@@ -278,6 +278,23 @@ void fs_http_req_set_user(fs_http_req *req, void *user, void (*free_fn)(void *us
 /** The state set with fs_http_req_set_user, or NULL. */
 void *fs_http_req_user(const fs_http_req *req);
 
+/**
+ * Long polling: from a handler, park the request instead of answering it.
+ * The handler returns 0 without setting a response; the server suspends the
+ * connection (no thread waits on it) and asks ready(ctx) every few
+ * milliseconds on its own thread. When ready returns non-zero, wait_ms have
+ * passed, or the server stops, the route's handler runs again for the same
+ * request with fs_http_req_resumed() != 0, and answers. ready must be quick
+ * and thread-safe, and ctx must outlive the server's stop.
+ * @return 0, or -1 when the request cannot be parked (no connection, as in
+ *         fs_http_server_probe; a thread-per-connection server; wait_ms 0;
+ *         already resumed): the handler answers at once.
+ */
+int fs_http_req_park(fs_http_req *req, unsigned wait_ms, int (*ready)(void *ctx), void *ctx);
+
+/** 1 when the handler runs again after fs_http_req_park, else 0. */
+int fs_http_req_resumed(const fs_http_req *req);
+
 /* ---- response (setting a body again replaces the previous one) ---- */
 
 /**

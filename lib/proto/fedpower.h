@@ -339,6 +339,22 @@ FS_WUR int fs_fedpower_party_resume_at(fs_fedpower_party *p, uint32_t iter, stru
 FS_WUR int fs_fedpower_party_set_exchange_key(fs_fedpower_party *p, const uint8_t *pk, size_t len,
                                               struct fs_err *err);
 
+/**
+ * Utility: the two halves of fs_fedpower_party_set_exchange_key, so that the
+ * costly one (the party's own DJN base and table: a full-length modular
+ * exponentiation) can run on another thread while the party computes:
+ * _exchange_prepare only reads p's configuration and secret (set_secret
+ * first when the party has one) and may run concurrently with any other
+ * call on p but _exchange_install, free, and the exchange itself;
+ * _exchange_install (on p's thread) takes *nx over. The result is the same
+ * as set_exchange_key's.
+ * @return 0, or as fs_fedpower_party_set_exchange_key.
+ */
+FS_WUR int fs_fedpower_party_exchange_prepare(const fs_fedpower_party *p, const uint8_t *pk,
+                                              size_t len, struct fs_noisex_client **nx,
+                                              struct fs_err *err);
+void fs_fedpower_party_exchange_install(fs_fedpower_party *p, struct fs_noisex_client *nx);
+
 /** Utility: bytes of one exchange response. */
 size_t fs_fedpower_party_exchange_size(const fs_fedpower_party *p);
 

@@ -666,14 +666,15 @@ const uint64_t *fs_fedpower_party_ring_upload(const fs_fedpower_party *p, size_t
     return p->ring;
 }
 
-int fs_fedpower_party_set_exchange_key(fs_fedpower_party *p, const uint8_t *pk, size_t len,
-                                       struct fs_err *err)
+int fs_fedpower_party_exchange_prepare(const fs_fedpower_party *p, const uint8_t *pk, size_t len,
+                                       fs_noisex_client **nx, struct fs_err *err)
 {
     struct fs_noisex_params np;
 
-    if (p == NULL || pk == NULL) {
+    if (p == NULL || pk == NULL || nx == NULL) {
         return fs_err_set(err, FS_EINVAL, "fs_fedpower_party_set_exchange_key: NULL argument");
     }
+    *nx = NULL;
     if (p->cfg.alg != FS_FEDPOWER_UTILITY) {
         return fs_err_set(err, FS_ESTATE, "party %u: %s has no noise exchange", p->id,
                           fs_fedpower_alg_name(p->cfg.alg));
@@ -683,18 +684,34 @@ int fs_fedpower_party_set_exchange_key(fs_fedpower_party *p, const uint8_t *pk, 
     np.parties = p->cfg.parties;
     np.noise_len = (size_t)p->cfg.d * p->cfg.r;
     np.value_bits = p->plan.noise_bits;
-    fs_noisex_client_free(p->nx);
-    p->nx = NULL;
     if (p->has_det) {
         uint8_t key[32];
         int rc = fs_derive_key(key, p->det, "fedpower/djn-base", 0, 0, err);
         if (rc == 0) {
-            rc = fs_noisex_client_new_det(&np, pk, len, key, &p->nx, err);
+            rc = fs_noisex_client_new_det(&np, pk, len, key, nx, err);
         }
         OPENSSL_cleanse(key, sizeof key);
         return rc;
     }
-    return fs_noisex_client_new(&np, pk, len, &p->nx, err);
+    return fs_noisex_client_new(&np, pk, len, nx, err);
+}
+
+void fs_fedpower_party_exchange_install(fs_fedpower_party *p, fs_noisex_client *nx)
+{
+    fs_noisex_client_free(p->nx);
+    p->nx = nx;
+}
+
+int fs_fedpower_party_set_exchange_key(fs_fedpower_party *p, const uint8_t *pk, size_t len,
+                                       struct fs_err *err)
+{
+    fs_noisex_client *nx = NULL;
+    int rc = fs_fedpower_party_exchange_prepare(p, pk, len, &nx, err);
+
+    if (rc == 0) {
+        fs_fedpower_party_exchange_install(p, nx);
+    }
+    return rc;
 }
 
 size_t fs_fedpower_party_exchange_size(const fs_fedpower_party *p)

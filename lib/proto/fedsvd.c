@@ -14,6 +14,7 @@
 #include "../crypto/hkdf.h"
 #include "../crypto/sha256.h"
 #include "../io/matio.h"
+#include "../la/qr.h"
 
 /* The party computes its contribution in blocks of columns of about this many
  * words (at least CACHE_MIN_COLS columns), so a chunk never forces an m x n
@@ -86,6 +87,13 @@ int fs_fedsvd_job_check(const struct fs_fedsvd_job *job, struct fs_err *err)
     }
     if (total != m) {
         return fs_err_set(err, FS_EINVAL, "fedsvd: party sizes add up to %zu, not %zu", total, m);
+    }
+    if (job->shards > 1 && job->partition != FS_FEDSVD_SAMPLES) {
+        return fs_err_set(err, FS_EINVAL, "fedsvd: shards need the samples partition");
+    }
+    if (job->shards > FS_FEDSVD_MAX_SHARDS || (job->shards > 1 && m < job->shards)) {
+        return fs_err_set(err, FS_EINVAL, "fedsvd: %u shards for %zu rows (1..%u, >= 1 row each)",
+                          job->shards, m, (unsigned)FS_FEDSVD_MAX_SHARDS);
     }
     return 0;
 }
@@ -1265,6 +1273,11 @@ static int decode_check(const struct fs_fedsvd_job *job, int public_exponent, co
         return fs_err_set(err, FS_EINVAL, "fedsvd_server_decode: %llu words, expected %llu",
                           (unsigned long long)len, (unsigned long long)fs_fedsvd_vector_len(job));
     }
+    if (job->shards > 1) {
+        return fs_err_set(
+            err, FS_EINVAL,
+            "fedsvd_server_decode: a sharded job decodes per shard (fs_fedsvd_shard_r)");
+    }
     canon_dims(job->partition, job->rows, job->cols, m, n);
     return 0;
 }
@@ -1328,73 +1341,66 @@ static int lapack_fail(const char *what, lapack_int info, struct fs_err *err)
 }
 
 /* S and V of an m x n matrix with m >= n, U never formed: yc = Q R
- * (dgeqrt in place, Q left as reflectors), then dgesdd of the n x n R
- * (jobz = 'S' into a scratch U: measured 0.39 s against 0.57 s for the
- * in-place jobz = 'O' at n = 1000, one core). What LAPACK's dgesdd does itself for
- * m >> n, minus generating Q (4mn^2 flops) and multiplying it into U
- * (2mn^2): about 3x fewer flops than dgesdd(jobz = 'O') of the whole yc.
- * dgeqrt (recursive BLAS-3 panels) rather than dgeqrf (level-2 panels):
- * one core, n = 1000, 0.52 s against 0.65 s at m = 10000 and 2.65 s
- * against 3.33 s at m = 50000. */
-#define QR_NB 64
+ * (fs_qr_keep_r: dgeqrt in place, Q left as reflectors and dropped, the
+ * buffer shrunk to R), then dgesdd of the n x n R (jobz = 'S' into a
+ * scratch U: measured 0.39 s against 0.57 s for the in-place jobz = 'O' at
+ * n = 1000, one core). What LAPACK's dgesdd does itself for m >> n, minus
+ * generating Q (4mn^2 flops) and multiplying it into U (2mn^2): about 3x
+ * fewer flops than dgesdd(jobz = 'O') of the whole yc. */
+/* dgesdd on R holds R, U, V^T and about 3 n^2 words of divide-and-conquer
+ * workspace: some 6 n^2 words, more than the m x n matrix that the QR freed
+ * when m < 7n, so that the SVD of R, not the sum, would set the server's
+ * peak (2 x 2000 x 1000: 67 MB against a 16 MB sum). There dgesvd without
+ * U, V^T written over R, needs n^2 + O(n) words, at about 1.8x dgesdd's time
+ * on R (n = 1000, one core). m == n keeps dgesdd: a square input (the
+ * stacked R's of a sharded job after their QR) has no larger buffer behind
+ * it to stay under. */
+#define FRUGAL_SVD_ROWS 7
 
-/* After the QR of yc: R (its upper triangle) becomes yc, n x n with ld n,
- * in the first n^2 words of its buffer, and the rest of the buffer (the
- * reflectors, Q never being needed) goes back to the system, so that the
- * SVD of R and its workspace do not add to the peak the m x n matrix set. */
-static void keep_r(fs_mat *yc)
+static int thin_tall_frugal(fs_mat *yc, double *s, struct fs_err *err)
 {
     size_t n = yc->cols;
-    double *d = yc->data;
+    double *superb = malloc(n * sizeof *superb);
+    lapack_int info;
 
-    for (size_t j = 0; j < n; j++) {
-        /* column j moves from j*ld to j*n <= j*ld: forward order is safe */
-        memmove(d + j * n, d + j * yc->ld, (j + 1) * sizeof *d);
-        memset(d + j * n + j + 1, 0, (n - j - 1) * sizeof *d);
+    if (superb == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedsvd: out of memory for the SVD of %zux%zu", n, n);
     }
-    if (yc->owns && yc->rows > n) {
-        double *shrunk = realloc(d, n * n * sizeof *d);
-        if (shrunk != NULL) {
-            yc->data = shrunk;
-        }
-    }
-    yc->rows = n;
-    yc->ld = n;
+    info = LAPACKE_dgesvd(LAPACK_COL_MAJOR, 'N', 'O', (lapack_int)n, (lapack_int)n, yc->data,
+                          (lapack_int)yc->ld, s, NULL, 1, NULL, 1, superb);
+    free(superb);
+    return info != 0 ? lapack_fail("dgesvd", info, err) : 0;
 }
 
-static int thin_tall(fs_mat *yc, double *s, fs_mat *vt, struct fs_err *err)
+/* On success *vt_at is where V^T is: vt, or yc itself (the frugal path). */
+static int thin_tall(fs_mat *yc, double *s, fs_mat *vt, const fs_mat **vt_at, struct fs_err *err)
 {
     size_t m = yc->rows;
     size_t n = yc->cols;
-    size_t nb = n < QR_NB ? n : QR_NB;
-    fs_mat *u = fs_mat_new_uninit(n, n);
-    double *t = malloc(nb * n * sizeof *t);
-    double *work = malloc(nb * n * sizeof *work);
+    fs_mat *u = NULL;
     lapack_int info;
-    int rc = 0;
+    int rc = fs_qr_keep_r(yc, err);
 
-    if (u == NULL || t == NULL || work == NULL) {
-        rc = fs_err_set(err, FS_ENOMEM, "fedsvd: out of memory for the SVD of %zux%zu", m, n);
-        goto out;
+    *vt_at = vt;
+    if (rc != 0) {
+        return rc;
     }
-    info = LAPACKE_dgeqrt_work(LAPACK_COL_MAJOR, (lapack_int)m, (lapack_int)n, (lapack_int)nb,
-                               yc->data, (lapack_int)yc->ld, t, (lapack_int)nb, work);
-    if (info != 0) {
-        rc = lapack_fail("dgeqrt", info, err);
-        goto out;
+    if (m > n && m / FRUGAL_SVD_ROWS < n) {
+        *vt_at = yc;
+        return thin_tall_frugal(yc, s, err);
     }
-    keep_r(yc);
+    u = fs_mat_new_uninit(n, n);
+    if (u == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedsvd: out of memory for the SVD of %zux%zu", n, n);
+    }
     info = LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'S', (lapack_int)n, (lapack_int)n, yc->data,
                           (lapack_int)yc->ld, s, u->data, (lapack_int)u->ld, vt->data,
                           (lapack_int)vt->ld);
     if (info != 0) {
         rc = lapack_fail("dgesdd", info, err);
     }
-out:
     fs_mat_wipe(u);
     fs_mat_free(u);
-    fs_fedsvd_wipe_free(t, nb * n * sizeof *t);
-    fs_fedsvd_wipe_free(work, nb * n * sizeof *work);
     return rc;
 }
 
@@ -1407,6 +1413,7 @@ static int thin_in_place(fs_mat *yc, size_t r_keep, double *s, fs_mat **v_out, s
     size_t n = yc->cols;
     size_t r = m < n ? m : n;
     fs_mat *other = NULL; /* VT (m >= n) or the unused U (m < n) */
+    const fs_mat *vt_at = NULL;
     fs_mat *v = NULL;
     double *sall = NULL;
     double dummy = 0.0;
@@ -1422,7 +1429,7 @@ static int thin_in_place(fs_mat *yc, size_t r_keep, double *s, fs_mat **v_out, s
         goto out;
     }
     if (m >= n) {
-        rc = thin_tall(yc, sall, other, err);
+        rc = thin_tall(yc, sall, other, &vt_at, err);
     } else {
         info =
             LAPACKE_dgesdd(LAPACK_COL_MAJOR, 'O', (lapack_int)m, (lapack_int)n, yc->data,
@@ -1432,9 +1439,10 @@ static int thin_in_place(fs_mat *yc, size_t r_keep, double *s, fs_mat **v_out, s
     if (rc != 0) {
         goto out;
     }
-    /* V^T sits in `other` (m >= n) or in the first m rows of yc (m < n). */
+    /* V^T sits in `other` or yc (m >= n, vt_at) or in the first m rows of yc
+     * (m < n). */
     {
-        const fs_mat *vt = m >= n ? other : yc;
+        const fs_mat *vt = m >= n ? vt_at : yc;
         for (size_t j = 0; j < r_keep; j++) {
             for (size_t i = 0; i < n; i++) {
                 FS_MAT_AT(v, i, j) = FS_MAT_AT(vt, j, i);
@@ -1536,6 +1544,7 @@ struct fs_fedsvd_party {
     int public_exponent; /* valid when have_fp */
     int have_fp;
     int ended;
+    uint32_t shards; /* the shard-blocked layout's S; 0 or 1 = unsharded */
     struct fs_fixedpt fp;
     /* Y'_i = A_c[:, R_i] T is zero outside the rows its slab covers (about
      * one block's worth of m): the cache holds only those, compactly. */
@@ -1931,11 +1940,56 @@ static int cache_has(const fs_fedsvd_party *p, size_t col)
     return p->cache_valid && col >= p->cache_c0 && col - p->cache_c0 < p->cache_w;
 }
 
+/* The shard-blocked layout (fedsvd_shard.h): the rows [*lo, *hi) of the
+ * shard whose window [*base, ...) holds words [off, off + cnt); FS_EINVAL
+ * when they span two windows. One shard: all rows, base 0. */
+static int shard_span(const fs_fedsvd_party *p, uint64_t off, size_t cnt, size_t *lo, size_t *hi,
+                      uint64_t *base, struct fs_err *err)
+{
+    uint32_t ns = p->shards > 1 ? p->shards : 1;
+
+    for (uint32_t s = 0; s < ns; s++) {
+        uint64_t l = (uint64_t)s * p->m / ns;
+        uint64_t h = (uint64_t)(s + 1) * p->m / ns;
+        if (off < h * p->n || s + 1 == ns) {
+            if (cnt > h * p->n - off) {
+                return fs_err_set(err, FS_EINVAL,
+                                  "fedsvd_party_encode: words %llu+%zu cross the end of shard %u",
+                                  (unsigned long long)off, cnt, s);
+            }
+            *lo = (size_t)l;
+            *hi = (size_t)h;
+            *base = l * p->n;
+            return 0;
+        }
+    }
+    return fs_err_set(err, FS_EINVAL, "fedsvd_party_encode: no shard");
+}
+
+int fs_fedsvd_party_set_shards(fs_fedsvd_party *p, uint32_t shards, struct fs_err *err)
+{
+    if (p == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fedsvd_party_set_shards: NULL party");
+    }
+    if (shards > 1 && p->keys->partition != FS_FEDSVD_SAMPLES) {
+        return fs_err_set(err, FS_EINVAL, "fedsvd: shards need the samples partition");
+    }
+    if (shards > FS_FEDSVD_MAX_SHARDS || (shards > 1 && p->m < shards)) {
+        return fs_err_set(err, FS_EINVAL, "fedsvd: %u shards for %zu rows (1..%u, >= 1 row each)",
+                          shards, p->m, (unsigned)FS_FEDSVD_MAX_SHARDS);
+    }
+    p->shards = shards;
+    return 0;
+}
+
 int fs_fedsvd_party_encode(fs_fedsvd_party *p, uint64_t off, uint64_t *y, size_t cnt,
                            struct fs_err *err)
 {
     uint64_t len;
     uint64_t pos;
+    uint64_t base = 0;
+    size_t lo = 0;
+    size_t hi = 0;
     int rc = 0;
 
     if (p == NULL || (y == NULL && cnt > 0)) {
@@ -1950,10 +2004,11 @@ int fs_fedsvd_party_encode(fs_fedsvd_party *p, uint64_t off, uint64_t *y, size_t
         return fs_err_set(err, FS_EINVAL, "fedsvd_party_encode: words %llu+%zu beyond %llu",
                           (unsigned long long)off, cnt, (unsigned long long)len);
     }
+    rc = shard_span(p, off, cnt, &lo, &hi, &base, err);
     for (pos = off; rc == 0 && pos < off + cnt;) {
-        size_t col = (size_t)(pos / p->m);
-        size_t row = (size_t)(pos % p->m);
-        size_t run = p->m - row;
+        size_t col = (size_t)((pos - base) / (hi - lo));
+        size_t row = lo + (size_t)((pos - base) % (hi - lo));
+        size_t run = hi - row;
         if (run > off + cnt - pos) {
             run = (size_t)(off + cnt - pos);
         }

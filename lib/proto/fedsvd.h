@@ -87,6 +87,13 @@
  * order of magnitude (factor 2) of party i's data norm; sealed, the server
  * learns only E (~ log2 s_1, which it learns from S anyway).
  *
+ * Sharded aggregation (samples only, job->shards = S > 1): the vector is
+ * laid out shard by shard (fedsvd_shard.h); S servers each sum, decode and
+ * reduce their rows of Y' to an R factor (fs_fedsvd_shard_r), and the
+ * coordinator factorizes the stacked R's (fs_fedsvd_tsqr_factorize): the
+ * same S and V' as fs_fedsvd_server_factorize of the whole Y', to rounding.
+ * Parties encode that layout after fs_fedsvd_party_set_shards.
+ *
  * Determinism and secrets: the same keys and data give bit-identical chunks
  * (blocks of columns are computed at fixed boundaries), so a retried chunk
  * upload is identical. Keys, slabs, the derived seeds and the party's
@@ -128,7 +135,13 @@ struct fs_fedsvd_job {
                             offset sizes[0] + ... + sizes[i-2]; each >= 1, sum = N or d */
     size_t block_a;      /* max block of the partitioned-dimension mask; 0 = default */
     size_t block_b;      /* max block of the shared-dimension mask; 0 = default */
+    uint32_t shards;     /* aggregation shards S (lib/proto/fedsvd_shard.h): 0 or 1 =
+                            one server holds the whole vector; 2..FS_FEDSVD_MAX_SHARDS
+                            (samples only) = the shard-blocked layout */
 };
+
+/* Most aggregation shards of a job. */
+#define FS_FEDSVD_MAX_SHARDS 16
 
 /** Check a job (ranges, sizes add up, caps). @return 0 or FS_EINVAL / FS_ERANGE. */
 FS_WUR int fs_fedsvd_job_check(const struct fs_fedsvd_job *job, struct fs_err *err);
@@ -472,10 +485,21 @@ FS_WUR int fs_fedsvd_party_encode(fs_fedsvd_party *p, uint64_t off, uint64_t *y,
 /**
  * Same, then masked for secure aggregation with fs_secagg_client_mask(c, off,
  * y, y, cnt): the chunk to upload. The client must have begun the aggregation
- * with len = fs_fedsvd_vector_len.
+ * with len = fs_fedsvd_vector_len. With shards (fs_fedsvd_party_set_shards)
+ * off is the global word of the shard-blocked layout and [off, off + cnt)
+ * lies in one shard's window (else FS_EINVAL).
  */
 FS_WUR int fs_fedsvd_party_masked(fs_fedsvd_party *p, fs_secagg_client *c, uint64_t off,
                                   uint64_t *y, size_t cnt, struct fs_err *err);
+
+/**
+ * Sharded aggregation (fedsvd_shard.h): encode the shard-blocked layout of
+ * `shards` shards (0 or 1: the unsharded layout, the default). Samples
+ * partition only, shards <= FS_FEDSVD_MAX_SHARDS and <= N. Set it before
+ * the first chunk; each chunk (encode or masked) must then lie in one
+ * shard's window. @return 0 or FS_EINVAL.
+ */
+FS_WUR int fs_fedsvd_party_set_shards(fs_fedsvd_party *p, uint32_t shards, struct fs_err *err);
 
 /** Free (wiping) T, the column cache and the slab once the upload is done. */
 void fs_fedsvd_party_end_upload(fs_fedsvd_party *p);

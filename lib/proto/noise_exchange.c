@@ -3,6 +3,7 @@
 
 #include <gmp.h>
 #include <openssl/crypto.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +14,8 @@
 #define NX_SEED_BITS (8u * FS_NOISEX_SEED_LEN)
 /* DJN table window of a seed-mode party (see fs_noisex_client_new). */
 #define NX_CLIENT_SEED_WINDOW 3u
+/* 256-bit seed slots per plaintext at FS_PAILLIER_MAX_BITS */
+#define NX_MAX_SLOTS ((FS_PAILLIER_MAX_BITS - 1) / NX_SEED_BITS)
 
 struct fs_noisex_server {
     struct fs_noisex_params p;
@@ -282,10 +285,67 @@ static long find_id(const fs_noisex_server *s, uint32_t id)
     return -1;
 }
 
+/* Every other selector of the round (from `first`), on one thread. */
+struct sel_part {
+    fs_noisex_server *s;
+    size_t first;
+    int rc;
+    struct fs_err err;
+};
+
+static void *sel_part_main(void *arg)
+{
+    struct sel_part *sp = arg;
+    fs_noisex_server *s = sp->s;
+    mpz_t c, m;
+
+    mpz_init(c);
+    mpz_init(m);
+    for (size_t q = sp->first; q < s->k && sp->rc == 0; q += 2) {
+        /* A fresh DJN encryption for every party and round: all selectors are
+         * distinct, unlinkable and of one size, whatever the bit. */
+        mpz_set_ui(m, s->ids[q] == s->chosen ? 0u : 1u);
+        sp->rc = fs_paillier_encrypt(s->pk, s->djn, c, m, &sp->err);
+        if (sp->rc == 0) {
+            sp->rc = fs_paillier_ct_export(s->pk, c, s->sel + q * s->ct_size, s->ct_size, &sp->err);
+        }
+    }
+    mpz_clear(c);
+    mpz_clear(m);
+    return NULL;
+}
+
+/* The round's selectors, on two threads (the odd ones on a second thread when one starts). */
+static int encrypt_selectors(fs_noisex_server *s, struct fs_err *err)
+{
+    struct sel_part sp[2];
+    pthread_t th;
+    int threaded;
+
+    memset(sp, 0, sizeof sp);
+    sp[0].s = sp[1].s = s;
+    sp[1].first = 1;
+    threaded = s->k > 1 && pthread_create(&th, NULL, sel_part_main, &sp[1]) == 0;
+    sel_part_main(&sp[0]);
+    if (threaded) {
+        pthread_join(th, NULL);
+    } else {
+        sel_part_main(&sp[1]);
+    }
+    for (int i = 0; i < 2; i++) {
+        if (sp[i].rc != 0) {
+            if (err != NULL) {
+                *err = sp[i].err;
+            }
+            return sp[i].rc;
+        }
+    }
+    return 0;
+}
+
 int fs_noisex_server_begin(fs_noisex_server *s, uint32_t round, const uint32_t *ids, size_t k,
                            struct fs_err *err)
 {
-    mpz_t c, m;
     uint64_t pick = 0;
     int rc;
 
@@ -324,19 +384,7 @@ int fs_noisex_server_begin(fs_noisex_server *s, uint32_t round, const uint32_t *
         return rc;
     }
     s->chosen = s->ids[pick];
-    mpz_init(c);
-    mpz_init(m);
-    for (size_t q = 0; q < k && rc == 0; q++) {
-        /* A fresh DJN encryption for every party and round: all selectors are
-         * distinct, unlinkable and of one size, whatever the bit. */
-        mpz_set_ui(m, s->ids[q] == s->chosen ? 0u : 1u);
-        rc = fs_paillier_encrypt(s->pk, s->djn, c, m, err);
-        if (rc == 0) {
-            rc = fs_paillier_ct_export(s->pk, c, s->sel + q * s->ct_size, s->ct_size, err);
-        }
-    }
-    mpz_clear(c);
-    mpz_clear(m);
+    rc = encrypt_selectors(s, err);
     if (rc != 0) {
         round_reset(s);
         return rc;
@@ -524,32 +572,29 @@ void fs_noisex_result_clear(struct fs_noisex_result *r)
 static int finish_seeds(fs_noisex_server *s, const size_t *who, size_t nw,
                         struct fs_noisex_result *out, struct fs_err *err)
 {
-    mpz_t acc, c, e, m, part;
+    mpz_t c[NX_MAX_SLOTS];
+    mpz_srcptr cs[NX_MAX_SLOTS];
+    mpz_t m, part;
     int rc = 0;
 
-    mpz_init(acc);
-    mpz_init(c);
-    mpz_init(e);
+    if (s->slots > NX_MAX_SLOTS) {
+        return fs_err_set(err, FS_EINTERNAL, "noise exchange: %zu slots", s->slots);
+    }
+    for (size_t t = 0; t < s->slots; t++) {
+        mpz_init(c[t]);
+        cs[t] = c[t];
+    }
     mpz_init(m);
     mpz_init(part);
     for (size_t g0 = 0; g0 < nw && rc == 0; g0 += s->slots) {
         size_t cnt = nw - g0 < s->slots ? nw - g0 : s->slots;
-        mpz_set_ui(acc, 1);
-        mpz_set_ui(e, 0);
-        mpz_setbit(e, NX_SEED_BITS);
-        for (size_t t = cnt; t-- > 0 && rc == 0;) {
-            rc = fs_paillier_ct_import(s->pk, c, s->resp[who[g0 + t]], s->ct_size, err);
-            if (rc != 0) {
-                break;
-            }
-            if (t + 1 < cnt) {
-                mpz_powm(acc, acc, e, s->n2);
-            }
-            mpz_mul(acc, acc, c);
-            mpz_mod(acc, acc, s->n2);
+        /* the product of c_t^(2^(256 t)) decrypted at once, modulo p^2 and
+         * q^2 on two threads (fs_paillier_decrypt_packed) */
+        for (size_t t = 0; t < cnt && rc == 0; t++) {
+            rc = fs_paillier_ct_import(s->pk, c[t], s->resp[who[g0 + t]], s->ct_size, err);
         }
         if (rc == 0) {
-            rc = fs_paillier_decrypt(s->sk, m, acc, err);
+            rc = fs_paillier_decrypt_packed(s->sk, m, cs, cnt, NX_SEED_BITS, err);
             out->decryptions++;
         }
         if (rc == 0 && mpz_sizeinbase(m, 2) > NX_SEED_BITS * cnt) {
@@ -572,9 +617,9 @@ static int finish_seeds(fs_noisex_server *s, const size_t *who, size_t nw,
     }
     mpz_wipe_clear(part);
     mpz_wipe_clear(m);
-    mpz_clear(e);
-    mpz_clear(c);
-    mpz_wipe_clear(acc);
+    for (size_t t = 0; t < s->slots; t++) {
+        mpz_clear(c[t]);
+    }
     return rc;
 }
 

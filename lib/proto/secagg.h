@@ -52,6 +52,7 @@
 #include <stdint.h>
 
 #include "../core/err.h"
+#include "../crypto/prg.h"
 #include "../crypto/shamir.h"
 
 #define FS_SECAGG_MAX_PARTIES      1000
@@ -513,6 +514,88 @@ size_t fs_secagg_server_neighbours(const fs_secagg_server *s, uint32_t id, uint3
 
 /** Free. Accepts NULL. */
 void fs_secagg_server_free(fs_secagg_server *s);
+
+/* ------------------------------------------------- windows (sharded sums)
+ *
+ * A sharded sum splits only the masked DATA of one aggregation over several
+ * servers; the key setup, consistency and unmasking run once, on the
+ * coordinator. Each server holds a window [win_off, win_off + win_len) of
+ * the total vector of total_len words: chunk indices are LOCAL to the window
+ * (chunk c covers window words [c cw, min(win_len, (c+1) cw)), global offset
+ * win_off + c cw), while every key derivation (mask keys, the U3 message)
+ * uses total_len, and the masks of window word i are the streams' words at
+ * win_off + i. The coordinator's window is a normal server begun with
+ * fs_secagg_server_begin_window; each other shard runs a data-only window
+ * (fs_secagg_shard_new), which takes uploads (add_masked_ex or the streamed
+ * upload API, same rules) from parties 1..n and is unmasked with the plan
+ * the coordinator computes (fs_secagg_server_unmask_plan). The plan holds
+ * the survivors' self-mask keys and the dropped parties' pairwise mask keys:
+ * it is secret, travels only over the peers' channel and is wiped after use.
+ */
+
+/**
+ * Coordinator: as fs_secagg_server_begin(r, total_len), but the server sums
+ * only the window [win_off, win_off + win_len) of the vector (win_len >= 1,
+ * inside total_len). @return 0, FS_EINVAL, FS_ESTATE, FS_ENOMEM.
+ */
+FS_WUR int fs_secagg_server_begin_window(fs_secagg_server *s, uint32_t r, uint64_t total_len,
+                                         uint64_t win_off, uint64_t win_len, struct fs_err *err);
+
+/**
+ * Close R2 as fs_secagg_server_close_masked, counting a party complete only
+ * if its upload is complete here AND elsewhere[party - 1] != 0 (n bytes: the
+ * other windows' verdicts; NULL = only here). A party complete here but not
+ * elsewhere is dropped like any incomplete one (its chunks leave the sum).
+ */
+FS_WUR int fs_secagg_server_close_masked_ext(fs_secagg_server *s, const uint8_t *elsewhere,
+                                             struct fs_err *err);
+
+/**
+ * After the reveals (phase UNMASK, enough responders): reconstruct the seeds
+ * and keys as fs_secagg_server_finish does and give the unmask plan, the
+ * streams every window adds (sign > 0) or subtracts: new array (*n terms),
+ * release with fs_secagg_plan_free. Does not change the sum or the phase:
+ * the coordinator asks for the plan (to send to the shards), then unmasks
+ * its own window with fs_secagg_server_finish, which applies the same plan
+ * at the window's words. Phase errors: FS_ESTATE.
+ */
+FS_WUR int fs_secagg_server_unmask_plan(fs_secagg_server *s, struct fs_prg_term **plan, size_t *n,
+                                        struct fs_err *err);
+
+/** Wipe and free a plan. Accepts NULL. */
+void fs_secagg_plan_free(struct fs_prg_term *plan, size_t n);
+
+/**
+ * Shard side: a data-only window of aggregation r (n_parties parties, ids
+ * 1..n; total_len, window and chunk_words (0 = default) as the coordinator's).
+ * No key phases; parties 1..n may upload at once (phase MASKED). Without a
+ * chunk store the chunks fold at once (a SHA-256 kept per chunk for
+ * repeats); fs_secagg_shard_set_store gives one (streamed uploads, undo of a
+ * dropped party). @param out free with fs_secagg_server_free.
+ */
+FS_WUR int fs_secagg_shard_new(uint32_t n_parties, uint32_t r, uint64_t total_len, uint64_t win_off,
+                               uint64_t win_len, uint32_t chunk_words, fs_secagg_server **out,
+                               struct fs_err *err);
+
+/** Give a data-only window a chunk store (copied) before its first upload. @return 0, FS_ESTATE. */
+FS_WUR int fs_secagg_shard_set_store(fs_secagg_server *s, const struct fs_secagg_chunk_store *store,
+                                     struct fs_err *err);
+
+/** complete[p - 1] = 1 when party p's upload to this window is complete, else 0 (n bytes). */
+FS_WUR int fs_secagg_shard_complete(const fs_secagg_server *s, uint8_t *complete);
+
+/**
+ * Drop the uploads of parties not in u3 (nu3 ids), apply the plan: *sum is
+ * the window's ring sum (win_len words), borrowed until the server is freed
+ * (or taken with fs_secagg_server_take_sum). Once only: FS_ESTATE after.
+ * The uploads of parties not in u3 leave the sum (read back through the
+ * chunk store; without one a party not in u3 that sent any chunk aborts the
+ * window). @return 0, FS_EINVAL (bad ids or plan, a party of u3 incomplete
+ * here, not a data-only window), FS_ESTATE (finished already, aborted).
+ */
+FS_WUR int fs_secagg_shard_finish(fs_secagg_server *s, const uint32_t *u3, size_t nu3,
+                                  const struct fs_prg_term *plan, size_t nplan,
+                                  const uint64_t **sum, struct fs_err *err);
 
 /**
  * Pinned identities on the server (the job's party_keys, n entries, copied;

@@ -466,6 +466,15 @@ int sa_self_mask_key(const uint8_t seed[32], const uint8_t session[32], uint32_t
     return fs_hkdf_sha256(key, 32, seed, 32, session, 32, info, (size_t)ilen, err);
 }
 
+void fs_secagg_plan_free(struct fs_prg_term *plan, size_t n)
+{
+    if (plan == NULL) {
+        return;
+    }
+    fs_wipe(plan, n * sizeof *plan);
+    free(plan);
+}
+
 /* Words of v per piece in sa_prg_apply_streams: the unit threads take, and
  * what one set of PRG contexts (one per stream, seeked there) covers. */
 #define STREAM_PIECE_WORDS ((uint64_t)1 << 16)
@@ -475,8 +484,9 @@ struct streams_work {
     size_t ns;
     uint64_t *v;
     uint64_t len;
-    uint64_t next; /* next piece index, under mu */
-    int failed;    /* under mu */
+    uint64_t word0; /* stream word of v[0] */
+    uint64_t next;  /* next piece index, under mu */
+    int failed;     /* under mu */
     struct fs_err err;
     pthread_mutex_t mu;
 };
@@ -502,7 +512,7 @@ static void *streams_worker(void *arg)
         }
         off = piece * STREAM_PIECE_WORDS;
         m = (size_t)(w->len - off < STREAM_PIECE_WORDS ? w->len - off : STREAM_PIECE_WORDS);
-        rc = fs_prg_sum(w->st, w->ns, off, w->v + off, m, &err);
+        rc = fs_prg_sum(w->st, w->ns, w->word0 + off, w->v + off, m, &err);
         if (rc != 0) {
             pthread_mutex_lock(&w->mu);
             if (!w->failed) {
@@ -516,8 +526,8 @@ static void *streams_worker(void *arg)
     return NULL;
 }
 
-int sa_prg_apply_streams(const struct fs_prg_term *st, size_t ns, uint64_t *v, uint64_t len,
-                         unsigned threads, struct fs_err *err)
+int sa_prg_apply_streams(const struct fs_prg_term *st, size_t ns, uint64_t word0, uint64_t *v,
+                         uint64_t len, unsigned threads, struct fs_err *err)
 {
     enum { MAX_THREADS = 16 };
     struct streams_work w;
@@ -533,6 +543,7 @@ int sa_prg_apply_streams(const struct fs_prg_term *st, size_t ns, uint64_t *v, u
     w.ns = ns;
     w.v = v;
     w.len = len;
+    w.word0 = word0;
     if (pthread_mutex_init(&w.mu, NULL) != 0) {
         return fs_err_set(err, FS_ENOMEM, "secagg: cannot create a mutex");
     }

@@ -14,68 +14,6 @@
 #include "../crypto/x25519.h"
 #include "secagg_internal.h"
 
-struct sparty {
-    int in_u1;
-    int in_u2;
-    int dropped; /* mask key reconstructed: out for the rest of the job */
-    struct fs_secagg_adv adv;
-    struct fs_secagg_share_ct *cts_by_to; /* n+1 entries, len 0 = absent */
-    /* per aggregation */
-    int active;
-    int complete;
-    int in_u3;
-    int in_u4;
-    int revealed;
-    uint64_t chunks_got;
-    uint8_t *chunk_have;  /* CHUNK_NONE, CHUNK_HAVE or CHUNK_PENDING (streamed, in progress) */
-    uint64_t *chunk_prog; /* a pending chunk's words folded so far */
-    uint8_t *chunk_hash;  /* nchunks x 32 */
-    uint8_t sig[FS_SECAGG_SIG_LEN];
-    uint8_t reveal_hash[32];
-};
-
-#define SA_STRIPES     64
-#define SA_BLOCK_WORDS 4096 /* 32 KiB of the sum per lock */
-
-struct fs_secagg_server {
-    struct fs_secagg_config cfg;
-    struct fs_secagg_chunk_store store;
-    int has_store;
-    enum fs_secagg_phase phase;
-    char abort_reason[256];
-    struct sparty *p; /* 1..n */
-    struct fs_secagg_adv *roster;
-    size_t nroster;
-    uint8_t session[32];
-    uint32_t round;
-    int has_round;
-    uint64_t len;
-    uint64_t nchunks;
-    uint64_t *sum;
-    uint64_t *scratch;
-    uint32_t *set[5]; /* 0 active, 3 U3, 4 U4 */
-    size_t nset[5];
-    uint8_t (*sigs)[FS_SECAGG_SIG_LEN];
-    uint8_t *u3msg;
-    size_t u3msg_len;
-    struct fs_shamir_share **rv; /* per party id: shares about it, up to |U4| */
-    size_t *nrv;
-    unsigned threads;                   /* for unmasking; 1 = the caller's thread only */
-    uint8_t (*pins)[FS_SECAGG_KEY_LEN]; /* pinned identities, n; NULL = unpinned */
-    uint32_t *pos; /* SecAgg+ ring positions (n+1), from the session; NULL = full graph */
-    /* streamed uploads (secagg.h): ingest_mu guards gen, folding, uploads,
-     * zombie and chunk_prog; stripe[b % SA_STRIPES] guards block b of the sum */
-    pthread_mutex_t ingest_mu;
-    pthread_cond_t ingest_cv;
-    uint64_t gen;     /* bumped to void every pending upload */
-    unsigned folding; /* folds in progress */
-    unsigned uploads; /* begun and not released */
-    int zombie;       /* freed, the shell waits for the last release */
-    pthread_mutex_t stripe[SA_STRIPES];
-};
-
-enum { CHUNK_NONE = 0, CHUNK_HAVE = 1, CHUNK_PENDING = 2 };
-
 static void ingest_stop(fs_secagg_server *s);
 
 static int abort_job(fs_secagg_server *s, struct fs_err *err, const char *fmt, ...)
@@ -460,6 +398,12 @@ static void clear_round(fs_secagg_server *s)
 
 int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len, struct fs_err *err)
 {
+    return sa_begin_window(s, r, len, 0, len, err);
+}
+
+int sa_begin_window(fs_secagg_server *s, uint32_t r, uint64_t total_len, uint64_t win_off,
+                    uint64_t len, struct fs_err *err)
+{
     size_t na = 0;
     uint64_t cw;
     int rc = want_phase(s, FS_SECAGG_READY, "starting an aggregation", err);
@@ -470,9 +414,14 @@ int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len, struct
     if (r >= s->cfg.aggregations || (s->has_round && r <= s->round)) {
         return fs_err_set(err, FS_ESTATE, "secagg: aggregation %u not allowed", r);
     }
-    if (len == 0 || len > ((uint64_t)1 << 40)) {
+    if (total_len == 0 || total_len > ((uint64_t)1 << 40)) {
         return fs_err_set(err, FS_EINVAL, "secagg: vector length %llu out of range",
-                          (unsigned long long)len);
+                          (unsigned long long)total_len);
+    }
+    if (len == 0 || win_off > total_len || len > total_len - win_off) {
+        return fs_err_set(err, FS_EINVAL, "secagg: window %llu+%llu outside %llu words",
+                          (unsigned long long)win_off, (unsigned long long)len,
+                          (unsigned long long)total_len);
     }
     clear_round(s);
     for (uint32_t v = 1; v <= s->cfg.n; v++) {
@@ -500,6 +449,8 @@ int fs_secagg_server_begin(fs_secagg_server *s, uint32_t r, uint64_t len, struct
      * chunk (a read then a write of a fresh page, see core/mem.h). */
     fs_prefault_write(s->sum, (size_t)len * sizeof *s->sum);
     s->len = len;
+    s->total_len = total_len;
+    s->win_off = win_off;
     s->nchunks = (len + cw - 1) / cw;
     for (size_t i = 0; i < na; i++) {
         struct sparty *p = &s->p[s->set[0][i]];
@@ -989,6 +940,11 @@ int fs_secagg_server_has_masked(const fs_secagg_server *s, uint32_t from)
 
 int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
 {
+    return sa_close_masked(s, NULL, err);
+}
+
+int sa_close_masked(fs_secagg_server *s, const uint8_t *elsewhere, struct fs_err *err)
+{
     size_t n3 = 0;
     int rc = want_phase(s, FS_SECAGG_MASKED, "closing masked input", err);
 
@@ -1001,7 +957,7 @@ int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
     for (size_t i = 0; i < s->nset[0]; i++) {
         uint32_t v = s->set[0][i];
         struct sparty *p = &s->p[v];
-        if (p->complete) {
+        if (p->complete && (elsewhere == NULL || elsewhere[v - 1] != 0)) {
             p->in_u3 = 1;
             s->set[3][n3++] = v;
         } else if (p->chunks_got > 0 && !s->has_store) {
@@ -1019,6 +975,7 @@ int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
                                  "partial upload cannot be taken back: %s",
                                  v, s->round, why);
             }
+            p->complete = 0; /* complete here, not in another window */
         }
     }
     s->nset[3] = n3;
@@ -1026,7 +983,8 @@ int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
         return abort_job(s, err, "%zu masked inputs in aggregation %u, threshold %u", n3, s->round,
                          s->cfg.t);
     }
-    rc = sa_u3_msg(s->session, s->round, s->len, s->set[3], n3, &s->u3msg, &s->u3msg_len, err);
+    rc =
+        sa_u3_msg(s->session, s->round, s->total_len, s->set[3], n3, &s->u3msg, &s->u3msg_len, err);
     if (rc == 0) {
         s->phase = FS_SECAGG_CONSISTENCY;
     }
@@ -1212,7 +1170,7 @@ static int self_stream(fs_secagg_server *s, uint32_t v, struct fs_prg_term *out,
     if (rc != 0) {
         return abort_job(s, err, "self-mask seed of party %u does not reconstruct", v);
     }
-    rc = sa_self_mask_key(seed, s->session, v, s->round, s->len, out->key, err);
+    rc = sa_self_mask_key(seed, s->session, v, s->round, s->total_len, out->key, err);
     out->sign = -1;
     fs_wipe(seed, sizeof seed);
     return rc;
@@ -1260,7 +1218,7 @@ static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *
             continue;
         }
         rc = sa_pair_mask_key(sk, fs_secagg_adv_mask_pk(&s->p[u].adv, s->round), s->session,
-                              s->round, s->len, out[*nout].key, err);
+                              s->round, s->total_len, out[*nout].key, err);
         /* u added +PRG if u > d, -PRG otherwise: undo it. */
         out[*nout].sign = u > d ? -1 : 1;
         (*nout)++;
@@ -1276,13 +1234,14 @@ void fs_secagg_server_set_threads(fs_secagg_server *s, unsigned threads)
     }
 }
 
-int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs_err *err)
+int sa_unmask_plan(fs_secagg_server *s, struct fs_prg_term **plan, size_t *n, struct fs_err *err)
 {
     size_t n5 = 0, nst = 0, cap = 0;
     struct fs_prg_term *st = NULL;
-    int rc = want_phase(s, FS_SECAGG_UNMASK, "finishing", err);
+    int rc = want_phase(s, FS_SECAGG_UNMASK, "unmasking", err);
 
-    *sum = NULL;
+    *plan = NULL;
+    *n = 0;
     if (rc != 0) {
         return rc;
     }
@@ -1302,8 +1261,7 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
             return too_few_holders(s, v, err);
         }
     }
-    /* every key first (a bad reconstruction aborts before the sum changes),
-     * then one pass of all streams over the sum */
+    /* every key first: a bad reconstruction aborts before any sum changes */
     for (size_t i = 0; i < s->nset[0]; i++) {
         uint32_t v = s->set[0][i];
         if (s->p[v].in_u3) {
@@ -1329,11 +1287,22 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
             nst += got;
         }
     }
-    if (rc == 0) {
-        rc = sa_prg_apply_streams(st, nst, s->sum, s->len, s->threads, err);
+    if (rc != 0) {
+        fs_secagg_plan_free(st, cap);
+        if (s->phase != FS_SECAGG_ABORTED) {
+            abort_job(s, NULL, "unmasking failed: %s", err != NULL ? err->msg : "error");
+        }
+        return rc;
     }
-    fs_wipe(st, cap * sizeof *st);
-    free(st);
+    *plan = st;
+    *n = nst;
+    return 0;
+}
+
+int sa_apply_plan(fs_secagg_server *s, const struct fs_prg_term *plan, size_t n, struct fs_err *err)
+{
+    int rc = sa_prg_apply_streams(plan, n, s->win_off, s->sum, s->len, s->threads, err);
+
     if (rc != 0) {
         if (s->phase != FS_SECAGG_ABORTED) {
             abort_job(s, NULL, "unmasking failed: %s", err != NULL ? err->msg : "error");
@@ -1347,8 +1316,26 @@ int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs
         }
     }
     s->phase = FS_SECAGG_READY;
-    *sum = s->sum;
     return 0;
+}
+
+int fs_secagg_server_finish(fs_secagg_server *s, const uint64_t **sum, struct fs_err *err)
+{
+    struct fs_prg_term *st = NULL;
+    size_t nst = 0;
+    int rc;
+
+    *sum = NULL;
+    rc = s->data_only ? fs_err_set(err, FS_ESTATE, "secagg: a data-only window has no reveals")
+                      : sa_unmask_plan(s, &st, &nst, err);
+    if (rc == 0) {
+        rc = sa_apply_plan(s, st, nst, err);
+    }
+    fs_secagg_plan_free(st, nst);
+    if (rc == 0) {
+        *sum = s->sum;
+    }
+    return rc;
 }
 
 size_t fs_secagg_server_neighbours(const fs_secagg_server *s, uint32_t id, uint32_t *out)

@@ -2,8 +2,10 @@
 #include "config.h"
 
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "net/http_client.h"
 #include "net/svc.h"
 
 #define OFF(f) offsetof(struct agg_config, f)
@@ -67,21 +69,142 @@ static const struct fs_svc_opt OPTS[] = {
     {"--fsync", "FEDSVD_FSYNC", FS_SVC_BOOL, OFF(fsync), 0, "0", 0, 1,
      "1: fsync chunk files and commit SQLite with synchronous=FULL (survives power loss, "
      "slower); 0: survives a killed process"},
+    {"--shard-peer URL", "FEDSVD_SHARD_PEERS", FS_SVC_STR, OFF(shard_peers_csv),
+     SZ(shard_peers_csv), "", 0, 0,
+     "another aggregation server that holds a row range of sharded fedsvd/fedpca jobs created "
+     "here (repeat the flag for shards 1, 2, ...; the variable takes a comma-separated list); "
+     "https unless on loopback or with --insecure-http"},
+    {"--peer-token-file", "FEDSVD_PEER_TOKEN_FILE", FS_SVC_STR, OFF(peer_token_file),
+     SZ(peer_token_file), "", 0, 0,
+     "file holding the bearer token shard servers present to each other on /v1/shards (the "
+     "same file on every shard; mode 0600); without it those routes answer 403"},
 };
 
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])
+
+/* argv with every --shard-peer joined into one --shard-peer=A,B,... (the
+ * option table keeps one value per flag). *out: new array (free), its
+ * strings borrowed except the joined one (*joined, free). */
+static int join_peers(int argc, char **argv, char ***out, int *outc, char **joined,
+                      struct fs_err *err)
+{
+    size_t cap = 32;
+    char **v = calloc((size_t)argc + 2, sizeof *v);
+    char *j = NULL;
+    int n = 0;
+    int k = 0;
+
+    *out = NULL;
+    *joined = NULL;
+    for (int i = 0; i < argc; i++) {
+        cap += strlen(argv[i]) + 1;
+    }
+    j = calloc(1, cap);
+    if (v == NULL || j == NULL) {
+        free(v);
+        free(j);
+        return fs_err_set(err, FS_ENOMEM, "config: out of memory");
+    }
+    strcpy(j, "--shard-peer=");
+    for (int i = 0; i < argc; i++) {
+        const char *val = NULL;
+        if (i > 0 && strcmp(argv[i], "--shard-peer") == 0) {
+            if (i + 1 >= argc) {
+                free(v);
+                free(j);
+                return fs_err_set(err, FS_EINVAL, "--shard-peer: missing value");
+            }
+            val = argv[++i];
+        } else if (i > 0 && strncmp(argv[i], "--shard-peer=", 13) == 0) {
+            val = argv[i] + 13;
+        } else {
+            v[k++] = argv[i];
+            continue;
+        }
+        if (n++ > 0) {
+            strcat(j, ",");
+        }
+        strcat(j, val);
+    }
+    if (n > 0) {
+        v[k++] = j;
+        *joined = j;
+    } else {
+        free(j);
+    }
+    *out = v;
+    *outc = k;
+    return 0;
+}
+
+/* Split shard_peers_csv into shard_peers (URLs checked, trailing '/' cut). */
+static int split_peers(struct agg_config *cfg, struct fs_err *err)
+{
+    const char *p = cfg->shard_peers_csv;
+
+    cfg->npeers = 0;
+    while (*p != '\0') {
+        const char *e = strchr(p, ',');
+        size_t len = e != NULL ? (size_t)(e - p) : strlen(p);
+        size_t n = len;
+        char *u;
+        if (n == 0) {
+            return fs_err_set(err, FS_EINVAL, "--shard-peer: empty URL");
+        }
+        if (cfg->npeers >= AGG_MAX_PEERS) {
+            return fs_err_set(err, FS_EINVAL, "--shard-peer: at most %d peers", AGG_MAX_PEERS);
+        }
+        if (n >= AGG_PEER_URL) {
+            return fs_err_set(err, FS_EINVAL, "--shard-peer: URL longer than %d bytes",
+                              AGG_PEER_URL - 1);
+        }
+        u = cfg->shard_peers[cfg->npeers];
+        memcpy(u, p, n);
+        u[n] = '\0';
+        while (n > 0 && u[n - 1] == '/') {
+            u[--n] = '\0';
+        }
+        if ((strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) ||
+            strpbrk(u, " \"<>\\^`{|}") != NULL) {
+            return fs_err_set(err, FS_EINVAL,
+                              "--shard-peer: expected an http(s) URL, got \"%.64s\"", u);
+        }
+        if (fs_http_url_check(u, cfg->insecure_http, err) != 0) {
+            return fs_err_set(err, FS_EINVAL, "--shard-peer: %s", err->msg);
+        }
+        cfg->npeers++;
+        p += len + (e != NULL ? 1 : 0);
+        if (e != NULL && *p == '\0') {
+            return fs_err_set(err, FS_EINVAL, "--shard-peer: empty URL");
+        }
+    }
+    return 0;
+}
 
 int agg_config_parse(int argc, char **argv, struct agg_config *cfg, struct fs_err *err)
 {
     int rc;
 
+    char **v = NULL;
+    char *joined = NULL;
+    int vc = 0;
+
     memset(cfg, 0, sizeof *cfg);
-    rc = fs_svc_opts_parse(OPTS, NOPTS, cfg, argc, argv, &cfg->help, err);
+    rc = join_peers(argc, argv, &v, &vc, &joined, err);
+    if (rc == 0) {
+        rc = fs_svc_opts_parse(OPTS, NOPTS, cfg, vc, v, &cfg->help, err);
+    }
+    free(v);
+    free(joined);
     if (rc != 0) {
         return rc;
     }
     if (cfg->help) {
         return 0;
+    }
+    rc = split_peers(cfg, err);
+    if (rc != 0) {
+        return rc;
     }
     return fs_svc_check_admin_tls(cfg->admin_token_file, cfg->tls_cert, cfg->tls_key, err);
 }

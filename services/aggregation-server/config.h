@@ -9,7 +9,9 @@
 #include "core/err.h"
 #include "net/log.h"
 
-#define AGG_PATH_MAX 4096
+#define AGG_PATH_MAX  4096
+#define AGG_MAX_PEERS 15  /* shard peers (shards 1..15) */
+#define AGG_PEER_URL  513 /* bytes of a peer URL, with the NUL */
 
 struct agg_config {
     char listen[256]; /* HOST:PORT */
@@ -34,6 +36,12 @@ struct agg_config {
     int insecure_http; /* 1: plain HTTP allowed on a non-loopback --listen address */
     int fsync;         /* 1: fsync chunk files, SQLite synchronous=FULL */
     int help;
+    /* sharded aggregation: the peers (shards 1..npeers), comma-separated as
+     * given (--shard-peer repeated, or FEDSVD_SHARD_PEERS), then split */
+    char shard_peers_csv[AGG_MAX_PEERS * AGG_PEER_URL + 64];
+    char shard_peers[AGG_MAX_PEERS][AGG_PEER_URL];
+    uint32_t npeers;
+    char peer_token_file[AGG_PATH_MAX]; /* "" = the /v1/shards routes answer 403 */
 };
 
 /**

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../../api/jobs.h"
+#include "../../api/phase.h"
 #include "../../api/wire.h"
 #include "crypto/ct.h"
 #include "dashboard.h"
@@ -21,6 +22,7 @@
 #include "net/svc.h"
 #include "powerjob.h"
 #include "proto/secagg.h"
+#include "shardwin.h"
 
 #define SMALL_BODY       (16 * 1024) /* adverts, signatures */
 #define SPEC_BODY        (64 * 1024) /* job specs */
@@ -30,10 +32,10 @@
 #define METRICS_TEXT_MAX ((size_t)4 << 20)
 #define PLAIN_HEADER_MAX 1024 /* .npy header of a plain fedpower upload */
 
-enum auth_kind { A_NONE = 0, A_ADMIN, A_PARTY, A_ANY };
+enum auth_kind { A_NONE = 0, A_ADMIN, A_PARTY, A_ANY, A_PEER };
 
 struct route_ctx {
-    struct agg_app *app;
+    struct agg_app *app; /* first: agg_http_app */
     enum auth_kind auth;
     int has_job;
 };
@@ -42,13 +44,15 @@ struct route_ctx {
 struct rq {
     struct agg_app *app;
     agg_job *job;
-    uint32_t party; /* 0: admin */
+    agg_shardwin *win; /* shard chunk uploads: the window (a reference) instead of a job */
+    uint32_t party;    /* 0: admin */
     uint64_t in_bytes;
     uint64_t out_bytes;
     /* chunk uploads: the whole body in buf (header, then 8m bytes) */
     uint64_t reserved; /* bytes of app->chunk_mem this request holds */
     int pooled;        /* buf comes from (and goes back to) the chunk buffer pool */
     uint32_t r;
+    enum fs_job_phase wait_phase; /* GET /v1/jobs/{job}?wait_ms=: the phase waited out (with r) */
     uint64_t idx;
     size_t m;
     uint8_t hdr[NPY_HEADER_MAX];
@@ -125,13 +129,15 @@ static void rq_free(void *p)
     if (q->reserved > 0) {
         atomic_fetch_sub(&q->app->chunk_mem, q->reserved);
     }
-    if (q->streaming && q->job != NULL) {
+    if (q->streaming && (q->job != NULL || q->win != NULL)) {
         /* broke off (or was refused) before it completed: take it back */
         struct fs_err err = {0};
-        if (agg_job_stream_end(q->job, &q->up, 0, &err) != 0) {
+        if ((q->win != NULL ? agg_shardwin_stream_end(q->win, &q->up, 0, &err)
+                            : agg_job_stream_end(q->job, &q->up, 0, &err)) != 0) {
             fs_log(FS_LOG_WARN, "cannot take back a broken-off chunk", NULL);
         }
     }
+    agg_shardwin_unref(q->win);
     if (q->job != NULL) {
         agg_job_count_bytes(q->job, q->in_bytes, q->out_bytes);
     }
@@ -192,6 +198,16 @@ static int auth_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
     fs_http_req_set_user(req, q, rq_free);
     if (fs_auth_parse_bearer(fs_http_req_header(req, "Authorization"), &tok, &len, &err) != 0) {
         return fs_http_problem_err(resp, &err) || 1;
+    }
+    if (rc_->auth == A_PEER) {
+        /* the shard routes: the peer token only */
+        if (app->peer == NULL) {
+            return fs_http_fail(resp, AGG_EFORBIDDEN, "%s", "peer token not configured") || 1;
+        }
+        if (fs_auth_check_token(app->peer, tok, len, NULL, NULL) != 0) {
+            return fs_http_fail(resp, FS_EAUTH, "%s", "the peer token is required") || 1;
+        }
+        return 0;
     }
     admin = fs_auth_check_token(app->admin, tok, len, NULL, NULL) == 0;
     if (rc_->has_job) {
@@ -454,10 +470,38 @@ static int h_job_maskset(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return rc;
 }
 
+/* (the parker's question) 1 once the job left the phase and aggregation waited out */
+static int job_moved(void *p)
+{
+    const struct rq *q = p;
+    return agg_job_moved(q->job, q->wait_phase, q->r);
+}
+
+/* GET /v1/jobs/{job}; with ?wait_ms=N&phase=P&aggregation=R a long poll: the
+ * answer waits (at most N ms) until the job is no longer in phase P of
+ * aggregation R. */
 static int h_job_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct rq *q = rq_of(req);
+    const char *wait = fs_http_req_query(req, "wait_ms");
+    const char *phase = fs_http_req_query(req, "phase");
+    uint64_t ms = 0;
+    uint64_t r = 0;
+
     (void)ctx;
+    if (wait != NULL && !fs_http_req_resumed(req)) {
+        if (parse_u64(wait, AGG_WAIT_MS_MAX, &ms) != 0 ||
+            parse_u64(fs_http_req_query(req, "aggregation"), UINT32_MAX, &r) != 0 ||
+            phase == NULL || fs_job_phase_parse(phase, &q->wait_phase) != 0) {
+            return fs_http_fail(resp, FS_EFORMAT,
+                                "wait_ms (0..%u) needs phase (a phase name) and aggregation",
+                                (unsigned)AGG_WAIT_MS_MAX);
+        }
+        q->r = (uint32_t)r;
+        if (ms > 0 && !job_moved(q) && fs_http_req_park(req, (unsigned)ms, job_moved, q) == 0) {
+            return 0;
+        }
+    }
     return reply_json(resp, q, 200, agg_job_status(q->job));
 }
 
@@ -688,31 +732,29 @@ static int reserve_chunk_body(struct rq *q, fs_http_resp *resp)
     return 0;
 }
 
-static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
+/* The body of a masked chunk, once the caller is known (q->job and its
+ * aggregation {r}, or q->win, a shard window: local chunk indices). */
+static int chunk_body_begin(fs_http_req *req, fs_http_resp *resp, struct rq *q)
 {
-    struct rq *q;
     struct fs_err err = {0};
     uint64_t r = 0;
     uint64_t idx = 0;
     uint64_t cl = 0;
-    int rc = auth_begin(req, resp, ctx);
 
-    if (rc != 0 || fs_http_resp_is_set(resp)) {
-        return rc != 0 ? rc : 1;
-    }
-    q = fs_http_req_user(req);
     if (!fs_http_req_content_type_is(req, "application/x-npy")) {
         return fs_http_problem(resp, 415, FS_PROBLEM_UNSUPPORTED, NULL,
                                "Content-Type must be application/x-npy") ||
                1;
     }
-    if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0 ||
+    if ((q->win == NULL && parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) ||
         parse_u64(fs_http_req_param(req, "chunk"), UINT64_MAX / 2, &idx) != 0) {
         return fs_http_fail(resp, FS_ENOTFOUND, "%s",
                             "aggregation and chunk must be decimal integers") ||
                1;
     }
-    if (agg_job_chunk_check(q->job, q->party, (uint32_t)r, idx, &q->m, &err) != 0) {
+    if ((q->win != NULL
+             ? agg_shardwin_chunk_check(q->win, q->party, idx, &q->m, &err)
+             : agg_job_chunk_check(q->job, q->party, (uint32_t)r, idx, &q->m, &err)) != 0) {
         return fs_http_problem_err(resp, &err) || 1;
     }
     q->r = (uint32_t)r;
@@ -734,10 +776,53 @@ static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
     }
     /* a new chunk of an open round streams into the sum; anything else
      * (a repeat, a closed round) is buffered and decided whole */
-    if (agg_job_stream_begin(q->job, q->party, q->r, idx, q->m, &q->up, &q->streaming, &err) != 0) {
+    if ((q->win != NULL
+             ? agg_shardwin_stream_begin(q->win, q->party, idx, q->m, &q->up, &q->streaming, &err)
+             : agg_job_stream_begin(q->job, q->party, q->r, idx, q->m, &q->up, &q->streaming,
+                                    &err)) != 0) {
         return fs_http_problem_err(resp, &err) || 1;
     }
     return q->streaming ? 0 : reserve_chunk_body(q, resp);
+}
+
+static int chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    int rc = auth_begin(req, resp, ctx);
+
+    if (rc != 0 || fs_http_resp_is_set(resp)) {
+        return rc != 0 ? rc : 1;
+    }
+    return chunk_body_begin(req, resp, fs_http_req_user(req));
+}
+
+/* PUT /v1/shards/{job}/masked/{chunk}: the party's token of the window's job. */
+static int shard_chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const struct route_ctx *rc_ = ctx;
+    struct fs_err err = {0};
+    const char *tok = NULL;
+    const char *id = fs_http_req_param(req, "job");
+    size_t len = 0;
+    struct rq *q = calloc(1, sizeof *q);
+
+    if (q == NULL) {
+        return fs_http_problem(resp, 503, FS_PROBLEM_UNAVAILABLE, NULL, "out of memory") || 1;
+    }
+    q->app = rc_->app;
+    fs_http_req_set_user(req, q, rq_free);
+    if (fs_auth_parse_bearer(fs_http_req_header(req, "Authorization"), &tok, &len, &err) != 0) {
+        return fs_http_problem_err(resp, &err) || 1;
+    }
+    q->win = rc_->app->shards != NULL ? agg_shards_find(rc_->app->shards, id) : NULL;
+    if (q->win == NULL) {
+        return fs_http_fail(resp, FS_ENOTFOUND, "no shard window for job %s",
+                            fs_job_id_valid(id) ? id : "(malformed id)") ||
+               1;
+    }
+    if (agg_shardwin_auth(q->win, tok, len, &q->party, &err) != 0) {
+        return fs_http_problem_err(resp, &err) || 1;
+    }
+    return chunk_body_begin(req, resp, q);
 }
 
 /* Body bytes of a streamed chunk: whole words go to the sum, a split
@@ -757,12 +842,14 @@ static int stream_bytes(struct rq *q, const uint8_t *p, size_t n, fs_http_resp *
             return 0; /* the piece ended within the word */
         }
         q->ncarry = 0;
-        if (agg_job_stream_piece(q->job, &q->up, q->carry, 1, &err) != 0) {
+        if ((q->win != NULL ? agg_shardwin_stream_piece(q->win, &q->up, q->carry, 1, &err)
+                            : agg_job_stream_piece(q->job, &q->up, q->carry, 1, &err)) != 0) {
             return fs_http_problem_err(resp, &err) || 1;
         }
     }
     w = n / 8;
-    if (w > 0 && agg_job_stream_piece(q->job, &q->up, p, w, &err) != 0) {
+    if (w > 0 && (q->win != NULL ? agg_shardwin_stream_piece(q->win, &q->up, p, w, &err)
+                                 : agg_job_stream_piece(q->job, &q->up, p, w, &err)) != 0) {
         return fs_http_problem_err(resp, &err) || 1;
     }
     memcpy(q->carry, p + 8 * w, n - 8 * w);
@@ -861,13 +948,15 @@ static int chunk_done(fs_http_req *req, fs_http_resp *resp, void *ctx)
     }
     if (q->streaming) {
         q->streaming = 0;
-        if (agg_job_stream_end(q->job, &q->up, 1, &err) != 0) {
+        if ((q->win != NULL ? agg_shardwin_stream_end(q->win, &q->up, 1, &err)
+                            : agg_job_stream_end(q->job, &q->up, 1, &err)) != 0) {
             return fs_http_problem_err(resp, &err);
         }
         return fs_http_resp_empty(resp, 204);
     }
     agg_le64_decode(y, q->buf, q->m); /* in place: nothing to do on little-endian hosts */
-    if (agg_job_put_chunk(q->job, q->party, q->r, q->idx, y, q->m, &err) != 0) {
+    if ((q->win != NULL ? agg_shardwin_put_chunk(q->win, q->party, q->idx, y, q->m, &err)
+                        : agg_job_put_chunk(q->job, q->party, q->r, q->idx, y, q->m, &err)) != 0) {
         return fs_http_problem_err(resp, &err);
     }
     return fs_http_resp_empty(resp, 204);
@@ -1123,7 +1212,8 @@ static int h_plain(fs_http_req *req, fs_http_resp *resp, void *ctx)
 struct route_def {
     const char *method;
     const char *pattern;
-    int body; /* 0 none, 1 small, 2 spec, 3 max_body, 4 chunk, 5 noise-response, 6 plain.npy */
+    int body; /* 0 none, 1 small, 2 spec, 3 max_body, 4 chunk, 5 noise-response, 6 plain.npy,
+                 7 shard chunk, 8 shard finish */
     enum auth_kind auth;
     fs_http_handler_fn handler;
 };
@@ -1160,6 +1250,12 @@ static const struct route_def ROUTES[] = {
     {"PUT", "/v1/jobs/{job}/aggregations/{r}/plain.npy", 6, A_PARTY, h_plain},
     {"GET", "/v1/jobs/{job}/result", 0, A_ANY, h_result},
     {"GET", "/v1/jobs/{job}/result/{name}.npy", 0, A_ANY, h_result_file},
+    {"PUT", "/v1/shards/{job}", 3, A_PEER, agg_shard_h_put},
+    {"GET", "/v1/shards/{job}", 0, A_PEER, agg_shard_h_get},
+    {"DELETE", "/v1/shards/{job}", 0, A_PEER, agg_shard_h_delete},
+    {"PUT", "/v1/shards/{job}/masked/{chunk}", 7, A_PARTY, chunk_done},
+    {"POST", "/v1/shards/{job}/finish", 8, A_PEER, agg_shard_h_finish},
+    {"GET", "/v1/shards/{job}/r.npy", 0, A_PEER, agg_shard_h_r},
 };
 
 #define NROUTES (sizeof ROUTES / sizeof ROUTES[0])
@@ -1175,7 +1271,7 @@ int agg_http_routes(struct agg_app *app, struct fs_err *err)
         memset(&r, 0, sizeof r);
         g_ctx[i].app = app;
         g_ctx[i].auth = d->auth;
-        g_ctx[i].has_job = strstr(d->pattern, "{job}") != NULL;
+        g_ctx[i].has_job = strncmp(d->pattern, "/v1/jobs/{job}", 14) == 0;
         r.method = d->method;
         r.pattern = d->pattern;
         r.handler = d->handler;
@@ -1191,8 +1287,12 @@ int agg_http_routes(struct agg_app *app, struct fs_err *err)
             r.max_body = app->cfg->max_body;
             break;
         case 4:
+        case 7:
             r.max_body = NPY_HEADER_MAX + 8 * (uint64_t)MAX_CHUNK_WORDS;
             r.on_chunk = chunk_piece;
+            break;
+        case 8:
+            r.max_body = agg_shard_finish_cap(FS_SECAGG_MAX_PARTIES);
             break;
         case 5: /* the exact cap is set per request (sized_begin) */
         case 6:
@@ -1205,6 +1305,7 @@ int agg_http_routes(struct agg_app *app, struct fs_err *err)
         }
         if (d->auth != A_NONE) {
             r.on_begin = d->body == 4   ? chunk_begin
+                         : d->body == 7 ? shard_chunk_begin
                          : d->body == 5 ? noise_begin
                          : d->body == 6 ? plain_begin
                                         : auth_begin;

@@ -102,11 +102,13 @@ int agg_begin_fed(agg_job *j, uint32_t r, double at, struct fs_err *err)
     uint32_t *active = NULL;
     size_t na = 0;
     uint64_t len = agg_len(j, r);
+    uint64_t own = len; /* words this server sums: its window when sharded */
     json_t *params;
     json_t *doc;
     int rc;
 
-    rc = fs_jobsm_begin(&j->st, j->sm, r, len, &active, &na, err);
+    rc = agg_shard_is_sharded(j, r) ? agg_shard_begin(j, r, len, &active, &na, &own, err)
+                                    : fs_jobsm_begin(&j->st, j->sm, r, len, &active, &na, err);
     if (rc != 0) {
         agg_after_sm_error(j, rc, err);
         return rc;
@@ -120,11 +122,12 @@ int agg_begin_fed(agg_job *j, uint32_t r, double at, struct fs_err *err)
         return rc;
     }
     pthread_mutex_lock(&j->mu);
-    j->len = len;
-    j->nchunks = (len + j->chunk_words - 1) / j->chunk_words;
+    j->len = own;
+    j->nchunks = (own + j->chunk_words - 1) / j->chunk_words;
     doc = json_pack("{s:i, s:s, s:I, s:I, s:I, s:s, s:o, s:n, s:n, s:n, s:n}", "index", (int)r,
                     "kind", agg_is_stats(j, r) ? "stats" : "svd", "length", (json_int_t)len,
-                    "chunk_words", (json_int_t)j->chunk_words, "chunks", (json_int_t)j->nchunks,
+                    "chunk_words", (json_int_t)j->chunk_words, "chunks",
+                    (json_int_t)((len + j->chunk_words - 1) / j->chunk_words), /* all shards' */
                     "phase", fs_job_phase_name(FS_JOB_EXPONENTS), "active",
                     fs_wire_ids_encode(active, na), "exponents", "survivors", "signatures", "sum");
     json_array_set_new(j->aggs, r, doc != NULL ? doc : json_null());
@@ -333,6 +336,9 @@ static int decode_svd(agg_job *j, const uint64_t *sum, const uint32_t *u3, size_
         rc = fs_jobsm_agreed_exponent(&j->st, u3, n3, e, err);
         pthread_mutex_unlock(&j->mu);
     }
+    if (rc == 0 && j->sj != NULL) {
+        return 0; /* sharded: every shard decodes its own rows (agg_shard_finish_svd) */
+    }
     if (rc == 0) {
         /* decode in place: the ring sum becomes X' without a second N x d buffer */
         uint64_t n = 0;
@@ -364,26 +370,42 @@ static int finish_svd(agg_job *j, json_t **out, struct fs_err *err)
     enum fs_topk_method method =
         j->spec.fed.method == FS_JOB_RANDOMIZED ? FS_TOPK_RANDOMIZED : FS_TOPK_AUTO;
     fs_mat *y = NULL;
+    struct fs_prg_term *plan = NULL; /* sharded: what the peers unmask with (secret) */
+    size_t np = 0;
     int e = 0;
     int rc;
 
     *out = NULL;
+    if (j->sj != NULL && (rc = fs_secagg_server_unmask_plan(j->sm, &plan, &np, err)) != 0) {
+        return rc;
+    }
     rc = fs_secagg_server_finish(j->sm, &sum, err);
     if (rc != 0) {
+        fs_secagg_plan_free(plan, np);
         return rc;
     }
     u3 = fs_secagg_server_set(j->sm, 3, &n3);
     u3c = malloc((n3 + 1) * sizeof *u3c);
     if (u3c == NULL) {
+        fs_secagg_plan_free(plan, np);
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
     memcpy(u3c, u3, n3 * sizeof *u3);
     rc = decode_svd(j, sum, u3c, n3, &n_included, &e, &y, err);
+    if (rc == 0 && j->sj != NULL) {
+        pthread_mutex_lock(&j->mu);
+        fs_jobsm_factorizing(&j->st, agg_now_wall());
+        pthread_mutex_unlock(&j->mu);
+        rc = agg_shard_finish_svd(j, plan, np, u3c, n3, e, &pub, err);
+    }
+    fs_secagg_plan_free(plan, np);
     if (rc != 0) {
         goto out;
     }
     pthread_mutex_lock(&j->mu);
-    fs_jobsm_factorizing(&j->st, agg_now_wall());
+    if (j->sj == NULL) {
+        fs_jobsm_factorizing(&j->st, agg_now_wall());
+    }
     if (agg_cur_doc(j) != NULL) {
         json_object_set_new(agg_cur_doc(j), "phase", json_string(fs_job_phase_name(FS_JOB_DONE)));
     }
@@ -392,7 +414,9 @@ static int finish_svd(agg_job *j, json_t **out, struct fs_err *err)
     /* The ring sum is decoded (it is y now): free the rest of the secagg state. */
     fs_secagg_server_free(j->sm);
     j->sm = NULL;
-    rc = fs_fedsvd_server_factorize(y, (size_t)j->spec.fed.k, method, NULL, &pub, err);
+    rc = j->sj != NULL
+             ? 0 /* factorized */
+             : fs_fedsvd_server_factorize(y, (size_t)j->spec.fed.k, method, NULL, &pub, err);
     fs_mat_free(y);
     y = NULL;
     if (rc == 0) {

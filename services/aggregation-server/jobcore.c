@@ -86,8 +86,6 @@ static int cs_put(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, si
     agg_job *j = c->job;
     char path[4600];
     char dir[4600];
-    uint8_t *le = NULL;
-    const uint8_t *bytes = (const uint8_t *)y;
     int rc = 0;
 
     if (j->replaying) {
@@ -101,21 +99,9 @@ static int cs_put(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, si
     if (rc != 0) {
         return rc;
     }
-#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-    le = malloc(m * 8 == 0 ? 1 : m * 8);
-    if (le == NULL) {
-        return fs_err_set(err, FS_ENOMEM, "out of memory");
-    }
-    agg_le64_encode(le, y, m);
-    bytes = le;
-#endif
-    rc = agg_write_upload(path, bytes, m * 8, (off_t)(idx * j->chunk_words * 8), j->mgr->cfg.fsync);
-    if (rc != 0) {
-        /* a disk-full chunk is not folded: 503, and the party sends it again */
-        rc = fs_err_set(err, fs_io_errcode(rc), "upload file: %s", strerror(rc));
-    }
-    free(le);
-    return rc;
+    /* a disk-full chunk is not folded: 503, and the party sends it again */
+    return agg_write_upload_words(path, y, m, (off_t)(idx * j->chunk_words * 8), j->mgr->cfg.fsync,
+                                  err);
 }
 
 static int cs_get(void *ctx, uint32_t party, uint64_t idx, uint64_t *y, size_t m,
@@ -144,6 +130,10 @@ void agg_job_free(agg_job *j)
     if (j == NULL) {
         return;
     }
+    if (j->sj_detach != NULL) {
+        j->sj_detach(j);
+    }
+    json_decref(j->sj_doc);
     fs_secagg_server_free(j->sm);
     if (j->ops != NULL) {
         j->ops->detach(j);
@@ -179,6 +169,7 @@ static int fed_init(agg_job *j, struct fs_err *err)
     j->fj.cols = (size_t)j->spec.cols;
     j->fj.parties = j->n;
     j->fj.sizes = j->sizes;
+    j->fj.shards = j->spec.fed.shards;
     if (fs_fedsvd_job_check(&j->fj, err) != 0) {
         return fs_err_set(err, FS_EINVAL, "%s", err->msg);
     }
@@ -244,6 +235,7 @@ int agg_job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec, ui
     if (rc == 0 && j->fed) {
         rc = fed_init(j, err);
     }
+
     if (rc == 0) {
         rc = fs_auth_new(&j->auth, err);
     }

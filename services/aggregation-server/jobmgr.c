@@ -149,6 +149,9 @@ static int build_job(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
     int rc = agg_job_alloc(m, id, spec, m->cfg.chunk_words, created, &j, err);
 
     if (rc == 0) {
+        rc = agg_shard_attach(j, 1, err);
+    }
+    if (rc == 0) {
         rc = agg_add_digests(j, digests, err);
     }
     if (rc == 0) {
@@ -206,6 +209,7 @@ int agg_job_create(agg_mgr *m, const struct fs_job_spec *spec_in, const char *se
     agg_job *j = NULL;
     json_t *res = NULL;
     uint32_t n = spec.parties;
+    int windows = 0; /* made on the peers: deleted again if the job is not created */
     int rc;
 
     *out = NULL;
@@ -226,6 +230,11 @@ int agg_job_create(agg_mgr *m, const struct fs_job_spec *spec_in, const char *se
         rc = build_job(m, id, &spec, (const uint8_t(*)[32])digests, &j, err);
     }
     if (rc == 0) {
+        /* sharded: the peers' windows first (nothing is stored when they fail) */
+        rc = agg_shard_create_windows(m, id, &spec, (const uint8_t(*)[32])digests, err);
+        windows = rc == 0;
+    }
+    if (rc == 0) {
         rc = insert_job(m, j, tokens, (const uint8_t(*)[32])digests, &res, err);
     }
     if (rc == 0) {
@@ -242,6 +251,9 @@ int agg_job_create(agg_mgr *m, const struct fs_job_spec *spec_in, const char *se
     res = NULL;
     j = NULL;
 out:
+    if (windows && j != NULL) {
+        agg_shard_forget_windows(j);
+    }
     if (tokens != NULL) {
         fs_wipe(tokens, (size_t)n * sizeof *tokens);
     }
@@ -377,13 +389,7 @@ void agg_mgr_wait(agg_mgr *m, unsigned ms)
 {
     struct timespec ts;
 
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += ms / 1000;
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
+    agg_deadline_in(&ts, ms);
     pthread_mutex_lock(&m->wake_mu);
     while (!m->woken) {
         if (pthread_cond_timedwait(&m->wake_cv, &m->wake_mu, &ts) != 0) {
@@ -436,13 +442,14 @@ static void tick_job(agg_job *j)
     int join = 0;
 
     tick_storage(j);
+    agg_shard_tick(j);
     pthread_mutex_lock(&j->mu);
     if (j->worker_running && j->worker_exited) {
         join = 1;
         j->worker_running = 0;
     }
     if (fs_jobsm_running(&j->st) && !j->st.finishing) {
-        if (fs_jobsm_round_complete(&j->st)) {
+        if (fs_jobsm_round_complete(&j->st) && agg_shard_round_ready(j)) {
             due = 1;
         } else if (agg_now_mono() >= j->deadline_mono) {
             due = 1;
@@ -460,7 +467,8 @@ static void tick_job(agg_job *j)
     pthread_mutex_lock(&j->mu);
     /* again: a worker may have opened the next round meanwhile */
     due = fs_jobsm_running(&j->st) && !j->st.finishing && j->sm != NULL &&
-          (fs_jobsm_round_complete(&j->st) || agg_now_mono() >= j->deadline_mono);
+          ((fs_jobsm_round_complete(&j->st) && agg_shard_round_ready(j)) ||
+           agg_now_mono() >= j->deadline_mono);
     pthread_mutex_unlock(&j->mu);
     if (due) {
         (void)agg_close_round(j, agg_now_wall(), by_deadline, &err);

@@ -29,6 +29,7 @@
 
 #include "../../api/jobs.h"
 #include "core/err.h"
+#include "proto/jobsm.h"
 #include "proto/secagg.h"
 #include "store.h"
 
@@ -46,6 +47,13 @@ struct agg_mgr_config {
     uint32_t max_jobs;    /* running at once */
     uint32_t chunk_words; /* for new jobs */
     int fsync;
+    /* sharded fedsvd/fedpca jobs (shardcoord.c): the peers holding shards
+     * 1..npeers (borrowed), the peer token's file and the CA to verify them */
+    const char *peers[16];
+    uint32_t npeers;
+    const char *peer_token_file;
+    const char *peer_ca_file;
+    int insecure_http;
 };
 
 struct agg_counts {
@@ -115,6 +123,12 @@ void agg_job_count_bytes(agg_job *j, uint64_t in, uint64_t out);
 
 /** The Job status document (new reference). */
 json_t *agg_job_status(agg_job *j);
+
+/* Longest wait of a long poll (GET /v1/jobs/{job}?wait_ms=), milliseconds. */
+#define AGG_WAIT_MS_MAX 30000u
+
+/** 1 when the job's phase or aggregation is no longer (ph, r) (a long poll's condition). */
+int agg_job_moved(agg_job *j, enum fs_job_phase ph, uint32_t r);
 
 /** Cancel: the job fails with "cancelled by the operator". */
 FS_WUR int agg_job_cancel(agg_job *j, struct fs_err *err);

@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "core/fdio.h"
 #include "jobmgr.h"
@@ -23,6 +24,7 @@
 
 struct agg_power;
 struct agg_event;
+struct agg_shardjob;
 
 struct chunk_ctx {
     agg_job *job;
@@ -51,6 +53,9 @@ struct agg_job {
     uint32_t naggs;                 /* secure aggregations of the job */
     size_t *sizes;                  /* fed: party_sizes as size_t, for lib/proto */
     struct fs_fedsvd_job fj;        /* fed: the job as lib/proto sees it (sizes borrowed) */
+    struct agg_shardjob *sj;        /* a sharded job (shardcoord.c); NULL: one server */
+    void (*sj_detach)(agg_job *j);  /* frees sj (set with it) */
+    json_t *sj_doc;                 /* the Job document's "shards" list (immutable) */
 
     /* sm_mu */
     fs_secagg_server *sm;
@@ -136,6 +141,7 @@ struct agg_mgr {
 double agg_now_mono(void);
 double agg_now_wall(void);
 void agg_iso_time(double t, char out[32]);
+void agg_deadline_in(struct timespec *ts, unsigned ms); /* CLOCK_REALTIME, ms from now */
 void agg_rm_tree(const char *path);
 int agg_is_internal(int code);
 json_t *agg_ids_where(const uint8_t *flags, const uint8_t *unless, uint32_t n);
@@ -143,6 +149,8 @@ int agg_file_sha256_hex(const char *path, char hex[65], struct fs_err *err);
 int agg_read_words(const char *path, uint64_t off, uint64_t *y, size_t m, struct fs_err *err);
 void agg_le64_encode(uint8_t *b, const uint64_t *y, size_t m);
 int agg_write_upload(const char *path, const uint8_t *p, size_t n, off_t off, int sync);
+int agg_write_upload_words(const char *path, const uint64_t *y, size_t m, off_t off, int sync,
+                           struct fs_err *err);
 
 /* ---- jobstatus.c: documents (mu held where _locked) */
 json_t *agg_status_locked(const agg_job *j);
@@ -214,5 +222,34 @@ int agg_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err);
 /* A streamed chunk, committed to the sum: log and record it (sm_mu held). */
 int agg_apply_streamed(agg_job *j, uint32_t party, uint64_t idx, size_t m, double at,
                        struct fs_err *err);
+
+/* ---- shardcoord.c: sharded fedsvd/fedpca jobs (the coordinator's side) */
+/* Before a job of spec is stored: create its windows on the peers (none
+ * when it is not sharded); FS_EFORMAT when there are too few peers,
+ * FS_EUNAVAILABLE when a peer cannot take its window. */
+int agg_shard_create_windows(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
+                             const uint8_t (*digests)[32], struct fs_err *err);
+/* j->sj for a sharded job (after agg_job_alloc; strict: every shard must
+ * have its peer, else shards without one fail the job when it runs);
+ * j->sj_detach stops its poller and frees it. */
+int agg_shard_attach(agg_job *j, int strict, struct fs_err *err);
+/* Delete j's windows on the peers (a job whose creation failed after they were made). */
+void agg_shard_forget_windows(agg_job *j);
+/* 1 when aggregation r of j is split over the shards. */
+int agg_shard_is_sharded(const agg_job *j, uint32_t r);
+/* The driver: start the poller of a sharded job once. */
+void agg_shard_tick(agg_job *j);
+/* sm_mu held: begin the sharded aggregation (the own window, win_len words). */
+int agg_shard_begin(agg_job *j, uint32_t r, uint64_t len, uint32_t **active, size_t *na,
+                    uint64_t *win_len, struct fs_err *err);
+/* mu held: 0 while a party of the open sharded masked_input is not complete on every peer. */
+int agg_shard_round_ready(const agg_job *j);
+int agg_shard_closes_masked(const agg_job *j);
+/* sm_mu held: close the sharded masked_input; *body (free) goes with the close event. */
+int agg_shard_close_masked(agg_job *j, char **body, struct fs_err *err);
+int agg_shard_replay_close(agg_job *j, const void *body, size_t len, struct fs_err *err);
+/* sm_mu held, the worker: the peers' part of the sharded SVD, TSQR into *pub. */
+int agg_shard_finish_svd(agg_job *j, const struct fs_prg_term *plan, size_t np, const uint32_t *u3,
+                         size_t n3, int e, struct fs_fedsvd_published *pub, struct fs_err *err);
 
 #endif

@@ -209,7 +209,10 @@ static int replay_event(void *ctx, const struct agg_event *ev, struct fs_err *er
     }
     switch (kind) {
     case FS_JOBSM_EV_CLOSE:
-        rc = agg_close_round(j, ev->at, 0, err);
+        rc = agg_shard_replay_close(j, ev->body, ev->len, err);
+        if (rc == 0) {
+            rc = agg_close_round(j, ev->at, 0, err);
+        }
         if (rc == 0) {
             fs_jobsm_replay_closed(&j->st, ph);
         }
@@ -465,7 +468,11 @@ static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err
         return 0;
     }
     rc = agg_job_alloc(m, row->id, &spec, row->chunk_words, row->created_unix, &j, err);
+    if (rc == 0) {
+        rc = agg_shard_attach(j, 0, err);
+    }
     if (rc != 0) {
+        agg_job_free(j);
         return rc;
     }
     snprintf(j->created_at, sizeof j->created_at, "%s", row->created_at);

@@ -253,6 +253,7 @@ int agg_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err)
 {
     struct fs_jobsm_close c;
     struct fs_jobsm_step st;
+    char *verdict = NULL; /* a sharded masked_input: who is complete on the peers */
     int src;
     int rc;
 
@@ -260,12 +261,14 @@ int agg_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err)
         return 0;
     }
     memset(&st, 0, sizeof st);
-    src = fs_jobsm_close_secagg(&j->st, j->sm, err);
+    src = agg_shard_closes_masked(j) ? agg_shard_close_masked(j, &verdict, err)
+                                     : fs_jobsm_close_secagg(&j->st, j->sm, err);
     pthread_mutex_lock(&j->mu);
     rc = fs_jobsm_close(&j->st, &c, err);
     pthread_mutex_unlock(&j->mu);
     if (rc != 0 || c.event == NULL) {
         fs_jobsm_close_clear(&c);
+        free(verdict);
         return rc;
     }
     log_close(j, &c, by_deadline);
@@ -274,7 +277,7 @@ int agg_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err)
         rc = src;
         goto out;
     }
-    rc = agg_log_event(j, c.event, 0, 0, NULL, 0, at, err);
+    rc = agg_log_event(j, c.event, 0, 0, verdict, verdict != NULL ? strlen(verdict) : 0, at, err);
     if (rc != 0) {
         goto out;
     }
@@ -297,6 +300,7 @@ int agg_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err)
         agg_persist_state(j, NULL);
     }
 out:
+    free(verdict);
     fs_jobsm_step_clear(&st);
     fs_jobsm_close_clear(&c);
     return rc;

@@ -128,6 +128,9 @@ json_t *agg_status_locked(const agg_job *j)
     if (j->fed) {
         fed_status(j, o);
     }
+    if (j->sj_doc != NULL) {
+        json_object_set_new(o, "shards", json_deep_copy(j->sj_doc));
+    }
     if (j->ops != NULL) {
         j->ops->status_locked(j, o);
     }
@@ -154,6 +157,16 @@ json_t *agg_job_status(agg_job *j)
     o = agg_status_locked(j);
     pthread_mutex_unlock(&j->mu);
     return o;
+}
+
+int agg_job_moved(agg_job *j, enum fs_job_phase ph, uint32_t r)
+{
+    int moved;
+
+    pthread_mutex_lock(&j->mu);
+    moved = j->st.phase != ph || j->st.r != r;
+    pthread_mutex_unlock(&j->mu);
+    return moved;
 }
 
 const char *agg_job_id(const agg_job *j)

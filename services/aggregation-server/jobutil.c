@@ -38,6 +38,19 @@ void agg_iso_time(double t, char out[32])
     strftime(out, 32, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
+/* The CLOCK_REALTIME time ms milliseconds from now: the deadline of a
+ * pthread_cond_timedwait on a condition variable with the default clock. */
+void agg_deadline_in(struct timespec *ts, unsigned ms)
+{
+    clock_gettime(CLOCK_REALTIME, ts);
+    ts->tv_sec += ms / 1000;
+    ts->tv_nsec += (long)(ms % 1000) * 1000000L;
+    if (ts->tv_nsec >= 1000000000L) {
+        ts->tv_sec++;
+        ts->tv_nsec -= 1000000000L;
+    }
+}
+
 /* Remove a directory tree (our own layout: a few levels, no symlinks followed). */
 void agg_rm_tree(const char *path)
 {
@@ -177,6 +190,29 @@ int agg_write_upload(const char *path, const uint8_t *p, size_t n, off_t off, in
         close(fd);
     }
     return e;
+}
+
+/* Write m words little-endian at byte offset off into path (an uploaded
+ * chunk, agg_write_upload); FS_ENOMEM, or the write's error (a full disk:
+ * the chunk is not folded, and its sender is answered 503 and sends it again). */
+int agg_write_upload_words(const char *path, const uint64_t *y, size_t m, off_t off, int sync,
+                           struct fs_err *err)
+{
+    uint8_t *le = NULL;
+    const uint8_t *bytes = (const uint8_t *)y;
+    int rc;
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+    le = malloc(m * 8 == 0 ? 1 : m * 8);
+    if (le == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    agg_le64_encode(le, y, m);
+    bytes = le;
+#endif
+    rc = agg_write_upload(path, bytes, m * 8, off, sync);
+    free(le);
+    return rc != 0 ? fs_err_set(err, fs_io_errcode(rc), "upload file: %s", strerror(rc)) : 0;
 }
 
 int agg_file_sha256_hex(const char *path, char hex[65], struct fs_err *err)

@@ -258,6 +258,9 @@ FS_WUR int ca_fed_open(struct ca_fed *f, uint32_t r, const uint32_t *ids,
 /** Masked chunk [off, off + m) of aggregation r's input. */
 FS_WUR int ca_fed_chunk(struct ca_fed *f, uint32_t r, fs_secagg_client *c, uint64_t off,
                         uint64_t *y, size_t m, struct fs_err *err);
+/** Sharded jobs: the party's SVD-round chunks use the shard-blocked layout of
+ * S shards (lib/proto/fedsvd_shard.h); S <= 1 is the unsharded layout. */
+FS_WUR int ca_fed_set_shards(struct ca_fed *f, uint32_t shards, struct fs_err *err);
 /** The upload of aggregation r is complete: free its intermediates. */
 void ca_fed_end_upload(struct ca_fed *f, uint32_t r);
 /** A statistics round's published sum and contributors. */
@@ -373,6 +376,11 @@ FS_WUR int ca_power_set_secret(struct ca_power *p, const uint8_t secret[CA_SECRE
 void ca_power_resuming(struct ca_power *p);
 /** fedpower-utility: the server's Paillier key; response size; this sync's response. */
 FS_WUR int ca_power_set_key(struct ca_power *p, const uint8_t *pk, size_t len, struct fs_err *err);
+/** ca_power_set_key in two halves; the first may run on another thread while
+ * p computes (fs_fedpower_party_exchange_prepare), the second takes nx over. */
+FS_WUR int ca_power_key_prepare(const struct ca_power *p, const uint8_t *pk, size_t len,
+                                struct fs_noisex_client **nx, struct fs_err *err);
+void ca_power_key_install(struct ca_power *p, struct fs_noisex_client *nx);
 size_t ca_power_response_size(const struct ca_power *p);
 FS_WUR int ca_power_exchange(struct ca_power *p, const uint8_t *sel, size_t sel_len, uint8_t *out,
                              size_t out_len, struct fs_err *err);

@@ -50,7 +50,8 @@ static const struct fs_svc_opt OPTS[] = {
     {"--max-participations N", "FEDSVD_MAX_PARTICIPATIONS", FS_SVC_U32, OFF(max_running), 0, "16",
      1, 1000, "participations running at once"},
     {"--poll-ms N", "FEDSVD_POLL_MS", FS_SVC_U32, OFF(poll_ms), 0, "200", 10, 60000,
-     "longest wait between job polls (10 ms after a step, doubling up to N)"},
+     "longest wait between job polls against a server without long polls (10 ms after a step, "
+     "doubling up to N); a long poll of the job waits max(N, 1000) ms, at most 10000"},
     {"--stall-timeout S", "FEDSVD_STALL_TIMEOUT", FS_SVC_U32, OFF(stall_s), 0, "3600", 0,
      30 * 86400,
      "fail a participation whose job shows no change for S seconds, 0 = never; not while the "

@@ -233,6 +233,14 @@ int ca_fed_chunk(struct ca_fed *f, uint32_t r, fs_secagg_client *c, uint64_t off
     return fs_fedsvd_party_masked(svd_party(f), c, off, y, m, err);
 }
 
+int ca_fed_set_shards(struct ca_fed *f, uint32_t shards, struct fs_err *err)
+{
+    if (svd_party(f) == NULL) {
+        return fs_err_set(err, FS_ESTATE, "the SVD step has not begun");
+    }
+    return fs_fedsvd_party_set_shards(svd_party(f), shards, err);
+}
+
 void ca_fed_end_upload(struct ca_fed *f, uint32_t r)
 {
     if (ca_fed_is_stats(f, r)) {

@@ -189,6 +189,17 @@ int ca_power_set_key(struct ca_power *p, const uint8_t *pk, size_t len, struct f
     return fs_fedpower_party_set_exchange_key(p->fp, pk, len, err);
 }
 
+int ca_power_key_prepare(const struct ca_power *p, const uint8_t *pk, size_t len,
+                         struct fs_noisex_client **nx, struct fs_err *err)
+{
+    return fs_fedpower_party_exchange_prepare(p->fp, pk, len, nx, err);
+}
+
+void ca_power_key_install(struct ca_power *p, struct fs_noisex_client *nx)
+{
+    fs_fedpower_party_exchange_install(p->fp, nx);
+}
+
 size_t ca_power_response_size(const struct ca_power *p)
 {
     return fs_fedpower_party_exchange_size(p->fp);

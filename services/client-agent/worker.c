@@ -251,6 +251,7 @@ static int step_begin(struct ca_wk *w, uint32_t r, struct fs_err *err)
         return rc;
     }
     w->has_agg = 1;
+    w->chunks_total = ca_wk_chunks_total(w, r);
     if (!ca_in_set(w->agg.active, w->agg.nactive, me)) {
         return fs_err_set(err, FS_ESTATE,
                           "dropped by the server: not in the active set of aggregation %u", r);
@@ -293,7 +294,6 @@ static int step_upload(struct ca_wk *w, uint32_t r, struct fs_err *err)
 {
     const double *x =
         w->p->data != NULL ? w->p->data->data : NULL; /* column-major: word i is x[i] */
-    uint64_t cw = w->agg.chunk_words;
     uint8_t hdr[CA_NPY_HEADER_CAP];
     int rc = 0;
 
@@ -305,18 +305,25 @@ static int step_upload(struct ca_wk *w, uint32_t r, struct fs_err *err)
         }
         return 0;
     }
-    while (w->chunks_done < w->agg.chunks) {
-        uint64_t c = w->chunks_done;
-        uint64_t off = c * cw;
-        size_t m = (size_t)(w->agg.length - off < cw ? w->agg.length - off : cw);
+    rc = ca_wk_upload_begin(w, r, err);
+    while (rc == 0 && w->chunks_done < w->chunks_total) {
+        struct ca_chunk_target t;
         struct fs_npy_header h;
         struct ca_body_src src;
         size_t hlen = 0;
-        char path[160];
+        uint64_t off;
+        size_t m;
 
         if (atomic_load(&w->p->stop) != 0) {
             return CA_STEP_WAIT; /* the loop reports why it stops */
         }
+        /* the job route (shard 0), or a shard peer's window (worker_shard.c) */
+        rc = ca_wk_chunk_target(w, r, w->chunks_done, &t, err);
+        if (rc != 0) {
+            break;
+        }
+        off = t.off;
+        m = t.m;
         /* Encoding and masking are deterministic, so a retried chunk is
          * byte-identical (the server accepts identical repeats). They run
          * over pieces of at most MASK_PIECE words: each PRG stream (one per
@@ -346,13 +353,6 @@ static int step_upload(struct ca_wk *w, uint32_t r, struct fs_err *err)
         h.shape[0] = m;
         h.shape[1] = 1;
         rc = fs_npy_format_header(&h, hdr, sizeof hdr, &hlen, err);
-        if (rc == 0) {
-            rc = ca_wk_path(w, path, sizeof path, "/aggregations/%u/masked/%llu", r,
-                            (unsigned long long)c);
-            if (rc != 0) {
-                rc = fs_err_set(err, rc, "path too long");
-            }
-        }
         if (rc != 0) {
             break;
         }
@@ -363,7 +363,10 @@ static int step_upload(struct ca_wk *w, uint32_t r, struct fs_err *err)
         src.pos = 0;
         rc = ca_wk_ledger_before_upload(w, err);
         if (rc == 0) {
-            rc = ca_wk_call(w, "PUT", path, NULL, &src, NULL, err);
+            rc = ca_wk_call_on(w, t.http, "PUT", t.path, NULL, &src, NULL, err);
+            if (rc != 0 && rc != CA_STEP_WAIT && t.shard > 0) {
+                fs_err_prefix(err, "shard %u (%s): ", t.shard, ca_wk_shard_url(w, t.shard));
+            }
         }
         if (rc != 0) {
             break;
@@ -601,13 +604,17 @@ static int transient(int rc)
     return rc == FS_EIO || rc == FS_ESTORAGE;
 }
 
-static int poll_job(struct ca_wk *w, struct fs_agent_job *job, struct fs_err *err)
+/* GET the job; path NULL: w->jpath (else a long poll's path, see wait_for_change). */
+static int poll_job(struct ca_wk *w, const char *path, struct fs_agent_job *job, struct fs_err *err)
 {
     json_t *j = NULL;
-    int rc = ca_wk_get_json(w, w->jpath, &j, err);
+    int rc = ca_wk_get_json(w, path != NULL ? path : w->jpath, &j, err);
 
     if (rc == 0) {
         rc = fs_agent_job_parse(j, job, err);
+        if (rc == 0) {
+            rc = ca_wk_shards_read(w, j, job, err);
+        }
         if (rc != 0) {
             fs_err_prefix(err, "GET %s: ", w->jpath);
         }
@@ -625,6 +632,12 @@ struct wk_loop {
     struct fs_agent_action inflight; /* a step whose sending broke off */
     int has_inflight;
     char dropped[FS_ERR_MSG_MAX]; /* the driver's "dropped" verdict, while re-sending */
+    /* long polls: the next job poll waits at the server for the position to change */
+    int no_long_poll; /* the server answered a long poll at once: sleep between polls instead */
+    int park;         /* the next poll is the long poll park_path */
+    char park_path[FS_JOB_ID_MAX + 128];
+    unsigned park_ms; /* its wait_ms */
+    double park_t0;
 };
 
 /* The driver's next action on the job's status. A step whose last try
@@ -670,6 +683,56 @@ static int track_position(struct ca_wk *w, struct wk_loop *l, const struct fs_ag
     return 0;
 }
 
+/* Wait for the job to move on from where this poll found it (step_wait: a
+ * step found the server not ready, which the job's position may not show:
+ * poll the old way). The next poll is a long poll (GET
+ * /v1/jobs/{job}?wait_ms=&phase=&aggregation=): the server answers as soon
+ * as the phase or the aggregation changes, or after CA_LONG_POLL_MS (or
+ * poll_ms if longer, at most CA_LONG_POLL_MAX_MS). The driver's decisions
+ * depend on nothing else (struct fs_agent_job_view), so a change is seen
+ * within milliseconds and an idle agent sends about one poll a second. A
+ * server that answers it at once (one without long polls) gets the old
+ * polling: the wait starts at CA_POLL_FIRST_MS after a step and doubles up
+ * to poll_ms. */
+static void wait_for_change(struct ca_wk *w, struct wk_loop *l, const struct fs_agent_job *job,
+                            int step_wait)
+{
+    const struct ca_config *cfg = &w->ag->cfg;
+    unsigned ms = cfg->poll_ms > CA_LONG_POLL_MS ? cfg->poll_ms : CA_LONG_POLL_MS;
+    int plain = step_wait || job->phase_name[0] == '\0';
+
+    for (const char *c = job->phase_name; *c != '\0'; c++) {
+        plain |= !((*c >= 'a' && *c <= 'z') || *c == '_');
+    }
+    ms = ms < CA_LONG_POLL_MAX_MS ? ms : CA_LONG_POLL_MAX_MS;
+    if (!l->no_long_poll && !plain &&
+        snprintf(l->park_path, sizeof l->park_path, "%s?wait_ms=%u&phase=%s&aggregation=%u",
+                 w->jpath, ms, job->phase_name, job->aggregation) < (int)sizeof l->park_path) {
+        l->park = 1;
+        l->park_ms = ms;
+        l->park_t0 = ca_mono_s();
+        return;
+    }
+    ca_wk_sleep(w, l->wait_ms < cfg->poll_ms ? l->wait_ms : cfg->poll_ms);
+    if (l->wait_ms < cfg->poll_ms) {
+        l->wait_ms *= 2;
+    }
+}
+
+/* After a long poll: a server that answered it at once with the job where
+ * it was does not hold polls (or is stopping): poll the old way from now on. */
+static void after_long_poll(struct ca_wk *w, struct wk_loop *l, const struct fs_agent_job *job)
+{
+    char pos[64];
+
+    snprintf(pos, sizeof pos, "%s/%u", job->phase_name, job->aggregation);
+    if (strcmp(pos, l->last_pos) == 0 && ca_mono_s() - l->park_t0 < 0.0005 * (double)l->park_ms) {
+        l->no_long_poll = 1;
+        fs_log_pack(FS_LOG_DEBUG, "the server does not hold job polls: polling", "{s:s}",
+                    "participation", w->p->rec.id);
+    }
+}
+
 /*
  * The participation loop. @return 0 when done; otherwise the failure
  * reason is in err (err->code may be 0 for a driver decision).
@@ -680,6 +743,7 @@ static int run(struct ca_wk *w, struct fs_err *err)
     struct fs_agent_job job;
     struct fs_agent_action act;
     struct wk_loop l;
+    int step_wait = 0;
     int rc;
 
     memset(&l, 0, sizeof l);
@@ -691,7 +755,18 @@ static int run(struct ca_wk *w, struct fs_err *err)
             return fs_err_set(err, FS_ESTATE, "%s",
                               stop == 2 ? "cancelled by the operator" : "agent stopped");
         }
-        rc = poll_job(w, &job, err);
+        if (l.park) {
+            l.park = 0;
+            rc = poll_job(w, l.park_path, &job, err);
+            if (rc == 0) {
+                after_long_poll(w, &l, &job);
+            } else if (!transient(rc)) {
+                l.no_long_poll = 1; /* refused (a server that checks its queries): poll */
+                rc = poll_job(w, NULL, &job, err);
+            }
+        } else {
+            rc = poll_job(w, NULL, &job, err);
+        }
         if (rc == 0) {
             w->job_agg = job.aggregation;
             w->job_done = job.phase == FS_AGENT_J_DONE;
@@ -727,6 +802,7 @@ static int run(struct ca_wk *w, struct fs_err *err)
                 }
             }
         }
+        step_wait = rc == CA_STEP_WAIT; /* a step found the server not there yet */
         if (rc == CA_STEP_WAIT) {
             rc = 0;
             act.act = FS_AGENT_WAIT;
@@ -773,23 +849,18 @@ static int run(struct ca_wk *w, struct fs_err *err)
             continue;
         }
         ca_wk_save(w, 0);
-        /* Soon after a step or a change of the job's position the next
-         * change is often close (the short rounds: consistency, unmasking,
-         * the noise exchange, where every party answers at once): poll
-         * again after CA_POLL_FIRST_MS, doubling the wait up to poll_ms. */
-        ca_wk_sleep(w, l.wait_ms < cfg->poll_ms ? l.wait_ms : cfg->poll_ms);
-        if (l.wait_ms < cfg->poll_ms) {
-            l.wait_ms *= 2;
-        }
+        wait_for_change(w, &l, &job, step_wait);
     }
 }
 
 static void wk_free(struct ca_wk *w)
 {
+    ca_wk_xkey_stop(w); /* before the party state it reads goes */
     ca_fed_free(w->fed);
     ca_power_free(w->pw);
     json_decref(w->timings);
     fs_httpc_free(w->http);
+    ca_wk_shards_free(w);
     fs_secagg_client_free(w->sc);
     fs_secagg_share_cts_free(w->cts, w->ncts);
     if (w->rv != NULL) {
@@ -851,6 +922,8 @@ static void *worker_main(void *arg)
     fs_httpc_config_default(&hc);
     hc.base_url = p->req.base_url;
     hc.token = p->req.inv.token;
+    /* kept for the clients of a sharded job's peers (worker_shard.c) */
+    memcpy(w->token, p->req.inv.token, sizeof w->token);
     hc.insecure = ag->cfg.insecure;
     hc.allow_insecure_http = ag->cfg.insecure_http;
     hc.ca_file = ag->cfg.ca_file[0] != '\0' ? ag->cfg.ca_file : NULL;

@@ -8,6 +8,8 @@
  *                   server, sealed exponents, statistics, the local result
  *   worker_power.c  the power-method jobs: Z downloads, plain uploads, the
  *                   noise exchange
+ *   worker_shard.c  sharded fedsvd / fedpca jobs: the job's shards, which
+ *                   request carries each masked chunk
  *
  * Functions return 0, CA_STEP_WAIT (the server is not there yet: poll
  * again) or a negative FS_E* code. */
@@ -29,6 +31,11 @@
 /* First wait between job polls after a step or a change of the job's position
  * (doubled at each idle poll up to --poll-ms). */
 #define CA_POLL_FIRST_MS 10u
+/* Wait of one long poll of the job (GET /v1/jobs/{job}?wait_ms=): --poll-ms
+ * if longer, at most CA_LONG_POLL_MAX_MS. It bounds how long a stop or a
+ * cancel waits for the participation's thread. */
+#define CA_LONG_POLL_MS     1000u
+#define CA_LONG_POLL_MAX_MS 10000u
 
 struct ca_wk {
     struct ca_part *p;
@@ -53,13 +60,23 @@ struct ca_wk {
     size_t nrv;
     uint64_t *words; /* one masked chunk */
     uint64_t chunks_done;
+    uint64_t chunks_total; /* of the current upload, every shard's chunks */
     double last_save;
     char saved_phase[32];
     /* fedsvd / fedpca */
     struct ca_fed *fed;
     /* power-method jobs (power.c) */
     struct ca_power *pw;
-    int has_xkey;     /* utility: the server's exchange key is set */
+    int has_xkey; /* utility: the server's exchange key is set */
+    /* utility: the exchange key prepared on a background thread (worker_power.c) */
+    pthread_t xk_thread;
+    int xk_started;
+    uint8_t *xk_pk;
+    size_t xk_len;
+    struct fs_noisex_client *xk_nx;
+    int xk_rc;
+    struct fs_err xk_err;
+    double xk_cpu_s;
     int ledger_spent; /* the privacy ledger was told a noisy upload may leave */
     double t_step0;   /* when the current timed step began */
     json_t *timings;  /* seconds per party-side phase */
@@ -69,6 +86,18 @@ struct ca_wk {
                        * job finished, or the server dropped the shares) */
     uint32_t job_agg; /* the job's aggregation at the last poll */
     int job_done;     /* the job was done at the last poll */
+    /* sharded jobs (worker_shard.c): NULL when the job is not sharded */
+    struct ca_shards *shards;
+    char token[FS_AUTH_TOKEN_MAX + 1]; /* the party token, for the shards' clients: wipe */
+};
+
+/* Where one masked chunk goes (worker_shard.c). */
+struct ca_chunk_target {
+    uint32_t shard; /* 0: the aggregation server of the job */
+    uint64_t off;   /* global word offset of the chunk */
+    size_t m;       /* its words */
+    fs_httpc *http; /* the client that sends it (borrowed) */
+    char path[FS_JOB_ID_MAX + 96];
 };
 
 /* A request body in two pieces (an .npy header, then the payload). */
@@ -79,6 +108,11 @@ struct ca_body_src {
     size_t blen;
     size_t pos;
 };
+
+/* ---- worker_power.c ---- */
+
+/** Wait for the background exchange-key thread, if any, and drop its result. */
+void ca_wk_xkey_stop(struct ca_wk *w);
 
 /* ---- worker_io.c ---- */
 
@@ -103,6 +137,10 @@ void ca_wk_count(struct ca_wk *w, uint64_t sent, uint64_t received);
  */
 FS_WUR int ca_wk_call(struct ca_wk *w, const char *method, const char *path, const json_t *json,
                       struct ca_body_src *src, json_t **out, struct fs_err *err);
+/** ca_wk_call on another client than the worker's (a shard peer's). */
+FS_WUR int ca_wk_call_on(struct ca_wk *w, fs_httpc *http, const char *method, const char *path,
+                         const json_t *json, struct ca_body_src *src, json_t **out,
+                         struct fs_err *err);
 /** GET a JSON document (an empty response is an error). */
 FS_WUR int ca_wk_get_json(struct ca_wk *w, const char *path, json_t **out, struct fs_err *err);
 /**
@@ -161,5 +199,36 @@ FS_WUR int ca_wk_power_begin(struct ca_wk *w, uint32_t r, struct fs_err *err);
 FS_WUR int ca_wk_plain_upload(struct ca_wk *w, uint32_t r, struct fs_err *err);
 /** fedpower-utility: answer this sync's selector. */
 FS_WUR int ca_wk_exchange(struct ca_wk *w, uint32_t r, struct fs_err *err);
+
+/* ---- worker_shard.c ---- */
+
+/**
+ * Read the job document's "shards" list once (doc: the job status as
+ * received, job: decoded): check each shard's rows and words against the
+ * row split and its URL with the rule of every URL the agent uses, and make
+ * a client per shard peer. No list, or one shard: unsharded (nothing kept).
+ */
+FS_WUR int ca_wk_shards_read(struct ca_wk *w, const json_t *doc, const struct fs_agent_job *job,
+                             struct fs_err *err);
+/** Shards of the job (1 when unsharded). */
+uint32_t ca_wk_shard_count(const struct ca_wk *w);
+/** The URL of shard s, "" when unknown. */
+const char *ca_wk_shard_url(const struct ca_wk *w, uint32_t s);
+/** Free the shards' clients. */
+void ca_wk_shards_free(struct ca_wk *w);
+/** Chunks of aggregation r's upload (w->agg set): every shard's, or agg.chunks. */
+uint64_t ca_wk_chunks_total(const struct ca_wk *w, uint32_t r);
+/**
+ * Aggregation r's document (doc, borrowed) as the decoder takes it: for a
+ * sharded SVD aggregation the coordinator counts only its own window's
+ * chunks, replaced by the whole vector's count. New reference (NULL: out of
+ * memory).
+ */
+json_t *ca_wk_shard_agg_doc(const struct ca_wk *w, uint32_t r, json_t *doc);
+/** Before aggregation r's first chunk: the party encodes the shard-blocked layout. */
+FS_WUR int ca_wk_upload_begin(struct ca_wk *w, uint32_t r, struct fs_err *err);
+/** Chunk idx (0 .. ca_wk_chunks_total - 1) of aggregation r: words, client, path. */
+FS_WUR int ca_wk_chunk_target(struct ca_wk *w, uint32_t r, uint64_t idx, struct ca_chunk_target *t,
+                              struct fs_err *err);
 
 #endif

@@ -66,7 +66,7 @@ void ca_wk_save(struct ca_wk *w, int force)
     if (w->ready) {
         snprintf(r->phase, sizeof r->phase, "%s", fs_agent_driver_phase(&w->drv));
         r->progress =
-            fs_agent_driver_progress(&w->drv, w->chunks_done, w->has_agg ? w->agg.chunks : 0);
+            fs_agent_driver_progress(&w->drv, w->chunks_done, w->has_agg ? w->chunks_total : 0);
     }
     if (!force && strcmp(r->phase, w->saved_phase) == 0 && now - w->last_save < SAVE_EVERY_S) {
         return;
@@ -151,6 +151,12 @@ static int body_rewind(void *ctx)
 int ca_wk_call(struct ca_wk *w, const char *method, const char *path, const json_t *json,
                struct ca_body_src *src, json_t **out, struct fs_err *err)
 {
+    return ca_wk_call_on(w, w->http, method, path, json, src, out, err);
+}
+
+int ca_wk_call_on(struct ca_wk *w, fs_httpc *http, const char *method, const char *path,
+                  const json_t *json, struct ca_body_src *src, json_t **out, struct fs_err *err)
+{
     struct fs_httpc_req rq;
     struct fs_httpc_resp resp;
     char *text = NULL;
@@ -182,7 +188,7 @@ int ca_wk_call(struct ca_wk *w, const char *method, const char *path, const json
         rq.read_ctx = src;
         rq.read_len = (int64_t)(src->alen + src->blen);
     }
-    rc = fs_httpc_do(w->http, &rq, &resp, err);
+    rc = fs_httpc_do(http, &rq, &resp, err);
     ca_wk_count(w,
                 (uint64_t)(json != NULL  ? rq.body_len
                            : src != NULL ? src->alen + src->blen
@@ -332,7 +338,11 @@ int ca_wk_fetch_agg(struct ca_wk *w, uint32_t r, struct fs_agent_agg *agg, struc
         uint64_t len = w->fed != NULL  ? ca_fed_agg_len(w->fed, r)
                        : w->pw != NULL ? ca_power_agg_len(w->pw, r)
                                        : (uint64_t)w->p->data->rows * w->p->data->cols;
-        rc = fs_agent_agg_parse(j, r, w->cfg.n, len, agg, err);
+        json_t *d = ca_wk_shard_agg_doc(w, r, j); /* sharded: worker_shard.c */
+
+        rc = d == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory")
+                       : fs_agent_agg_parse(d, r, w->cfg.n, len, agg, err);
+        json_decref(d);
         if (rc == 0 &&
             ((agg->fed != 0) != (w->fed != NULL) || (agg->power != 0) != (w->pw != NULL) ||
              (w->pw != NULL && agg->is_rayleigh != ca_power_is_rayleigh(w->pw, r)))) {

@@ -71,6 +71,14 @@ static const struct fs_svc_opt OPTS[] = {
     {"--fsync", "FEDSVD_FSYNC", FS_SVC_BOOL, OFF(fsync), 0, "0", 0, 1,
      "1: commit SQLite with synchronous=FULL (survives power loss); seed files are always "
      "fsynced"},
+    {"--insecure-test-mask-seed", "FEDSVD_INSECURE_TEST_MASK_SEED", FS_SVC_STR,
+     OFF(insecure_test_mask_seed), SZ(insecure_test_mask_seed), "", 0, 0,
+     "INSECURE, for reproducibility tests only, never in production: HEX (2..128 hex "
+     "digits) from which every mask set's master seed is derived together with its "
+     "geometry, instead of the OS random generator, so that two runs of a job get the same "
+     "masks and bit-identical results. Anyone who knows it can remove every mask. Refused "
+     "unless --listen is a loopback address; warned about at start, and /readyz and every "
+     "mask set made under it say \"deterministic_masks\": true"},
 };
 
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])

@@ -33,6 +33,9 @@ struct mask_config {
     int insecure_http;          /* 1: plain HTTP allowed on a non-loopback --listen address */
     uint32_t shutdown_grace_ms;
     int fsync; /* 1: SQLite synchronous=FULL (seed files are always fsynced) */
+    /* hex; "" = none. INSECURE, tests only: each mask set's master seed derived from it
+     * (testseed.h); refused unless --listen is loopback */
+    char insecure_test_mask_seed[132];
     int help;
 };
 

@@ -285,6 +285,11 @@ static int status_json(struct mask_app *app, const struct row_copy *row, json_t 
                      (json_int_t)bp, "shared", (json_int_t)bs, "parties", pc.arr, "created_at",
                      row->created_at, "deleted_at", str_or_null(row->deleted_at), "expires_at",
                      str_or_null(row->expires_unix > 0 ? expires : NULL));
+    if (*out != NULL && spec.deterministic &&
+        json_object_set_new(*out, "deterministic_masks", json_true()) != 0) {
+        json_decref(*out);
+        *out = NULL;
+    }
     mask_spec_clear(&spec);
     if (*out == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
@@ -325,6 +330,12 @@ static int h_readyz(fs_http_req *req, fs_http_resp *resp, void *ctx)
                                "not ready: starting, stopping, or the database is not open");
     }
     /* disk full or read-only: still ready (reads work, writes answer 503) */
+    if (app->test_seed_len > 0) { /* --insecure-test-mask-seed: say so wherever one looks */
+        return fs_http_reply_json(resp, 200,
+                                  json_pack("{s:s, s:s, s:b}", "status", "ready", "storage",
+                                            fs_storage_state(), "deterministic_masks", 1),
+                                  NULL);
+    }
     return fs_http_reply_json(
         resp, 200, json_pack("{s:s, s:s}", "status", "ready", "storage", fs_storage_state()), NULL);
 }
@@ -452,7 +463,10 @@ static int persist(struct mask_app *app, const char *id, const struct mask_spec 
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
     json_decref(canon);
-    rc = fs_rand_bytes(seed, sizeof seed, err);
+    /* the master seed: the OS CSPRNG, or (tests only) derived from the test seed */
+    rc = spec->deterministic
+             ? mask_test_seed_derive(app->test_seed, app->test_seed_len, spec, seed, err)
+             : fs_rand_bytes(seed, sizeof seed, err);
     if (rc == 0) {
         rc = mask_store_seed_write(app->st, id, seed, err);
     }
@@ -528,6 +542,7 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
         rc = fs_http_problem_err(resp, &err);
         goto out;
     }
+    spec.deterministic = app->test_seed_len > 0;
     if (mask_id_generate(id, &err) != 0 || fs_auth_token_generate(end_token, &err) != 0 ||
         fs_auth_digest(end_token, strlen(end_token), end_digest, &err) != 0 ||
         persist(app, id, &spec, end_digest, &err) != 0 || status_of(app, id, &status, &err) != 0) {
@@ -550,6 +565,10 @@ static int h_create(fs_http_req *req, fs_http_resp *resp, void *ctx)
                 spec.partition == FS_FEDSVD_SAMPLES ? "samples" : "features", "parties",
                 (int)spec.parties, "rows", (json_int_t)rows, "cols", (json_int_t)cols, "ttl_s",
                 (json_int_t)spec.ttl_s);
+    if (spec.deterministic) {
+        fs_log_pack(FS_LOG_WARN, "INSECURE: deterministic test masks (--insecure-test-mask-seed)",
+                    "{s:s}", "maskset", id);
+    }
     /* end_token: deletes this mask set (POST .../end) and nothing else; its
      * job's aggregation server keeps it and calls that when the job ends. */
     rc = fs_http_reply_json(

@@ -13,6 +13,7 @@
 #include "net/auth.h"
 #include "net/http_server.h"
 #include "store.h"
+#include "testseed.h"
 
 struct mask_metrics;
 
@@ -27,6 +28,10 @@ struct mask_app {
     int tls;
     atomic_int ready;
     struct mask_metrics *metrics;
+    /* --insecure-test-mask-seed, decoded; test_seed_len 0 = none (master
+     * seed from the OS CSPRNG). Wiped at exit. */
+    uint8_t test_seed[MASK_TEST_SEED_MAX];
+    size_t test_seed_len;
 };
 
 /** Allocate the metrics of app. @return 0 or FS_ENOMEM. */

@@ -23,10 +23,13 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
+
 #include "config.h"
 #include "http.h"
 #include "keygen.h"
 #include "net/auth.h"
+#include "net/http_client.h"
 #include "net/http_server.h"
 #include "net/log.h"
 #include "net/svc.h"
@@ -131,6 +134,34 @@ static int start(struct mask_app *app, struct mask_config *cfg, const char *host
     return 0;
 }
 
+/* --insecure-test-mask-seed: decoded into app (the hex copy wiped), only on
+ * a loopback --listen. @return 0, or 2 (a usage error, printed). */
+static int test_seed_config(struct mask_config *cfg, const char *host, struct mask_app *app)
+{
+    struct fs_err err = {0};
+    int rc;
+
+    if (cfg->insecure_test_mask_seed[0] == '\0') {
+        return 0;
+    }
+    if (!fs_http_host_is_loopback(host)) {
+        fprintf(stderr,
+                "masking-server: --insecure-test-mask-seed is refused on a --listen address "
+                "that is not loopback (%s): deterministic masks are for tests on one machine "
+                "only\n",
+                host[0] != '\0' ? host : "all interfaces");
+        rc = 2;
+    } else if (mask_test_seed_parse(cfg->insecure_test_mask_seed, app->test_seed,
+                                    &app->test_seed_len, &err) != 0) {
+        fprintf(stderr, "masking-server: --insecure-test-mask-seed: %s\n", err.msg);
+        rc = 2;
+    } else {
+        rc = 0;
+    }
+    OPENSSL_cleanse(cfg->insecure_test_mask_seed, sizeof cfg->insecure_test_mask_seed);
+    return rc;
+}
+
 /* The configuration: exit status 0 (--help, --version), 2 (a usage error), or -1 to run. */
 static int configure(int argc, char **argv, struct mask_config *cfg, char *host, size_t cap,
                      uint16_t *port)
@@ -175,6 +206,9 @@ int main(int argc, char **argv)
     memset(&app, 0, sizeof app);
     memset(&exp, 0, sizeof exp);
     status = configure(argc, argv, &cfg, host, sizeof host, &port);
+    if (status < 0) {
+        status = test_seed_config(&cfg, host, &app) != 0 ? 2 : -1;
+    }
     if (status >= 0) {
         return status;
     }
@@ -199,8 +233,16 @@ int main(int argc, char **argv)
     }
     exp_started = 1;
     atomic_store(&app.ready, 1);
-    fs_log_pack(FS_LOG_INFO, "listening", "{s:s, s:i, s:s, s:b}", "host", host, "port",
-                (int)fs_http_server_port(app.srv), "data_dir", cfg.data_dir, "tls", app.tls);
+    if (app.test_seed_len > 0) {
+        fs_log(FS_LOG_WARN,
+               "INSECURE: --insecure-test-mask-seed is set: every new mask set's master seed is "
+               "derived from it, so its masks are predictable and shared by every mask set of "
+               "the same shape. For reproducibility tests only; never in production",
+               NULL);
+    }
+    fs_log_pack(FS_LOG_INFO, "listening", "{s:s, s:i, s:s, s:b, s:b}", "host", host, "port",
+                (int)fs_http_server_port(app.srv), "data_dir", cfg.data_dir, "tls", app.tls,
+                "deterministic_masks", app.test_seed_len > 0);
 
     (void)fs_svc_wait_signal(&sigs);
     atomic_store(&app.ready, 0);
@@ -223,6 +265,7 @@ out:
     mask_store_close(app.st);
     fs_auth_free(app.admin);
     mask_http_free(&app);
+    OPENSSL_cleanse(app.test_seed, sizeof app.test_seed);
     if (status == 0) {
         fs_log(FS_LOG_INFO, "stopped", NULL);
     }

@@ -12,6 +12,10 @@
 
 static const char *const TOP_KEYS[] = {"job_id",     "partition",  "parties", "cols", "rows",
                                        "block_size", "server_url", "ttl_s",   NULL};
+/* the stored form may also say "deterministic_masks": true (never a request) */
+static const char *const STORED_TOP_KEYS[] = {
+    "job_id", "partition",           "parties", "cols", "rows", "block_size", "server_url",
+    "ttl_s",  "deterministic_masks", NULL};
 
 static int key_known(const char *key, const char *const *keys)
 {
@@ -269,10 +273,11 @@ static int decode(const json_t *j, const struct mask_caps *caps, struct mask_spe
     if (!json_is_object(j)) {
         return fs_err_set(err, FS_EFORMAT, "mask set spec: expected a JSON object");
     }
-    rc = unknown_fields(j, TOP_KEYS, "", err);
+    rc = unknown_fields(j, caps->stored ? STORED_TOP_KEYS : TOP_KEYS, "", err);
     if (rc == 0) {
         rc = string_field(j, "job_id", 1, &str, err);
     }
+    s->deterministic = json_is_true(json_object_get(j, "deterministic_masks"));
     if (rc != 0) {
         return rc;
     }
@@ -415,6 +420,11 @@ json_t *mask_spec_encode(const struct mask_spec *s)
         s->block_partitioned != 0 ? json_integer((json_int_t)s->block_partitioned) : json_null(),
         "shared", s->block_shared != 0 ? json_integer((json_int_t)s->block_shared) : json_null(),
         "ttl_s", (json_int_t)s->ttl_s);
+    if (out != NULL && s->deterministic &&
+        json_object_set_new(out, "deterministic_masks", json_true()) != 0) {
+        json_decref(out);
+        out = NULL;
+    }
     return out;
 }
 

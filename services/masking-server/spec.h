@@ -50,6 +50,9 @@ struct mask_spec {
      * fetch its keys then). */
     uint8_t (*identities)[32];
     uint32_t ttl_s; /* 1..MASK_TTL_MAX_S; MASK_TTL_DEFAULT_S when the spec has none */
+    /* 1: the master seed came from --insecure-test-mask-seed (testseed.h);
+     * kept in the stored form only, a request cannot set it */
+    int deterministic;
 };
 
 /**

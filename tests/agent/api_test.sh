@@ -9,25 +9,9 @@
 set -u
 BIN=${1:-build/bin}
 AGENT=$BIN/client-agent
-[ -x "$AGENT" ] || { echo "no $AGENT"; echo "0 passed, 1 failed"; exit 1; }
-command -v node >/dev/null || { echo "no node (the tests' JSON helper tests/lib/json.mjs)"; echo "0 passed, 1 failed"; exit 1; }
-
-T=$(mktemp -d)
+. "$(dirname "$0")/../lib/services.sh"
+svc_need client-agent
 PID=
-cleanup() {
-  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-
-pass=0
-failn=0
-ok() { pass=$((pass + 1)); echo "ok $1"; }
-bad() { failn=$((failn + 1)); echo "FAIL $1${2:+: $2}"; }
-check() { # name, command...
-  local name=$1; shift
-  if "$@"; then ok "$name"; else bad "$name"; fi
-}
 
 TOKEN=agent-operator-token-0123456789abcdef
 printf '%s\n' "$TOKEN" >"$T/op.token"
@@ -38,33 +22,11 @@ PTOKEN=party-token-0123456789abcdefghijklmnopqrstu
 DEAD_URL=http://127.0.0.1:9/v1/jobs/$JOB
 
 start_agent() {
-  rm -f "$T/port"
-  "$AGENT" --listen 127.0.0.1:0 --data-dir "$T/data" --operator-token-file "$T/op.token" \
-    --port-file "$T/port" --server-patience "${PATIENCE:-30}" --poll-ms 50 \
-    --openapi "${OPENAPI:-$T/missing.yaml}" "$@" \
-    2>>"$T/agent.log" &
-  PID=$!
-  for _ in $(seq 100); do
-    [ -s "$T/port" ] && break
-    sleep 0.05
-  done
-  PORT=$(cat "$T/port" 2>/dev/null)
-  URL=http://127.0.0.1:$PORT
+  solo_start --server-patience "${PATIENCE:-30}" --poll-ms 50 --openapi "${OPENAPI:-$T/missing.yaml}" "$@"
 }
+stop_agent() { solo_stop "$@"; } # [SIGNAL]: TERM by default; returns the agent's exit status
 
-# curl wrapper: prints the body to $T/body, returns the status on stdout
-req() { # method path [json]
-  local m=$1 p=$2
-  shift 2
-  if [ $# -gt 0 ]; then
-    curl -s -o "$T/body" -w '%{http_code}' -X "$m" -H "Authorization: Bearer $TOKEN" \
-      -H 'Content-Type: application/json' --data-binary "$1" "$URL$p"
-  else
-    curl -s -o "$T/body" -w '%{http_code}' -X "$m" -H "Authorization: Bearer $TOKEN" "$URL$p"
-  fi
-}
 # jfield PATH: a field of the JSON in $T/body (tests/lib/json.mjs get: .a[0].b, .list.length)
-JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
 jfield() { node "$JLIB" get "$T/body" "$1"; }
 
 invitation() { # party rows cols [url]
@@ -182,7 +144,7 @@ s=$(req GET "/v1/participations/$P1/result/sum.npy")
 check "409 for a failed result file" test "$s" = 409
 
 # ---- unreachable server: fails after --server-patience
-kill "$PID"; wait "$PID"; PID=
+stop_agent
 PATIENCE=1 start_agent
 s=$(req POST /v1/participations "$(body 2 "$T/good.csv")")
 P2=$(jfield .id)
@@ -196,12 +158,12 @@ check "unreachable server fails the participation" test "$(jfield .state)" = fai
 check "... saying so" bash -c "grep -q 'server unreachable' '$T/body'"
 
 # ---- kill -9 mid-protocol, restart: resumed (it keeps waiting for the server)
-kill "$PID"; wait "$PID"; PID=
+stop_agent
 start_agent
 s=$(req POST /v1/participations "$(body 3 "$T/good.csv")")
 P3=$(jfield .id)
 check "201 for party 3" test "$s" = 201
-kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
+stop_agent KILL
 start_agent
 req GET "/v1/participations/$P3" >/dev/null
 check "restart resumes it" test "$(jfield .state)" = running -a "$(jfield .restarts)" = 1
@@ -213,7 +175,7 @@ s=$(req DELETE "/v1/participations/$P3")
 check "the resumed participation cancels" test "$s" = 200 -a "$(jfield .state)" = failed
 
 # ---- --max-participations
-kill "$PID"; wait "$PID"; PID=
+stop_agent
 start_agent --max-participations 1
 s=$(req POST /v1/participations "$(body 1 "$T/good.csv")")
 check "201 for the first" test "$s" = 201
@@ -222,7 +184,7 @@ s=$(req POST /v1/participations "$(body 2 "$T/good.csv")")
 check "429 over --max-participations" test "$s" = 429
 s=$(req DELETE "/v1/participations/$P5")
 check "... which cancels" test "$s" = 200
-kill "$PID"; wait "$PID"; PID=
+stop_agent
 start_agent
 
 # ---- SIGTERM: running participations are suspended, exit 0; they resume at the next start
@@ -231,10 +193,8 @@ P4=$(jfield .id)
 check "201 with fail_at" test "$s" = 201 -a "$(jfield .fail_at)" = masked_input
 curl -s "$URL/metrics" >"$T/metrics"
 check "metrics count the running one" grep -q '^fedsvd_agent_participations{state="running"} 1' "$T/metrics"
-kill -TERM "$PID"
-wait "$PID"
+stop_agent
 rc=$?
-PID=
 check "SIGTERM exits 0" test "$rc" = 0
 start_agent
 req GET "/v1/participations/$P4" >/dev/null
@@ -245,7 +205,7 @@ check "the party token never reaches the log" bash -c "! grep -q '$PTOKEN' '$T/a
 check "the operator token never reaches the log" bash -c "! grep -q '$TOKEN' '$T/agent.log'"
 
 # ---- the contract file
-kill "$PID"; wait "$PID"; PID=
+stop_agent
 printf 'openapi: 3.1.0\n' >"$T/api.yaml"
 OPENAPI=$T/api.yaml start_agent
 check "openapi served with --openapi" \
@@ -262,6 +222,5 @@ FEDSVD_DATA_DIR="$T/d3" FEDSVD_OPERATOR_TOKEN_FILE="$T/missing" "$AGENT" --liste
   >/dev/null 2>&1
 check "env config used; missing token file fails (1)" test $? = 1
 
-kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; PID=
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+stop_agent
+svc_summary

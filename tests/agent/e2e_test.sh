@@ -9,71 +9,21 @@
 # Ends with "N passed, N failed".
 set -u
 BIN=${1:-build/bin}
-for b in client-agent aggregation-server; do
-  [ -x "$BIN/$b" ] || { echo "no $BIN/$b"; echo "0 passed, 1 failed"; exit 1; }
-done
-command -v node >/dev/null || { echo "no node (the tests' helpers, tests/lib/json.mjs)"; echo "0 passed, 1 failed"; exit 1; }
-# JSON fields, HTTP, the seeded data and the .npy sum check (tests/lib/json.mjs)
-JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
-T=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
-  rm -rf "$T"
-}
-trap cleanup EXIT
-pass=0
-failn=0
-check() {
-  local name=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
-}
+. "$(dirname "$0")/../lib/jobs.sh"
+svc_need client-agent aggregation-server
 
-ADMIN=admin-token-0123456789abcdefghij
-OP=operator-token-0123456789abcdefgh
-printf '%s\n' "$ADMIN" >"$T/admin.token"
-printf '%s\n' "$OP" >"$T/op.token"
-chmod 600 "$T"/*.token
-
-# the first start picks a free port (--port-file); a restart takes the same one
-SPORT=0
-start_server() {
-  rm -f "$T/sport"
-  "$BIN/aggregation-server" --listen "127.0.0.1:$SPORT" --port-file "$T/sport" --data-dir "$T/server" \
-    --admin-token-file "$T/admin.token" --chunk-words 16 2>>"$T/server.log" &
-  SPID=$!
-  PIDS+=($SPID)
-  for _ in $(seq 100); do [ -s "$T/sport" ] && break; sleep 0.05; done
-  SPORT=$(cat "$T/sport" 2>/dev/null)
-}
+# the first start picks a free port; a restart takes the same one
+start_server() { svc_server --chunk-words 16; }
 start_server
-SURL=http://127.0.0.1:$SPORT
-for _ in $(seq 100); do curl -sf "$SURL/readyz" >/dev/null && break; sleep 0.05; done
 check "server ready" curl -sf "$SURL/readyz" -o /dev/null
 
 K=4
-AURL=()
-for i in $(seq 1 $K); do
-  rm -f "$T/port$i"
-  "$BIN/client-agent" --listen 127.0.0.1:0 --port-file "$T/port$i" --data-dir "$T/agent$i" \
-    --operator-token-file "$T/op.token" --poll-ms 50 2>"$T/agent$i.log" &
-  PIDS+=($!)
-done
-for i in $(seq 1 $K); do
-  for _ in $(seq 100); do [ -s "$T/port$i" ] && break; sleep 0.05; done
-  AURL[$i]=http://127.0.0.1:$(cat "$T/port$i")
-done
+svc_agents $K --poll-ms 50
 check "agents ready" curl -sf "${AURL[$K]}/readyz" -o /dev/null
 
 # each agent's identity fingerprint (GET /v1/identity): the jobs pin them
-FPR=()
-for i in $(seq 1 $K); do
-  FPR[$i]=$(curl -sf -H "Authorization: Bearer $OP" "${AURL[$i]}/v1/identity" | node "$JLIB" get - .fingerprint)
-done
-PINS=$(printf '"%s",' "${FPR[@]:1}")
-PINS="[${PINS%,}]"
+svc_pins $K
+PINS="[$PINS]"
 check "GET /v1/identity: 64 hex digits" bash -c "printf '%s' '${FPR[1]}' | grep -Eq '^[0-9a-f]{64}$'"
 check "GET /v1/identity: one fingerprint per agent" \
   test "$(printf '%s\n' "${FPR[@]:1}" | sort -u | wc -l)" -eq "$K"
@@ -111,44 +61,19 @@ EOF
 }
 make_data 5 7
 
-# run_job NAME FAIL_AT_JSON_PER_PARTY...: creates a job, posts participations, waits
+# ss_spec THRESHOLD [EXTRA]: the secure-sum job of K parties (3 s rounds)
+ss_spec() {
+  printf '{"algorithm":"secure-sum","parties":%s,"threshold":%s,"shape":%s,"round_timeout_s":3,"join_timeout_s":3%s}' \
+    "$K" "$1" "$SHAPE" "$2"
+}
+
+# run_job NAME THRESHOLD FAIL_AT_PER_PARTY...: creates a job, posts participations, waits
 run_job() {
   local name=$1 threshold=$2 low=""; shift 2
   # below a majority (a dropout test): the job must say so
   [ $((threshold * 2)) -le "$K" ] && low=',"allow_low_threshold":true'
-  curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
-    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":$threshold$low,\"shape\":$SHAPE,\"round_timeout_s\":3,\"join_timeout_s\":3,\"party_keys\":$PINS}" \
-    "$SURL/v1/jobs" >"$T/$name.job.json"
-  node --input-type=module - "$JLIB" "$T" "$name" "$K" "$OP" "${AURL[@]:1}" -- "$@" <<'EOF'
-import fs from 'node:fs';
-const [lib, T, name, K, op, ...rest] = process.argv.slice(2);
-const { readJson, postJson } = await import(lib);
-const sep = rest.indexOf('--');
-const urls = rest.slice(0, sep);
-const fails = rest.slice(sep + 1);
-const job = readJson(`${T}/${name}.job.json`);
-const ids = [];
-for (let i = 0; i < Number(K); i++) {
-  const inv = job.invitations[i];
-  const body = { invitation: inv, dataset: { path: `${T}/x${inv.party}.csv`, format: 'csv' },
-                 fail_at: fails[i] === '-' ? null : fails[i] };
-  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
-}
-fs.writeFileSync(`${T}/${name}.ids.json`, JSON.stringify({ job: job.job.id, ids }));
-EOF
-  wait_parts "$name"
-}
-
-# wait_parts NAME: wait (60 s at most) for the participations in NAME.ids.json
-# (agent i runs the i-th) to end; their last states go to NAME.parts.json
-wait_parts() {
-  local name=$1 urls=() i=0 id ids
-  ids=$(node "$JLIB" get "$T/$name.ids.json" .ids) || return 1
-  for id in $(printf '%s' "$ids" | tr -d '[]"' | tr , ' '); do
-    i=$((i + 1))
-    urls+=("${AURL[$i]}/v1/participations/$id")
-  done
-  node "$JLIB" wait-done "$T/$name.parts.json" 60 "$OP" "${urls[@]}"
+  job_start "$name" "$(ss_spec "$threshold" "$low,\"party_keys\":$PINS")" "$@"
+  job_wait_parts "$name"
 }
 
 # sumcheck NPY PARTIES: an agent's sum.npy vs the sum of the given parties'
@@ -158,8 +83,6 @@ sumcheck() {
   for p in ${2//,/ }; do csvs+=("$T/x$p.csv"); done
   node "$JLIB" sumcheck "$npy" "${csvs[@]}"
 }
-state_of() { node "$JLIB" get "$T/$1.parts.json" "[$2].$3"; } # NAME INDEX FIELD
-pid_of() { node "$JLIB" get "$T/$1.ids.json" ".ids[$2]"; }    # NAME INDEX
 
 # ---- 1. everyone
 run_job all 3 - - - -
@@ -223,29 +146,14 @@ check "big: sum exact" sumcheck "$T/big.sum.npy" 1,2,3,4
 make_data 5 7
 # party 4 never shows up: R0 closes at its 3 s deadline (restarted with the server)
 run_job_async() {
-  curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
-    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3,\"join_timeout_s\":3,\"party_keys\":$PINS}" \
-    "$SURL/v1/jobs" >"$T/restart.job.json"
-  node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[@]:1}" <<'EOF'
-import fs from 'node:fs';
-const [lib, T, op, ...urls] = process.argv.slice(2);
-const { readJson, postJson } = await import(lib);
-const job = readJson(`${T}/restart.job.json`);
-const ids = [];
-for (let i = 0; i < 3; i++) {
-  const inv = job.invitations[i];
-  const body = { invitation: inv, dataset: { path: `${T}/x${inv.party}.csv` } };
-  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
-}
-fs.writeFileSync(`${T}/restart.ids.json`, JSON.stringify({ job: job.job.id, ids }));
-EOF
+  job_start restart "$(ss_spec 3 ",\"party_keys\":$PINS")" - - - absent
 }
 run_job_async
 sleep 1
-kill -9 "$SPID"; wait "$SPID" 2>/dev/null
+svc_stop "$SPID" KILL
 sleep 2
 start_server
-wait_parts restart
+job_wait_parts restart
 for i in 0 1 2; do
   check "restart: party $((i + 1)) done after the server came back" \
     test "$(state_of restart $i state)" = done
@@ -256,11 +164,7 @@ curl -s -H "Authorization: Bearer $OP" -o "$T/restart.sum.npy" \
 check "restart: sum of parties 1-3" sumcheck "$T/restart.sum.npy" 1,2,3
 
 # ---- 6. pinned identities
-create_job() { # NAME SPEC_EXTRA: create a job, write NAME.job.json
-  curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
-    -d "{\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":3,\"shape\":$SHAPE,\"round_timeout_s\":3,\"join_timeout_s\":3,$2}" \
-    "$SURL/v1/jobs" >"$T/$1.job.json"
-}
+create_job() { job_create "$1" "$(ss_spec 3 ",$2")"; } # NAME SPEC_EXTRA
 # an agent refuses at once an invitation that pins another identity for its party
 create_job mine "\"party_keys\":$PINS"
 node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[1]}" <<'EOF' >"$T/mine.out"
@@ -297,7 +201,7 @@ for (let i = 0; i < 4; i++) {
 }
 fs.writeFileSync(`${T}/subst.ids.json`, JSON.stringify({ job: job.job.id, ids }));
 EOF
-wait_parts subst
+job_wait_parts subst
 for i in 0 1 2; do
   check "subst: party $((i + 1)) refused the roster" test "$(state_of subst $i state)" = failed
   check "subst: party $((i + 1)) says party 4's key is not the pinned one" \
@@ -314,5 +218,4 @@ const toks = fs.readdirSync(T).filter((n) => n.endsWith('.job.json'))
 process.exit(toks.some((t) => log.includes(t)) ? 1 : 0);
 EOF
 done
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+svc_summary

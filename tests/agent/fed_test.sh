@@ -22,67 +22,20 @@
 # Ends with "N passed, N failed".
 set -u
 BIN=${1:-build/bin}
-for b in client-agent aggregation-server masking-server fedsvd; do
-  [ -x "$BIN/$b" ] || { echo "no $BIN/$b"; echo "0 passed, 1 failed"; exit 1; }
-done
-command -v node >/dev/null || { echo "no node (the tests' JSON and HTTP helpers)"; echo "0 passed, 1 failed"; exit 1; }
-JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
-RS=$(dirname "$JLIB")/reqsig.mjs
+. "$(dirname "$0")/../lib/services.sh"
+svc_need client-agent aggregation-server masking-server fedsvd
+RS=$SVC_LIB/reqsig.mjs
 jget() { node "$JLIB" get "$@"; }
 F=$BIN/fedsvd
-T=$(mktemp -d)
-PIDS=()
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-  [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
-  rm -rf "$T"
-}
-trap cleanup EXIT
-pass=0
-failn=0
-check() {
-  local name=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
-}
 below() { awk -v v="$1" -v b="$2" 'BEGIN { exit !(v != "" && v + 0 <= b + 0) }'; }
 
-ADMIN=admin-token-0123456789abcdefghij
-MADMIN=masking-admin-0123456789abcdefghi
-OP=operator-token-0123456789abcdefgh
-printf '%s\n' "$ADMIN" >"$T/admin.token"
-printf '%s\n' "$MADMIN" >"$T/madmin.token"
-printf '%s\n' "$OP" >"$T/op.token"
-chmod 600 "$T"/*.token
-
-wait_port() { for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
-"$BIN/aggregation-server" --listen 127.0.0.1:0 --port-file "$T/sport" --data-dir "$T/server" \
-  --admin-token-file "$T/admin.token" --chunk-words 1000 2>>"$T/server.log" &
-PIDS+=($!)
-"$BIN/masking-server" --listen 127.0.0.1:0 --port-file "$T/mport" --data-dir "$T/masking" \
-  --admin-token-file "$T/madmin.token" 2>>"$T/masking.log" &
-PIDS+=($!)
+svc_server --chunk-words 1000
+svc_masking
 K=3
-for i in $(seq 1 $K); do
-  "$BIN/client-agent" --listen 127.0.0.1:0 --port-file "$T/port$i" --data-dir "$T/agent$i" \
-    --operator-token-file "$T/op.token" --poll-ms 50 2>"$T/agent$i.log" &
-  PIDS+=($!)
-done
-wait_port "$T/sport" && wait_port "$T/mport"
-SURL=http://127.0.0.1:$(cat "$T/sport")
-MURL=http://127.0.0.1:$(cat "$T/mport")
-AURL=()
-for i in $(seq 1 $K); do
-  wait_port "$T/port$i"
-  AURL[$i]=http://127.0.0.1:$(cat "$T/port$i")
-done
-for _ in $(seq 100); do curl -sf "$SURL/readyz" >/dev/null && curl -sf "$MURL/readyz" >/dev/null && break; sleep 0.05; done
+svc_agents $K --poll-ms 50
 check "servers and agents ready" curl -sf "${AURL[$K]}/readyz" -o /dev/null
 # every job pins the agents' identities, as their operators would print them
-PKEYS=()
-for i in $(seq 1 $K); do
-  PKEYS+=(--party-key "$i:$("$F" agent identity --agent "${AURL[$i]}" --token-file "$T/op.token")")
-done
+svc_party_keys $K
 
 # data: party i holds rows of a 240 x 20 matrix
 "$F" gen planted --rows 240 --cols 20 --rank 4 --noise 0.2 --seed 5 --out-dir "$T/d" --parties 3 \
@@ -187,7 +140,6 @@ echo "== the aggregation server killed (-9) in the middle of a fedpca job, resta
 "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedpca --k 3 "${PKEYS[@]}" \
   --shape 9000,40 --party-sizes 3000,3000,3000 --masking-server "$MURL" \
   --masking-token-file "$T/madmin.token" --round-timeout 60 --out-dir "$T/kill" >/dev/null 2>&1
-SPORT=$(cat "$T/sport")
 node - "$T" "$K" "$OP" "$SURL" "$ADMIN" "${AURL[@]:1}" <<'EOF'
 const fs = require('fs');
 const [T, K, op, surl, admin, ...urls] = process.argv.slice(2);
@@ -217,12 +169,9 @@ const [T, K, op, surl, admin, ...urls] = process.argv.slice(2);
   }
 })();
 EOF
-kill -9 "${PIDS[0]}" 2>/dev/null
-wait "${PIDS[0]}" 2>/dev/null
+svc_stop "$SPID" KILL
 check "killed the aggregation server at $(cat "$T/kill.at" 2>/dev/null)" [ -s "$T/kill.at" ]
-"$BIN/aggregation-server" --listen "127.0.0.1:$SPORT" --data-dir "$T/server" \
-  --admin-token-file "$T/admin.token" --chunk-words 1000 2>>"$T/server.log" &
-PIDS[0]=$!
+svc_server --chunk-words 1000
 node - "$T" "$K" "$OP" "${AURL[@]:1}" <<'EOF'
 const fs = require('fs');
 const [T, K, op, ...urls] = process.argv.slice(2);
@@ -372,5 +321,4 @@ for f in "$T"/*.log; do
   for tok in $tokens $ADMIN $MADMIN $OP; do grep -qF -- "$tok" "$f" && leak=1; done
   check "no token in $(basename "$f")" [ "$leak" = 0 ]
 done
-echo "$pass passed, $failn failed"
-[ "$failn" -eq 0 ]
+svc_summary

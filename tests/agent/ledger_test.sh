@@ -14,28 +14,11 @@
 set -u
 BIN=${1:-build/bin}
 AGENT=$BIN/client-agent
-[ -x "$AGENT" ] || { echo "no $AGENT"; echo "0 passed, 1 failed"; exit 1; }
-command -v node >/dev/null || { echo "no node (the tests' JSON helper tests/lib/json.mjs)"; echo "0 passed, 1 failed"; exit 1; }
-
-T=$(mktemp -d)
+. "$(dirname "$0")/../lib/services.sh"
+svc_need client-agent
 PID=
-cleanup() {
-  [ -n "$PID" ] && kill -9 "$PID" 2>/dev/null
-  rm -rf "$T"
-}
-trap cleanup EXIT
-
-pass=0
-failn=0
-ok() { pass=$((pass + 1)); echo "ok $1"; }
-bad() { failn=$((failn + 1)); echo "FAIL $1${2:+: $2}"; }
-check() { # name, command...
-  local name=$1; shift
-  if "$@"; then ok "$name"; else bad "$name"; fi
-}
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-JLIB=$ROOT/tests/lib/json.mjs
 TOKEN=agent-operator-token-0123456789abcdef
 printf '%s\n' "$TOKEN" >"$T/op.token"
 chmod 600 "$T/op.token"
@@ -43,31 +26,9 @@ PTOKEN=party-token-0123456789abcdefghijklmnopqrstu
 SEED=$(printf 'ab%.0s' $(seq 32))
 BUDGET=0.015 # rho; one dp-ppm job below costs ~0.0109, two do not fit
 
-start_agent() { # flags...
-  rm -f "$T/port"
-  "$AGENT" --listen 127.0.0.1:0 --data-dir "$T/data" --operator-token-file "$T/op.token" \
-    --port-file "$T/port" --server-patience 600 --poll-ms 50 "$@" 2>>"$T/agent.log" &
-  PID=$!
-  for _ in $(seq 100); do
-    [ -s "$T/port" ] && break
-    sleep 0.05
-  done
-  PORT=$(cat "$T/port" 2>/dev/null)
-  URL=http://127.0.0.1:$PORT
-}
-stop_agent() { kill "$PID" 2>/dev/null; wait "$PID" 2>/dev/null; PID=; }
+start_agent() { solo_start --server-patience 600 --poll-ms 50 "$@"; } # flags...
+stop_agent() { solo_stop "$@"; }
 
-# curl wrapper: body to $T/body (or $3's file), status on stdout
-req() { # method path [json]
-  local m=$1 p=$2
-  shift 2
-  if [ $# -gt 0 ]; then
-    curl -s -o "$T/body" -w '%{http_code}' -X "$m" -H "Authorization: Bearer $TOKEN" \
-      -H 'Content-Type: application/json' --data-binary "$1" "$URL$p"
-  else
-    curl -s -o "$T/body" -w '%{http_code}' -X "$m" -H "Authorization: Bearer $TOKEN" "$URL$p"
-  fi
-}
 jfield() { node "$JLIB" get "${2:-$T/body}" "$1"; }
 ledger() { req GET /v1/privacy-ledger >/dev/null && cp "$T/body" "$T/${1:-ledger}.json"; }
 # numeric assertion over values: num 'a <= b' a=1 b=2
@@ -253,7 +214,7 @@ check "... and the dataset's total agrees with its state" \
 # ---- kill -9 and restart: the same numbers; running participations resume and keep
 # their reservations (charged once: spent before their first noisy upload)
 ledger before
-kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
+stop_agent KILL
 start_agent --privacy-budget "$BUDGET"
 ledger after
 totals() { node -e 'const j = JSON.parse(require("fs").readFileSync(process.argv[1]));
@@ -299,7 +260,7 @@ check "... a dp-ppm job beyond the old budget accepted: 201" test "$s" = 201
 # ---- the budget again: a dataset that ran fedpower has nothing left
 # (kill -9: its participation was running and resumes, so its unbounded
 # entry stays reserved and counts)
-kill -9 "$PID"; wait "$PID" 2>/dev/null; PID=
+stop_agent KILL
 start_agent --privacy-budget "$BUDGET"
 s=$(req POST /v1/participations "$(body dp-ppm 13 "$T/d2.csv" "$DPPPM")")
 check "budget back: the dataset that ran fedpower refuses any job: 403" test "$s" = 403
@@ -319,5 +280,4 @@ fi
 
 check "the party token never reaches the log" bash -c "! grep -q '$PTOKEN' '$T/agent.log'"
 stop_agent
-echo "$pass passed, $failn failed"
-[ "$failn" -eq 0 ]
+svc_summary

@@ -22,170 +22,51 @@
 # Ends with "N passed, N failed".
 set -u
 BIN=${1:-build/bin}
-for b in client-agent aggregation-server; do
-  [ -x "$BIN/$b" ] || { echo "no $BIN/$b"; echo "0 passed, 1 failed"; exit 1; }
-done
-command -v node >/dev/null || { echo "no node"; echo "0 passed, 1 failed"; exit 1; }
-JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
-T=$(mktemp -d)
-PIDS=()
-SPID=""
-cleanup() {
-  for p in "${PIDS[@]}" $SPID; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}" $SPID; do wait "$p" 2>/dev/null; done
-  [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
-  rm -rf "$T"
-}
-trap cleanup EXIT
-pass=0
-failn=0
-check() {
-  local name=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
-}
+. "$(dirname "$0")/../lib/jobs.sh"
+svc_need client-agent aggregation-server
 
-ADMIN=admin-token-0123456789abcdefghij
-OP=operator-token-0123456789abcdefgh
-printf '%s\n' "$ADMIN" >"$T/admin.token"
-printf '%s\n' "$OP" >"$T/op.token"
-chmod 600 "$T"/*.token
-
-SPORT=0
-start_server() {
-  rm -f "$T/sport"
-  "$BIN/aggregation-server" --listen "127.0.0.1:$SPORT" --port-file "$T/sport" --data-dir "$T/server" \
-    --admin-token-file "$T/admin.token" --chunk-words 64 2>>"$T/server.log" &
-  SPID=$!
-  for _ in $(seq 200); do [ -s "$T/sport" ] && break; sleep 0.05; done
-  SPORT=$(cat "$T/sport" 2>/dev/null)
-  for _ in $(seq 100); do curl -sf "http://127.0.0.1:$SPORT/readyz" >/dev/null && break; sleep 0.05; done
-}
+start_server() { svc_server --chunk-words 64; }
 start_server
-SURL=http://127.0.0.1:$SPORT
 check "server ready" curl -sf "$SURL/readyz" -o /dev/null
 
 K=3
-AURL=()
-for i in $(seq 1 $K); do
-  "$BIN/client-agent" --listen 127.0.0.1:0 --port-file "$T/port$i" --data-dir "$T/agent$i" \
-    --operator-token-file "$T/op.token" --poll-ms 20 2>"$T/agent$i.log" &
-  PIDS+=($!)
-done
-for i in $(seq 1 $K); do
-  for _ in $(seq 100); do [ -s "$T/port$i" ] && break; sleep 0.05; done
-  AURL[$i]=http://127.0.0.1:$(cat "$T/port$i")
-done
-for _ in $(seq 100); do curl -sf "${AURL[$K]}/readyz" >/dev/null && break; sleep 0.05; done
-PINS=""
-for i in $(seq 1 $K); do
-  PINS="$PINS${PINS:+,}\"$(curl -sf -H "Authorization: Bearer $OP" "${AURL[$i]}/v1/identity" |
-    node "$JLIB" get - .fingerprint)\""
-done
+svc_agents $K --poll-ms 20
+svc_pins $K
 
 # data: party i holds 30 x 8 values (seeded); VB = twice the largest
 # ||M_i||_F^2 / s_i, a public bound on ||M'_i||_2
 D=8
-VB=$(node --input-type=module - "$JLIB" "$T" "$K" "$D" <<'EOF'
-import fs from 'node:fs';
-const [lib, T, K, D] = process.argv.slice(2);
-const { Rng } = await import(lib);
-const rng = new Rng(5);
-let vb = 0;
-for (let i = 1; i <= Number(K); i++) {
-  let out = '';
-  let s = 0;
-  for (let r = 0; r < 30; r++) {
-    const row = [];
-    for (let c = 0; c < Number(D); c++) {
-      const x = (rng.random() - 0.5) * (c + 1);
-      s += x * x;
-      row.push(x);
-    }
-    out += row.map(String).join(',') + '\n';
-  }
-  vb = Math.max(vb, s / 30);
-  fs.writeFileSync(`${T}/x${i}.csv`, out);
-}
-console.log((2 * vb).toPrecision(6));
-EOF
-)
+VB=$(power_data 5)
 SEED=$(printf '5a%.0s' $(seq 32))
 COMMON="\"parties\":$K,\"threshold\":2,\"allow_low_threshold\":true,\"cols\":$D,\"party_rows\":[30,30,30],
   \"k\":2,\"rank\":3,\"iterations\":5,\"sync_every\":1,\"round_timeout_s\":2,\"allow_dropouts\":true,
   \"z0_seed\":\"$SEED\",\"party_keys\":[$PINS]"
 
-# start_job NAME SPEC FAIL_AT...: create the job, hand invitation i to agent i
-start_job() {
-  local name=$1 spec=$2; shift 2
-  curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' -d "$spec" \
-    "$SURL/v1/jobs" >"$T/$name.job.json"
-  node --input-type=module - "$JLIB" "$T" "$name" "$OP" "${AURL[@]:1}" -- "$@" <<'EOF'
-import fs from 'node:fs';
-const [lib, T, name, op, ...rest] = process.argv.slice(2);
-const { readJson, postJson } = await import(lib);
-const sep = rest.indexOf('--');
-const urls = rest.slice(0, sep);
-const fails = rest.slice(sep + 1);
-const job = readJson(`${T}/${name}.job.json`);
-const ids = [];
-for (const inv of job.invitations) {
-  const i = inv.party - 1;
-  const body = { invitation: inv, dataset: { path: `${T}/x${inv.party}.csv`, format: 'csv' },
-                 fail_at: (fails[i] ?? '-') === '-' ? null : fails[i] };
-  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
-}
-fs.writeFileSync(`${T}/${name}.ids.json`, JSON.stringify({ job: job.job.id, ids }));
-EOF
-}
-job_of() { node "$JLIB" get "$T/$1.ids.json" .job; }
-
-# wait_job NAME: wait (60 s) for every participation to end, then the job
+# wait_job NAME: job_wait, then the job's result document -> NAME.result.json
 wait_job() {
-  local urls=() i=0 id
-  for id in $(node "$JLIB" get "$T/$1.ids.json" .ids | tr -d '[]"' | tr , ' '); do
-    i=$((i + 1))
-    urls+=("${AURL[$i]}/v1/participations/$id")
-  done
-  node "$JLIB" wait-done "$T/$1.parts.json" 60 "$OP" "${urls[@]}"
-  for _ in $(seq 100); do
-    curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$(job_of "$1")" >"$T/$1.status.json"
-    [ "$(node "$JLIB" get "$T/$1.status.json" .state)" != running ] && break
-    sleep 0.1
-  done
+  job_wait "$1"
   curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$(job_of "$1")/result" >"$T/$1.result.json"
 }
 
 # kill_at NAME PHASE AGG: SIGKILL the server once the job is in PHASE of
 # aggregation AGG (10 s at most), then restart it on the same port and data dir
 kill_at() {
-  local job seen="" st
-  job=$(job_of "$1")
-  for _ in $(seq 1000); do
-    st=$(curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$job")
-    if printf '%s' "$st" | grep -q "\"phase\": *\"$2\"" &&
-      printf '%s' "$st" | grep -q "\"aggregation\": *$3[,}]"; then
-      seen=1
-      break
-    fi
-    sleep 0.01
-  done
-  kill -9 "$SPID"; wait "$SPID" 2>/dev/null
-  SPID=""
+  local seen=""
+  job_in_phase "$1" "$2" "$3" && seen=1
+  svc_stop "$SPID" KILL
   echo "   $1: server killed in $2 of aggregation $3 (${seen:-NOT seen})"
   start_server
   [ -n "$seen" ]
 }
 
-job_done() { test "$(node "$JLIB" get "$T/$1.status.json" .state)" = done; }
-party_done() { test "$(node "$JLIB" get "$T/$1.parts.json" "[$2].state")" = done; }
 v_sha() { node "$JLIB" get "$T/$1.result.json" '.files[0].sha256'; }
 resumed() { grep -q "\"job resumed\".*$(job_of "$1")\|$(job_of "$1").*\"job resumed\"" "$T/server.log"; }
 
 echo "== fedpower: uninterrupted, then killed in plain_upload of round 2"
-start_job plain_ref "{\"algorithm\":\"fedpower\",$COMMON}" - - plain_upload:2
+job_start plain_ref "{\"algorithm\":\"fedpower\",$COMMON}" - - plain_upload:2
 wait_job plain_ref
 check "fedpower reference: job done" job_done plain_ref
-start_job plain "{\"algorithm\":\"fedpower\",$COMMON}" - - plain_upload:2
+job_start plain "{\"algorithm\":\"fedpower\",$COMMON}" - - plain_upload:2
 check "fedpower: killed in plain_upload of round 2" kill_at plain plain_upload 2
 wait_job plain
 check "fedpower: job done after the restart" job_done plain
@@ -195,13 +76,13 @@ check "fedpower: V.npy byte-identical to the uninterrupted run" \
   test "$(v_sha plain)" = "$(v_sha plain_ref)" -a -n "$(v_sha plain)"
 
 echo "== fedpower with server noise: killed in plain_upload of round 3"
-start_job pnoise "{\"algorithm\":\"fedpower\",$COMMON,\"sigma_server\":0.001}" - - plain_upload:3
+job_start pnoise "{\"algorithm\":\"fedpower\",$COMMON,\"sigma_server\":0.001}" - - plain_upload:3
 check "fedpower (server noise): killed in plain_upload of round 3" kill_at pnoise plain_upload 3
 wait_job pnoise
 check "fedpower (server noise): job done, every Z rebuilt byte for byte" job_done pnoise
 
 echo "== fedpower-utility: killed in noise_exchange of sync 1"
-start_job util "{\"algorithm\":\"fedpower-utility\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
+job_start util "{\"algorithm\":\"fedpower-utility\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
   \"paillier_bits\":1024,\"allow_weak_privacy\":true}" - - noise_exchange:1
 check "fedpower-utility: killed in noise_exchange of sync 1" kill_at util noise_exchange 1
 wait_job util
@@ -215,7 +96,7 @@ check "fedpower-utility: sync 1 summed parties 1-3 and removed the noise of a re
   "$T/util.result.json"
 
 echo "== fedpower-private: killed in consistency of aggregation 1"
-start_job priv "{\"algorithm\":\"fedpower-private\",$COMMON,\"sigma\":0.001,\"clip_z\":1.0,
+job_start priv "{\"algorithm\":\"fedpower-private\",$COMMON,\"sigma\":0.001,\"clip_z\":1.0,
   \"bound_m\":$VB,\"allow_weak_privacy\":true}" - - consistency:1
 check "fedpower-private: killed in consistency of aggregation 1" kill_at priv consistency 1
 wait_job priv
@@ -223,7 +104,7 @@ check "fedpower-private: job done after the restart" job_done priv
 for i in 0 1; do check "fedpower-private: party $((i + 1)) done" party_done priv $i; done
 
 echo "== dp-ppm: killed in masked_input of aggregation 2"
-start_job dppm "{\"algorithm\":\"dp-ppm\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
+job_start dppm "{\"algorithm\":\"dp-ppm\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
   \"allow_weak_privacy\":true}" - - masked_input:2
 check "dp-ppm: killed in masked_input of aggregation 2" kill_at dppm masked_input 2
 wait_job dppm
@@ -241,5 +122,4 @@ if [ "$failn" -gt 0 ]; then
   grep -ho '"error": *"[^"]*"' "$T"/*.status.json "$T"/*.parts.json 2>/dev/null | sort | uniq -c | head -n 8
   grep -i 'resume\|failed' "$T/server.log" | tail -n 5
 fi
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+svc_summary

@@ -29,156 +29,31 @@
 # Ends with "N passed, N failed".
 set -u
 BIN=${1:-build/bin}
-for b in client-agent aggregation-server; do
-  [ -x "$BIN/$b" ] || { echo "no $BIN/$b"; echo "0 passed, 1 failed"; exit 1; }
-done
-command -v node >/dev/null || { echo "no node"; echo "0 passed, 1 failed"; exit 1; }
-JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
-T=$(mktemp -d)
-SPID=""
-APID=()
-cleanup() {
-  for p in $SPID "${APID[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in $SPID "${APID[@]}"; do wait "$p" 2>/dev/null; done
-  [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
-  rm -rf "$T"
-}
-trap cleanup EXIT
-pass=0
-failn=0
-check() {
-  local name=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
-}
+. "$(dirname "$0")/../lib/jobs.sh"
+svc_need client-agent aggregation-server
 
-ADMIN=admin-token-0123456789abcdefghij
-OP=operator-token-0123456789abcdefgh
-printf '%s\n' "$ADMIN" >"$T/admin.token"
-printf '%s\n' "$OP" >"$T/op.token"
-chmod 600 "$T"/*.token
-
-"$BIN/aggregation-server" --listen 127.0.0.1:0 --port-file "$T/sport" --data-dir "$T/server" \
-  --admin-token-file "$T/admin.token" --chunk-words 64 2>>"$T/server.log" &
-SPID=$!
-for _ in $(seq 200); do [ -s "$T/sport" ] && break; sleep 0.05; done
-SURL=http://127.0.0.1:$(cat "$T/sport")
-for _ in $(seq 100); do curl -sf "$SURL/readyz" >/dev/null && break; sleep 0.05; done
+svc_server --chunk-words 64
 check "server ready" curl -sf "$SURL/readyz" -o /dev/null
 
-# start_agent I: agent I on its port (0 the first time: --port-file picks one)
+# start_agent I: agent I on its port (a free one the first time)
 K=3
-APORT=(0 0 0 0)
-AURL=()
-start_agent() {
-  local i=$1
-  rm -f "$T/port$i"
-  "$BIN/client-agent" --listen "127.0.0.1:${APORT[$i]}" --port-file "$T/port$i" \
-    --data-dir "$T/agent$i" --operator-token-file "$T/op.token" --poll-ms 20 --log-level debug \
-    2>>"$T/agent$i.log" &
-  APID[$i]=$!
-  for _ in $(seq 200); do [ -s "$T/port$i" ] && break; sleep 0.05; done
-  APORT[$i]=$(cat "$T/port$i")
-  AURL[$i]=http://127.0.0.1:${APORT[$i]}
-  for _ in $(seq 100); do curl -sf "${AURL[$i]}/readyz" >/dev/null && break; sleep 0.05; done
-}
+start_agent() { svc_agent "$1" --poll-ms 20 --log-level debug; }
 for i in $(seq 1 $K); do start_agent "$i"; done
-PINS=""
-for i in $(seq 1 $K); do
-  PINS="$PINS${PINS:+,}\"$(curl -sf -H "Authorization: Bearer $OP" "${AURL[$i]}/v1/identity" |
-    node "$JLIB" get - .fingerprint)\""
-done
+svc_pins $K
 
 # data: party i holds 30 x 8 values (seeded); VB = twice the largest
 # ||M_i||_F^2 / s_i, a public bound on ||M'_i||_2
 D=8
-VB=$(node --input-type=module - "$JLIB" "$T" "$K" "$D" <<'EOF'
-import fs from 'node:fs';
-const [lib, T, K, D] = process.argv.slice(2);
-const { Rng } = await import(lib);
-const rng = new Rng(11);
-let vb = 0;
-for (let i = 1; i <= Number(K); i++) {
-  let out = '';
-  let s = 0;
-  for (let r = 0; r < 30; r++) {
-    const row = [];
-    for (let c = 0; c < Number(D); c++) {
-      const x = (rng.random() - 0.5) * (c + 1);
-      s += x * x;
-      row.push(x);
-    }
-    out += row.map(String).join(',') + '\n';
-  }
-  vb = Math.max(vb, s / 30);
-  fs.writeFileSync(`${T}/x${i}.csv`, out);
-}
-console.log((2 * vb).toPrecision(6));
-EOF
-)
+VB=$(power_data 11)
 
-# start_job NAME SPEC FAIL_AT...: create the job, hand invitation i to agent i
-start_job() {
-  local name=$1 spec=$2; shift 2
-  curl -s -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' -d "$spec" \
-    "$SURL/v1/jobs" >"$T/$name.job.json"
-  node --input-type=module - "$JLIB" "$T" "$name" "$OP" "${AURL[@]:1}" -- "$@" <<'EOF'
-import fs from 'node:fs';
-const [lib, T, name, op, ...rest] = process.argv.slice(2);
-const { readJson, postJson } = await import(lib);
-const sep = rest.indexOf('--');
-const urls = rest.slice(0, sep);
-const fails = rest.slice(sep + 1);
-const job = readJson(`${T}/${name}.job.json`);
-const ids = [];
-for (const inv of job.invitations) {
-  const i = inv.party - 1;
-  const body = { invitation: inv, dataset: { path: `${T}/x${inv.party}.csv`, format: 'csv' },
-                 fail_at: (fails[i] ?? '-') === '-' ? null : fails[i] };
-  ids.push((await postJson(`${urls[i]}/v1/participations`, op, body)).id);
-}
-fs.writeFileSync(`${T}/${name}.ids.json`, JSON.stringify({ job: job.job.id, ids }));
-EOF
-}
-job_of() { node "$JLIB" get "$T/$1.ids.json" .job; }
-pid_of() { node "$JLIB" get "$T/$1.ids.json" ".ids[$2]"; } # NAME INDEX
-
-# wait_job NAME: wait (60 s) for every participation to end, then the job
-wait_job() {
-  local urls=() i=0 id
-  for id in $(node "$JLIB" get "$T/$1.ids.json" .ids | tr -d '[]"' | tr , ' '); do
-    i=$((i + 1))
-    urls+=("${AURL[$i]}/v1/participations/$id")
-  done
-  node "$JLIB" wait-done "$T/$1.parts.json" 60 "$OP" "${urls[@]}"
-  for _ in $(seq 100); do
-    curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$(job_of "$1")" >"$T/$1.status.json"
-    [ "$(node "$JLIB" get "$T/$1.status.json" .state)" != running ] && break
-    sleep 0.1
-  done
-}
-
-# in_phase NAME PHASE AGG: wait (10 s) until the job is in PHASE of aggregation AGG
-in_phase() {
-  local st job
-  job=$(job_of "$1")
-  for _ in $(seq 1000); do
-    st=$(curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$job")
-    if printf '%s' "$st" | grep -q "\"phase\": *\"$2\"" &&
-      printf '%s' "$st" | grep -q "\"aggregation\": *$3[,}]"; then
-      return 0
-    fi
-    sleep 0.01
-  done
-  return 1
-}
+wait_job() { job_wait "$1"; }
+in_phase() { job_in_phase "$@"; }
 
 # kill_agent I: SIGKILL agent I; restart_agent I: same port, same data dir
-kill_agent() { kill -9 "${APID[$1]}"; wait "${APID[$1]}" 2>/dev/null; }
+kill_agent() { svc_stop "${APID[$1]}" KILL; }
 restart_agent() { start_agent "$1"; }
 
-job_done() { test "$(node "$JLIB" get "$T/$1.status.json" .state)" = done; }
-party_field() { node "$JLIB" get "$T/$1.parts.json" "[$2].$3"; } # NAME INDEX FIELD
-party_done() { test "$(party_field "$1" "$2" state)" = done; }
+party_field() { state_of "$@"; } # NAME INDEX FIELD
 
 # no_secret_in FILES...: the party tokens of every invitation, agent.key and
 # identity.key do not appear (as bytes) in any of the files
@@ -211,10 +86,10 @@ SS="\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":2,\"allow_low_thre
   \"shape\":[30,$D],\"round_timeout_s\":3,\"join_timeout_s\":10,\"party_keys\":[$PINS]"
 
 echo "== secure-sum: uninterrupted, then agent 2 killed in consistency"
-start_job ss_ref "{$SS}"
+job_start ss_ref "{$SS}"
 wait_job ss_ref
 check "secure-sum reference: job done" job_done ss_ref
-start_job ss "{$SS}" - - consistency
+job_start ss "{$SS}" - - consistency
 check "secure-sum: the job reached consistency" in_phase ss consistency 0
 kill_agent 2
 check "secure-sum: agent.db holds no token or key while the participation runs" \
@@ -242,7 +117,7 @@ echo "== fedpower-utility: agent 1 killed in noise_exchange of sync 1"
 COMMON="\"parties\":$K,\"threshold\":2,\"allow_low_threshold\":true,\"cols\":$D,
   \"party_rows\":[30,30,30],\"k\":2,\"rank\":3,\"iterations\":4,\"sync_every\":1,
   \"round_timeout_s\":4,\"allow_dropouts\":true,\"party_keys\":[$PINS]"
-start_job util "{\"algorithm\":\"fedpower-utility\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
+job_start util "{\"algorithm\":\"fedpower-utility\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
   \"paillier_bits\":1024,\"allow_weak_privacy\":true}" - - noise_exchange:1
 UJOB=$(job_of util)
 # the response is written ahead before it leaves: wait for that, then kill
@@ -260,7 +135,7 @@ check "fedpower-utility: the rebuilt noise response matches the one sent (noise 
   "$T/agent1.log"
 
 echo "== dp-ppm: agent 1 killed in masked_input of aggregation 2"
-start_job dppm "{\"algorithm\":\"dp-ppm\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
+job_start dppm "{\"algorithm\":\"dp-ppm\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
   \"allow_weak_privacy\":true}" - - masked_input:2
 check "dp-ppm: the job is in masked_input of aggregation 2" in_phase dppm masked_input 2
 kill_agent 1
@@ -293,26 +168,16 @@ check "dp-ppm: the privacy ledger charged the participation once (spent)" ledger
 if [ -x "$BIN/masking-server" ] && [ -x "$BIN/fedsvd" ]; then
   echo "== fedpca: agent 2 killed in masked_input of the SVD aggregation"
   F=$BIN/fedsvd
-  MADMIN=masking-admin-0123456789abcdefghi
-  printf '%s\n' "$MADMIN" >"$T/madmin.token"
-  chmod 600 "$T/madmin.token"
-  "$BIN/masking-server" --listen 127.0.0.1:0 --port-file "$T/mport" --data-dir "$T/masking" \
-    --admin-token-file "$T/madmin.token" 2>>"$T/masking.log" &
-  MPID=$!
-  APID+=("$MPID")
-  for _ in $(seq 200); do [ -s "$T/mport" ] && break; sleep 0.05; done
-  MURL=http://127.0.0.1:$(cat "$T/mport")
-  for _ in $(seq 100); do curl -sf "$MURL/readyz" >/dev/null && break; sleep 0.05; done
-  PKEYS=()
-  for i in $(seq 1 $K); do
-    PKEYS+=(--party-key "$i:$("$F" agent identity --agent "${AURL[$i]}" --token-file "$T/op.token")")
-  done
-  "$F" gen planted --rows 240 --cols 20 --rank 4 --noise 0.2 --seed 5 --out-dir "$T/d" --parties 3 \
-    --split 60,100,80 >/dev/null
+  svc_masking
+  svc_party_keys $K
+  # big enough that the masked input takes a good part of a second after the
+  # exponent is written ahead: the kill must land before the job can finish
+  "$F" gen planted --rows 4000 --cols 100 --rank 4 --noise 0.2 --seed 5 --out-dir "$T/d" --parties 3 \
+    --split 1000,1700,1300 >/dev/null
   "$F" svd --input "$T/d/party-1.npy" --input "$T/d/party-2.npy" --input "$T/d/party-3.npy" \
     --center --out "$T/refc" >/dev/null
   "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedpca --k 3 \
-    "${PKEYS[@]}" --shape 240,20 --party-sizes 60,100,80 --masking-server "$MURL" \
+    "${PKEYS[@]}" --shape 4000,100 --party-sizes 1000,1700,1300 --masking-server "$MURL" \
     --masking-token-file "$T/madmin.token" --round-timeout 30 --out-dir "$T/pca" \
     --format json >"$T/pca.create.json" 2>"$T/pca.create.err"
   node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[@]:1}" <<'EOF2'
@@ -353,7 +218,7 @@ EOF2
 fi
 
 echo "== the dataset changed while the agent was down"
-start_job chg "{$SS}" - - consistency
+job_start chg "{$SS}" - - consistency
 check "changed: the job reached consistency" in_phase chg consistency 0
 kill_agent 2
 cp "$T/x2.csv" "$T/x2.keep"
@@ -374,5 +239,4 @@ if [ "$failn" -gt 0 ]; then
   grep -h '"error"\|"reason"' "$T"/*.status.json "$T"/*.parts.json 2>/dev/null | sort | uniq -c | head -n 8
   grep -h 'cannot\|failed' "$T"/agent*.log | tail -n 8
 fi
-echo "$pass passed, $failn failed"
-[ "$failn" = 0 ]
+svc_summary

@@ -6,9 +6,10 @@
 # service, phase, expected outcome) is run and its outcome asserted against
 # the table:
 #   finish        the job ends done, nobody dropped, the restart fired; the
-#                 result equals the uninterrupted run's (secure-sum: cmp of
-#                 sum.npy; fedpca: every file to 1e-12 of its largest entry,
-#                 since each run draws fresh random masks), and for the DP
+#                 result files are byte-identical (cmp) to the uninterrupted
+#                 run's (secure-sum: sum.npy; fedpca: every result file, both
+#                 runs with the same --test-mask-seed, so that they draw the
+#                 same masks, and one BLAS thread), and for the DP
 #                 algorithms party 1's privacy ledger (GET /v1/privacy-ledger
 #                 on its agent, restarted on the kept data directory) holds
 #                 exactly one entry for the job, spent, counted once;
@@ -17,6 +18,9 @@
 # A kill that came late (the phase was over before a status poll saw it) is
 # run once more; the table shows the phase the service was really killed in.
 # Before the matrix: --restart's usage errors (exit 2, one line, the reason).
+# With fedpca's uninterrupted run, one more without --test-mask-seed: its
+# random masks must change the last bits of its result files (only within
+# 1e-12), which shows that the test seed is what makes the cmp hold.
 #
 #   tests/chaos/run.sh [BIN_DIR]     (default build/bin)
 #
@@ -60,6 +64,11 @@ for c in node curl cmp awk; do
 done
 [ "$failn" -eq 0 ] || finish
 
+# Bit-identical results need the same masks (an INSECURE test-only seed for
+# the masking server, fedsvd local --test-mask-seed) and the same BLAS
+# thread count in every run.
+TSEED=0123456789abcdef0123456789abcdef
+export OPENBLAS_NUM_THREADS=1
 T=$(mktemp -d)
 AGENT_PID=
 cleanup() {
@@ -93,7 +102,8 @@ PPARTS=(--party "$T/d/pw/party-1.npy" --party "$T/d/pw/party-2.npy" --party "$T/
 args_for() {
   case $1 in
     secure-sum) ARGS=(--algorithm secure-sum "${SPARTS[@]}" --round-timeout "$RT") ;;
-    fedpca) ARGS=(--algorithm fedpca --k 3 "${SPARTS[@]}" --round-timeout "$RT") ;;
+    fedpca) ARGS=(--algorithm fedpca --k 3 "${SPARTS[@]}" --round-timeout "$RT"
+      --test-mask-seed "$TSEED") ;;
     fedpower-utility)
       ARGS=(--algorithm fedpower-utility --k 3 --iterations 4 --sync-every 2 --epsilon 4
         --paillier-bits 1024 "${PPARTS[@]}" --round-timeout "$RT") ;;
@@ -136,6 +146,25 @@ usage "R on factorizing" "factorizing happens once, after the last aggregation" 
   aggregation-server@factorizing:1
 usage "R not a number" "the aggregation R" dp-ppm aggregation-server@masked_input:x
 usage "no @" "expected SERVICE@PHASE[:R]" dp-ppm aggregation-server
+# --test-mask-seed: hex only, and only where there is a masking server
+tseed_usage() { # NAME EXPECTED-TEXT ALGORITHM VALUE
+  rm -rf "$T/u"
+  "$F" local --algorithm "$3" "${SPARTS[@]}" --out "$T/u" --test-mask-seed "$4" >"$T/u.out" \
+    2>"$T/u.err"
+  local rc=$?
+  if [ "$rc" -eq 2 ] && [ "$(wc -l <"$T/u.err")" -eq 1 ] && grep -qF -- "$2" "$T/u.err" &&
+    [ ! -e "$T/u/summary.json" ]; then
+    ok "usage: $1"
+  else
+    bad "usage: $1: exit $rc, stderr: $(head -c 300 "$T/u.err")"
+  fi
+}
+tseed_usage "--test-mask-seed not hex" "expected an even number (2..128) of hex digits" fedpca \
+  0123456789abcdeg
+tseed_usage "--test-mask-seed odd length" "expected an even number (2..128) of hex digits" \
+  fedpca abc
+tseed_usage "--test-mask-seed with secure-sum" "only fedsvd and fedpca use a masking-server" \
+  secure-sum 00ff
 # known only once the job exists (5 aggregations: 4 iterations and the
 # eigenvalues), before any agent joins it
 args_for dp-ppm
@@ -154,6 +183,8 @@ fi
 "$F" local --help >"$T/help" 2>&1
 grep -q -- "--restart SERVICE@PHASE\[:R\]" "$T/help" && ok "--help documents --restart" ||
   bad "--help lacks --restart"
+grep -q -- "--test-mask-seed HEX fedsvd/fedpca, for reproducibility tests only; never in" "$T/help" &&
+  ok "--help documents --test-mask-seed as test-only" || bad "--help lacks --test-mask-seed"
 
 # ---- the cases
 CASES=()
@@ -170,6 +201,9 @@ while read -r alg svc ph expect mark rest; do
   CASES+=("$alg $svc $ph $expect")
 done <"$MATRIX"
 
+FEDPCA_FILES="components singular_values explained_variance explained_variance_ratio mean
+  party-1/scores party-2/scores party-3/scores"
+
 # the uninterrupted runs the lossless results are compared with
 declare -A BASE
 baseline() { # ALGORITHM
@@ -179,10 +213,43 @@ baseline() { # ALGORITHM
   if "$F" local "${ARGS[@]}" --out "$T/base-$1" >"$T/base-$1.log" 2>&1; then
     ok "$1: uninterrupted run ($((SECONDS - t0)) s)"
     BASE[$1]=$T/base-$1
+    [ "$1" = fedpca ] && random_masks_differ
   else
     bad "$1: uninterrupted run failed: $(tail -n 1 "$T/base-$1.log")"
     BASE[$1]=none
   fi
+}
+
+# fedpca without --test-mask-seed: fresh random masks, so some result file
+# differs from the seeded run's in its last bits, and every one is within
+# 1e-12 of its largest entry
+random_masks_differ() {
+  local a=() f v ndiff=0 why= skip=0
+  for f in "${ARGS[@]}"; do # the fedpca arguments without --test-mask-seed HEX
+    if [ "$f" = --test-mask-seed ]; then skip=1; elif [ "$skip" = 1 ]; then skip=0; else a+=("$f"); fi
+  done
+  if ! "$F" local "${a[@]}" --out "$T/random" >"$T/random.log" 2>&1; then
+    bad "fedpca without --test-mask-seed failed: $(tail -n 1 "$T/random.log")"
+    return
+  fi
+  grep -q "test-mask-seed" "$T/random.log" && why="it still warned about --test-mask-seed"
+  [ "$(jget "$T/base-fedpca/summary.json" .deterministic_masks)" = true ] ||
+    why="the seeded run's summary.json lacks deterministic_masks: true"
+  [ -z "$(jget "$T/random/summary.json" .deterministic_masks)" ] ||
+    why="its summary.json says deterministic_masks"
+  for f in $FEDPCA_FILES; do
+    cmp -s "$T/random/$f.npy" "$T/base-fedpca/$f.npy" || ndiff=$((ndiff + 1))
+    v=$("$F" compare --a "$T/random/$f.npy" --b "$T/base-fedpca/$f.npy" --metric maxrel 2>/dev/null)
+    if [ -z "$v" ] || ! awk -v v="$v" 'BEGIN { exit !(v + 0 <= 1e-12) }'; then
+      why="$f.npy: max rel. difference '${v:-missing}'"
+    fi
+  done
+  if [ -z "$why" ] && [ "$ndiff" -gt 0 ]; then
+    ok "fedpca without --test-mask-seed: random masks, $ndiff of 8 files differ in the last bits (within 1e-12)"
+  else
+    bad "fedpca without --test-mask-seed: ${why:-every file byte-identical to the seeded run}"
+  fi
+  rm -rf "$T/random"
 }
 
 # WHY=...: empty when the files of run $2 equal the uninterrupted run of $1
@@ -192,12 +259,11 @@ same_result() {
   case $alg in
     secure-sum)
       cmp -s "$b/sum.npy" "$out/sum.npy" || WHY="sum.npy differs from the uninterrupted run's" ;;
-    fedpca)
-      for f in components singular_values explained_variance explained_variance_ratio mean \
-        party-1/scores party-2/scores party-3/scores; do
-        v=$("$F" compare --a "$out/$f.npy" --b "$b/$f.npy" --metric maxrel 2>/dev/null)
-        if [ -z "$v" ] || ! awk -v v="$v" 'BEGIN { exit !(v + 0 <= 1e-12) }'; then
-          WHY="$f.npy: max rel. difference '${v:-missing}' from the uninterrupted run's"
+    fedpca) # the same --test-mask-seed: the same masks, bit-identical files
+      for f in $FEDPCA_FILES; do
+        if ! cmp -s "$out/$f.npy" "$b/$f.npy"; then
+          v=$("$F" compare --a "$out/$f.npy" --b "$b/$f.npy" --metric maxrel 2>/dev/null)
+          WHY="$f.npy differs from the uninterrupted run's (max rel. difference ${v:-missing})"
           return
         fi
       done ;;

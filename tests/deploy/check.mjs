@@ -36,6 +36,8 @@ const ROLE_FILES = {
     aggregation: resolve(arg('--compose-aggregation', join(ROLE_DIR, 'aggregation.yml'))),
     site: resolve(arg('--compose-site', join(ROLE_DIR, 'site.yml'))),
 };
+// The aggregation organisation's host with shard peers (docs/sharding.md).
+const SHARDED_FILE = resolve(arg('--compose-sharded', join(ROLE_DIR, 'sharded.yml')));
 const K8S_RENDERED = arg('--k8s', null);
 const K8S_SRC = arg('--k8s-src', null);
 
@@ -582,7 +584,9 @@ function checkK8s(info) {
     const workloads = docs.filter((d) => ['StatefulSet', 'Deployment'].includes(d.kind));
     const pvcs = new Set(docs.filter((d) => d.kind === 'PersistentVolumeClaim').map((d) => d.metadata.name));
     for (const svc of SERVICES) {
-        const w = workloads.find((x) => (x.spec.template.spec.containers || []).some((ct) => new RegExp(`^(.*/)?${svc}(:[^/]+)?$`).test(ct.image)));
+        // the workload named after the service (aggregation-shard runs the same image)
+        const runs = (x) => (x.spec.template.spec.containers || []).some((ct) => new RegExp(`^(.*/)?${svc}(:[^/]+)?$`).test(ct.image));
+        const w = workloads.find((x) => runs(x) && x.metadata.name === svc) || workloads.find(runs);
         if (!check(w, `k8s: a workload runs the ${svc} image`)) continue;
         const where = `k8s ${w.kind}/${w.metadata.name}`;
         const img = info.services[svc];
@@ -631,6 +635,122 @@ function checkK8s(info) {
     }
 }
 
+// ------------------------------------------------ kubernetes: the shard peers
+// docker/k8s/servers/aggregation-shards.yaml: a StatefulSet of aggregation
+// servers behind a headless Service; the coordinator lists pod o as shard
+// o + 1 (--shard-peer in ordinal order) and both sides read the same peer
+// token Secret.
+function mountedSecret(pod, ct, path) {
+    const m = (ct.volumeMounts || []).find((x) => x.mountPath === path);
+    const v = m && (pod.volumes || []).find((x) => x.name === m.name);
+    return v && v.secret ? v.secret.secretName : null;
+}
+function checkK8sShards(info) {
+    let docs;
+    try {
+        docs = loadK8s();
+    } catch (e) {
+        fail(`k8s: cannot load manifests: ${e.message}`);
+        return;
+    }
+    const sts = docs.find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'aggregation-shard');
+    const coord = docs.find((d) => d.kind === 'StatefulSet' && d.metadata.name === 'aggregation-server');
+    if (!check(sts && coord, 'k8s: StatefulSets aggregation-server (the coordinator) and aggregation-shard (its peers)')) return;
+    const img = info.services['aggregation-server'];
+    const pod = sts.spec.template.spec;
+    const ct = pod.containers[0];
+    const where = 'k8s StatefulSet/aggregation-shard';
+    check(/^(.*\/)?aggregation-server(:[^/]+)?$/.test(ct.image), `${where}: runs the aggregation-server image`, ct.image);
+    const n = sts.spec.replicas;
+    check(Number.isInteger(n) && n >= 1 && n <= 15, `${where}: 1..15 replicas (shards 1..n)`, String(n));
+    const svc = docs.find((d) => d.kind === 'Service' && d.metadata.name === sts.spec.serviceName);
+    const labels = sts.spec.template.metadata.labels || {};
+    check(svc && svc.spec.clusterIP === 'None' && Object.entries(svc.spec.selector || {}).every(([k, v]) => labels[k] === v),
+        `${where}: its serviceName is a headless Service that selects its pods`);
+    const port = img ? img.port : 8443;
+    check(svc && svc.spec.ports.some((p) => p.port === port), `${where}: the headless Service has port ${port}`);
+    check(ct.readinessProbe?.httpGet?.path === '/readyz' && ct.livenessProbe?.httpGet?.path === '/healthz', `${where}: readiness /readyz, liveness /healthz`);
+    const csc = ct.securityContext || {};
+    check((pod.securityContext?.runAsNonRoot || csc.runAsNonRoot) && csc.readOnlyRootFilesystem === true && csc.allowPrivilegeEscalation === false,
+        `${where}: non-root, readOnlyRootFilesystem, no privilege escalation`);
+    if (img) check((ct.volumeMounts || []).some((m) => m.mountPath === img.tokenPath) && mountedSecret(pod, ct, img.tokenPath), `${where}: an admin token at ${img.tokenPath} from a Secret`);
+    // The peer token: one Secret, mounted where each side's --peer-token-file points.
+    const cpod = coord.spec.template.spec;
+    const cct = cpod.containers.find((x) => x.name === 'aggregation-server') || cpod.containers[0];
+    const sPath = flagValue(ct.args || [], '--peer-token-file');
+    const cPath = flagValue(cct.args || [], '--peer-token-file');
+    const sSec = sPath && mountedSecret(pod, ct, sPath);
+    const cSec = cPath && mountedSecret(cpod, cct, cPath);
+    const secrets = new Set(docs.filter((d) => d.kind === 'Secret').map((d) => d.metadata.name));
+    check(sSec && cSec && sSec === cSec && secrets.has(sSec), 'k8s: the coordinator and its peers read --peer-token-file from the same Secret',
+        `${cSec} vs ${sSec}`);
+    check(!img || (sSec !== mountedSecret(pod, ct, img.tokenPath)), 'k8s: the peer token is not the admin token');
+    // --shard-peer: pod o of the StatefulSet is shard o + 1, in order.
+    const peers = [];
+    const a = cct.args || [];
+    for (let i = 0; i < a.length; i++) if (a[i] === '--shard-peer' && i + 1 < a.length) peers.push(a[i + 1]);
+    const want = Array.from({ length: n || 0 }, (_, o) => `${sts.metadata.name}-${o}.${sts.spec.serviceName}:${port}`);
+    check(peers.length === want.length && peers.every((u, i) => new RegExp(`^https?://${esc(want[i])}(/|$)`).test(u)),
+        'k8s: the coordinator lists every peer pod with --shard-peer, in ordinal order', `${peers.join(' ')} vs ${want.join(' ')}`);
+    checkAgainstHelp(where, 'aggregation-server', flagsOf(ct.args), (ct.env || []).map((e) => e.name).filter((e) => e.startsWith('FEDSVD_')));
+}
+
+// ------------------------------------------------------ compose: sharded.yml
+// The coordinator and three peers on one host: every service the
+// aggregation-server image with TLS in the process, the peer token mounted
+// where FEDSVD_PEER_TOKEN_FILE points, and FEDSVD_SHARD_PEERS naming the
+// peers' published ports in the order of their names.
+function checkShardedCompose(info) {
+    const where = 'compose/sharded.yml';
+    let c;
+    try {
+        c = yaml.load(readFileSync(SHARDED_FILE, 'utf8'));
+    } catch (e) {
+        fail(`${where}: cannot load: ${e.message}`);
+        return;
+    }
+    const svcs = c.services || {};
+    const want = ['aggregation-server', 'aggregation-shard-1', 'aggregation-shard-2', 'aggregation-shard-3'];
+    if (!check(eqSet(Object.keys(svcs), want), `${where}: services are ${want.join(', ')}`, Object.keys(svcs).join(', '))) return;
+    const img = info.services['aggregation-server'];
+    if (!img) return;
+    const hostPorts = {};
+    for (const [name, s] of Object.entries(svcs)) {
+        check(s.build?.args?.SERVICE === 'aggregation-server', `${where} ${name}: build arg SERVICE is aggregation-server`);
+        const env = Array.isArray(s.environment)
+            ? Object.fromEntries(s.environment.map((e) => [e.split('=')[0], e.split('=').slice(1).join('=')]))
+            : { ...(s.environment || {}) };
+        const secs = (s.secrets || []).map((x) => (typeof x === 'string' ? { source: x, target: x } : x));
+        const mounted = new Map(secs.map((x) => [String(x.target || x.source).startsWith('/') ? x.target : `/run/secrets/${x.target || x.source}`, x.source]));
+        check(mounted.has(img.tokenPath), `${where} ${name}: a secret is mounted at ${img.tokenPath}`);
+        check(env.FEDSVD_PEER_TOKEN_FILE && mounted.get(env.FEDSVD_PEER_TOKEN_FILE) === 'peer-token', `${where} ${name}: FEDSVD_PEER_TOKEN_FILE names the mounted peer-token secret`, String(env.FEDSVD_PEER_TOKEN_FILE));
+        check(mounted.get(env.FEDSVD_PEER_TOKEN_FILE) !== mounted.get(img.tokenPath), `${where} ${name}: the peer token is not the admin token`);
+        for (const v of ['FEDSVD_TLS_CERT', 'FEDSVD_TLS_KEY']) check(env[v] && mounted.has(env[v]), `${where} ${name}: ${v} names a mounted secret`);
+        check(!('FEDSVD_INSECURE_HTTP' in env), `${where} ${name}: no FEDSVD_INSECURE_HTTP (TLS between the coordinator and its peers)`);
+        const test = Array.isArray(s.healthcheck?.test) ? s.healthcheck.test : [];
+        check(test.includes(`https://127.0.0.1:${img.port}/readyz`), `${where} ${name}: healthcheck GETs https://…:${img.port}/readyz`);
+        check(s.read_only === true && (s.cap_drop || []).includes('ALL'), `${where} ${name}: read-only root filesystem, all capabilities dropped`);
+        const vols = (s.volumes || []).map(parseVolume);
+        check(vols.some((v) => v.target === '/data' && v.type === 'volume' && c.volumes && v.source in c.volumes), `${where} ${name}: its own named volume on /data`);
+        const ports = (s.ports || []).map(parsePort);
+        check(ports.length === 1 && ports[0].target === img.port, `${where} ${name}: publishes the image's port ${img.port}`);
+        if (ports.length === 1) hostPorts[name] = ports[0].host;
+        checkAgainstHelp(`${where} ${name}`, 'aggregation-server', [], Object.keys(env).filter((e) => e.startsWith('FEDSVD_')));
+    }
+    const data = Object.values(svcs).map((s) => (s.volumes || []).map(parseVolume).find((v) => v.target === '/data')?.source);
+    check(new Set(data).size === data.length, `${where}: every server has its own /data volume`);
+    check(new Set(Object.values(hostPorts)).size === want.length, `${where}: published host ports are distinct`);
+    const coordEnv = svcs['aggregation-server'].environment || {};
+    const peers = String(coordEnv.FEDSVD_SHARD_PEERS || '').split(',').filter(Boolean);
+    check(peers.length === 3 && peers.every((u, i) => u.startsWith('https://') && new RegExp(`:${hostPorts[`aggregation-shard-${i + 1}`]}(/|$)`).test(u)),
+        `${where}: FEDSVD_SHARD_PEERS lists https URLs of shards 1, 2, 3 on their published ports, in order`, peers.join(' '));
+    for (const name of want.slice(1)) {
+        check(!('FEDSVD_SHARD_PEERS' in (svcs[name].environment || {})), `${where} ${name}: a peer lists no peers of its own`);
+    }
+    const deps = svcs['aggregation-server'].depends_on || {};
+    check(want.slice(1).every((d) => deps[d]?.condition === 'service_healthy'), `${where}: the coordinator waits for its peers (service_healthy)`);
+}
+
 // --------------------------------------------------------------- .dockerignore
 function checkDockerignore() {
     const ig = dockerignore().add(readFileSync(join(ROOT, '.dockerignore'), 'utf8').split('\n'));
@@ -647,5 +767,9 @@ const info = checkDockerfile();
 checkRuntimeLibs(info);
 checkCompose(info);
 checkRoleCompose(info);
-if (K8S_RENDERED || K8S_SRC) checkK8s(info);
+checkShardedCompose(info);
+if (K8S_RENDERED || K8S_SRC) {
+    checkK8s(info);
+    checkK8sShards(info);
+}
 checkDockerignore();

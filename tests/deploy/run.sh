@@ -202,7 +202,7 @@ if [ "$have_node" -eq 1 ]; then
             orig=docker/docker-compose.yml
             args=(--compose "$TMP/mutant" --compose-dir "$ROOT/docker")
             ;;
-        masking | aggregation | site)
+        masking | aggregation | site | sharded)
             orig=docker/compose/$kind.yml
             args=("--compose-$kind" "$TMP/mutant")
             ;;
@@ -246,6 +246,12 @@ if [ "$have_node" -eq 1 ]; then
     mutant "the agent's operator API on every interface" site 's/"127.0.0.1:8444:8444"/"8444:8444"/' \
         "operator API published on the host's loopback only"
     mutant "a server without its certificate" aggregation '/^      FEDSVD_TLS_CERT: /d' "FEDSVD_TLS_CERT names a mounted secret"
+    mutant "a shard peer left out of FEDSVD_SHARD_PEERS" sharded 's/,https:\/\/${SHARD_HOST:-aggregation.example.org}:8448"$/"/' \
+        "FEDSVD_SHARD_PEERS lists https URLs of shards 1, 2, 3"
+    mutant "a shard peer without the peer token" sharded '0,/FEDSVD_PEER_TOKEN_FILE: \/run\/secrets\/peer-token/s//FEDSVD_PEER_TOKEN_FILE: \/run\/secrets\/admin-token/' \
+        "FEDSVD_PEER_TOKEN_FILE names the mounted peer-token secret"
+    mutant "more shard pods than the coordinator lists" k8s 's/^  replicas: 3$/  replicas: 4/' \
+        "lists every peer pod with --shard-peer"
     mutant "a readiness probe on /healthz" k8s '0,/path: \/readyz/s//path: \/healthz/' "readinessProbe GET /readyz"
     mutant "a writable root filesystem" k8s '0,/readOnlyRootFilesystem: true/s//readOnlyRootFilesystem: false/' "readOnlyRootFilesystem"
 else
@@ -277,6 +283,20 @@ refuses_token() {
 refuses_token aggregation-server --admin-token-file docker/k8s/servers/secrets/aggregation-admin-token
 refuses_token masking-server --admin-token-file docker/k8s/servers/secrets/masking-admin-token
 refuses_token client-agent --operator-token-file docker/k8s/client-agent/secrets/operator-token
+# The peer token placeholder, with a real admin token beside it.
+if [ -x "$BIN/aggregation-server" ]; then
+    d=$(mktemp -d "$TMP/refuse.XXXX")
+    printf 'tok-%s\n' "$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$d/admin"
+    chmod 600 "$d/admin"
+    timeout 10 "$BIN/aggregation-server" --listen 127.0.0.1:0 --data-dir "$d/data" --admin-token-file "$d/admin" \
+        --peer-token-file docker/k8s/servers/secrets/aggregation-peer-token >"$d/out" 2>&1
+    rc=$?
+    if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -qi 'peer token' "$d/out"; then
+        ok "aggregation-server refuses the placeholder peer token (exit $rc)"
+    else
+        fail "aggregation-server with the placeholder peer token: exit $rc, $(tail -n 2 "$d/out")"
+    fi
+fi
 
 # The README's one-liner, run in a scratch directory: five 0600 files named as
 # compose's secrets, and the aggregation server accepts its token.

@@ -32,19 +32,13 @@
 # Ends with "disk: P passed, F failed"; exits non-zero on a failure.
 set -u
 BIN=${1:-build/bin}
-pass=0
-failn=0
+. "$(dirname "$0")/../lib/services.sh"
+SVC_SUITE=disk
+SVC_OK="ok  "
 finish() {
-  echo "disk: $pass passed, $failn failed"
-  [ "$failn" -eq 0 ]
+  svc_summary
   exit $?
 }
-check() {
-  local name=$1; shift
-  if "$@"; then pass=$((pass + 1)); echo "ok   $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
-}
-HERE=$(cd "$(dirname "$0")" && pwd)
-JLIB=$HERE/../lib/json.mjs
 for b in aggregation-server masking-server client-agent; do
   [ -x "$BIN/$b" ] || { echo "FAIL $BIN/$b not built"; failn=1; }
 done
@@ -53,35 +47,11 @@ for c in curl node prlimit sqlite3; do
 done
 [ "$failn" -eq 0 ] || finish
 
-T=$(mktemp -d)
-PIDS=()
 MNT=
 ROM=
-cleanup() {
-  for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-  for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
+svc_on_exit() {
   [ -n "$ROM" ] && umount "$ROM" 2>/dev/null
   [ -n "$MNT" ] && umount "$MNT" 2>/dev/null
-  [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
-  rm -rf "$T"
-}
-trap cleanup EXIT
-
-ADMIN=admin-token-0123456789abcdefghij
-MADMIN=masking-admin-token-0123456789abc
-OP=operator-token-0123456789abcdefgh
-printf '%s\n' "$ADMIN" >"$T/admin.token"
-printf '%s\n' "$MADMIN" >"$T/madmin.token"
-printf '%s\n' "$OP" >"$T/op.token"
-chmod 600 "$T"/*.token
-
-wait_port() {
-  for _ in $(seq 200); do [ -s "$1" ] && break; sleep 0.05; done
-  cat "$1" 2>/dev/null
-}
-ready() {
-  for _ in $(seq 200); do curl -sf "$1/readyz" >/dev/null 2>&1 && return 0; sleep 0.05; done
-  return 1
 }
 full() { prlimit --pid "$1" --fsize=0:unlimited; }               # every write fails (EFBIG)
 space() { prlimit --pid "$1" --fsize=unlimited:unlimited; }      # the limit lifted
@@ -106,27 +76,12 @@ is_storage_503() {
 }
 
 # ---- the services (logs through a pipe: a file-size limit would stop a log file too)
-"$BIN/aggregation-server" --listen 127.0.0.1:0 --port-file "$T/aport" --data-dir "$T/server" \
-  --admin-token-file "$T/admin.token" --chunk-words 16 2> >(cat >"$T/server.log") &
-SPID=$!
-PIDS+=($SPID)
-"$BIN/masking-server" --listen 127.0.0.1:0 --port-file "$T/mport" --data-dir "$T/masking" \
-  --admin-token-file "$T/madmin.token" 2> >(cat >"$T/masking.log") &
-MPID=$!
-PIDS+=($MPID)
-APID=()
-for i in 1 2 3; do
-  "$BIN/client-agent" --listen 127.0.0.1:0 --port-file "$T/port$i" --data-dir "$T/agent$i" \
-    --operator-token-file "$T/op.token" --poll-ms 50 2> >(cat >"$T/agent$i.log") &
-  APID[$i]=$!
-  PIDS+=($!)
-done
-SURL=http://127.0.0.1:$(wait_port "$T/aport")
-MURL=http://127.0.0.1:$(wait_port "$T/mport")
-AURL=()
-for i in 1 2 3; do AURL[$i]=http://127.0.0.1:$(wait_port "$T/port$i"); done
-check "the services are ready" bash -c "$(declare -f ready); ready $SURL && ready $MURL &&
-  ready ${AURL[1]} && ready ${AURL[2]} && ready ${AURL[3]}"
+SVC_LOG_PIPE=1
+svc_server --chunk-words 16
+svc_masking
+svc_agents 3 --poll-ms 50
+check "the services are ready" bash -c "$(declare -f svc_ready); svc_ready $SURL && svc_ready $MURL &&
+  svc_ready ${AURL[1]} && svc_ready ${AURL[2]} && svc_ready ${AURL[3]}"
 
 # integer data: the secure sum is exact
 for i in 1 2 3; do
@@ -236,12 +191,10 @@ check "masking-server, space back: the same POST /v1/masksets is 201" test "$COD
 mkdir -p "$T/tmpfs"
 if mount -t tmpfs -o size=2m,mode=0700 tmpfs "$T/tmpfs" 2>"$T/mount.err"; then
   MNT=$T/tmpfs
-  "$BIN/aggregation-server" --listen 127.0.0.1:0 --port-file "$T/tport" --data-dir "$MNT/server" \
-    --admin-token-file "$T/admin.token" 2>"$T/tserver.log" &
-  TPID=$!
-  PIDS+=($TPID)
-  TURL=http://127.0.0.1:$(wait_port "$T/tport")
-  ready "$TURL"
+  svc_start tserver TPORT "$BIN/aggregation-server" --data-dir "$MNT/server" \
+    --admin-token-file "$T/admin.token"
+  TPID=$SVC_PID
+  TURL=$SVC_URL
   dd if=/dev/zero of="$MNT/filler" bs=64k 2>/dev/null # until ENOSPC
   req POST "$TURL/v1/jobs" "$ADMIN" -H 'Content-Type: application/json' --data-binary "$SPEC"
   check "tmpfs full (ENOSPC): POST /v1/jobs is 503 storage_unavailable" is_storage_503
@@ -251,8 +204,7 @@ if mount -t tmpfs -o size=2m,mode=0700 tmpfs "$T/tmpfs" 2>"$T/mount.err"; then
   rm -f "$MNT/filler"
   req POST "$TURL/v1/jobs" "$ADMIN" -H 'Content-Type: application/json' --data-binary "$SPEC"
   check "tmpfs, space back: the same POST /v1/jobs is 201" test "$CODE" = 201
-  kill -TERM "$TPID"
-  wait "$TPID" 2>/dev/null
+  svc_stop "$TPID"
   check "tmpfs: server.db passes PRAGMA integrity_check" \
     test "$(sqlite3 "$MNT/server/server.db" 'PRAGMA integrity_check;' 2>&1)" = ok
 
@@ -330,9 +282,7 @@ else
 fi
 
 # ---- stop cleanly; nothing is corrupt
-for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-PIDS=()
+svc_stop_all
 integrity() {
   local db bad=0
   for db in "$T/server/server.db" "$T/masking/masking.db" "$T/agent1/agent.db" \

@@ -406,6 +406,38 @@ case $code in
 *) fail "wrong dataset: $code" ;;
 esac
 
+echo "== long polls: GET /v1/jobs/{job}?wait_ms=N&phase=P&aggregation=R"
+# the job above, which nobody joined: waiting_for_parties of aggregation 0
+BJ=$(node "$JLIB" get "$T/bad.job.json" .job.id)
+BURL="$SURL/v1/jobs/$BJ"
+lp() { # QUERY: "<status> <seconds> <phase>" of GET BURL?QUERY
+    curl -s -o "$T/lp.json" -w '%{http_code} %{time_total}' -H "Authorization: Bearer $ADMIN" "$BURL?$1"
+    echo " $(node "$JLIB" get "$T/lp.json" .phase 2>/dev/null)"
+}
+r=$(lp 'wait_ms=700&phase=waiting_for_parties&aggregation=0')
+awk -v r="$r" 'BEGIN { split(r, a, " "); exit !(a[1] == 200 && a[2] >= 0.6 && a[2] < 5 && a[3] == "waiting_for_parties") }' &&
+    ok "long poll on the job's own position is held until wait_ms ($r)" || fail "held long poll: $r"
+r=$(lp 'wait_ms=20000&phase=share_keys&aggregation=0')
+awk -v r="$r" 'BEGIN { split(r, a, " "); exit !(a[1] == 200 && a[2] < 5) }' &&
+    ok "long poll on another phase answers at once ($r)" || fail "long poll, other phase: $r"
+r=$(lp 'wait_ms=20000&phase=waiting_for_parties&aggregation=3')
+awk -v r="$r" 'BEGIN { split(r, a, " "); exit !(a[1] == 200 && a[2] < 5) }' &&
+    ok "long poll on another aggregation answers at once ($r)" || fail "long poll, other aggregation: $r"
+for q in 'wait_ms=x&phase=share_keys&aggregation=0' 'wait_ms=30001&phase=share_keys&aggregation=0' \
+    'wait_ms=100&phase=nonsense&aggregation=0' 'wait_ms=100&phase=share_keys'; do
+    r=$(lp "$q")
+    [ "${r%% *}" = 400 ] && ok "long poll ?$q: 400" || fail "long poll ?$q: $r"
+done
+# a held poll answers as soon as the job moves (here: cancelled -> failed)
+(lp 'wait_ms=20000&phase=waiting_for_parties&aggregation=0' >"$T/lp.bg") &
+lp_pid=$!
+sleep 0.5
+curl -s -o /dev/null -X DELETE -H "Authorization: Bearer $ADMIN" "$BURL"
+wait "$lp_pid"
+r=$(cat "$T/lp.bg")
+awk -v r="$r" 'BEGIN { split(r, a, " "); exit !(a[1] == 200 && a[2] >= 0.4 && a[2] < 5 && a[3] == "failed") }' &&
+    ok "a held long poll answers when the job moves (cancelled: $r)" || fail "long poll released by a change: $r"
+
 SECS=$(awk -v a="$T0" -v b="$(date +%s.%N)" 'BEGIN { printf "%.1f", b - a }')
 echo "   fedpower suite: ${SECS}s"
 finish

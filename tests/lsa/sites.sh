@@ -25,29 +25,11 @@
 # Ends with "N passed, N failed".
 set -u
 BIN=${1:-build/bin}
-for b in client-agent aggregation-server masking-server fedsvd; do
-    [ -x "$BIN/$b" ] || { echo "no $BIN/$b"; echo "0 passed, 1 failed"; exit 1; }
-done
-command -v node >/dev/null || { echo "no node (the tests' JSON helper)"; echo "0 passed, 1 failed"; exit 1; }
-JLIB=$(cd "$(dirname "$0")/../lib" && pwd)/json.mjs
+. "$(dirname "$0")/../lib/services.sh"
+svc_need client-agent aggregation-server masking-server fedsvd
+SVC_OK="ok  "
 jget() { node "$JLIB" get "$@"; }
 F=$BIN/fedsvd
-T=$(mktemp -d)
-PIDS=()
-cleanup() {
-    for p in "${PIDS[@]}"; do kill -TERM "$p" 2>/dev/null; done
-    for p in "${PIDS[@]}"; do wait "$p" 2>/dev/null; done
-    [ -n "${KEEP:-}" ] && { echo "kept $T"; return; }
-    rm -rf "$T"
-}
-trap cleanup EXIT
-pass=0
-failn=0
-check() {
-    local name=$1
-    shift
-    if "$@"; then pass=$((pass + 1)); echo "ok   $name"; else failn=$((failn + 1)); echo "FAIL $name"; fi
-}
 below() { awk -v v="$1" -v b="$2" 'BEGIN { exit !(v != "" && v + 0 == v && v + 0 <= b + 0) }'; }
 
 # ---- the corpus: three sites; site 2 has a document without a token ----
@@ -78,40 +60,17 @@ done
 printf '%s\n' the a and of in on is as at by "#" "# a comment" >"$T/stop.txt"
 
 # ---- the services ----
-printf '%s\n' admin-token-0123456789abcdefghij >"$T/admin.token"
-printf '%s\n' masking-admin-0123456789abcdefghi >"$T/madmin.token"
-printf '%s\n' operator-token-0123456789abcdefgh >"$T/op.token"
-chmod 600 "$T"/*.token
-wait_port() { for _ in $(seq 200); do [ -s "$1" ] && return 0; sleep 0.05; done; return 1; }
-"$BIN/aggregation-server" --listen 127.0.0.1:0 --port-file "$T/sport" --data-dir "$T/server" \
-    --admin-token-file "$T/admin.token" 2>>"$T/server.log" &
-PIDS+=($!)
-"$BIN/masking-server" --listen 127.0.0.1:0 --port-file "$T/mport" --data-dir "$T/masking" \
-    --admin-token-file "$T/madmin.token" 2>>"$T/masking.log" &
-PIDS+=($!)
-for i in 1 2 3; do
-    "$BIN/client-agent" --listen 127.0.0.1:0 --port-file "$T/port$i" --data-dir "$T/agent$i" \
-        --operator-token-file "$T/op.token" --poll-ms 50 2>"$T/agent$i.log" &
-    PIDS+=($!)
-done
-wait_port "$T/sport" && wait_port "$T/mport"
-SURL=http://127.0.0.1:$(cat "$T/sport")
-MURL=http://127.0.0.1:$(cat "$T/mport")
-AURL=()
-for i in 1 2 3; do
-    wait_port "$T/port$i"
-    AURL[$i]=http://127.0.0.1:$(cat "$T/port$i")
-done
-for _ in $(seq 100); do curl -sf "$SURL/readyz" >/dev/null && curl -sf "$MURL/readyz" >/dev/null && break; sleep 0.05; done
+svc_server
+svc_masking
+svc_agents 3 --poll-ms 50
 OPT=(--token-file "$T/op.token")
 
 # ---- each site: its document count and fingerprint go to the coordinator ----
 SIZES=""
-PKEYS=()
 for i in 1 2 3; do
     SIZES="${SIZES:+$SIZES,}$("$F" lsa count --party "$C/p$i")"
-    PKEYS+=(--party-key "$i:$("$F" agent identity --agent "${AURL[$i]}" "${OPT[@]}")")
 done
+svc_party_keys 3
 check "lsa count: every file is a document (8,8,7; one of site 2's without a token)" [ "$SIZES" = 8,8,7 ]
 
 # ---- the coordinator ----
@@ -259,5 +218,4 @@ check "  ... and lsa df then asks for --key-file (exit 2)" \
 "$F" lsa df --invitation "$T/inv3/invitation-1.json" --party "$C/p1" --key-file "$T/job.key" \
     --out "$T/x" >/dev/null 2>"$T/e9"
 check "  ... which it takes: exit 0" [ $? = 0 ]
-echo "$pass passed, $failn failed"
-[ "$failn" -eq 0 ]
+svc_summary

@@ -9,8 +9,9 @@
 # bearer token, the admin's included, fetches keys; another party's identity,
 # a bad signature or a stale timestamp is refused), the end token deleting the
 # mask set, ttl_s expiry, logs free of tokens, SIGTERM exit 0, a restart
-# serving identical keys, DELETE destroying the seed, and health answering
-# while a large slab is being generated.
+# serving identical keys, DELETE destroying the seed, health answering
+# while a large slab is being generated, and --insecure-test-mask-seed
+# (refused off loopback, announced, an equal master seed for an equal shape).
 # The numeric checks (slabs stack to an orthogonal A, B from its seed, a whole
 # FedSVD on the served keys) are in tests/unit/test_masksrv_e2e.c.
 #
@@ -559,6 +560,81 @@ gone_by_sweep() { for _ in $(seq 80); do [ ! -e "$1" ] && return 0; sleep 0.1; d
 check "an expired mask set nobody asks for is deleted by the sweep" gone_by_sweep "$DATA/seeds/$TID2.seed"
 req GET "/v1/masksets/$TID2" "$ADMIN"
 check "  ... its status says deleted" bash -c '[ "$1" = 200 ] && grep -q "\"state\":\"deleted\"" "$2"' _ "$CODE" "$T/body"
+
+# ---- --insecure-test-mask-seed: a deterministic master seed, for reproducibility tests only
+TS=00112233445566778899aabbccddeeff
+# (--insecure-http: plain HTTP off loopback would be allowed; the test seed is not)
+timeout 10 "$SRV" --admin-token-file "$T/admin.token" --data-dir "$T/ts0" --listen 0.0.0.0:0 --insecure-http \
+  --insecure-test-mask-seed "$TS" >/dev/null 2>"$T/ts.err"
+check "test seed on a non-loopback --listen: refused (exit 2, says why)" bash -c \
+  '[ "$1" = 2 ] && grep -q "refused on a --listen address that is not loopback" "$2"' _ $? "$T/ts.err"
+FEDSVD_INSECURE_TEST_MASK_SEED=$TS timeout 10 "$SRV" --admin-token-file "$T/admin.token" --data-dir "$T/ts0" \
+  --listen :0 --insecure-http >/dev/null 2>"$T/ts.err"
+check "test seed from the environment on all interfaces: refused (exit 2)" bash -c \
+  '[ "$1" = 2 ] && grep -q "insecure-test-mask-seed is refused on a --listen address that is not loopback" "$2"' _ $? "$T/ts.err"
+timeout 10 "$SRV" --admin-token-file "$T/admin.token" --data-dir "$T/ts0" --listen 127.0.0.1:0 \
+  --insecure-test-mask-seed 0g >/dev/null 2>"$T/ts.err"
+check "test seed not hex: exit 2" bash -c '[ "$1" = 2 ] && grep -q "hex digits" "$2"' _ $? "$T/ts.err"
+check "  ... nothing started in the refused data directory" test ! -e "$T/ts0/masking.db"
+req GET /readyz ""
+check "without a test seed: /readyz does not say deterministic_masks" bash -c \
+  '[ "$1" = 200 ] && ! grep -q deterministic_masks "$2"' _ "$CODE" "$T/body"
+post_spec "$ADMIN" '{"job_id":"j-rand-1","partition":"samples","parties":[{"party":1,"rows":5},{"party":2,"rows":4}],"cols":3}'
+RID1=$(jget ".maskset.id")
+check "  ... nor does its mask set" bash -c '[ "$1" = 201 ] && ! grep -q deterministic_masks "$2"' _ "$CODE" "$T/body"
+post_spec "$ADMIN" '{"job_id":"j-rand-2","partition":"samples","parties":[{"party":1,"rows":5},{"party":2,"rows":4}],"cols":3}'
+RID2=$(jget ".maskset.id")
+check "  ... and two mask sets of one shape get different master seed files (CSPRNG)" bash -c \
+  '[ -s "$1" ] && [ -s "$2" ] && ! cmp -s "$1" "$2"' _ "$DATA/seeds/$RID1.seed" "$DATA/seeds/$RID2.seed"
+post_raw "$ADMIN" '{"job_id":"j-x","partition":"samples","parties":[{"party":1,"rows":5,"identity":"'"${FP[1]}"'"}],"cols":3,"deterministic_masks":true}'
+expect "a request cannot ask for deterministic masks: 422" 422 invalid
+# tstart DIR: a server with the test seed on loopback (URL in TU, pid in TPID)
+tstart() {
+  rm -f "$T/tport"
+  "$SRV" --admin-token-file "$T/admin.token" --data-dir "$1" --listen 127.0.0.1:0 \
+    --port-file "$T/tport" --insecure-test-mask-seed "$TS" 2>>"$T/ts.log" &
+  TPID=$!
+  for _ in $(seq 400); do [ -s "$T/tport" ] && break; sleep 0.025; done
+  TU=http://127.0.0.1:$(cat "$T/tport" 2>/dev/null)
+  for _ in $(seq 200); do curl -sf "$TU/readyz" >/dev/null 2>&1 && return 0; sleep 0.025; done
+  return 1
+}
+tcreate() { # JOB -> the mask set's seed file in TSEEDF, its document in $T/tbody
+  local id
+  curl -s -o "$T/tbody" -H "Authorization: Bearer $ADMIN" -H 'Content-Type: application/json' \
+    --data-binary "$(with_ids '{"job_id":"'"$1"'","partition":"samples","parties":[{"party":1,"rows":5},{"party":2,"rows":4}],"cols":3}' "${FP[@]:1}")" \
+    "$TU/v1/masksets"
+  id=$(node "$JLIB" get "$T/tbody" .maskset.id)
+  TSEEDF=$TDIR/seeds/$id.seed
+}
+TDIR=$T/ts1
+check "test seed on loopback: starts" tstart "$TDIR"
+check "  ... warns at start that it is insecure" grep -q '"level":"warn".*INSECURE: --insecure-test-mask-seed' "$T/ts.log"
+curl -s -o "$T/tready" "$TU/readyz"
+check "  ... /readyz says deterministic_masks: true" bash -c \
+  '[ "$(node "$2" get "$1" .deterministic_masks)" = true ]' _ "$T/tready" "$JLIB"
+schema Health "$T/tready" "/readyz with a test seed"
+tcreate j-det-1
+S1=$TSEEDF
+check "  ... its mask set says deterministic_masks: true" bash -c \
+  '[ "$(node "$2" get "$1" .maskset.deterministic_masks)" = true ]' _ "$T/tbody" "$JLIB"
+node -e 'const fs = require("fs"); const d = JSON.parse(fs.readFileSync(process.argv[1], "utf8"));
+  fs.writeFileSync(process.argv[2], JSON.stringify(d.maskset));' "$T/tbody" "$T/tms.json"
+schema MaskSet "$T/tms.json" "a mask set with deterministic masks"
+tcreate j-det-2
+S2=$TSEEDF
+kill -TERM "$TPID"
+wait "$TPID"
+TDIR=$T/ts2
+tstart "$TDIR"
+tcreate j-det-other-job
+S3=$TSEEDF
+kill -TERM "$TPID"
+wait "$TPID"
+check "  ... the same master seed for the same shape, whatever the job, server or data dir" \
+  bash -c '[ -s "$1" ] && cmp -s "$1" "$2" && cmp -s "$1" "$3"' _ "$S1" "$S2" "$S3"
+check "  ... which is not the CSPRNG's" bash -c '! cmp -s "$1" "$2"' _ "$S1" "$DATA/seeds/$RID1.seed"
+check "  ... its log does not hold the test seed" bash -c '! grep -q "$2" "$1"' _ "$T/ts.log" "$TS"
 
 # ---- logs: JSON lines without secrets
 stop

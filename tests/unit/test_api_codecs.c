@@ -537,6 +537,81 @@ static void test_maskset(void)
     free(c);
 }
 
+/* The spec field "shards" (default 1, 1..16, fedsvd/fedpca samples only:
+ * else 400) and the Job document's "shards" list. */
+static void test_shards(void)
+{
+    struct fs_err err = {0};
+    struct fs_job_spec *s = malloc(sizeof *s);
+    struct fs_job_status *st = malloc(sizeof *st);
+    struct fs_job_shard sh[2] = {{0, "http://127.0.0.1:1", 0, 5, 0, 35},
+                                 {1, "https://peer.example:8446", 5, 10, 35, 35}};
+    json_t *j;
+    json_t *e;
+    json_t *list;
+
+    CHECK(s != NULL && st != NULL);
+#define FED_SPEC(extra)                                                                            \
+    "{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[4,6],"              \
+    "\"allow_unpinned\":true" extra "}"
+    j = parse(FED_SPEC(""));
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, s, &err), &err);
+    CHECK(s->fed.shards == 0); /* absent, as in a stored job: one server */
+    e = fs_job_spec_encode(s);
+    CHECK(e != NULL && json_object_get(e, "shards") == NULL); /* 1 is not written */
+    json_decref(e);
+    json_decref(j);
+    j = parse(FED_SPEC(",\"shards\":4"));
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, s, &err), &err);
+    CHECK(s->fed.shards == 4);
+    e = fs_job_spec_encode(s);
+    CHECK(e != NULL && json_integer_value(json_object_get(e, "shards")) == 4);
+    json_decref(e);
+    json_decref(j);
+    j = parse(FED_SPEC(",\"shards\":17"));
+    CHECK(fs_job_spec_decode(j, 1 << 28, s, &err) == FS_EINVAL);
+    json_decref(j);
+    j = parse(FED_SPEC(",\"shards\":11")); /* more shards than rows */
+    CHECK(fs_job_spec_decode(j, 1 << 28, s, &err) == FS_EINVAL);
+    json_decref(j);
+    j = parse("{\"algorithm\":\"fedsvd\",\"parties\":2,\"shape\":[10,7],\"party_sizes\":[3,4],"
+              "\"partition\":\"features\",\"shards\":2,\"allow_unpinned\":true}");
+    CHECK(fs_job_spec_decode(j, 1 << 28, s, &err) == FS_EFORMAT &&
+          strstr(err.msg, "samples partition") != NULL);
+    json_decref(j);
+    j = parse("{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[2,2],\"shards\":3}");
+    CHECK(fs_job_spec_decode(j, 1 << 28, s, &err) == FS_EFORMAT &&
+          strstr(err.msg, "shards need fedsvd or fedpca") != NULL);
+    json_decref(j);
+    j = parse("{\"algorithm\":\"secure-sum\",\"parties\":2,\"shape\":[2,2],\"shards\":1,"
+              "\"allow_unpinned\":true}");
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, s, &err), &err);
+    json_decref(j);
+#undef FED_SPEC
+    /* the Job document's list */
+    j = parse("{\"id\":\"" JOB "\",\"algorithm\":\"fedsvd\",\"phase\":\"masked_input\","
+              "\"state\":\"running\",\"parties\":2}");
+    CHECK_OK(fs_job_status_decode(j, st, &err), &err);
+    CHECK(st->nshards == 0);
+    list = fs_job_shards_encode(sh, 2);
+    CHECK(list != NULL && json_array_size(list) == 2);
+    json_object_set_new(j, "shards", list);
+    CHECK_OK(fs_job_status_decode(j, st, &err), &err);
+    CHECK(st->nshards == 2 && st->shards[1].shard == 1 && st->shards[1].lo == 5 &&
+          st->shards[1].hi == 10 && st->shards[1].off == 35 && st->shards[1].len == 35 &&
+          strcmp(st->shards[1].url, "https://peer.example:8446") == 0);
+    json_object_set_new(json_array_get(list, 1), "shard", json_integer(2)); /* out of order */
+    CHECK(fs_job_status_decode(j, st, &err) == FS_EINVAL);
+    json_object_set_new(json_array_get(list, 1), "shard", json_integer(1));
+    json_object_set_new(json_array_get(list, 1), "rows", parse("[5]"));
+    CHECK(fs_job_status_decode(j, st, &err) == FS_EFORMAT);
+    json_object_set_new(j, "shards", parse("[]"));
+    CHECK(fs_job_status_decode(j, st, &err) == FS_EFORMAT);
+    json_decref(j);
+    free(s);
+    free(st);
+}
+
 int main(void)
 {
     RUN(test_algo_names);
@@ -548,5 +623,6 @@ int main(void)
     RUN(test_job_list_created);
     RUN(test_job_result);
     RUN(test_maskset);
+    RUN(test_shards);
     return TEST_END("test_api_codecs");
 }

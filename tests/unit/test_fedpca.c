@@ -5,6 +5,7 @@
 #include "proto/fedpca.h"
 #include "test.h"
 #include "test_fedsvd_util.h"
+#include "test_shard_util.h"
 
 #include <float.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@ struct ppca {
     int standardize;
     enum sa_drop drop[MAXAGG][SA_MAXP + 1];
     int allow_dropouts;
+    uint32_t shards; /* > 1: the SVD aggregation runs sharded (samples) */
     uint8_t seed[32];
     /* out */
     int rc; /* 0, or what stopped the job */
@@ -98,7 +100,7 @@ static int alive(const struct sa *j, const struct ppca *pp, uint32_t i)
 static int stats_round(struct ppca *pp, struct sa *j, uint32_t r, uint32_t **first, size_t *nfirst)
 {
     struct fs_err err = {0};
-    struct fs_fedsvd_job job = {pp->part, pp->rows, pp->cols, pp->K, pp->sizes, 0, 0};
+    struct fs_fedsvd_job job = {pp->part, pp->rows, pp->cols, pp->K, pp->sizes, 0, 0, 0};
     uint8_t sealed[SA_MAXP][FS_FEDSVD_SEALED_EXP_LEN];
     uint32_t ids[SA_MAXP];
     size_t ne = 0, len = 0;
@@ -158,8 +160,9 @@ static int svd_round(struct ppca *pp, struct sa *j, uint32_t r, const uint32_t *
                      size_t nfirst)
 {
     struct fs_err err = {0};
-    struct fs_fedsvd_job job = {pp->part, pp->rows, pp->cols, pp->K, pp->sizes, 0, 0};
+    struct fs_fedsvd_job job = {pp->part, pp->rows, pp->cols, pp->K, pp->sizes, 0, 0, pp->shards};
     struct fs_fedsvd_published pub = {0};
+    struct shard_agg g;
     uint8_t sealed[SA_MAXP][FS_FEDSVD_SEALED_EXP_LEN];
     uint32_t ids[SA_MAXP];
     size_t ne = 0;
@@ -174,6 +177,7 @@ static int svd_round(struct ppca *pp, struct sa *j, uint32_t r, const uint32_t *
         if (alive(j, pp, i)) {
             fs_fedsvd_party *sp = fs_fedpca_party_svd(pp->p[i]);
             int e = 0;
+            CHECK_OK(fs_fedsvd_party_set_shards(sp, pp->shards, &err), &err);
             CHECK_OK(fs_fedsvd_party_prepare(sp, &e, &err), &err);
             CHECK_OK(fs_fedsvd_exponent_seal(fs_fedsvd_party_keys(sp)->group_key, r, i, e,
                                              sealed[ne], &err),
@@ -193,8 +197,18 @@ static int svd_round(struct ppca *pp, struct sa *j, uint32_t r, const uint32_t *
             CHECK_OK(fs_fedsvd_party_set_exponent(sp, E, &err), &err);
         }
     }
-    if (sa_aggregate(j, r, fs_fedsvd_vector_len(&job), svd_input, pp, pp->drop[r], &sum, &u3,
-                     &n3) != 0) {
+    memset(&g, 0, sizeof g);
+    g.S = pp->shards;
+    if (pp->shards > 1) {
+        if (shard_aggregate(j, &job, r, svd_input, pp, &g) != 0) {
+            shard_agg_free(&g);
+            return FS_ESTATE;
+        }
+        u3 = g.u3;
+        n3 = g.n3;
+        g.u3 = NULL;
+    } else if (sa_aggregate(j, r, fs_fedsvd_vector_len(&job), svd_input, pp, pp->drop[r], &sum, &u3,
+                            &n3) != 0) {
         return FS_ESTATE;
     }
     rc = pp->part == FS_FEDSVD_SAMPLES
@@ -204,8 +218,12 @@ static int svd_round(struct ppca *pp, struct sa *j, uint32_t r, const uint32_t *
         pp->server_rc = rc;
         goto out;
     }
-    CHECK_OK(fs_fedsvd_server_decode(&job, E, sum, fs_fedsvd_vector_len(&job), &y, &err), &err);
-    CHECK_OK(fs_fedsvd_server_factorize(y, pp->k, FS_TOPK_AUTO, NULL, &pub, &err), &err);
+    if (pp->shards > 1) {
+        CHECK(shard_factorize(&job, &g, E, pp->k, FS_TOPK_AUTO, NULL, &pub) == 0);
+    } else {
+        CHECK_OK(fs_fedsvd_server_decode(&job, E, sum, fs_fedsvd_vector_len(&job), &y, &err), &err);
+        CHECK_OK(fs_fedsvd_server_factorize(y, pp->k, FS_TOPK_AUTO, NULL, &pub, &err), &err);
+    }
     for (uint32_t i = 1; i <= pp->K; i++) {
         if (alive(j, pp, i)) {
             CHECK_OK(fs_fedpca_party_finish(pp->p[i], &pub, u3, n3, 0.0, &pp->res[i], &err), &err);
@@ -213,6 +231,7 @@ static int svd_round(struct ppca *pp, struct sa *j, uint32_t r, const uint32_t *
         }
     }
 out:
+    shard_agg_free(&g);
     fs_mat_free(y);
     fs_fedsvd_published_clear(&pub);
     free(u3);
@@ -222,7 +241,7 @@ out:
 static void run_ppca(struct ppca *pp, const fs_mat *x, fs_mat *views)
 {
     struct fs_err err = {0};
-    struct fs_fedsvd_job job = {pp->part, pp->rows, pp->cols, pp->K, pp->sizes, 0, 0};
+    struct fs_fedsvd_job job = {pp->part, pp->rows, pp->cols, pp->K, pp->sizes, 0, 0, 0};
     fs_fedsvd_maskset *ms = NULL;
     unsigned aggs = fs_fedpca_aggregations(pp->part, pp->standardize);
     uint32_t *first = NULL;
@@ -475,7 +494,7 @@ static void test_offsets_hide_statistics(void)
     {
         /* sealed exponents and a wrong contributor set */
         static const size_t sz[] = {10, 30};
-        struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 40, 5, 2, sz, 0, 0};
+        struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 40, 5, 2, sz, 0, 0, 0};
         uint8_t seed[32] = {3};
         fs_fedsvd_maskset *ms = NULL;
         struct fs_fedsvd_keys *k1 = NULL, *k2 = NULL;
@@ -571,6 +590,33 @@ static void test_pca_dropouts(void)
     fs_mat_free(x);
 }
 
+/* The SVD step sharded over 2 and 3 aggregation windows (TSQR): the same
+ * PCA as the centralised one, and as the unsharded run to 1e-12. */
+static void test_pca_sharded(void)
+{
+    fs_mat *x = shifted(90, 8, 27, 5.0, 10.0);
+    static const size_t sz[] = {30, 25, 35};
+    struct ppca a, b;
+    fs_mat views[SA_MAXP + 1];
+
+    for (uint32_t S = 2; S <= 3; S++) {
+        ppca_init(&a, FS_FEDSVD_SAMPLES, 90, 8, 3, sz, S == 3);
+        ppca_init(&b, FS_FEDSVD_SAMPLES, 90, 8, 3, sz, S == 3);
+        a.shards = S;
+        run_ppca(&a, x, views);
+        run_ppca(&b, x, views);
+        CHECK_MSG(a.rc == 0 && b.rc == 0 && a.have[1] && b.have[1], "S = %u: rc %d", S, a.rc);
+        if (a.rc == 0 && b.rc == 0 && a.have[1] && b.have[1]) {
+            check_pca(&a, x);
+            CHECK(sv_err(a.res[1].s, b.res[1].s, a.res[1].k) <= 1e-12);
+            CHECK(proj_dist(a.res[1].components, b.res[1].components, 3) <= 1e-12);
+        }
+        ppca_free(&a);
+        ppca_free(&b);
+    }
+    fs_mat_free(x);
+}
+
 int main(void)
 {
     RUN(test_pca_samples);
@@ -578,5 +624,6 @@ int main(void)
     RUN(test_pca_features);
     RUN(test_offsets_hide_statistics);
     RUN(test_pca_dropouts);
+    RUN(test_pca_sharded);
     return TEST_END("test_fedpca");
 }

@@ -22,6 +22,7 @@
 #include "test.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #define NX_BITS 1024u
@@ -1347,6 +1348,27 @@ static void sync_out_free(struct sync_out *o)
     memset(o, 0, sizeof *o);
 }
 
+/* one_sync prepares the exchange key on a second thread while the party
+ * computes (fs_fedpower_party_exchange_prepare, then _install), as the agent
+ * does, instead of fs_fedpower_party_set_exchange_key. */
+static int g_key_on_thread;
+
+struct key_job {
+    const fs_fedpower_party *p;
+    const uint8_t *pk;
+    size_t pkl;
+    fs_noisex_client *nx;
+    int rc;
+    struct fs_err err;
+};
+
+static void *key_job_main(void *arg)
+{
+    struct key_job *kj = arg;
+    kj->rc = fs_fedpower_party_exchange_prepare(kj->p, kj->pk, kj->pkl, &kj->nx, &kj->err);
+    return NULL;
+}
+
 /* Party 1 with the given secret (NULL: the CSPRNG), resumed at iter (0:
  * from the start), receives z after iteration iter; with sel it answers the
  * selector too. */
@@ -1366,10 +1388,22 @@ static void one_sync(const struct data *D, const struct fs_fedpower_config *cfg,
     if (iter > 0) {
         CHECK_OK(fs_fedpower_party_resume_at(p, iter, &err), &err);
     }
-    if (pk != NULL) {
+    struct key_job kj = {p, pk, pkl, NULL, 0, {0}};
+    pthread_t th;
+    int threaded = 0;
+
+    if (pk != NULL && g_key_on_thread) {
+        threaded = pthread_create(&th, NULL, key_job_main, &kj) == 0;
+        CHECK(threaded);
+    } else if (pk != NULL) {
         CHECK_OK(fs_fedpower_party_set_exchange_key(p, pk, pkl, &err), &err);
     }
     CHECK_OK(fs_fedpower_party_receive(p, z, iter, &err), &err);
+    if (threaded) {
+        pthread_join(th, NULL);
+        CHECK_OK(kj.rc, &kj.err);
+        fs_fedpower_party_exchange_install(p, kj.nx);
+    }
     ring = fs_fedpower_party_ring_upload(p, &o->len);
     nz = fs_fedpower_debug_party_noise(p, &o->nlen);
     CHECK(ring != NULL && nz != NULL && o->nlen == o->len);
@@ -1446,6 +1480,12 @@ static void test_resume_same_noise(void)
         one_sync(&D, &cfg, secret, 0, z, pk, pkl, sel, sl, &o1);
         one_sync(&D, &cfg, secret, 0, z, pk, pkl, sel, sl, &o2); /* the restarted party */
         CHECK_MSG(same_sync(&o1, &o2), "%s: a rebuilt party's sync differs",
+                  fs_fedpower_alg_name(algs[a]));
+        sync_out_free(&o2);
+        g_key_on_thread = 1; /* the key prepared on another thread: the same bytes */
+        one_sync(&D, &cfg, secret, 0, z, pk, pkl, sel, sl, &o2);
+        g_key_on_thread = 0;
+        CHECK_MSG(same_sync(&o1, &o2), "%s: a sync with the key prepared on a thread differs",
                   fs_fedpower_alg_name(algs[a]));
         one_sync(&D, &cfg, other, 0, z, pk, pkl, sel, sl, &o3);
         CHECK(o3.nlen == o1.nlen && memcmp(o3.noise, o1.noise, o1.nlen * sizeof *o1.noise) != 0);

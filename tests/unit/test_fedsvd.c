@@ -443,7 +443,7 @@ static void test_block_slab_words(void)
 {
     struct fs_err err = {0};
     static const size_t sz[] = {7, 13, 20};
-    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 40, 6, 3, sz, 8, 0};
+    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 40, 6, 3, sz, 8, 0, 0};
     uint8_t seed[32] = {4, 5, 6};
     fs_fedsvd_maskset *ms = NULL;
     fs_mat *x = tl_randn(40, 6, 12);
@@ -553,7 +553,7 @@ static void test_party_view_of_masks(void)
      * keeps its norm; the contributions add up to X'. */
     struct fs_err err = {0};
     static const size_t sz[] = {7, 13, 20};
-    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 40, 6, 3, sz, 0, 0};
+    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 40, 6, 3, sz, 0, 0, 0};
     uint8_t seed[32] = {1, 2, 3};
     fs_fedsvd_maskset *ms = NULL;
     fs_mat *x = tl_randn(40, 6, 11);
@@ -719,7 +719,7 @@ static void test_keys_codec(void)
 {
     struct fs_err err = {0};
     static const size_t sz[] = {9, 14};
-    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 23, 5, 2, sz, 8, 0};
+    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 23, 5, 2, sz, 8, 0, 0};
     uint8_t seed[32] = {7};
     fs_fedsvd_maskset *ms = NULL;
     struct fs_fedsvd_keys *k = NULL, *k2 = NULL;
@@ -818,7 +818,7 @@ static void test_keys_npy_pieces(void)
 {
     struct fs_err err = {0};
     static const size_t sz[] = {9, 14};
-    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 23, 5, 2, sz, 8, 0};
+    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 23, 5, 2, sz, 8, 0, 0};
     uint8_t seed[32] = {9};
     fs_fedsvd_maskset *ms = NULL;
     struct fs_fedsvd_keys *k = NULL, *k2 = NULL;
@@ -921,7 +921,7 @@ static void test_exponents_and_misuse(void)
     struct fs_err err = {0};
     int e = 0;
     static const size_t sz[] = {4, 6};
-    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 10, 3, 2, sz, 0, 0};
+    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, 10, 3, 2, sz, 0, 0, 0};
     uint8_t seed[32] = {9};
     fs_fedsvd_maskset *ms = NULL;
     struct fs_fedsvd_keys *k = NULL;

@@ -32,8 +32,10 @@ struct sa {
 typedef int (*sa_input_fn)(void *ctx, uint32_t party, fs_secagg_client *c, uint64_t off,
                            uint64_t *y, size_t cnt, struct fs_err *err);
 
-/* Key setup (R0, R1) for n parties. 0 or -1. */
-static inline int sa_init(struct sa *j, uint32_t n, uint32_t t, uint32_t aggs, uint32_t chunk)
+/* Key setup (R0, R1) for n parties, the server with chunk store `store`
+ * (NULL: none). 0 or -1. */
+static inline int sa_init_store(struct sa *j, uint32_t n, uint32_t t, uint32_t aggs, uint32_t chunk,
+                                const struct fs_secagg_chunk_store *store)
 {
     struct fs_err err = {0};
     const struct fs_secagg_adv *roster;
@@ -45,7 +47,7 @@ static inline int sa_init(struct sa *j, uint32_t n, uint32_t t, uint32_t aggs, u
     j->cfg.aggregations = aggs;
     j->cfg.chunk_words = chunk;
     if (n > SA_MAXP || fs_rand_bytes(j->cfg.job_id, 32, &err) != 0 ||
-        fs_secagg_server_new(&j->cfg, NULL, &j->s, &err) != 0) {
+        fs_secagg_server_new(&j->cfg, store, &j->s, &err) != 0) {
         return -1;
     }
     for (uint32_t i = 1; i <= n; i++) {
@@ -98,12 +100,59 @@ static inline int sa_init(struct sa *j, uint32_t n, uint32_t t, uint32_t aggs, u
     return 0;
 }
 
+/* Key setup (R0, R1) for n parties. 0 or -1. */
+static inline int sa_init(struct sa *j, uint32_t n, uint32_t t, uint32_t aggs, uint32_t chunk)
+{
+    return sa_init_store(j, n, t, aggs, chunk, NULL);
+}
+
 static inline void sa_free(struct sa *j)
 {
     fs_secagg_server_free(j->s);
     for (uint32_t i = 1; i <= j->cfg.n; i++) {
         fs_secagg_client_free(j->c[i]);
     }
+}
+
+/* After the masked input is closed: U3 (*u3, a new array: free()), the
+ * consistency round (a party with drop[i] == SA_DROP_AT_CONSISTENCY leaves
+ * instead; drop may be NULL) and the reveals of U4. 0, or -1 when the server
+ * refused to close the consistency round. */
+static inline int sa_consistency_reveals(struct sa *j, const enum sa_drop *drop, uint32_t **u3,
+                                         size_t *n3, struct fs_err *err)
+{
+    const uint32_t *set;
+    size_t k3 = 0, k4 = 0;
+
+    set = fs_secagg_server_set(j->s, 3, &k3);
+    *u3 = malloc(k3 * sizeof **u3);
+    memcpy(*u3, set, k3 * sizeof **u3);
+    *n3 = k3;
+    for (size_t q = 0; q < k3; q++) {
+        uint32_t i = set[q];
+        uint8_t sig[64];
+        if (drop != NULL && drop[i] == SA_DROP_AT_CONSISTENCY) {
+            j->gone[i] = 1;
+            continue;
+        }
+        CHECK_OK(fs_secagg_client_consistency(j->c[i], set, k3, sig, err), err);
+        CHECK_OK(fs_secagg_server_add_consistency(j->s, i, sig, err), err);
+    }
+    if (fs_secagg_server_close_consistency(j->s, err) != 0) {
+        return -1;
+    }
+    set = fs_secagg_server_set(j->s, 4, &k4);
+    for (size_t q = 0; q < k4; q++) {
+        struct fs_secagg_reveal *rv = NULL;
+        size_t nrv = 0;
+        uint32_t i = set[q];
+        CHECK_OK(
+            fs_secagg_client_unmask(j->c[i], set, fs_secagg_server_sigs(j->s), k4, &rv, &nrv, err),
+            err);
+        CHECK_OK(fs_secagg_server_add_reveals(j->s, i, rv, nrv, err), err);
+        free(rv);
+    }
+    return 0;
 }
 
 /* One aggregation r of len words. drop[i] (may be NULL) says what party i does.
@@ -115,7 +164,7 @@ static inline int sa_aggregate(struct sa *j, uint32_t r, uint64_t len, sa_input_
 {
     struct fs_err err = {0};
     const uint32_t *set;
-    size_t na = 0, k3 = 0, k4 = 0;
+    size_t na = 0;
     uint64_t cw = j->cfg.chunk_words;
     uint64_t *y = malloc(cw * sizeof *y);
     int rc = -1;
@@ -145,35 +194,8 @@ static inline int sa_aggregate(struct sa *j, uint32_t r, uint64_t len, sa_input_
     if (fs_secagg_server_close_masked(j->s, &err) != 0) {
         goto out;
     }
-    set = fs_secagg_server_set(j->s, 3, &k3);
-    *u3 = malloc(k3 * sizeof **u3);
-    memcpy(*u3, set, k3 * sizeof **u3);
-    *n3 = k3;
-    for (size_t q = 0; q < k3; q++) {
-        uint32_t i = set[q];
-        uint8_t sig[64];
-        if (drop != NULL && drop[i] == SA_DROP_AT_CONSISTENCY) {
-            j->gone[i] = 1;
-            continue;
-        }
-        CHECK_OK(fs_secagg_client_consistency(j->c[i], set, k3, sig, &err), &err);
-        CHECK_OK(fs_secagg_server_add_consistency(j->s, i, sig, &err), &err);
-    }
-    if (fs_secagg_server_close_consistency(j->s, &err) != 0) {
-        goto out;
-    }
-    set = fs_secagg_server_set(j->s, 4, &k4);
-    for (size_t q = 0; q < k4; q++) {
-        struct fs_secagg_reveal *rv = NULL;
-        size_t nrv = 0;
-        uint32_t i = set[q];
-        CHECK_OK(
-            fs_secagg_client_unmask(j->c[i], set, fs_secagg_server_sigs(j->s), k4, &rv, &nrv, &err),
-            &err);
-        CHECK_OK(fs_secagg_server_add_reveals(j->s, i, rv, nrv, &err), &err);
-        free(rv);
-    }
-    if (fs_secagg_server_finish(j->s, sum, &err) != 0) {
+    if (sa_consistency_reveals(j, drop, u3, n3, &err) != 0 ||
+        fs_secagg_server_finish(j->s, sum, &err) != 0) {
         goto out;
     }
     rc = 0;

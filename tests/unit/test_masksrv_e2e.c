@@ -566,7 +566,7 @@ static void test_fedsvd_with_served_keys(void)
         }
     }
     {
-        struct fs_fedsvd_job j2 = {FS_FEDSVD_SAMPLES, N, d, K, sz, 16, 0};
+        struct fs_fedsvd_job j2 = {FS_FEDSVD_SAMPLES, N, d, K, sz, 16, 0, 0};
         job = j2;
     }
     CHECK_OK(fs_fedsvd_server_decode(&job, E, sum, len, &yc, &err), &err);

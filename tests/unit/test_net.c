@@ -380,6 +380,29 @@ static int h_slower(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return fs_http_resp_json(resp, 200, json_pack("{s:b}", "slow", 1));
 }
 
+/* GET /park?ms=N: a long poll that waits for g_park_ready (or N ms). */
+static atomic_int g_park_ready;
+
+static int park_ready(void *ctx)
+{
+    (void)ctx;
+    return atomic_load(&g_park_ready);
+}
+
+static int h_park(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    const char *ms = fs_http_req_query(req, "ms");
+
+    (void)ctx;
+    if (!fs_http_req_resumed(req) && !park_ready(NULL) &&
+        fs_http_req_park(req, ms != NULL ? (unsigned)atoi(ms) : 1000, park_ready, NULL) == 0) {
+        return 0;
+    }
+    return fs_http_resp_json(
+        resp, 200,
+        json_pack("{s:b, s:b}", "resumed", fs_http_req_resumed(req), "ready", park_ready(NULL)));
+}
+
 static int start_server(void)
 {
     struct fs_http_server_config cfg;
@@ -413,6 +436,7 @@ static int start_server(void)
         {.method = "GET", .pattern = "/big", .handler = h_big},
         {.method = "GET", .pattern = "/noresp", .handler = h_noresp},
         {.method = "GET", .pattern = "/slow", .handler = h_slow},
+        {.method = "GET", .pattern = "/park", .handler = h_park},
     };
 
     fs_http_server_config_default(&cfg);
@@ -1889,20 +1913,107 @@ static void *slow_client(void *arg)
     return NULL;
 }
 
+/* One long poll of /park?ms=N: status, seconds, and the answer's flags. */
+struct park_call {
+    unsigned ms;
+    long status;
+    double secs;
+    int resumed;
+    int ready;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *park_client(void *arg)
+{
+    struct park_call *pc = arg;
+    fs_httpc *c = client(NULL, 0);
+    char path[64];
+    struct fs_err err = {0};
+    json_t *out = NULL;
+    double t0 = now_s();
+
+    snprintf(path, sizeof path, "/park?ms=%u", pc->ms);
+    if (c != NULL && fs_httpc_json(c, "GET", path, NULL, &out, &pc->status, &err) == 0) {
+        pc->resumed = json_is_true(json_object_get(out, "resumed"));
+        pc->ready = json_is_true(json_object_get(out, "ready"));
+    }
+    pc->secs = now_s() - t0;
+    json_decref(out);
+    fs_httpc_free(c);
+    return NULL;
+}
+
+/* fs_http_req_park: a parked request answers after its wait, or as soon as
+ * its condition holds; parked requests hold no server thread (more of them
+ * than the server's 4 threads, and other requests still answer at once). */
+static void test_long_poll(void)
+{
+    struct park_call one = {.ms = 300};
+    struct park_call many[8];
+    pthread_t th[8];
+    struct timespec ts = {0, 200 * 1000 * 1000};
+    fs_httpc *c = NULL;
+    struct fs_err err = {0};
+    json_t *out = NULL;
+    long status = 0;
+    double t0;
+
+    atomic_store(&g_park_ready, 0);
+    park_client(&one);
+    CHECK_MSG(one.status == 200 && one.resumed && !one.ready && one.secs >= 0.25 && one.secs < 5,
+              "status %ld resumed %d ready %d after %.3f s", one.status, one.resumed, one.ready,
+              one.secs);
+    for (int i = 0; i < 8; i++) {
+        many[i] = (struct park_call){.ms = 20000};
+        CHECK(pthread_create(&th[i], NULL, park_client, &many[i]) == 0);
+    }
+    nanosleep(&ts, NULL); /* all eight parked */
+    c = client(NULL, 0);
+    t0 = now_s();
+    CHECK_OK(fs_httpc_json(c, "GET", "/v1/jobs/x", NULL, &out, &status, &err), &err);
+    CHECK_MSG(status == 200 && now_s() - t0 < 10, "status %ld after %.3f s", status, now_s() - t0);
+    json_decref(out);
+    fs_httpc_free(c);
+    atomic_store(&g_park_ready, 1);
+    for (int i = 0; i < 8; i++) {
+        pthread_join(th[i], NULL);
+        CHECK_MSG(many[i].status == 200 && many[i].resumed && many[i].ready && many[i].secs < 5,
+                  "poll %d: status %ld resumed %d ready %d after %.3f s", i, many[i].status,
+                  many[i].resumed, many[i].ready, many[i].secs);
+    }
+    atomic_store(&g_park_ready, 0);
+}
+
 static void test_graceful_stop(void)
 {
     pthread_t th;
+    pthread_t pth;
     long status = 0;
+    struct park_call parked = {.ms = 20000};
     struct timespec ts = {0, 100 * 1000 * 1000};
     fs_httpc *c = NULL;
     struct fs_err err = {0};
     json_t *out = NULL;
 
+    atomic_store(&g_park_ready, 0);
+    CHECK(pthread_create(&pth, NULL, park_client, &parked) == 0);
     CHECK(pthread_create(&th, NULL, slow_client, &status) == 0);
     nanosleep(&ts, NULL); /* the request is now inside its 300 ms handler */
     fs_http_server_stop(g_srv, 5000);
     pthread_join(th, NULL);
+    pthread_join(pth, NULL);
     CHECK_MSG(status == 200, "status %ld", status);
+    /* a parked long poll is answered when the server stops, not after its wait */
+    CHECK_MSG(parked.status == 200 && parked.resumed && parked.secs < 5,
+              "parked: status %ld resumed %d after %.3f s", parked.status, parked.resumed,
+              parked.secs);
     c = client(NULL, 0);
     CHECK(fs_httpc_json(c, "GET", "/v1/jobs/x", NULL, &out, NULL, &err) == FS_EIO);
     fs_httpc_free(c);
@@ -2033,6 +2144,7 @@ int main(void)
     RUN(test_thread_per_connection);
     RUN(test_tls);
     RUN(test_request_log);
+    RUN(test_long_poll);
     RUN(test_graceful_stop);
     fs_auth_free(g_auth);
     fs_log_set_stream(NULL);

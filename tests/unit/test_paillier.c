@@ -783,6 +783,61 @@ static void test_gmp_wipe_installed(void)
 #endif
 }
 
+/* fs_paillier_decrypt_packed: the same plaintext as decrypting the product
+ * prod c_t^(2^(shift t)) mod n^2, i.e. sum m_t 2^(shift t) mod n, for
+ * random plaintexts, several counts and shifts; bad arguments refused. */
+static void test_decrypt_packed(void)
+{
+    struct fs_err err = {0};
+    mpz_srcptr n = fs_paillier_pk_n(g_pk);
+    mpz_t c[6], m[6], prod, t, e, want, got, n2;
+    mpz_srcptr cs[6];
+    static const unsigned shifts[] = {1, 64, 100};
+
+    mpz_inits(prod, t, e, want, got, n2, NULL);
+    mpz_mul(n2, n, n);
+    for (int i = 0; i < 6; i++) {
+        mpz_inits(c[i], m[i], NULL);
+        cs[i] = c[i];
+    }
+    for (int it = 0; it < ITERS / 10; it++) {
+        for (size_t k = 0; k < sizeof shifts / sizeof shifts[0]; k++) {
+            size_t cnt = 1 + (size_t)(rand_u64() % 6);
+            unsigned sh = shifts[k];
+            mpz_set_ui(prod, 1);
+            mpz_set_ui(want, 0);
+            mpz_set_ui(e, 0);
+            mpz_setbit(e, sh);
+            for (size_t q = cnt; q-- > 0;) {
+                rand_below(m[q], n);
+                CHECK_OK(fs_paillier_encrypt(g_pk, NULL, c[q], m[q], &err), &err);
+                if (q + 1 < cnt) {
+                    mpz_powm(prod, prod, e, n2);
+                    mpz_mul_2exp(want, want, sh);
+                }
+                mpz_mul(prod, prod, c[q]);
+                mpz_mod(prod, prod, n2);
+                mpz_add(want, want, m[q]);
+            }
+            mpz_mod(want, want, n);
+            CHECK_OK(fs_paillier_decrypt_packed(g_sk, got, cs, cnt, sh, &err), &err);
+            CHECK(mpz_cmp(got, want) == 0);
+            CHECK_OK(fs_paillier_decrypt(g_sk, t, prod, &err), &err);
+            CHECK(mpz_cmp(t, got) == 0);
+        }
+    }
+    CHECK(fs_paillier_decrypt_packed(g_sk, got, cs, 0, 64, &err) == FS_EINVAL);
+    CHECK(fs_paillier_decrypt_packed(g_sk, got, cs, 2, 0, &err) == FS_EINVAL);
+    mpz_set_ui(c[1], 0); /* out of range */
+    CHECK(fs_paillier_decrypt_packed(g_sk, got, cs, 2, 64, &err) == FS_EINVAL);
+    mpz_set(c[1], n); /* not invertible */
+    CHECK(fs_paillier_decrypt_packed(g_sk, got, cs, 2, 64, &err) == FS_EINVAL);
+    for (int i = 0; i < 6; i++) {
+        mpz_clears(c[i], m[i], NULL);
+    }
+    mpz_clears(prod, t, e, want, got, n2, NULL);
+}
+
 int main(void)
 {
     struct fs_err err = {0};
@@ -809,6 +864,7 @@ int main(void)
     RUN(test_signed_encoding);
     RUN(test_djn);
     RUN(test_packing);
+    RUN(test_decrypt_packed);
     RUN(test_3072);
     fs_paillier_sk_free(g_sk);
     return TEST_END("test_paillier");

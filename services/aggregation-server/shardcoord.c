@@ -1,0 +1,768 @@
+/* The coordinator's side of a sharded fedsvd/fedpca job (docs/sharding.md):
+ * the windows on the peers (shard s = --shard-peer number s), learning
+ * which parties completed their uploads there, and the sharded finish
+ * (unmask plan out, R factors in, TSQR). The math is lib/proto's
+ * (fedsvd_shard.h, secagg.h windows); this file only moves it between the
+ * servers. The plan and the tokens are never logged. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../../api/jobdoc.h"
+#include "../../api/phase.h"
+#include "../../api/wire.h"
+#include "crypto/ct.h"
+#include "io/matio.h"
+#include "jobmgr_internal.h"
+#include "net/auth.h"
+#include "net/http_client.h"
+#include "net/log.h"
+#include "proto/fedsvd_shard.h"
+
+#define POLL_MS      250   /* masked_input: how often the peers are asked */
+#define PEER_TIMEOUT 30000 /* ms, one request */
+#define POLL_TIMEOUT 3000  /* ms, one request of the poller */
+#define R_WAIT_MIN_S 600   /* the shards' decode and QR: at least this long */
+#define PEER_DOC_MAX (1u << 20)
+
+struct agg_shardjob {
+    uint32_t S;
+    struct fs_job_shard sh[FS_JOB_MAX_SHARDS];
+    uint8_t *elsewhere; /* [1..n]: complete on every peer (mu) */
+    int polled;         /* elsewhere holds a verdict of every peer (mu) */
+    pthread_mutex_t stop_mu;
+    pthread_cond_t stop_cv;
+    int stop;
+    int poller_running;
+    pthread_t poller;
+};
+
+/* ------------------------------------------------------------ peers */
+
+/* A client for a peer (quick: the poller's, one short attempt, so that a
+ * stopping server does not wait long for a peer that hangs). */
+static int peer_client(const agg_mgr *m, const char *url, int quick, fs_httpc **out,
+                       struct fs_err *err)
+{
+    struct fs_httpc_config c;
+    char *tok = NULL;
+    int rc;
+
+    *out = NULL;
+    if (m->cfg.peer_token_file == NULL || m->cfg.peer_token_file[0] == '\0') {
+        return fs_err_set(err, FS_EUNAVAILABLE,
+                          "sharded jobs need --peer-token-file (the token of the shard peers)");
+    }
+    rc = fs_auth_token_load(m->cfg.peer_token_file, &tok, err);
+    if (rc != 0) {
+        return fs_err_set(err, FS_EUNAVAILABLE, "peer token: %s", err->msg);
+    }
+    fs_httpc_config_default(&c);
+    c.base_url = url;
+    c.token = tok;
+    c.timeout_ms = quick ? POLL_TIMEOUT : PEER_TIMEOUT;
+    c.connect_timeout_ms = quick ? POLL_TIMEOUT : c.connect_timeout_ms;
+    c.max_retries = quick ? 0 : 3;
+    c.backoff_base_ms = 100;
+    c.backoff_max_ms = 2000;
+    c.max_body = PEER_DOC_MAX;
+    c.ca_file =
+        m->cfg.peer_ca_file != NULL && m->cfg.peer_ca_file[0] != '\0' ? m->cfg.peer_ca_file : NULL;
+    c.allow_insecure_http = m->cfg.insecure_http;
+    rc = fs_httpc_new(out, &c, err);
+    fs_auth_token_free(tok);
+    return rc;
+}
+
+/* One request to shard s; a non-2xx answer is an error with the peer's words.
+ * *status: the HTTP status (0 when none came). */
+static int peer_do(fs_httpc *c, const char *method, const char *path, const char *body,
+                   const char *download, long *status, json_t **out, struct fs_err *err)
+{
+    struct fs_httpc_req rq;
+    struct fs_httpc_resp resp = {0};
+    int rc;
+
+    memset(&rq, 0, sizeof rq);
+    rq.method = method;
+    rq.path = path;
+    rq.body = body;
+    rq.body_len = body != NULL ? strlen(body) : 0;
+    rq.content_type = body != NULL ? "application/json" : NULL;
+    rq.accept = download != NULL ? "application/x-npy" : "application/json";
+    rq.download_file = download;
+    rq.retry = FS_HTTPC_RETRY_ALWAYS; /* every peer request is idempotent */
+    if (out != NULL) {
+        *out = NULL;
+    }
+    *status = 0;
+    rc = fs_httpc_do(c, &rq, &resp, err);
+    if (rc == 0) {
+        *status = resp.status;
+        rc = fs_httpc_check(&resp, method, path, err);
+    }
+    if (rc == 0 && out != NULL && resp.body != NULL) {
+        json_error_t je;
+        *out = json_loadb(resp.body, resp.len, JSON_REJECT_DUPLICATES, &je);
+        if (*out == NULL) {
+            rc = fs_err_set(err, FS_EFORMAT, "%s %s: the answer is not JSON", method, path);
+        }
+    }
+    if (resp.body != NULL) {
+        fs_wipe(resp.body, resp.len);
+    }
+    fs_httpc_resp_clear(&resp);
+    return rc;
+}
+
+/* ------------------------------------------------------------ layout */
+
+/* The job as lib/proto sees it, from a spec (sizes: caller's, parties entries). */
+static int spec_fj(const struct fs_job_spec *spec, size_t *sizes, struct fs_fedsvd_job *fj,
+                   struct fs_err *err)
+{
+    memset(fj, 0, sizeof *fj);
+    for (uint32_t v = 0; v < spec->parties; v++) {
+        sizes[v] = (size_t)spec->fed.party_sizes[v];
+    }
+    fj->partition = FS_FEDSVD_SAMPLES;
+    fj->rows = (size_t)spec->rows;
+    fj->cols = (size_t)spec->cols;
+    fj->parties = spec->parties;
+    fj->sizes = sizes;
+    fj->shards = spec->fed.shards;
+    return fs_fedsvd_job_check(fj, err);
+}
+
+static int layout(const agg_mgr *m, const struct fs_fedsvd_job *fj, const char *self_url,
+                  struct fs_job_shard *sh, uint32_t S, int strict, struct fs_err *err)
+{
+    if (strict && S - 1 > m->cfg.npeers) {
+        return fs_err_set(err, FS_EFORMAT,
+                          "shards: a job of %u shards needs %u shard peers (--shard-peer); this "
+                          "server has %u",
+                          S, S - 1, m->cfg.npeers);
+    }
+    for (uint32_t s = 0; s < S; s++) {
+        memset(&sh[s], 0, sizeof sh[s]);
+        sh[s].shard = s;
+        snprintf(sh[s].url, sizeof sh[s].url, "%s",
+                 s == 0               ? self_url
+                 : s <= m->cfg.npeers ? m->cfg.peers[s - 1]
+                                      : "");
+        if (fs_fedsvd_shard_rows(fj, s, &sh[s].lo, &sh[s].hi) != 0 ||
+            fs_fedsvd_shard_window(fj, s, &sh[s].off, &sh[s].len) != 0) {
+            return fs_err_set(err, FS_EFORMAT, "shards: %u shards do not fit %llu rows", S,
+                              (unsigned long long)fj->rows);
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------ creating the windows */
+
+static json_t *window_body(const struct fs_job_spec *spec, uint32_t chunk_words,
+                           const struct fs_job_shard *sh, uint32_t S, const uint8_t (*digests)[32])
+{
+    json_t *auth = json_array();
+    json_t *sizes = json_array();
+    json_t *b;
+
+    for (uint32_t v = 0; auth != NULL && sizes != NULL && v < spec->parties; v++) {
+        char hex[65];
+        for (int k = 0; k < 32; k++) {
+            snprintf(hex + 2 * k, 3, "%02x", digests[v][k]);
+        }
+        json_array_append_new(auth, json_string(hex));
+        json_array_append_new(sizes, json_integer((json_int_t)spec->fed.party_sizes[v]));
+    }
+    b = json_pack("{s:i, s:i, s:I, s:I, s:I, s:i, s:i, s:o, s:[I, I], s:i, s:o}", "shard",
+                  (int)sh->shard, "round", (int)(fs_job_aggregations(spec) - 1), "total_words",
+                  (json_int_t)(spec->rows * spec->cols), "offset", (json_int_t)sh->off, "words",
+                  (json_int_t)sh->len, "chunk_words", (int)chunk_words, "parties",
+                  (int)spec->parties, "party_auth", auth != NULL ? auth : json_null(), "shape",
+                  (json_int_t)spec->rows, (json_int_t)spec->cols, "shards", (int)S, "party_sizes",
+                  sizes != NULL ? sizes : json_null());
+    return b;
+}
+
+static void delete_windows(const agg_mgr *m, const char *id, const struct fs_job_shard *sh,
+                           uint32_t S)
+{
+    for (uint32_t s = 1; s < S; s++) {
+        struct fs_err err = {0};
+        fs_httpc *c = NULL;
+        char path[128];
+        long st = 0;
+        snprintf(path, sizeof path, "/v1/shards/%s", id);
+        if (peer_client(m, sh[s].url, 0, &c, &err) == 0 &&
+            (peer_do(c, "DELETE", path, NULL, NULL, &st, NULL, &err) == 0 || st == 404)) {
+            fs_log_pack(FS_LOG_DEBUG, "shard window deleted", "{s:s, s:i}", "job", id, "shard",
+                        (int)s);
+        } else {
+            fs_log_pack(FS_LOG_WARN, "cannot delete a shard window", "{s:s, s:i, s:s}", "job", id,
+                        "shard", (int)s, "error", err.msg);
+        }
+        fs_httpc_free(c);
+    }
+}
+
+int agg_shard_create_windows(agg_mgr *m, const char *id, const struct fs_job_spec *spec,
+                             const uint8_t (*digests)[32], struct fs_err *err)
+{
+    struct fs_job_shard sh[FS_JOB_MAX_SHARDS];
+    struct fs_fedsvd_job fj;
+    size_t *sizes;
+    uint32_t S = spec->fed.shards;
+    uint32_t made = 1;
+    int rc;
+
+    if (!fs_algo_is_fedsvd(spec->algo) || S <= 1) {
+        return 0;
+    }
+    sizes = calloc((size_t)spec->parties + 1, sizeof *sizes);
+    if (sizes == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = spec_fj(spec, sizes, &fj, err);
+    if (rc == 0) {
+        rc = layout(m, &fj, spec->server_url, sh, S, 1, err);
+    }
+    for (uint32_t s = 1; rc == 0 && s < S; s++) {
+        json_t *b = window_body(spec, m->cfg.chunk_words, &sh[s], S, digests);
+        char *txt = b != NULL ? json_dumps(b, JSON_COMPACT) : NULL;
+        fs_httpc *c = NULL;
+        char path[128];
+        long st = 0;
+        snprintf(path, sizeof path, "/v1/shards/%s", id);
+        rc = txt == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory")
+                         : peer_client(m, sh[s].url, 0, &c, err);
+        if (rc == 0) {
+            rc = peer_do(c, "PUT", path, txt, NULL, &st, NULL, err);
+        }
+        if (rc != 0) {
+            struct fs_err e2 = *err;
+            rc = fs_err_set(err, FS_EUNAVAILABLE, "shard %u (%s) cannot take its window: %s", s,
+                            sh[s].url, e2.msg);
+        } else {
+            made = s + 1;
+        }
+        fs_httpc_free(c);
+        free(txt);
+        json_decref(b);
+    }
+    if (rc != 0 && made > 1) {
+        delete_windows(m, id, sh, made);
+    }
+    free(sizes);
+    return rc;
+}
+
+/* ------------------------------------------------------------ the job's state */
+
+static void shard_detach(agg_job *j)
+{
+    struct agg_shardjob *sj = j->sj;
+
+    if (sj == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&sj->stop_mu);
+    sj->stop = 1;
+    pthread_cond_broadcast(&sj->stop_cv);
+    pthread_mutex_unlock(&sj->stop_mu);
+    if (sj->poller_running) {
+        pthread_join(sj->poller, NULL);
+    }
+    pthread_mutex_destroy(&sj->stop_mu);
+    pthread_cond_destroy(&sj->stop_cv);
+    free(sj->elsewhere);
+    free(sj);
+    j->sj = NULL;
+}
+
+int agg_shard_attach(agg_job *j, int strict, struct fs_err *err)
+{
+    struct agg_shardjob *sj;
+    int rc;
+
+    if (!j->fed || j->spec.fed.shards <= 1) {
+        return 0;
+    }
+    sj = calloc(1, sizeof *sj);
+    if (sj == NULL || (sj->elsewhere = calloc((size_t)j->n + 1, 1)) == NULL) {
+        free(sj);
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    sj->S = j->spec.fed.shards;
+    pthread_mutex_init(&sj->stop_mu, NULL);
+    pthread_cond_init(&sj->stop_cv, NULL);
+    j->sj = sj;
+    j->sj_detach = shard_detach;
+    rc = layout(j->mgr, &j->fj, j->server_url, sj->sh, sj->S, strict, err);
+    if (rc == 0) {
+        j->sj_doc = fs_job_shards_encode(sj->sh, sj->S);
+        rc = j->sj_doc == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
+    }
+    if (rc != 0) {
+        shard_detach(j);
+    }
+    return rc;
+}
+
+void agg_shard_forget_windows(agg_job *j)
+{
+    if (j->sj != NULL) {
+        delete_windows(j->mgr, j->id, j->sj->sh, j->sj->S);
+    }
+}
+
+int agg_shard_is_sharded(const agg_job *j, uint32_t r)
+{
+    return j->sj != NULL && r + 1 == j->naggs;
+}
+
+/* ------------------------------------------------------------ masked input */
+
+int agg_shard_begin(agg_job *j, uint32_t r, uint64_t len, uint32_t **active, size_t *na,
+                    uint64_t *win_len, struct fs_err *err)
+{
+    const uint32_t *set;
+    int rc;
+
+    *active = NULL;
+    *na = 0;
+    *win_len = j->sj->sh[0].len;
+    rc = fs_secagg_server_begin_window(j->sm, r, len, 0, j->sj->sh[0].len, err);
+    if (rc != 0) {
+        return rc;
+    }
+    set = fs_secagg_server_set(j->sm, 0, na);
+    *active = malloc((*na + 1) * sizeof **active);
+    if (*active == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    memcpy(*active, set, *na * sizeof *set);
+    return 0;
+}
+
+/* mu held: 1 when the open round may close as complete (the peers' part). */
+int agg_shard_round_ready(const agg_job *j)
+{
+    const struct agg_shardjob *sj = j->sj;
+
+    if (sj == NULL || j->st.phase != FS_JOB_MASKED_INPUT || !agg_shard_is_sharded(j, j->st.r)) {
+        return 1;
+    }
+    if (!sj->polled) {
+        return 0;
+    }
+    for (uint32_t v = 1; v <= j->n; v++) {
+        if (j->st.in_round[v] && !j->st.dropped[v] && !sj->elsewhere[v]) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* 1 when closing the open round is the sharded masked_input's close. */
+int agg_shard_closes_masked(const agg_job *j)
+{
+    return j->sj != NULL && j->st.phase == FS_JOB_MASKED_INPUT && agg_shard_is_sharded(j, j->st.r);
+}
+
+/* sm_mu held: close masked_input counting only the parties complete on
+ * every shard; *body: the verdict for the close event (replay uses it). */
+int agg_shard_close_masked(agg_job *j, char **body, struct fs_err *err)
+{
+    struct agg_shardjob *sj = j->sj;
+    uint32_t *ids = calloc((size_t)j->n + 1, sizeof *ids);
+    json_t *doc;
+    size_t k = 0;
+    int rc;
+
+    *body = NULL;
+    if (ids == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    pthread_mutex_lock(&j->mu);
+    for (uint32_t v = 1; v <= j->n; v++) {
+        if (!sj->elsewhere[v]) {
+            j->st.sent[v] = 0; /* incomplete on a shard: dropped like any incomplete upload */
+        } else {
+            ids[k++] = v;
+        }
+    }
+    pthread_mutex_unlock(&j->mu);
+    doc = json_pack("{s:o}", "complete_on_shards", fs_wire_ids_encode(ids, k));
+    *body = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    free(ids);
+    if (*body == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = fs_secagg_server_close_masked_ext(j->sm, sj->elsewhere + 1, err);
+    return rc;
+}
+
+/* Replay of the close event: the verdict it recorded. */
+int agg_shard_replay_close(agg_job *j, const void *body, size_t len, struct fs_err *err)
+{
+    json_error_t je;
+    json_t *doc;
+    const json_t *a;
+
+    if (!agg_shard_closes_masked(j)) {
+        return 0;
+    }
+    doc = json_loadb(body, len, 0, &je);
+    a = json_object_get(doc, "complete_on_shards");
+    if (!json_is_array(a)) {
+        json_decref(doc);
+        return fs_err_set(err, FS_EFORMAT, "close event without the shards' verdict");
+    }
+    pthread_mutex_lock(&j->mu);
+    memset(j->sj->elsewhere, 0, (size_t)j->n + 1);
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_int_t v = json_integer_value(json_array_get(a, i));
+        if (v >= 1 && v <= (json_int_t)j->n) {
+            j->sj->elsewhere[v] = 1;
+        }
+    }
+    j->sj->polled = 1;
+    pthread_mutex_unlock(&j->mu);
+    json_decref(doc);
+    return 0;
+}
+
+/* ------------------------------------------------------------ the poller */
+
+static int poller_wait(struct agg_shardjob *sj, unsigned ms)
+{
+    struct timespec ts;
+    int stop;
+
+    agg_deadline_in(&ts, ms);
+    pthread_mutex_lock(&sj->stop_mu);
+    if (!sj->stop) {
+        (void)pthread_cond_timedwait(&sj->stop_cv, &sj->stop_mu, &ts);
+    }
+    stop = sj->stop;
+    pthread_mutex_unlock(&sj->stop_mu);
+    return stop;
+}
+
+static void fail_lost(agg_job *j, uint32_t s)
+{
+    char reason[128];
+
+    if (j->sj->sh[s].url[0] == '\0') {
+        snprintf(reason, sizeof reason, "shard %u has no --shard-peer on this server", s);
+    } else {
+        snprintf(reason, sizeof reason, "shard %u lost its state after a restart", s);
+    }
+    pthread_mutex_lock(&j->sm_mu);
+    if (j->sm != NULL && fs_jobsm_running(&j->st)) {
+        agg_fail_job(j, reason);
+    }
+    pthread_mutex_unlock(&j->sm_mu);
+    agg_wake(j->mgr);
+}
+
+/* Ask every peer which parties are complete: 0, or the shard that lost
+ * its window (404), or -1 when a peer could not be asked (try again). */
+static int poll_peers(agg_job *j, fs_httpc **cs, uint8_t *acc)
+{
+    struct agg_shardjob *sj = j->sj;
+    char path[128];
+
+    snprintf(path, sizeof path, "/v1/shards/%s", j->id);
+    memset(acc, 1, (size_t)j->n + 1);
+    for (uint32_t s = 1; s < sj->S; s++) {
+        struct fs_err err = {0};
+        uint8_t *mine = calloc((size_t)j->n + 1, 1);
+        json_t *doc = NULL;
+        const json_t *a;
+        long st = 0;
+        int rc;
+        if (mine == NULL) {
+            return -1;
+        }
+        if (sj->sh[s].url[0] == '\0') {
+            free(mine);
+            return (int)s; /* no peer for it on this server (any more) */
+        }
+        rc = cs[s] == NULL ? peer_client(j->mgr, sj->sh[s].url, 1, &cs[s], &err) : 0;
+        if (rc == 0) {
+            rc = peer_do(cs[s], "GET", path, NULL, NULL, &st, &doc, &err);
+        }
+        if (rc != 0) {
+            free(mine);
+            json_decref(doc);
+            if (st == 404) {
+                return (int)s;
+            }
+            fs_log_pack(FS_LOG_DEBUG, "shard not answering", "{s:s, s:i, s:s}", "job", j->id,
+                        "shard", (int)s, "error", err.msg);
+            return -1;
+        }
+        a = json_object_get(doc, "complete");
+        for (size_t i = 0; json_is_array(a) && i < json_array_size(a); i++) {
+            json_int_t v = json_integer_value(json_array_get(a, i));
+            if (v >= 1 && v <= (json_int_t)j->n) {
+                mine[v] = 1;
+            }
+        }
+        for (uint32_t v = 1; v <= j->n; v++) {
+            acc[v] &= mine[v];
+        }
+        free(mine);
+        json_decref(doc);
+    }
+    return 0;
+}
+
+static void *poller_main(void *arg)
+{
+    agg_job *j = arg;
+    struct agg_shardjob *sj = j->sj;
+    fs_httpc *cs[FS_JOB_MAX_SHARDS] = {0};
+    uint8_t *acc = calloc((size_t)j->n + 1, 1);
+    unsigned idle = 0;
+
+    while (acc != NULL && !poller_wait(sj, POLL_MS)) {
+        int running;
+        int masked;
+        int rc;
+        pthread_mutex_lock(&j->mu);
+        running = fs_jobsm_running(&j->st);
+        masked = running && !j->st.finishing && j->st.phase == FS_JOB_MASKED_INPUT &&
+                 agg_shard_is_sharded(j, j->st.r);
+        pthread_mutex_unlock(&j->mu);
+        if (!running) {
+            delete_windows(j->mgr, j->id, sj->sh, sj->S);
+            break;
+        }
+        if (!masked && ++idle % 16 != 0) {
+            continue; /* outside masked_input: check that the windows are there every 4 s */
+        }
+        rc = poll_peers(j, cs, acc);
+        if (rc > 0) {
+            fail_lost(j, (uint32_t)rc);
+            continue;
+        }
+        if (rc == 0 && masked) {
+            int changed;
+            pthread_mutex_lock(&j->mu);
+            changed = !sj->polled || memcmp(sj->elsewhere, acc, (size_t)j->n + 1) != 0;
+            memcpy(sj->elsewhere, acc, (size_t)j->n + 1);
+            sj->polled = 1;
+            pthread_mutex_unlock(&j->mu);
+            if (changed) {
+                agg_wake(j->mgr);
+            }
+        }
+    }
+    for (uint32_t s = 0; s < FS_JOB_MAX_SHARDS; s++) {
+        fs_httpc_free(cs[s]);
+    }
+    free(acc);
+    return NULL;
+}
+
+void agg_shard_tick(agg_job *j)
+{
+    struct agg_shardjob *sj = j->sj;
+
+    /* once per job and run: a job that ended while this server was down
+     * gets its windows deleted now (the poller does it and exits) */
+    if (sj == NULL || sj->poller_running || j->replaying) {
+        return;
+    }
+    if (pthread_create(&sj->poller, NULL, poller_main, j) == 0) {
+        sj->poller_running = 1;
+    } else {
+        fs_log_pack(FS_LOG_WARN, "cannot start the shard poller", "{s:s}", "job", j->id);
+    }
+}
+
+/* ------------------------------------------------------------ finishing */
+
+/* The finish body: survivors, exponent and the plan (secret: wiped by the caller). */
+static char *finish_body(const uint32_t *u3, size_t n3, int e, const struct fs_prg_term *plan,
+                         size_t np)
+{
+    json_t *terms = json_array();
+    json_t *b;
+    char *txt = NULL;
+
+    for (size_t i = 0; terms != NULL && i < np; i++) {
+        char *k = fs_b64url_encode(plan[i].key, sizeof plan[i].key);
+        json_t *t =
+            k != NULL ? json_pack("{s:s, s:i}", "key", k, "sign", plan[i].sign > 0 ? 1 : -1) : NULL;
+        if (k != NULL) {
+            fs_wipe(k, strlen(k));
+            free(k);
+        }
+        if (t == NULL || json_array_append_new(terms, t) != 0) {
+            json_decref(terms);
+            terms = NULL;
+        }
+    }
+    b = terms != NULL ? json_pack("{s:o, s:i, s:o}", "u3", fs_wire_ids_encode(u3, n3), "exponent",
+                                  e, "plan", terms)
+                      : NULL;
+    if (b != NULL) {
+        txt = json_dumps(b, JSON_COMPACT);
+        /* wipe the keys' copies in the document before it is freed */
+        terms = json_object_get(b, "plan");
+        for (size_t i = 0; i < json_array_size(terms); i++) {
+            json_t *k = json_object_get(json_array_get(terms, i), "key");
+            fs_wipe((void *)json_string_value(k), json_string_length(k));
+        }
+    }
+    json_decref(b);
+    return txt;
+}
+
+/* POST the finish to every peer. */
+static int send_finish(agg_job *j, const char *txt, struct fs_err *err)
+{
+    struct agg_shardjob *sj = j->sj;
+    char path[160];
+
+    snprintf(path, sizeof path, "/v1/shards/%s/finish", j->id);
+    for (uint32_t s = 1; s < sj->S; s++) {
+        fs_httpc *c = NULL;
+        long st = 0;
+        int rc = peer_client(j->mgr, sj->sh[s].url, 0, &c, err);
+        if (rc == 0) {
+            rc = peer_do(c, "POST", path, txt, NULL, &st, NULL, err);
+        }
+        fs_httpc_free(c);
+        if (rc != 0) {
+            return st == 404
+                       ? fs_err_set(err, FS_ESTATE, "shard %u lost its state after a restart", s)
+                       : fs_err_set(err, FS_EIO, "shard %u: %s", s, err->msg);
+        }
+    }
+    return 0;
+}
+
+/* Wait for shard s's R and read it. */
+static int fetch_r(agg_job *j, uint32_t s, double deadline, fs_mat **r, struct fs_err *err)
+{
+    struct agg_shardjob *sj = j->sj;
+    struct fs_io_caps caps = fs_io_caps_default();
+    char path[160];
+    char file[4600];
+    fs_httpc *c = NULL;
+    int rc = peer_client(j->mgr, sj->sh[s].url, 0, &c, err);
+
+    *r = NULL;
+    snprintf(path, sizeof path, "/v1/shards/%s", j->id);
+    while (rc == 0) {
+        json_t *doc = NULL;
+        const char *state;
+        long st = 0;
+        rc = peer_do(c, "GET", path, NULL, NULL, &st, &doc, err);
+        if (rc != 0) {
+            if (st == 404) {
+                rc = fs_err_set(err, FS_ESTATE, "shard %u lost its state after a restart", s);
+            }
+            break;
+        }
+        state = json_string_value(json_object_get(doc, "state"));
+        if (state != NULL && strcmp(state, "done") == 0) {
+            json_decref(doc);
+            break;
+        }
+        if (state == NULL || strcmp(state, "failed") == 0) {
+            const char *e = json_string_value(json_object_get(doc, "error"));
+            rc = fs_err_set(err, FS_EIO, "shard %u failed: %s", s, e != NULL ? e : "(no reason)");
+            json_decref(doc);
+            break;
+        }
+        json_decref(doc);
+        if (agg_now_mono() > deadline || j->mgr->closing) {
+            rc = fs_err_set(err, FS_EIO, "shard %u: no R in time", s);
+            break;
+        }
+        usleep(100 * 1000);
+    }
+    if (rc == 0) {
+        snprintf(file, sizeof file, "%s/shard-%u-r.npy", j->dir, s);
+        snprintf(path, sizeof path, "/v1/shards/%s/r.npy", j->id);
+        rc = fs_mkdir_p(j->dir, err);
+        if (rc == 0) {
+            long st = 0;
+            rc = peer_do(c, "GET", path, NULL, file, &st, NULL, err);
+        }
+        if (rc == 0) {
+            caps.max_elems = (uint64_t)j->spec.cols * j->spec.cols;
+            rc = fs_io_load_dense(file, FS_FMT_NPY, &caps, r, err);
+        }
+        if (rc == 0 &&
+            ((*r)->cols != (size_t)j->spec.cols || (*r)->rows > (size_t)j->spec.cols ||
+             (*r)->rows != (sj->sh[s].hi - sj->sh[s].lo < j->spec.cols ? sj->sh[s].hi - sj->sh[s].lo
+                                                                       : j->spec.cols))) {
+            rc = fs_err_set(err, FS_EFORMAT, "shard %u: R has the wrong shape", s);
+        }
+        (void)unlink(file);
+    }
+    fs_httpc_free(c);
+    return rc;
+}
+
+/*
+ * The sharded SVD aggregation is complete (sm_mu held, on the worker; the
+ * own window is unmasked, its survivors u3 checked, e their exponent): the
+ * plan to the peers, the own window reduced to R_0, the peers' R_s
+ * fetched, TSQR into *pub (S and V').
+ */
+int agg_shard_finish_svd(agg_job *j, const struct fs_prg_term *plan, size_t np, const uint32_t *u3,
+                         size_t n3, int e, struct fs_fedsvd_published *pub, struct fs_err *err)
+{
+    struct agg_shardjob *sj = j->sj;
+    fs_mat *rs[FS_JOB_MAX_SHARDS] = {0};
+    enum fs_topk_method method =
+        j->spec.fed.method == FS_JOB_RANDOMIZED ? FS_TOPK_RANDOMIZED : FS_TOPK_AUTO;
+    char *txt = finish_body(u3, n3, e, plan, np);
+    uint64_t *owned;
+    uint64_t n = 0;
+    double wait_s = (double)j->spec.round_timeout_s;
+    double deadline;
+    int rc = txt == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
+
+    if (rc == 0) {
+        rc = send_finish(j, txt, err);
+    }
+    if (txt != NULL) {
+        fs_wipe(txt, strlen(txt));
+        free(txt);
+    }
+    if (rc != 0) {
+        return rc;
+    }
+    owned = fs_secagg_server_take_sum(j->sm, &n);
+    if (owned == NULL || n != sj->sh[0].len) {
+        free(owned);
+        return fs_err_set(err, FS_EINTERNAL, "the aggregation's sum is not available");
+    }
+    rc = fs_fedsvd_shard_r(&j->fj, 0, e, owned, &rs[0], err); /* takes owned over */
+    deadline = agg_now_mono() + (wait_s > R_WAIT_MIN_S ? wait_s : R_WAIT_MIN_S);
+    for (uint32_t s = 1; rc == 0 && s < sj->S; s++) {
+        rc = fetch_r(j, s, deadline, &rs[s], err);
+    }
+    if (rc == 0) {
+        rc = fs_fedsvd_tsqr_factorize(&j->fj, rs, sj->S, (size_t)j->spec.fed.k, method, NULL, pub,
+                                      err);
+    }
+    for (uint32_t s = 0; s < sj->S; s++) {
+        fs_mat_free(rs[s]);
+    }
+    return rc;
+}

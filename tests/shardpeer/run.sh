@@ -1,0 +1,253 @@
+#!/usr/bin/env bash
+# The aggregation server's shard routes, mostly without agents: a coordinator with
+# one --shard-peer, the peer, and a server without a peer token, on
+# loopback. A sharded fedsvd job's creation makes its window on the peer;
+# the checks drive the window with curl as the parties and the coordinator
+# would: party-token chunk uploads (wrong token, chunk beyond the window,
+# repeats, other bytes), the peer token on every other route, a finish with
+# a plan and R's .npy, DELETE; the spec checks (too many shards, features,
+# another algorithm); a cancelled job's window deleted by the coordinator;
+# a peer that lost its window (restart) failing the job; a peer down at
+# creation; and, with agents, a coordinator killed in a sharded
+# masked_input that resumes the job. The math (windows, plans, TSQR) is
+# tested in tests/unit.
+#
+# Usage: tests/shardpeer/run.sh BIN_DIR (default build/bin)
+# Ends with "shardpeer: P passed, F failed".
+set -u
+BIN=${1:-build/bin}
+SVC_SUITE=shardpeer
+. "$(dirname "$0")/../lib/services.sh"
+svc_need aggregation-server
+
+PEER=peer-token-0123456789abcdefghijklmn
+declare -F svc_tokens >/dev/null && svc_tokens
+printf '%s\n' "$PEER" >"$T/peer.token"
+chmod 600 "$T/peer.token"
+
+# the peer (shard 1), then the coordinator pointing at it
+svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
+  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token" ||
+  { bad "peer starts"; svc_summary; exit 1; }
+PPID_=$SVC_PID
+PURL=$SVC_URL
+svc_server --shard-peer "$PURL/" --peer-token-file "$T/peer.token" ||
+  { bad "coordinator starts"; svc_summary; exit 1; }
+svc_start nopeer NPORT "$BIN/aggregation-server" --data-dir "$T/nopeer" \
+  --admin-token-file "$T/admin.token" || { bad "nopeer starts"; svc_summary; exit 1; }
+NURL=$SVC_URL
+
+# http METHOD URL TOKEN [CURL ARGS...]: the status in CODE, the body in $T/body
+http() {
+  local m=$1 u=$2 tok=$3
+  shift 3
+  CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X "$m" ${tok:+-H "Authorization: Bearer $tok"} "$@" "$u")
+}
+jget() { node "$JLIB" get "$T/body" "$1" 2>/dev/null; }
+# npy FILE WORDS FILL: a 1-D <u8 .npy of WORDS words, every byte FILL (0..255)
+npy() {
+  node -e '
+    const [f, n, b] = [process.argv[1], +process.argv[2], +process.argv[3]];
+    let h = "{\x27descr\x27: \x27<u8\x27, \x27fortran_order\x27: False, \x27shape\x27: (" + n + ",), }";
+    while ((10 + h.length + 1) % 64) h += " ";
+    h += "\n";
+    const head = Buffer.alloc(10);
+    Buffer.from("\x93NUMPY", "latin1").copy(head);
+    head[6] = 1; head[7] = 0; head.writeUInt16LE(h.length, 8);
+    require("fs").writeFileSync(f, Buffer.concat([head, Buffer.from(h, "latin1"), Buffer.alloc(8 * n, b)]));
+  ' "$1" "$2" "$3"
+}
+spec() { # SHARDS [EXTRA JSON FIELDS]: a 2-party fedsvd spec of 8 x 4
+  printf '{"algorithm": "fedsvd", "parties": 2, "shape": [8, 4], "party_sizes": [4, 4], "shards": %s, "allow_unpinned": true%s}' "$1" "${2:-}"
+}
+create() { # SPEC: POST /v1/jobs on the coordinator
+  http POST "$SURL/v1/jobs" "$ADMIN" -H 'Content-Type: application/json' --data-binary "$1"
+}
+
+# ---- the spec
+create "$(spec 3)"
+check "3 shards with 1 peer: 400 naming the peers" \
+  test "$CODE" = 400 -a -n "$(grep -o 'needs 2 shard peers' "$T/body")"
+create '{"algorithm": "fedsvd", "parties": 2, "shape": [8, 4], "party_sizes": [2, 2], "partition": "features", "shards": 2, "allow_unpinned": true}'
+check "shards with the features partition: 400" \
+  test "$CODE" = 400 -a -n "$(grep -o 'samples partition' "$T/body")"
+http POST "$SURL/v1/jobs" "$ADMIN" -H 'Content-Type: application/json' \
+  --data-binary '{"algorithm": "secure-sum", "parties": 2, "shape": [2, 2], "shards": 2}'
+check "shards with secure-sum: 400" test "$CODE" = 400
+create "$(spec 2)"
+check "sharded job created: 201" test "$CODE" = 201
+JOB=$(jget .job.id)
+TOK1=$(jget '.invitations[0].token')
+TOK2=$(jget '.invitations[1].token')
+check "its invitations say shards: 2" test "$(jget '.invitations[0].shards')" = 2
+http GET "$SURL/v1/jobs/$JOB" "$ADMIN"
+check "the job document lists the shards" \
+  test "$(jget .shards)" = "[{\"shard\":0,\"url\":\"$SURL\",\"rows\":[0,4],\"words\":[0,16]},{\"shard\":1,\"url\":\"$PURL\",\"rows\":[4,8],\"words\":[16,16]}]"
+create "$(spec 1)"
+check "shards: 1 is the unsharded job (no shards list)" \
+  test "$CODE" = 201 -a -z "$(jget .job.shards)"
+
+# ---- the peer token
+http GET "$PURL/v1/shards/$JOB" ""
+check "window without a token: 401" test "$CODE" = 401
+http GET "$PURL/v1/shards/$JOB" "$ADMIN"
+check "window with the admin token: 401" test "$CODE" = 401
+http GET "$NURL/v1/shards/$JOB" "$PEER"
+check "no peer token configured: 403" \
+  test "$CODE" = 403 -a -n "$(grep -o 'peer token not configured' "$T/body")"
+http GET "$PURL/v1/shards/$JOB" "$PEER"
+check "the coordinator made the window: receiving, 16 words at 16, nobody complete" \
+  test "$CODE" = 200 -a "$(jget .state)" = receiving -a "$(jget .offset)" = 16 \
+  -a "$(jget .words)" = 16 -a "$(jget .complete)" = "[]"
+http GET "$PURL/v1/shards/nosuchjob0000" "$PEER"
+check "unknown window: 404" test "$CODE" = 404
+
+# ---- masked chunks with party tokens
+npy "$T/c1.npy" 16 1
+npy "$T/c2.npy" 16 2
+npy "$T/short.npy" 8 1
+up() { # TOKEN CHUNK FILE
+  http PUT "$PURL/v1/shards/$JOB/masked/$2" "$1" -H 'Content-Type: application/x-npy' \
+    --data-binary "@$3"
+}
+up_is() { # NAME STATUS TOKEN CHUNK FILE: the upload is answered STATUS
+  up "$3" "$4" "$5"
+  check "$1" test "$CODE" = "$2"
+}
+up_is "chunk with a wrong token: 401" 401 "not-a-party-token-0123456789" 0 "$T/c1.npy"
+up_is "chunk with the peer token: 401" 401 "$PEER" 0 "$T/c1.npy"
+up_is "chunk beyond the window: 422" 422 "$TOK1" 1 "$T/c1.npy"
+up_is "chunk of the wrong length: 422" 422 "$TOK1" 0 "$T/short.npy"
+http PUT "$PURL/v1/shards/$JOB/masked/0" "$TOK1" -H 'Content-Type: application/json' \
+  --data-binary '{}'
+check "chunk that is not .npy: 415" test "$CODE" = 415
+up_is "party 1's chunk: 204" 204 "$TOK1" 0 "$T/c1.npy"
+up_is "the same chunk again: 204" 204 "$TOK1" 0 "$T/c1.npy"
+up_is "other bytes for it: 409" 409 "$TOK1" 0 "$T/c2.npy"
+http GET "$PURL/v1/shards/$JOB" "$PEER"
+check "party 1 complete" test "$(jget .complete)" = "[1]"
+up "$TOK2" 0 "$T/c2.npy"
+http GET "$PURL/v1/shards/$JOB" "$PEER"
+check "party 2 complete too" test "$CODE" = 200 -a "$(jget .complete)" = "[1,2]"
+
+# ---- finish: bad bodies, then a plan
+fin() { http POST "$PURL/v1/shards/$JOB/finish" "$PEER" -H 'Content-Type: application/json' --data-binary "$1"; }
+http GET "$PURL/v1/shards/$JOB/r.npy" "$PEER"
+check "R before the finish: 409" test "$CODE" = 409
+fin '{"u3": [1, 2]}'
+check "finish without a plan: 400" test "$CODE" = 400
+fin '{"u3": [1, 2], "exponent": 0, "plan": [{"key": "!!", "sign": 1}]}'
+check "finish with a bad key: 400" test "$CODE" = 400
+fin '{"u3": [3], "exponent": 0, "plan": []}'
+check "finish with a party not in the job: 422" test "$CODE" = 422
+K=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8
+fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": [{\"key\": \"$K\", \"sign\": 1}, {\"key\": \"$K\", \"sign\": -1}]}"
+check "finish with a plan: 202" test "$CODE" = 202
+for _ in $(seq 100); do
+  http GET "$PURL/v1/shards/$JOB" "$PEER"
+  [ "$(jget .state)" = finishing ] || break
+  sleep 0.05
+done
+check "the window is done, its peak memory reported" \
+  test "$(jget .state)" = done -a "$(jget .peak_rss_bytes)" -gt 0
+fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": []}"
+check "finish again: 202 (a repeat)" test "$CODE" = 202
+http GET "$PURL/v1/shards/$JOB/r.npy" "$PEER"
+check "R: a 4 x 4 float64 .npy" \
+  test "$CODE" = 200 -a -n "$(grep -a -o "'descr': '<f8'.*'shape': (4, 4)" "$T/body")"
+if command -v node >/dev/null && [ -d "$(dirname "$0")/../contract/node_modules/ajv" ]; then
+  http GET "$PURL/v1/shards/$JOB" "$PEER"
+  check "the window document matches ShardWindow in openapi.yaml" \
+    node "$JLIB" schema "$(dirname "$0")/../../openapi.yaml" ShardWindow "$T/body"
+fi
+http DELETE "$PURL/v1/shards/$JOB" "$PEER"
+check "DELETE: 204" test "$CODE" = 204
+http GET "$PURL/v1/shards/$JOB" "$PEER"
+check "then 404" test "$CODE" = 404
+
+# ---- the coordinator deletes the window of a job that ends
+create "$(spec 2)"
+JOB2=$(jget .job.id)
+http DELETE "$SURL/v1/jobs/$JOB2" "$ADMIN"
+for _ in $(seq 60); do
+  http GET "$PURL/v1/shards/$JOB2" "$PEER"
+  [ "$CODE" = 404 ] && break
+  sleep 0.1
+done
+check "a cancelled job's window is deleted on the peer" test "$CODE" = 404
+
+# ---- a peer that restarts loses its windows: the job fails
+create "$(spec 2)"
+JOB3=$(jget .job.id)
+svc_stop "$PPID_"
+svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
+  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
+PPID_=$SVC_PID
+for _ in $(seq 120); do
+  http GET "$SURL/v1/jobs/$JOB3" "$ADMIN"
+  [ "$(jget .state)" = failed ] && break
+  sleep 0.1
+done
+check "a peer restarted: the job fails with 'shard 1 lost its state after a restart'" \
+  test "$(jget .error)" = "shard 1 lost its state after a restart"
+
+# ---- the coordinator killed (-9) in a sharded masked_input resumes the job
+# (its events: the peers' verdict is part of the close), party 3 stops at
+# masked_input: the survivors' exact result
+if [ -x "$BIN/client-agent" ] && [ -x "$BIN/masking-server" ] && [ -x "$BIN/fedsvd" ]; then
+  F=$BIN/fedsvd
+  svc_masking
+  svc_agents 3 --poll-ms 50
+  svc_party_keys 3
+  "$F" gen planted --rows 120 --cols 12 --rank 4 --noise 0.2 --seed 5 --out-dir "$T/d" \
+    --parties 3 --split 30,50,40 >/dev/null
+  "$F" svd --input "$T/d/party-1.npy" --input "$T/d/party-2.npy" --out "$T/ref" >/dev/null
+  "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedsvd \
+    "${PKEYS[@]}" --shape 120,12 --party-sizes 30,50,40 --masking-server "$MURL" --shards 2 \
+    --masking-token-file "$T/madmin.token" --round-timeout 4 --allow-dropouts \
+    --out-dir "$T/j" --format json >"$T/j.json" 2>"$T/j.err"
+  JOB4=$(node "$JLIB" get "$T/j.json" .job.id)
+  node - "$T" "$OP" "${AURL[@]:1}" <<'EOF2'
+const fs = require('fs');
+const [T, op, ...urls] = process.argv.slice(2);
+(async () => {
+  const created = JSON.parse(fs.readFileSync(`${T}/j.json`, 'utf8'));
+  for (let i = 0; i < 3; i++) {
+    const inv = JSON.parse(fs.readFileSync(created.invitations[i], 'utf8'));
+    const body = { invitation: inv, dataset: { path: `${T}/d/party-${inv.party}.npy` } };
+    if (inv.party === 3) body.fail_at = 'masked_input';
+    await fetch(`${urls[i]}/v1/participations`, { method: 'POST', body: JSON.stringify(body),
+      headers: { authorization: `Bearer ${op}`, 'content-type': 'application/json' } });
+  }
+})();
+EOF2
+  for _ in $(seq 100); do
+    http GET "$SURL/v1/jobs/$JOB4" "$ADMIN"
+    [ "$(jget .phase)" = masked_input ] && break
+    sleep 0.05
+  done
+  check "the sharded job reached masked_input" test "$(jget .phase)" = masked_input
+  svc_stop "$SPID" KILL
+  svc_server --shard-peer "$PURL" --peer-token-file "$T/peer.token"
+  for _ in $(seq 150); do
+    http GET "$SURL/v1/jobs/$JOB4" "$ADMIN"
+    [ "$(jget .state)" != running ] && break
+    sleep 0.1
+  done
+  check "after the restart the job is done" test "$(jget .state)" = done
+  http GET "$SURL/v1/jobs/$JOB4/result/s.npy" "$ADMIN"
+  cp "$T/body" "$T/s.npy"
+  E=$("$F" compare --a "$T/s.npy" --b "$T/ref/S.npy" --metric sv 2>/dev/null)
+  check "... with the survivors' singular values to 1e-12 ($E)" \
+    awk -v e="$E" 'BEGIN { exit !(e != "" && e + 0 <= 1e-12) }'
+  http GET "$PURL/v1/shards/$JOB4" "$PEER"
+  check "... and its window on the peer is deleted" test "$CODE" = 404
+fi
+
+# ---- a peer down at creation: 503, nothing created
+svc_stop "$PPID_"
+create "$(spec 2)"
+check "peer down at creation: 503 naming shard 1" \
+  test "$CODE" = 503 -a -n "$(grep -o 'shard 1' "$T/body")"
+
+svc_summary
