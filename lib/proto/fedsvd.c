@@ -1479,10 +1479,39 @@ static int factorize_check(const fs_mat *yc, size_t k, struct fs_err *err)
     return 0;
 }
 
+/* The randomized sketch's seed when the caller gives none: SHA-256 over a
+ * label, the shape and the matrix's columns, so that equal inputs give equal
+ * results (the sketch needs randomness independent of nothing secret: the
+ * server holds the matrix anyway). */
+static int sketch_seed(const fs_mat *yc, uint8_t seed[FS_SHA256_LEN], struct fs_err *err)
+{
+    static const char LABEL[] = "fedsvd/v1/sketch-seed";
+    uint64_t shape[2] = {(uint64_t)yc->rows, (uint64_t)yc->cols};
+    fs_sha256_ctx *sha = NULL;
+    int rc = fs_sha256_new(&sha, err);
+
+    if (rc == 0) {
+        rc = fs_sha256_update(sha, LABEL, sizeof LABEL - 1, err);
+    }
+    if (rc == 0) {
+        rc = fs_sha256_update(sha, shape, sizeof shape, err);
+    }
+    for (size_t j = 0; rc == 0 && j < yc->cols; j++) {
+        rc = fs_sha256_update(sha, yc->data + j * yc->ld, yc->rows * sizeof(double), err);
+    }
+    if (rc == 0) {
+        rc = fs_sha256_final(sha, seed, err);
+    }
+    fs_sha256_free(sha);
+    return rc;
+}
+
 int fs_fedsvd_server_factorize(fs_mat *yc, size_t k, enum fs_topk_method method,
                                const uint8_t *seed, struct fs_fedsvd_published *out,
                                struct fs_err *err)
 {
+    uint8_t own_seed[FS_SHA256_LEN];
+
     struct fs_fedsvd_published res = {0};
     size_t r;
     int rc;
@@ -1514,7 +1543,13 @@ int fs_fedsvd_server_factorize(fs_mat *yc, size_t k, enum fs_topk_method method,
         o.method = method;
         o.want_u = 0;
         o.seed = seed;
-        rc = fs_svd_topk(yc, k, &o, &sv, err);
+        if (seed == NULL && method == FS_TOPK_RANDOMIZED) {
+            rc = sketch_seed(yc, own_seed, err);
+            o.seed = own_seed;
+        }
+        if (rc == 0) {
+            rc = fs_svd_topk(yc, k, &o, &sv, err);
+        }
         if (rc == 0) {
             res.r = sv.r;
             res.s = sv.s;

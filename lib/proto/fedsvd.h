@@ -420,7 +420,8 @@ FS_WUR int fs_fedsvd_server_decode_owned(const struct fs_fedsvd_job *job, int pu
  * @param yc m x n, DESTROYED (overwritten by LAPACK; for k = 0 and m >= n it
  *        becomes R, n x n, and an owned buffer shrinks to n^2 words as soon as
  *        the QR is done); the caller still frees it.
- * @param seed 32 bytes for the randomized sketch, or NULL (CSPRNG).
+ * @param seed 32 bytes for the randomized sketch, or NULL: then SHA-256 of the
+ *        matrix (and its shape), so that equal inputs give bit-identical results.
  * @param out filled (owned fields), release with fs_fedsvd_published_clear.
  */
 FS_WUR int fs_fedsvd_server_factorize(fs_mat *yc, size_t k, enum fs_topk_method method,

@@ -343,6 +343,47 @@ static void test_topk(void)
     fs_mat_free(x);
 }
 
+/* the randomized sketch without a given seed comes from the matrix itself:
+ * the same matrix twice gives the same bytes. A nearly flat spectrum (no gap
+ * after s_6) makes the result depend on the sketch, so two independent
+ * sketches would differ far above the last bit. */
+static void test_randomized_deterministic(void)
+{
+    double s[12];
+    struct fs_err err = {0};
+    struct fs_fedsvd_published pub[2] = {{0}};
+    fs_mat *x, *y[2] = {NULL, NULL};
+
+    for (int j = 0; j < 12; j++) {
+        s[j] = pow(0.99, j);
+    }
+    x = tl_with_svals(300, 40, s, 12, 5);
+    for (int i = 0; i < 2; i++) {
+        y[i] = fs_mat_new(300, 40);
+        CHECK(y[i] != NULL);
+        if (y[i] == NULL) {
+            goto out;
+        }
+        CHECK_OK(fs_mat_copy(y[i], x, &err), &err);
+    }
+    for (int i = 0; i < 2; i++) {
+        CHECK_OK(fs_fedsvd_server_factorize(y[i], 6, FS_TOPK_RANDOMIZED, NULL, &pub[i], &err),
+                 &err);
+    }
+    if (pub[0].r == 6 && pub[1].r == 6) {
+        CHECK(memcmp(pub[0].s, pub[1].s, 6 * sizeof(double)) == 0);
+        CHECK(memcmp(pub[0].vc->data, pub[1].vc->data, 40 * 6 * sizeof(double)) == 0);
+    } else {
+        CHECK(0);
+    }
+out:
+    for (int i = 0; i < 2; i++) {
+        fs_fedsvd_published_clear(&pub[i]);
+        fs_mat_free(y[i]);
+    }
+    fs_mat_free(x);
+}
+
 static void test_features_partition(void)
 {
     fs_mat *tall = tl_randn(40, 12, 4); /* N > d */
@@ -1050,6 +1091,7 @@ int main(void)
     RUN(test_samples_thin_2_3_5_parties);
     RUN(test_samples_block_masks);
     RUN(test_topk);
+    RUN(test_randomized_deterministic);
     RUN(test_features_partition);
     RUN(test_edge_shapes);
     RUN(test_rank_deficient);
