@@ -89,7 +89,8 @@
 #        FEDSVD_BENCH_ARGS (extra `fedsvd local` options, e.g. --block-size 2048),
 #        FEDSVD_BENCH_CRIT=0 skips the one-BLAS-thread run (crit shows its
 #        figures from the wall run instead), FEDSVD_BENCH_SHARDS,
-#        FEDSVD_BENCH_SHARD_CONFIGS, FEDSVD_BENCH_SHARDS_ONLY (above)
+#        FEDSVD_BENCH_SHARD_CONFIGS, FEDSVD_BENCH_SHARDS_ONLY (above),
+#        FEDSVD_BENCH_SECAGG=0 / FEDSVD_BENCH_SECAGG_CONFIGS (full vs plus, below)
 # Prints figures and ratios; asserts nothing. Exits non-zero only if a step
 # cannot run.
 set -u
@@ -369,6 +370,49 @@ console.log("         singular values vs unsharded " + Number(sv).toExponential(
         "$(awk -v a="$t2s" -v b="$t3" 'BEGIN { print b - a }')" "$sv" "$svc" || return 1
     rm -rf "$dir"
 }
+# ---- secure aggregation with every pair (full) vs SecAgg+ (plus), many parties
+# (FEDSVD_BENCH_SECAGG_CONFIGS, default 50x20000x200; FEDSVD_BENCH_SECAGG=0 skips):
+# the parties' CPU seconds (keys, masks, uploads: the whole agent process)
+# and the job time of each mode, from the same data in the same invocation.
+bench_secagg() { # KxN[xD]
+    local cfg=$1 k n d rest dir parties=() mode
+    k=${cfg%%x*}
+    rest=${cfg#*x}
+    n=${rest%%x*}
+    d=${FEDSVD_BENCH_D:-1000}
+    [ "$rest" = "$n" ] || d=${rest#*x}
+    dir="$tmp/secagg-$cfg"
+    mkdir -p "$dir"
+    "$fedsvd" gen powerlaw --rows "$n" --cols "$d" --seed 1 --out-dir "$dir/parts" \
+        --parties "$k" >/dev/null || return 1
+    for i in $(seq 1 "$k"); do parties+=(--party "$dir/parts/party-$i.npy"); done
+    for mode in full plus; do
+        # shellcheck disable=SC2086
+        "$fedsvd" local --algorithm fedsvd "${parties[@]}" --out "$dir/$mode" --bin-dir "$build/bin" \
+            --secagg "$mode" --format json $extra >/dev/null 2>"$dir/$mode.err" ||
+            { tail -n 3 "$dir/$mode.err"; return 1; }
+    done
+    node -e '
+const fs = require("fs");
+const [dir, cfg] = process.argv.slice(1);
+const f = (m) => JSON.parse(fs.readFileSync(dir + "/" + m + "/summary.json", "utf8"));
+const agents = (s) => s.processes.filter((p) => p.name.startsWith("agent-")).map((p) => p.cpu_seconds);
+const sum = (a) => a.reduce((x, y) => x + y, 0);
+const full = f("full"), plus = f("plus");
+const af = agents(full), ap = agents(plus);
+console.log("secagg   " + cfg + ": parties CPU full " + sum(af).toFixed(2) + " s (slowest " +
+  Math.max(...af).toFixed(2) + "), plus " + sum(ap).toFixed(2) + " s (slowest " + Math.max(...ap).toFixed(2) +
+  "), full / plus " + (sum(af) / sum(ap)).toFixed(2) + "; job full " + full.seconds.job.toFixed(2) +
+  " s, plus " + plus.seconds.job.toFixed(2) + " s; masked_input full " +
+  (full.phases.masked_input || 0).toFixed(2) + " s, plus " + (plus.phases.masked_input || 0).toFixed(2) + " s");
+' "$dir" "$cfg" || return 1
+    rm -rf "$dir"
+}
+if [ "${FEDSVD_BENCH_SECAGG:-1}" != 0 ] && [ "${FEDSVD_BENCH_SHARDS_ONLY:-0}" != 1 ]; then
+    for cfg in ${FEDSVD_BENCH_SECAGG_CONFIGS:-50x20000x200}; do
+        bench_secagg "$cfg" || { echo "$cfg: the secagg runs failed"; status=1; }
+    done
+fi
 if [ -n "${FEDSVD_BENCH_SHARDS:-}" ]; then
     for cfg in ${FEDSVD_BENCH_SHARD_CONFIGS:-10x50000}; do
         bench_shards "$FEDSVD_BENCH_SHARDS" "$cfg" || { echo "$cfg: the sharded runs failed"; status=1; }
