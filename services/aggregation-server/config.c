@@ -91,6 +91,7 @@ static int join_peers(int argc, char **argv, char ***out, int *outc, char **join
     size_t cap = 32;
     char **v = calloc((size_t)argc + 2, sizeof *v);
     char *j = NULL;
+    size_t used;
     int n = 0;
     int k = 0;
 
@@ -105,7 +106,7 @@ static int join_peers(int argc, char **argv, char ***out, int *outc, char **join
         free(j);
         return fs_err_set(err, FS_ENOMEM, "config: out of memory");
     }
-    strcpy(j, "--shard-peer=");
+    used = (size_t)snprintf(j, cap, "%s", "--shard-peer=");
     for (int i = 0; i < argc; i++) {
         const char *val = NULL;
         if (i > 0 && strcmp(argv[i], "--shard-peer") == 0) {
@@ -121,10 +122,8 @@ static int join_peers(int argc, char **argv, char ***out, int *outc, char **join
             v[k++] = argv[i];
             continue;
         }
-        if (n++ > 0) {
-            strcat(j, ",");
-        }
-        strcat(j, val);
+        /* cap holds every argument plus a separator each: never truncated */
+        used += (size_t)snprintf(j + used, cap - used, "%s%s", n++ > 0 ? "," : "", val);
     }
     if (n > 0) {
         v[k++] = j;

@@ -392,10 +392,15 @@ static int park_ready(void *ctx)
 static int h_park(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     const char *ms = fs_http_req_query(req, "ms");
+    char *end = NULL;
+    unsigned long wait = ms != NULL ? strtoul(ms, &end, 10) : 1000;
 
     (void)ctx;
+    if (ms != NULL && (end == ms || *end != '\0' || wait > 60000)) {
+        wait = 1000;
+    }
     if (!fs_http_req_resumed(req) && !park_ready(NULL) &&
-        fs_http_req_park(req, ms != NULL ? (unsigned)atoi(ms) : 1000, park_ready, NULL) == 0) {
+        fs_http_req_park(req, (unsigned)wait, park_ready, NULL) == 0) {
         return 0;
     }
     return fs_http_resp_json(
