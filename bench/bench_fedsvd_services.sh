@@ -148,14 +148,19 @@ echo "  phases, up/down and RSS from the default run. up/down and RSS (x) in uni
 echo "load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-8s %-4s %15s %6s %19s %-26s %11s %-30s %s\n' config run "central [svd]" 1-core "fed wall [job] x" \
     "crit = M + P + S  x" "up / down" "RSS mask / agg (x) / agent" "ref"
-status=0
-[ "${FEDSVD_BENCH_SHARDS_ONLY:-0}" = 1 ] && [ -n "${FEDSVD_BENCH_SHARDS:-}" ] && configs=()
-for cfg in "${configs[@]}"; do
-    k=${cfg%%x*}
-    rest=${cfg#*x}
+# parse_cfg KxN[xD]: sets k, n and d (FEDSVD_BENCH_D, default 1000, when
+# the configuration names no d) in the caller's scope
+parse_cfg() {
+    local rest=${1#*x}
+    k=${1%%x*}
     n=${rest%%x*}
     d=${FEDSVD_BENCH_D:-1000}
     [ "$rest" = "$n" ] || d=${rest#*x}
+}
+status=0
+[ "${FEDSVD_BENCH_SHARDS_ONLY:-0}" = 1 ] && [ -n "${FEDSVD_BENCH_SHARDS:-}" ] && configs=()
+for cfg in "${configs[@]}"; do
+    parse_cfg "$cfg"
     dir="$tmp/$cfg"
     mkdir -p "$dir"
     if ! "$fedsvd" gen powerlaw --rows "$n" --cols "$d" --seed 1 --out "$dir/x.npy" \
@@ -311,12 +316,8 @@ done
 
 # ---- sharded aggregation (FEDSVD_BENCH_SHARDS=S)
 bench_shards() { # S KxN[xD]
-    local S=$1 cfg=$2 k n d rest dir t0 t1 t1s t2 t2s t3 parties=() sv svc
-    k=${cfg%%x*}
-    rest=${cfg#*x}
-    n=${rest%%x*}
-    d=${FEDSVD_BENCH_D:-1000}
-    [ "$rest" = "$n" ] || d=${rest#*x}
+    local S=$1 cfg=$2 k n d dir t0 t1 t1s t2 t2s t3 parties=() sv svc
+    parse_cfg "$cfg"
     dir="$tmp/shards-$cfg"
     mkdir -p "$dir"
     "$fedsvd" gen powerlaw --rows "$n" --cols "$d" --seed 1 --out "$dir/x.npy" \
@@ -371,16 +372,13 @@ console.log("         singular values vs unsharded " + Number(sv).toExponential(
     rm -rf "$dir"
 }
 # ---- secure aggregation with every pair (full) vs SecAgg+ (plus), many parties
-# (FEDSVD_BENCH_SECAGG_CONFIGS, default 50x20000x200; FEDSVD_BENCH_SECAGG=0 skips):
+# (FEDSVD_BENCH_SECAGG_CONFIGS, default 50x20000x200, at least 20 parties as
+# SecAgg+ needs; FEDSVD_BENCH_SECAGG=0 skips):
 # the parties' CPU seconds (keys, masks, uploads: the whole agent process)
 # and the job time of each mode, from the same data in the same invocation.
 bench_secagg() { # KxN[xD]
-    local cfg=$1 k n d rest dir parties=() mode
-    k=${cfg%%x*}
-    rest=${cfg#*x}
-    n=${rest%%x*}
-    d=${FEDSVD_BENCH_D:-1000}
-    [ "$rest" = "$n" ] || d=${rest#*x}
+    local cfg=$1 k n d dir parties=() mode
+    parse_cfg "$cfg"
     dir="$tmp/secagg-$cfg"
     mkdir -p "$dir"
     "$fedsvd" gen powerlaw --rows "$n" --cols "$d" --seed 1 --out-dir "$dir/parts" \
