@@ -1,6 +1,7 @@
 /* CSR: construction from triplets (duplicates summed, rows sorted), products
  * A Z, A^T W and the implicit covariance A^T (A Z) against dense products,
- * structural checks and errors. */
+ * structural checks and errors; the implicit covariance bit for bit against
+ * the column-by-column loop it replaced. */
 #include <stdint.h>
 
 #include "la/csr.h"
@@ -161,6 +162,91 @@ out:
     fs_mat_free(az);
 }
 
+/* The implicit covariance product as it was first written, column by column
+ * (one sum over the row per column of Z, then one scatter per column): the
+ * reference that the row-major kernel must reproduce bit for bit. */
+static void ata_reference(const fs_csr *a, const fs_mat *z, double scale, fs_mat *y)
+{
+    double t[64];
+
+    fs_mat_zero(y);
+    for (size_t i = 0; i < a->rows; i++) {
+        size_t p0 = a->rowptr[i];
+        size_t p1 = a->rowptr[i + 1];
+        if (p0 == p1) {
+            continue;
+        }
+        for (size_t c = 0; c < z->cols; c++) {
+            const double *zc = z->data + c * z->ld;
+            double s = 0.0;
+            for (size_t p = p0; p < p1; p++) {
+                s += a->vals[p] * zc[a->colidx[p]];
+            }
+            t[c] = s * scale;
+        }
+        for (size_t c = 0; c < z->cols; c++) {
+            double *yc = y->data + c * y->ld;
+            for (size_t p = p0; p < p1; p++) {
+                yc[a->colidx[p]] += a->vals[p] * t[c];
+            }
+        }
+    }
+}
+
+static void test_ata_bit_identical(void)
+{
+    /* rows, cols, entries per row (few: empty rows), k, extra ld of Z and Y, scale */
+    static const struct {
+        size_t rows, cols, per_row, k, pad;
+        double scale;
+    } cases[] = {
+        {60, 30, 1, 1, 0, 1.0},
+        {200, 97, 6, 3, 5, 0.37},
+        {300, 250, 20, 10, 3, 1.0 / 300},
+        {120, 64, 9, 17, 1, -2.5},
+        {40, 1, 3, 2, 0, 0.5},
+        {90, 40, 4, 16, 2, 1.0 / 90},
+        {90, 40, 4, 18, 0, 3.0},
+        {50, 45, 30, 33, 7, 1e-3},
+        {80, 500, 2, 8, 0, 1.0},
+        {30, 20, 5, 5, 1, 1.0 / 3.0},
+        {30, 20, 5, 7, 0, 1.0 / 7.0},
+        {30, 20, 5, 12, 4, 0.9},
+    };
+    struct fs_err err = {0};
+
+    for (size_t n = 0; n < sizeof cases / sizeof cases[0]; n++) {
+        size_t d = cases[n].cols;
+        size_t k = cases[n].k;
+        fs_mat *dense = NULL;
+        fs_csr *a = random_csr(cases[n].rows, d, cases[n].per_row, (uint8_t)(40 + n), &dense);
+        fs_mat *zbig = tl_randn(d + cases[n].pad + 1, k + 1, 70 + n);
+        fs_mat *ybig = tl_randn(d + cases[n].pad, k, 90 + n);
+        fs_mat z = fs_mat_view(zbig, 1, 1, d, k);
+        fs_mat y = fs_mat_view(ybig, 0, 0, d, k);
+        fs_mat *ref = fs_mat_new(d, k);
+        size_t same = 0;
+
+        CHECK(a != NULL && zbig != NULL && ybig != NULL && ref != NULL);
+        if (a == NULL || zbig == NULL || ybig == NULL || ref == NULL) {
+            goto next;
+        }
+        ata_reference(a, &z, cases[n].scale, ref);
+        CHECK_OK(fs_csr_ata_mul(a, &z, cases[n].scale, &y, &err), &err);
+        for (size_t c = 0; c < k; c++) {
+            same += memcmp(y.data + c * y.ld, ref->data + c * ref->ld, d * sizeof(double)) == 0;
+        }
+        CHECK_MSG(same == k, "case %zu (k = %zu): %zu of %zu columns differ", n, k, k - same, k);
+        CHECK(fs_mat_max_abs(ref) > 0.0);
+    next:
+        fs_csr_free(a);
+        fs_mat_free(dense);
+        fs_mat_free(zbig);
+        fs_mat_free(ybig);
+        fs_mat_free(ref);
+    }
+}
+
 static void test_errors(void)
 {
     size_t ri[] = {0, 3};
@@ -210,6 +296,7 @@ int main(void)
     RUN(test_from_coo_duplicates);
     RUN(test_empty);
     RUN(test_products_match_dense);
+    RUN(test_ata_bit_identical);
     RUN(test_errors);
     return TEST_END("test_la_csr");
 }
