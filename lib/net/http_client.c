@@ -504,6 +504,18 @@ static int rewind_source(struct xfer *x)
     return 0;
 }
 
+/* curl rewinds the body when it resends a request on a fresh connection
+ * (a reused keep-alive connection that the server had closed while idle);
+ * without this the request fails with "necessary data rewind wasn't
+ * possible" or "Send failure: Broken pipe". */
+static int on_seek(void *ud, curl_off_t offset, int origin)
+{
+    if (origin != SEEK_SET || offset != 0) {
+        return CURL_SEEKFUNC_CANTSEEK;
+    }
+    return rewind_source(ud) == 0 ? CURL_SEEKFUNC_OK : CURL_SEEKFUNC_FAIL;
+}
+
 static int reset_sinks(struct xfer *x)
 {
     x->len = 0;
@@ -596,6 +608,8 @@ static int setup(fs_httpc *c, struct xfer *x, const char *url, int64_t size,
         bad |= curl_easy_setopt(h, CURLOPT_UPLOAD, 1L) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_READFUNCTION, on_read) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_READDATA, x) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_SEEKFUNCTION, on_seek) != CURLE_OK;
+        bad |= curl_easy_setopt(h, CURLOPT_SEEKDATA, x) != CURLE_OK;
         bad |= curl_easy_setopt(h, CURLOPT_INFILESIZE_LARGE, (curl_off_t)size) != CURLE_OK;
         if (size >= 0 && size <= EXPECT_THRESHOLD) {
             /* small bodies: no 100-continue round trip */

@@ -431,12 +431,38 @@ out:
     return 0;
 }
 
+/* The thread that blocked SIGTERM/SIGINT and waits for them. */
+static pthread_t svc_waiter;
+
+/* Threads that a library started before main() blocked the signals (OpenBLAS
+ * starts its workers from a constructor) still have them unblocked, so the
+ * kernel may deliver a SIGTERM there, whose default action would kill the
+ * process before the orderly shutdown. This handler only ever runs in such a
+ * thread: it hands the signal on to the waiting thread, where it stays
+ * pending (blocked) until sigwait takes it. */
+static void svc_forward_signal(int sig)
+{
+    int saved = errno;
+
+    pthread_kill(svc_waiter, sig);
+    errno = saved;
+}
+
 void fs_svc_block_signals(sigset_t *sigs)
 {
+    struct sigaction sa;
+
     sigemptyset(sigs);
     sigaddset(sigs, SIGTERM);
     sigaddset(sigs, SIGINT);
     pthread_sigmask(SIG_BLOCK, sigs, NULL);
+    svc_waiter = pthread_self();
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = svc_forward_signal;
+    sigfillset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     /* over a file-size limit (RLIMIT_FSIZE) write() fails with EFBIG, a
      * storage error the service answers 503 for, instead of killing it */

@@ -120,7 +120,9 @@ const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap);
 /**
  * Make SIGTERM and SIGINT wait for fs_svc_wait_signal: block them in the
  * calling thread (call it before any thread starts, threads inherit the
- * mask) and put them in *sigs; ignore SIGPIPE (a peer that went away is an
+ * mask) and put them in *sigs; a thread that a library started earlier with
+ * the signals unblocked hands them on to the calling thread instead of
+ * letting them kill the process; ignore SIGPIPE (a peer that went away is an
  * error return, not a death) and SIGXFSZ (a write over a file-size limit
  * fails with EFBIG, a storage error, instead of killing the service).
  */

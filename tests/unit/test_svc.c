@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static char g_dir[64];
@@ -727,6 +728,76 @@ static void test_signals_and_base_url(void)
     }
 }
 
+static void *early_thread(void *arg)
+{
+    (void)arg;
+    for (;;) {
+        pause();
+    }
+    return NULL;
+}
+
+/* A library thread started before main() blocked the signals (as OpenBLAS
+ * does from a constructor) is the only one with SIGTERM unblocked: the
+ * signal must still reach fs_svc_wait_signal instead of killing the process. */
+static void test_signal_to_early_thread(void)
+{
+    int status = 0;
+    int ready[2];
+    int go[2];
+    pid_t pid;
+    char c = 0;
+
+    CHECK(pipe(ready) == 0 && pipe(go) == 0);
+    pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        sigset_t all;
+        sigset_t sigs;
+        pthread_t th;
+        FILE *quiet = fopen("/dev/null", "w");
+
+        if (quiet != NULL) {
+            fs_log_set_stream(quiet); /* the "shutting down" lines */
+        }
+        signal(SIGTERM, SIG_DFL);
+        sigemptyset(&all);
+        sigaddset(&all, SIGTERM);
+        sigaddset(&all, SIGINT);
+        pthread_sigmask(SIG_UNBLOCK, &all, NULL);
+        if (pthread_create(&th, NULL, early_thread, NULL) != 0) {
+            _exit(3);
+        }
+        fs_svc_block_signals(&sigs);
+        alarm(20);
+        for (int i = 0; i < 5; i++) {
+            /* the parent signals while this thread is not waiting yet */
+            if (write(ready[1], "r", 1) != 1 || read(go[0], &c, 1) != 1) {
+                _exit(4);
+            }
+            if (fs_svc_wait_signal(&sigs) != SIGTERM) {
+                _exit(5);
+            }
+        }
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    for (int i = 0; i < 5; i++) {
+        if (read(ready[0], &c, 1) != 1) {
+            break; /* the child died */
+        }
+        CHECK(kill(pid, SIGTERM) == 0);
+        if (write(go[1], "g", 1) != 1) {
+            break;
+        }
+    }
+    close(ready[0]);
+    close(go[1]);
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", (unsigned)status);
+}
+
 static void test_text(void)
 {
     struct fs_text t;
@@ -851,6 +922,7 @@ int main(void)
     RUN(test_db_open);
     RUN(test_transport_rules);
     RUN(test_signals_and_base_url);
+    RUN(test_signal_to_early_thread);
     RUN(test_text);
     RUN(test_metrics);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
