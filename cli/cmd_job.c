@@ -993,6 +993,53 @@ struct job_args {
     int json;
 };
 
+/* The TLS options of a job subcommand (a: its struct job_args). */
+#define JOB_TLS_OPTS(a)                                                                            \
+    {"insecure", CLI_OPT_FLAG, NULL, &(a).tls.insecure},                                           \
+        {"insecure-http", CLI_OPT_FLAG, NULL, &(a).tls.insecure_http},                             \
+    {                                                                                              \
+        "ca-file", CLI_OPT_VALUE, &(a).ca_file, NULL                                               \
+    }
+
+/* A job subcommand's options (opts) parsed; with --help, help_fn's text and
+ * *help set (CLI_OK); else --server, --job (when with_job) and --format
+ * checked and the TLS options into a->tls. */
+static int job_args_parse(const char *cmd, int argc, char **argv, const struct cli_opt *opts,
+                          size_t nopts, struct job_args *a, int with_job, void (*help_fn)(void),
+                          int *help)
+{
+    const char *pos[1];
+    size_t npos = 0;
+    int rc;
+
+    memset(a, 0, sizeof *a);
+    rc = cli_parse(cmd, argc, argv, opts, nopts, pos, 0, &npos, help);
+    if (rc != CLI_OK) {
+        return rc;
+    }
+    if (*help) {
+        help_fn();
+        return CLI_OK;
+    }
+    a->tls.ca_file = a->ca_file;
+    if ((rc = check_server(cmd, a->server)) != 0 ||
+        (with_job && (rc = check_job(cmd, a->job)) != 0) ||
+        (rc = cli_parse_format(cmd, a->format, &a->json)) != 0) {
+        return rc;
+    }
+    return CLI_OK;
+}
+
+/* The token file (the option tok_opt) is required: a client of --server with it. */
+static int job_args_connect(const char *cmd, const struct job_args *a, const char *tok_opt,
+                            fs_httpc **c)
+{
+    if (a->token_file == NULL) {
+        return cli_usage_error(cmd, "--%s is required", tok_opt);
+    }
+    return connect_server(cmd, a->server, a->token_file, &a->tls, c);
+}
+
 static int job_status(int argc, char **argv)
 {
     const char *cmd = "job status";
@@ -1002,37 +1049,17 @@ static int job_status(int argc, char **argv)
         {"token-file", CLI_OPT_VALUE, &a.token_file, NULL},
         {"job", CLI_OPT_VALUE, &a.job, NULL},
         {"format", CLI_OPT_VALUE, &a.format, NULL},
-        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
-        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
-        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+        JOB_TLS_OPTS(a),
     };
-    const char *pos[1];
-    size_t npos = 0;
     int help = 0, rc;
     struct fs_err err;
     fs_httpc *c = NULL;
     json_t *job = NULL;
     struct fs_job_status *st = NULL;
 
-    memset(&a, 0, sizeof a);
     fs_err_clear(&err);
-    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
-    if (rc != CLI_OK) {
-        return rc;
-    }
-    if (help) {
-        status_help();
-        return CLI_OK;
-    }
-    a.tls.ca_file = a.ca_file;
-    if ((rc = check_server(cmd, a.server)) != 0 || (rc = check_job(cmd, a.job)) != 0 ||
-        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0) {
-        return rc;
-    }
-    if (a.token_file == NULL) {
-        return cli_usage_error(cmd, "--token-file is required");
-    }
-    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+    rc = job_args_parse(cmd, argc, argv, opts, NOPTS(opts), &a, 1, status_help, &help);
+    if (rc != CLI_OK || help || (rc = job_args_connect(cmd, &a, "token-file", &c)) != CLI_OK) {
         return rc;
     }
     st = malloc(sizeof *st);
@@ -1075,12 +1102,8 @@ static int job_watch(int argc, char **argv)
         {"format", CLI_OPT_VALUE, &a.format, NULL},
         {"interval", CLI_OPT_VALUE, &s_interval, NULL},
         {"timeout", CLI_OPT_VALUE, &s_timeout, NULL},
-        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
-        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
-        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+        JOB_TLS_OPTS(a),
     };
-    const char *pos[1];
-    size_t npos = 0;
     double interval = 0.5, timeout = 0, t0;
     int help = 0, rc;
     struct fs_err err;
@@ -1090,19 +1113,9 @@ static int job_watch(int argc, char **argv)
     json_t *job = NULL;
     struct fs_job_status *st = NULL;
 
-    memset(&a, 0, sizeof a);
     fs_err_clear(&err);
-    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
-    if (rc != CLI_OK) {
-        return rc;
-    }
-    if (help) {
-        watch_help();
-        return CLI_OK;
-    }
-    a.tls.ca_file = a.ca_file;
-    if ((rc = check_server(cmd, a.server)) != 0 || (rc = check_job(cmd, a.job)) != 0 ||
-        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0 ||
+    rc = job_args_parse(cmd, argc, argv, opts, NOPTS(opts), &a, 1, watch_help, &help);
+    if (rc != CLI_OK || help ||
         (s_interval != NULL &&
          (rc = cli_parse_double(cmd, "--interval", s_interval, 0.05, CLI_CLOSED, 3600, CLI_CLOSED,
                                 &interval)) != 0) ||
@@ -1110,16 +1123,13 @@ static int job_watch(int argc, char **argv)
                                                      CLI_NONE, &timeout)) != 0)) {
         return rc;
     }
-    if (a.token_file == NULL) {
-        return cli_usage_error(cmd, "--token-file is required");
+    if ((rc = job_args_connect(cmd, &a, "token-file", &c)) != CLI_OK) {
+        return rc;
     }
     st = malloc(sizeof *st);
     if (st == NULL) {
+        fs_httpc_free(c);
         return cli_runtime_error(cmd, "out of memory");
-    }
-    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
-        free(st);
-        return rc;
     }
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = watch_on_signal;
@@ -1206,12 +1216,8 @@ static int job_result(int argc, char **argv)
         {"job", CLI_OPT_VALUE, &a.job, NULL},
         {"format", CLI_OPT_VALUE, &a.format, NULL},
         {"out", CLI_OPT_DIR, &s_out, NULL},
-        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
-        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
-        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+        JOB_TLS_OPTS(a),
     };
-    const char *pos[1];
-    size_t npos = 0;
     int help = 0, rc;
     struct fs_err err;
     fs_httpc *c = NULL;
@@ -1219,25 +1225,9 @@ static int job_result(int argc, char **argv)
     struct fs_job_result *r = NULL;
     char path[64 + ORCH_ID_MAX];
 
-    memset(&a, 0, sizeof a);
     fs_err_clear(&err);
-    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
-    if (rc != CLI_OK) {
-        return rc;
-    }
-    if (help) {
-        result_help();
-        return CLI_OK;
-    }
-    a.tls.ca_file = a.ca_file;
-    if ((rc = check_server(cmd, a.server)) != 0 || (rc = check_job(cmd, a.job)) != 0 ||
-        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0) {
-        return rc;
-    }
-    if (a.token_file == NULL) {
-        return cli_usage_error(cmd, "--token-file is required");
-    }
-    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+    rc = job_args_parse(cmd, argc, argv, opts, NOPTS(opts), &a, 1, result_help, &help);
+    if (rc != CLI_OK || help || (rc = job_args_connect(cmd, &a, "token-file", &c)) != CLI_OK) {
         return rc;
     }
     snprintf(path, sizeof path, "/v1/jobs/%s/result", a.job);
@@ -1283,12 +1273,9 @@ static int job_list(int argc, char **argv)
         {"server", CLI_OPT_VALUE, &a.server, NULL},
         {"admin-token-file", CLI_OPT_VALUE, &a.token_file, NULL},
         {"format", CLI_OPT_VALUE, &a.format, NULL},
-        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
-        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
-        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+        JOB_TLS_OPTS(a),
     };
-    const char *pos[1];
-    size_t npos = 0, n = 0;
+    size_t n = 0;
     int help = 0, rc;
     struct fs_err err;
     fs_httpc *c = NULL;
@@ -1296,25 +1283,10 @@ static int job_list(int argc, char **argv)
     const json_t *jobs = NULL;
     struct fs_job_status *st = NULL;
 
-    memset(&a, 0, sizeof a);
     fs_err_clear(&err);
-    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
-    if (rc != CLI_OK) {
-        return rc;
-    }
-    if (help) {
-        list_help();
-        return CLI_OK;
-    }
-    a.tls.ca_file = a.ca_file;
-    if ((rc = check_server(cmd, a.server)) != 0 ||
-        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0) {
-        return rc;
-    }
-    if (a.token_file == NULL) {
-        return cli_usage_error(cmd, "--admin-token-file is required");
-    }
-    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+    rc = job_args_parse(cmd, argc, argv, opts, NOPTS(opts), &a, 0, list_help, &help);
+    if (rc != CLI_OK || help ||
+        (rc = job_args_connect(cmd, &a, "admin-token-file", &c)) != CLI_OK) {
         return rc;
     }
     if (fs_httpc_json(c, "GET", "/v1/jobs", NULL, &res, NULL, &err) != 0) {
@@ -1358,37 +1330,18 @@ static int job_cancel(int argc, char **argv)
         {"admin-token-file", CLI_OPT_VALUE, &a.token_file, NULL},
         {"job", CLI_OPT_VALUE, &a.job, NULL},
         {"format", CLI_OPT_VALUE, &a.format, NULL},
-        {"insecure", CLI_OPT_FLAG, NULL, &a.tls.insecure},
-        {"insecure-http", CLI_OPT_FLAG, NULL, &a.tls.insecure_http},
-        {"ca-file", CLI_OPT_VALUE, &a.ca_file, NULL},
+        JOB_TLS_OPTS(a),
     };
-    const char *pos[1];
-    size_t npos = 0;
     int help = 0, rc;
     struct fs_err err;
     fs_httpc *c = NULL;
     json_t *res = NULL;
     char path[64 + ORCH_ID_MAX];
 
-    memset(&a, 0, sizeof a);
     fs_err_clear(&err);
-    rc = cli_parse(cmd, argc, argv, opts, NOPTS(opts), pos, 0, &npos, &help);
-    if (rc != CLI_OK) {
-        return rc;
-    }
-    if (help) {
-        cancel_help();
-        return CLI_OK;
-    }
-    a.tls.ca_file = a.ca_file;
-    if ((rc = check_server(cmd, a.server)) != 0 || (rc = check_job(cmd, a.job)) != 0 ||
-        (rc = cli_parse_format(cmd, a.format, &a.json)) != 0) {
-        return rc;
-    }
-    if (a.token_file == NULL) {
-        return cli_usage_error(cmd, "--admin-token-file is required");
-    }
-    if ((rc = connect_server(cmd, a.server, a.token_file, &a.tls, &c)) != CLI_OK) {
+    rc = job_args_parse(cmd, argc, argv, opts, NOPTS(opts), &a, 1, cancel_help, &help);
+    if (rc != CLI_OK || help ||
+        (rc = job_args_connect(cmd, &a, "admin-token-file", &c)) != CLI_OK) {
         return rc;
     }
     snprintf(path, sizeof path, "/v1/jobs/%s", a.job);

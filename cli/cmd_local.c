@@ -19,6 +19,7 @@
 #include "io/matio.h"
 #include "jobdoc.h"
 #include "local.h"
+#include "local_common.h"
 #include "local_verify.h"
 #include "maskset.h"
 #include "orch.h"
@@ -1011,13 +1012,9 @@ out:
 
 /* The options of fedsvd local for secure-sum, fedsvd and fedpca. */
 struct fed_args {
-    const char *s_alg, *s_out, *s_thr, *s_rt, *s_timeout, *s_bin, *s_format, *s_k, *s_part;
-    const char *s_block, *s_method, *s_parties, *s_secagg, *s_shards, *s_test_seed;
-    int keep, standardize, allow_dropouts, verify, allow_low;
-    const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
-    size_t nparty, nfail, ninput;
-    const char *restart[LOCAL_MAX_RESTARTS];
-    size_t nrestart;
+    struct local_args c; /* the options of every algorithm */
+    const char *s_k, *s_part, *s_block, *s_method, *s_parties, *s_shards, *s_test_seed;
+    int standardize, verify;
     size_t nsplit;                        /* --parties K with --input: K, else 0 */
     char *split_names[LOCAL_MAX_PARTIES]; /* the files --input was split into */
 };
@@ -1027,10 +1024,10 @@ static int check_split(struct local *L, struct fed_args *a)
 {
     int rc;
 
-    if (a->ninput == 0 && a->s_parties == NULL) {
+    if (a->c.ninput == 0 && a->s_parties == NULL) {
         return CLI_OK;
     }
-    if (a->nparty > 0 || a->ninput == 0 || a->s_parties == NULL) {
+    if (a->c.nparty > 0 || a->c.ninput == 0 || a->s_parties == NULL) {
         return cli_usage_error(L->cmd, "give either --party FILE per party, or --input FILE... "
                                        "with --parties K");
     }
@@ -1039,9 +1036,9 @@ static int check_split(struct local *L, struct fed_args *a)
         return rc;
     }
     for (size_t i = 0; i < a->nsplit; i++) {
-        a->party[i] = "(split)"; /* replaced once the split files exist */
+        a->c.party[i] = "(split)"; /* replaced once the split files exist */
     }
-    a->nparty = a->nsplit;
+    a->c.nparty = a->nsplit;
     return CLI_OK;
 }
 
@@ -1053,13 +1050,13 @@ static int check_algorithm(struct local *L, const struct fed_args *a)
     int rc;
 
     /* (the power methods are cmd_local_power's) */
-    if (fs_algo_parse(a->s_alg, &algo) != 0 || fs_algo_is_power(algo)) {
-        return cli_usage_error(cmd, "--algorithm: expected " FS_ALGO_LIST ", got '%s'", a->s_alg);
+    if (fs_algo_parse(a->c.s_alg, &algo) != 0 || fs_algo_is_power(algo)) {
+        return cli_usage_error(cmd, "--algorithm: expected " FS_ALGO_LIST ", got '%s'", a->c.s_alg);
     }
     L->fed = fs_algo_is_fedsvd(algo);
     L->pca = algo == FS_ALGO_FEDPCA;
     if (!L->fed && (a->s_k != NULL || a->s_part != NULL || a->s_block != NULL ||
-                    a->s_method != NULL || a->standardize || a->allow_dropouts)) {
+                    a->s_method != NULL || a->standardize || a->c.allow_dropouts)) {
         return cli_usage_error(cmd, "--k, --partition, --block-size, --method, --standardize and "
                                     "--allow-dropouts are for fedsvd and fedpca");
     }
@@ -1089,7 +1086,7 @@ static int check_algorithm(struct local *L, const struct fed_args *a)
         return cli_usage_error(cmd, "--method randomized needs --k");
     }
     L->standardize = a->standardize;
-    L->allow_dropouts = a->allow_dropouts;
+    L->allow_dropouts = a->c.allow_dropouts;
     if (a->s_shards != NULL) {
         if ((rc = cli_parse_size(cmd, "--shards", a->s_shards, 1, FS_JOB_MAX_SHARDS, &L->shards)) !=
             0) {
@@ -1115,7 +1112,7 @@ static int check_options(struct local *L, struct fed_args *a)
     if ((rc = check_split(L, a)) != CLI_OK) {
         return rc;
     }
-    if (a->s_alg == NULL || a->s_out == NULL || a->nparty == 0) {
+    if (a->c.s_alg == NULL || a->c.s_out == NULL || a->c.nparty == 0) {
         return cli_usage_error(cmd, "--algorithm, --out and at least one --party are required");
     }
     if ((rc = check_algorithm(L, a)) != CLI_OK) {
@@ -1124,41 +1121,13 @@ static int check_options(struct local *L, struct fed_args *a)
     if (L->fed) {
         rt = 300;
     }
-    L->k = a->nparty;
-    L->shown = a->party;
-    L->out = a->s_out;
-    L->keep = a->keep;
-    L->thr = L->k / 2 + 1;
-    L->allow_low_threshold = a->allow_low;
-    L->s_secagg = a->s_secagg;
-    if ((rc = local_alloc(L, a->fail, a->nfail, LOCAL_FAIL_SECAGG)) != CLI_OK ||
-        (rc = local_parse_restarts(L,
-                                   !L->fed  ? FS_ALGO_SECURE_SUM
-                                   : L->pca ? FS_ALGO_FEDPCA
-                                            : FS_ALGO_FEDSVD,
-                                   a->restart, a->nrestart)) != CLI_OK) {
+    if ((rc = local_apply_args(L, &a->c, LOCAL_FAIL_SECAGG,
+                               !L->fed  ? FS_ALGO_SECURE_SUM
+                               : L->pca ? FS_ALGO_FEDPCA
+                                        : FS_ALGO_FEDSVD,
+                               rt)) != CLI_OK) {
         return rc;
     }
-    for (size_t i = 0; L->shards > 1 && i < L->nrestarts; i++) {
-        if (L->restarts[i].agent < 0 && !L->restarts[i].masker) {
-            /* the coordinator's peers hold the job's windows in memory only */
-            return cli_usage_error(cmd, "--restart aggregation-server is not supported with "
-                                        "--shards (agents and the masking server may restart)");
-        }
-    }
-    if ((a->s_thr != NULL &&
-         (rc = cli_parse_size(cmd, "--threshold", a->s_thr, 1, L->k, &L->thr)) != 0) ||
-        (a->s_rt != NULL &&
-         (rc = cli_parse_size(cmd, "--round-timeout", a->s_rt, 1, 86400, &rt)) != 0) ||
-        (a->s_timeout != NULL && (rc = cli_parse_double(cmd, "--timeout", a->s_timeout, 0, CLI_OPEN,
-                                                        0, CLI_NONE, &L->timeout)) != 0) ||
-        (rc = cli_parse_format(cmd, a->s_format, &L->json)) != 0) {
-        return rc;
-    }
-    if (L->s_secagg != NULL && fs_job_secagg_parse(L->s_secagg, &L->secagg) != 0) {
-        return cli_usage_error(cmd, "--secagg: expected full or plus, got '%s'", L->s_secagg);
-    }
-    L->round_timeout = (double)rt;
     L->t_start = cli_now();
     orch_progress_init(&L->prog, stderr, cmd);
     if (a->verify && !L->fed) {
@@ -1178,32 +1147,13 @@ static int prepare(struct local *L, struct fed_args *a, struct local_signals *si
 
     if ((a->nsplit == 0 &&
          ((rc = check_parties(L)) != CLI_OK || (rc = check_k(L, a->s_k)) != CLI_OK)) ||
-        (rc = local_find_bin_dir(L, a->s_bin)) != CLI_OK ||
-        (rc = cli_mkdir_p(L->cmd, a->s_out)) != CLI_OK) {
-        return rc;
-    }
-    local_remove_stale(L);
-    local_signals_install(sigs);
-    if ((rc = local_setup_root(L)) != CLI_OK ||
+        (rc = local_open_run(L, &a->c, sigs)) != CLI_OK ||
         (a->nsplit > 0 &&
-         ((rc = split_inputs(L, a->input, a->ninput, a->split_names)) != CLI_OK ||
-          (rc = check_parties(L)) != CLI_OK || (rc = check_k(L, a->s_k)) != CLI_OK)) ||
-        (rc = local_init_proc(L, &L->server, "aggregation-server", "aggregation-server")) !=
-            CLI_OK ||
-        (rc = local_shards_init(L)) != CLI_OK ||
-        (L->fed &&
-         (rc = local_init_proc(L, &L->masker, "masking-server", "masking-server")) != CLI_OK)) {
+         ((rc = split_inputs(L, a->c.input, a->c.ninput, a->split_names)) != CLI_OK ||
+          (rc = check_parties(L)) != CLI_OK || (rc = check_k(L, a->s_k)) != CLI_OK))) {
         return rc;
     }
-    for (size_t i = 0; i < L->k; i++) {
-        char name[32];
-
-        snprintf(name, sizeof name, "agent-%zu", i + 1);
-        if ((rc = local_init_proc(L, &L->agents[i], name, "client-agent")) != CLI_OK) {
-            return rc;
-        }
-    }
-    return CLI_OK;
+    return local_init_procs(L);
 }
 
 /* The job, then --verify (fedsvd/fedpca) or the agents' copies of the sum
@@ -1230,42 +1180,31 @@ static int run_and_check(struct local *L, const struct fed_args *a, json_t **age
     return rc;
 }
 
-/* Stop everything, write summary.json, print the outcome: the exit status. */
-static int finish(struct local *L, const json_t *agent_sha, const char *error, int rc)
+/* The summary and the text outcome of a run (local_finish). */
+struct outcome {
+    struct local *L;
+    const json_t *agent_sha;
+};
+
+static json_t *outcome_summary(void *ctx, const char *error)
 {
-    json_t *summary = NULL;
+    struct outcome *o = ctx;
 
-    orch_progress_done(&L->prog);
-    local_stop(L);
-    if (L->root[0] != '\0') {
-        local_copy_logs(L);
-        if (L->t_start > 0) {
-            summary = L->fed ? build_fed_summary(L, error[0] != '\0' ? error : NULL)
-                             : build_summary(L, agent_sha, error[0] != '\0' ? error : NULL);
-            rc = local_write_summary(L, summary, rc);
-        }
-        local_drop_root(L);
+    return o->L->fed ? build_fed_summary(o->L, error) : build_summary(o->L, o->agent_sha, error);
+}
+
+static void outcome_print(void *ctx, const json_t *summary)
+{
+    const struct local *L = ((struct outcome *)ctx)->L;
+
+    if (L->fed) {
+        print_fed_text(L, summary);
+    } else {
+        printf("secure-sum of %zu of %zu parties (%zu dropped, threshold %zu) in %.1f s: "
+               "%s/sum.npy\n",
+               orch_count(summary, "survivors"), L->k, orch_count(summary, "dropped"), L->thr,
+               L->t_finished - L->t_created, L->out);
     }
-    if (summary != NULL && L->json) {
-        /* on failure too: the summary says what failed */
-        int prc = cli_print_json(L->cmd, json_incref(summary));
-
-        rc = rc != CLI_OK ? rc : prc;
-    } else if (rc == CLI_OK && summary != NULL) {
-        size_t ns = orch_count(summary, "survivors");
-        size_t nd = orch_count(summary, "dropped");
-
-        if (L->fed) {
-            print_fed_text(L, summary);
-        } else {
-            printf("secure-sum of %zu of %zu parties (%zu dropped, threshold %zu) in %.1f s: "
-                   "%s/sum.npy\n",
-                   ns, L->k, nd, L->thr, L->t_finished - L->t_created, L->out);
-        }
-        local_print_restarts(L);
-    }
-    json_decref(summary);
-    return rc;
 }
 
 int cmd_local(int argc, char **argv)
@@ -1273,28 +1212,17 @@ int cmd_local(int argc, char **argv)
     const char *cmd = "local";
     struct fed_args a;
     struct cli_opt opts[] = {
-        {"algorithm", CLI_OPT_VALUE, &a.s_alg, NULL},
-        {"out", CLI_OPT_DIR, &a.s_out, NULL},
-        {"threshold", CLI_OPT_VALUE, &a.s_thr, NULL},
-        {"allow-low-threshold", CLI_OPT_FLAG, NULL, &a.allow_low},
-        {"secagg", CLI_OPT_VALUE, &a.s_secagg, NULL},
-        {"round-timeout", CLI_OPT_VALUE, &a.s_rt, NULL},
-        {"timeout", CLI_OPT_VALUE, &a.s_timeout, NULL},
-        {"bin-dir", CLI_OPT_DIR, &a.s_bin, NULL},
-        {"format", CLI_OPT_VALUE, &a.s_format, NULL},
-        {"keep", CLI_OPT_FLAG, NULL, &a.keep},
+        LOCAL_COMMON_OPTS(a.c),
         {"k", CLI_OPT_VALUE, &a.s_k, NULL},
         {"partition", CLI_OPT_VALUE, &a.s_part, NULL},
         {"block-size", CLI_OPT_VALUE, &a.s_block, NULL},
         {"method", CLI_OPT_VALUE, &a.s_method, NULL},
         {"standardize", CLI_OPT_FLAG, NULL, &a.standardize},
-        {"allow-dropouts", CLI_OPT_FLAG, NULL, &a.allow_dropouts},
         {"parties", CLI_OPT_VALUE, &a.s_parties, NULL},
         {"verify", CLI_OPT_FLAG, NULL, &a.verify},
         {"shards", CLI_OPT_VALUE, &a.s_shards, NULL},
         {"test-mask-seed", CLI_OPT_VALUE, &a.s_test_seed, NULL},
     };
-    char **rest = NULL;
     int help = 0, rc;
     struct local L;
     struct local_signals sigs;
@@ -1308,15 +1236,7 @@ int cmd_local(int argc, char **argv)
     L.round_timeout = 5;
     L.timeout = 600;
     error[0] = '\0';
-    rest = calloc((size_t)argc + 1, sizeof *rest);
-    if (rest == NULL) {
-        return cli_runtime_error(cmd, "out of memory");
-    }
-    rc = local_take_restarts(cmd, &argc, argv, a.restart, &a.nrestart);
-    if (rc == CLI_OK) {
-        rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), a.party, &a.nparty, a.fail,
-                              &a.nfail, a.input, &a.ninput, rest, &help);
-    }
+    rc = local_read_args(cmd, argc, argv, opts, NOPTS(opts), &a.c, &help);
     if (rc == CLI_OK && help) {
         local_help();
     } else if (rc == CLI_OK && (rc = check_options(&L, &a)) == CLI_OK &&
@@ -1324,7 +1244,9 @@ int cmd_local(int argc, char **argv)
         rc = run_and_check(&L, &a, &agent_sha, error, sizeof error);
     }
     if (!help) {
-        rc = finish(&L, agent_sha, error, rc);
+        struct outcome o = {&L, agent_sha};
+
+        rc = local_finish(&L, outcome_summary, outcome_print, &o, error, rc);
     }
     local_signals_restore(&sigs);
     json_decref(agent_sha);
@@ -1332,7 +1254,6 @@ int cmd_local(int argc, char **argv)
     for (size_t i = 0; i < a.nsplit; i++) {
         free(a.split_names[i]);
     }
-    free(rest);
     return rc;
 }
 

@@ -23,6 +23,7 @@
 #include "io/matio.h"
 #include "la/qr.h"
 #include "local.h"
+#include "local_common.h"
 #include "orch.h"
 #include "proto/fedpower.h"
 
@@ -715,12 +716,8 @@ static void print_text(const struct power *P, const json_t *summary)
 
 /* The options of fedsvd local for a power method. */
 struct power_args {
-    const char *s_alg, *s_out, *s_thr, *s_rt, *s_timeout, *s_bin, *s_format, *s_ref;
-    int keep, allow_dropouts;
-    const char *party[LOCAL_MAX_PARTIES], *fail[LOCAL_MAX_PARTIES], *input[LOCAL_MAX_PARTIES];
-    size_t nparty, nfail, ninput;
-    const char *restart[LOCAL_MAX_RESTARTS];
-    size_t nrestart;
+    struct local_args c; /* the options of every algorithm */
+    const char *s_ref;
 };
 
 /* Every option checked on its own (exit 2 before any file is read); P and
@@ -729,34 +726,27 @@ static int check_options(struct power *P, struct power_args *a, int *vb_missing)
 {
     struct local *L = &P->L;
     const char *cmd = L->cmd;
-    size_t rt = 300;
     int rc;
 
-    if (a->ninput > 0) {
+    if (a->c.ninput > 0) {
         return cli_usage_error(cmd, "--input/--parties are for fedsvd and fedpca; give --party "
                                     "FILE per party");
     }
-    if (a->s_out == NULL || a->nparty == 0) {
+    if (a->c.s_out == NULL || a->c.nparty == 0) {
         return cli_usage_error(cmd, "--algorithm, --out and at least one --party are required");
     }
-    P->alg = a->s_alg;
+    P->alg = a->c.s_alg;
     P->reference = a->s_ref;
-    P->allow_dropouts = a->allow_dropouts;
-    if (fs_algo_parse(a->s_alg, &P->algo) != 0 || !fs_algo_is_power(P->algo)) {
+    P->allow_dropouts = a->c.allow_dropouts;
+    if (fs_algo_parse(a->c.s_alg, &P->algo) != 0 || !fs_algo_is_power(P->algo)) {
         return cli_usage_error(cmd, "--algorithm: '%s' is not a power method",
-                               a->s_alg != NULL ? a->s_alg : "");
+                               a->c.s_alg != NULL ? a->c.s_alg : "");
     }
     /* the flags on their own first */
     if ((rc = orch_power_params(cmd, P->algo, &P->o, 0, NULL, vb_missing)) != CLI_OK) {
         return rc;
     }
-    L->k = a->nparty;
-    L->shown = a->party;
-    L->out = a->s_out;
-    L->keep = a->keep;
-    L->thr = L->k / 2 + 1;
-    if ((rc = local_alloc(L, a->fail, a->nfail, LOCAL_FAIL_POWER)) != CLI_OK ||
-        (rc = local_parse_restarts(L, P->algo, a->restart, a->nrestart)) != CLI_OK) {
+    if ((rc = local_apply_args(L, &a->c, LOCAL_FAIL_POWER, P->algo, 300)) != CLI_OK) {
         return rc;
     }
     P->sparse = calloc(L->k, sizeof *P->sparse);
@@ -765,22 +755,9 @@ static int check_options(struct power *P, struct power_args *a, int *vb_missing)
         return cli_runtime_error(cmd, "out of memory");
     }
     fs_job_spec_init(P->job, P->algo);
-    if ((a->s_thr != NULL &&
-         (rc = cli_parse_size(cmd, "--threshold", a->s_thr, 1, L->k, &L->thr)) != 0) ||
-        (a->s_rt != NULL &&
-         (rc = cli_parse_size(cmd, "--round-timeout", a->s_rt, 1, 86400, &rt)) != 0) ||
-        (a->s_timeout != NULL && (rc = cli_parse_double(cmd, "--timeout", a->s_timeout, 0, CLI_OPEN,
-                                                        0, CLI_NONE, &L->timeout)) != 0) ||
-        (rc = cli_parse_format(cmd, a->s_format, &L->json)) != 0) {
-        return rc;
-    }
     if (a->s_ref != NULL && access(a->s_ref, R_OK) != 0) {
         return cli_runtime_error(cmd, "--reference %s: %s", a->s_ref, strerror(errno));
     }
-    if (L->s_secagg != NULL && fs_job_secagg_parse(L->s_secagg, &L->secagg) != 0) {
-        return cli_usage_error(cmd, "--secagg: expected full or plus, got '%s'", L->s_secagg);
-    }
-    L->round_timeout = (double)rt;
     return CLI_OK;
 }
 
@@ -829,55 +806,21 @@ static int prepare(struct power *P, const struct power_args *a, int vb_missing,
         P->vb_source = P->algo == FS_ALGO_FEDPOWER_PRIVATE ? "d*bound_m" : "none";
     }
     if ((rc = fill_job(P)) != CLI_OK || (rc = check_reference(P)) != CLI_OK ||
-        (rc = local_find_bin_dir(L, a->s_bin)) != CLI_OK ||
-        (rc = cli_mkdir_p(L->cmd, a->s_out)) != CLI_OK) {
+        (rc = local_open_run(L, &a->c, sigs)) != CLI_OK) {
         return rc;
     }
-    local_remove_stale(L);
-    local_signals_install(sigs);
-    if ((rc = local_setup_root(L)) != CLI_OK ||
-        (rc = local_init_proc(L, &L->server, "aggregation-server", "aggregation-server")) !=
-            CLI_OK) {
-        return rc;
-    }
-    for (size_t i = 0; i < L->k; i++) {
-        char name[32];
-
-        snprintf(name, sizeof name, "agent-%zu", i + 1);
-        if ((rc = local_init_proc(L, &L->agents[i], name, "client-agent")) != CLI_OK) {
-            return rc;
-        }
-    }
-    return CLI_OK;
+    return local_init_procs(L);
 }
 
-/* Stop everything, write summary.json, print the outcome: the exit status. */
-static int finish(struct power *P, const char *error, int rc)
+/* The summary and the text outcome of a run (local_finish). */
+static json_t *outcome_summary(void *ctx, const char *error)
 {
-    struct local *L = &P->L;
-    json_t *summary = NULL;
+    return build_summary(ctx, error);
+}
 
-    orch_progress_done(&L->prog);
-    local_stop(L);
-    if (L->root[0] != '\0') {
-        local_copy_logs(L);
-        if (L->t_start > 0) {
-            summary = build_summary(P, error[0] != '\0' ? error : NULL);
-            rc = local_write_summary(L, summary, rc);
-        }
-        local_drop_root(L);
-    }
-    if (summary != NULL && L->json) {
-        /* on failure too: the summary says what failed */
-        int prc = cli_print_json(L->cmd, json_incref(summary));
-
-        rc = rc != CLI_OK ? rc : prc;
-    } else if (rc == CLI_OK && summary != NULL) {
-        print_text(P, summary);
-        local_print_restarts(L);
-    }
-    json_decref(summary);
-    return rc;
+static void outcome_print(void *ctx, const json_t *summary)
+{
+    print_text(ctx, summary);
 }
 
 int cmd_local_power(int argc, char **argv)
@@ -886,22 +829,11 @@ int cmd_local_power(int argc, char **argv)
     struct power_args a;
     struct power P;
     struct cli_opt opts[] = {
-        {"algorithm", CLI_OPT_VALUE, &a.s_alg, NULL},
-        {"out", CLI_OPT_DIR, &a.s_out, NULL},
-        {"threshold", CLI_OPT_VALUE, &a.s_thr, NULL},
-        {"allow-low-threshold", CLI_OPT_FLAG, NULL, &P.L.allow_low_threshold},
-        {"secagg", CLI_OPT_VALUE, &P.L.s_secagg, NULL},
-        {"round-timeout", CLI_OPT_VALUE, &a.s_rt, NULL},
-        {"timeout", CLI_OPT_VALUE, &a.s_timeout, NULL},
-        {"bin-dir", CLI_OPT_DIR, &a.s_bin, NULL},
-        {"format", CLI_OPT_VALUE, &a.s_format, NULL},
-        {"keep", CLI_OPT_FLAG, NULL, &a.keep},
+        LOCAL_COMMON_OPTS(a.c),
         {"reference", CLI_OPT_VALUE, &a.s_ref, NULL},
-        {"allow-dropouts", CLI_OPT_FLAG, NULL, &a.allow_dropouts},
         {"k", CLI_OPT_VALUE, &P.o.k, NULL},
         ORCH_POWER_OPTS(P.o),
     };
-    char **rest = NULL;
     int help = 0, vb_missing = 0, rc;
     struct local *L = &P.L;
     struct local_signals sigs;
@@ -914,15 +846,7 @@ int cmd_local_power(int argc, char **argv)
     L->timeout = 600;
     P.vb_source = "given";
     error[0] = '\0';
-    rest = calloc((size_t)argc + 1, sizeof *rest);
-    if (rest == NULL) {
-        return cli_runtime_error(cmd, "out of memory");
-    }
-    rc = local_take_restarts(cmd, &argc, argv, a.restart, &a.nrestart);
-    if (rc == CLI_OK) {
-        rc = local_parse_args(cmd, argc, argv, opts, NOPTS(opts), a.party, &a.nparty, a.fail,
-                              &a.nfail, a.input, &a.ninput, rest, &help);
-    }
+    rc = local_read_args(cmd, argc, argv, opts, NOPTS(opts), &a.c, &help);
     if (rc == CLI_OK && help) {
         local_help();
     } else if (rc == CLI_OK && (rc = check_options(&P, &a, &vb_missing)) == CLI_OK) {
@@ -933,7 +857,7 @@ int cmd_local_power(int argc, char **argv)
         }
     }
     if (!help) {
-        rc = finish(&P, error, rc);
+        rc = local_finish(L, outcome_summary, outcome_print, &P, error, rc);
     }
     local_signals_restore(&sigs);
     json_decref(P.spec);
@@ -942,6 +866,5 @@ int cmd_local_power(int argc, char **argv)
     free(P.job);
     free(P.sparse);
     local_free(L);
-    free(rest);
     return rc;
 }

@@ -5,7 +5,9 @@
 #include "crypto/sha256.h"
 
 #include <errno.h>
+#include <signal.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -238,6 +240,24 @@ int ca_wk_get_json(struct ca_wk *w, const char *path, json_t **out, struct fs_er
     return rc;
 }
 
+/* A testing aid for the restart tests: with FEDSVD_TEST_STOP_AFTER_WAL set,
+ * the first message (once per process) whose path contains its value stops
+ * the whole process (SIGSTOP) once written ahead and before it is sent, so
+ * that a test can SIGKILL the agent at exactly that point, or hold a job
+ * there and let it go on (SIGCONT). Unset, it does nothing. */
+static void test_stop_point(struct ca_wk *w, const char *path)
+{
+    static atomic_flag fired = ATOMIC_FLAG_INIT;
+    const char *at = getenv("FEDSVD_TEST_STOP_AFTER_WAL");
+
+    if (at != NULL && at[0] != '\0' && strstr(path, at) != NULL &&
+        !atomic_flag_test_and_set(&fired)) {
+        fs_log_pack(FS_LOG_WARN, "test stop point reached: stopping the process", "{s:s, s:s}",
+                    "participation", w->p->rec.id, "path", path);
+        raise(SIGSTOP);
+    }
+}
+
 /* POST a JSON message; steals msg. */
 int ca_wk_wal(struct ca_wk *w, const char *path, const void *a, size_t alen, const void *b,
               size_t blen, struct fs_err *err)
@@ -269,6 +289,7 @@ int ca_wk_wal(struct ca_wk *w, const char *path, const void *a, size_t alen, con
     } else if (rc == 0) {
         fs_log_pack(FS_LOG_DEBUG, "message written ahead", "{s:s, s:s}", "participation",
                     w->p->rec.id, "path", path);
+        test_stop_point(w, path);
     }
     return rc;
 }

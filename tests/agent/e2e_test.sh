@@ -149,7 +149,13 @@ run_job_async() {
   job_start restart "$(ss_spec 3 ",\"party_keys\":$PINS")" - - - absent
 }
 run_job_async
-sleep 1
+# all_joined: parties 1-3 joined, the job waits for party 4 (its join deadline 3 s away)
+all_joined() {
+  curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$(job_of restart)" >"$T/restart.status.json"
+  [ "$(node "$JLIB" get "$T/restart.status.json" .present)" = '[1,2,3]' ]
+}
+for _ in $(seq 100); do all_joined && break; sleep 0.02; done
+check "restart: parties 1-3 joined before the kill" all_joined
 svc_stop "$SPID" KILL
 sleep 2
 start_server

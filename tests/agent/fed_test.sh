@@ -133,16 +133,22 @@ check "party 2: scores (100 x 3), mean, explained variance (ratio)" bash -c "
   [ -s '$T/pca-p2-mean.npy' ] && [ -s '$T/pca-p2-explained_variance_ratio.npy' ]"
 
 echo "== the aggregation server killed (-9) in the middle of a fedpca job, restarted"
-"$F" gen planted --rows 9000 --cols 40 --rank 4 --noise 0.2 --seed 6 --out-dir "$T/big" --parties 3 \
+# agent 3 stops itself (SIGSTOP) once its exponent of the SVD aggregation
+# (aggregation 1; the statistics round is aggregation 0) is written ahead and
+# before it is sent: the job is held there, the kill lands in it, and agent 3
+# goes on (SIGCONT) once the server is back
+svc_stop "${APID[3]}"
+FEDSVD_TEST_STOP_AFTER_WAL=/aggregations/1/exponent svc_agent 3 --poll-ms 50
+"$F" gen planted --rows 900 --cols 40 --rank 4 --noise 0.2 --seed 6 --out-dir "$T/big" --parties 3 \
   >/dev/null
 "$F" svd --input "$T/big/party-1.npy" --input "$T/big/party-2.npy" --input "$T/big/party-3.npy" \
   --center --k 3 --out "$T/refbig" >/dev/null
 "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedpca --k 3 "${PKEYS[@]}" \
-  --shape 9000,40 --party-sizes 3000,3000,3000 --masking-server "$MURL" \
+  --shape 900,40 --party-sizes 300,300,300 --masking-server "$MURL" \
   --masking-token-file "$T/madmin.token" --round-timeout 60 --out-dir "$T/kill" >/dev/null 2>&1
-node - "$T" "$K" "$OP" "$SURL" "$ADMIN" "${AURL[@]:1}" <<'EOF'
+node - "$T" "$K" "$OP" "${AURL[@]:1}" <<'EOF'
 const fs = require('fs');
-const [T, K, op, surl, admin, ...urls] = process.argv.slice(2);
+const [T, K, op, ...urls] = process.argv.slice(2);
 (async () => {
   const ids = [];
   let inv;
@@ -156,22 +162,17 @@ const [T, K, op, surl, admin, ...urls] = process.argv.slice(2);
     ids.push((await r.json()).id);
   }
   fs.writeFileSync(`${T}/kill.ids.json`, JSON.stringify({ job: inv.job_id, ids }));
-  // wait until the job is past its first (statistics) aggregation
-  const t0 = Date.now();
-  while (Date.now() - t0 < 60000) {
-    const j = await (await fetch(`${surl}/v1/jobs/${inv.job_id}`,
-      { headers: { authorization: `Bearer ${admin}` } })).json();
-    if (j.aggregation >= 1 || j.state !== 'running') {
-      fs.writeFileSync(`${T}/kill.at`, `${j.phase} of aggregation ${j.aggregation}\n`);
-      break;
-    }
-    await new Promise((res) => setTimeout(res, 10));
-  }
 })();
 EOF
+check "agent 3 stopped at its exponent of the SVD aggregation" svc_wait_stopped "${APID[3]}"
+curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$(jget "$T/kill.ids.json" .job)" >"$T/kill.job.json"
+AT="$(jget "$T/kill.job.json" .state) in $(jget "$T/kill.job.json" .phase) of aggregation \
+$(jget "$T/kill.job.json" .aggregation)"
 svc_stop "$SPID" KILL
-check "killed the aggregation server at $(cat "$T/kill.at" 2>/dev/null)" [ -s "$T/kill.at" ]
+check "killed the aggregation server while the job was $AT" \
+  test "$AT" = "running in exponents of aggregation 1"
 svc_server --chunk-words 1000
+kill -CONT "${APID[3]}"
 node - "$T" "$K" "$OP" "${AURL[@]:1}" <<'EOF'
 const fs = require('fs');
 const [T, K, op, ...urls] = process.argv.slice(2);

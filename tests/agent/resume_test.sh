@@ -15,15 +15,24 @@
 #                     job finishes and the privacy ledger holds one spent
 #                     charge for the participation
 #   fedpca            (with a masking-server, `fedsvd job create`) agent 2
-#                     killed in masked_input of the SVD aggregation: its
+#                     stops itself (FEDSVD_TEST_STOP_AFTER_WAL) once its
+#                     exponent of the SVD aggregation is written ahead and
+#                     is killed there; after the restart the rebuilt exponent
+#                     matches the recorded digest, and its
 #                     components, singular values and mean are byte-identical
 #                     to those of an uninterrupted party of the same job (the
 #                     masks are fresh per job, so two jobs never share bytes)
 #                     and match a centralised `fedsvd svd --center`
 #   the dataset changed while the agent was down: the participation fails
 #                     with "cannot resume after restart: the dataset changed"
-# Each phase is held open by party 3, which stops there (fail_at, threshold 2,
-# allow_dropouts), so the kill lands in it.
+# Each phase is held open by party 3, so the kill lands in it: in
+# secure-sum agent 3 stops itself (SIGSTOP, FEDSVD_TEST_STOP_AFTER_WAL) once
+# its consistency message is written ahead, under a deadline far away, and
+# goes on (SIGCONT) after the restart, so the job needs no deadline to pass;
+# in the others party 3 stops there for good (fail_at, threshold 2,
+# allow_dropouts) and the phase lasts until its deadline (fedpower-utility:
+# agent 3 may answer the noise exchange early, while unmasking runs, so a
+# stop at its response would not hold noise_exchange itself).
 #
 #   tests/agent/resume_test.sh [BIN_DIR]      (default build/bin)
 # Ends with "N passed, N failed".
@@ -47,6 +56,15 @@ D=8
 VB=$(power_data 11)
 
 wait_job() { job_wait "$1"; }
+
+# hold_agent3 PATH: restart agent 3 so that it stops itself (SIGSTOP) once
+# the message PATH of the next job is written ahead, before it is sent;
+# release_agent3: wait until it has stopped there, then let it go on
+hold_agent3() {
+  svc_stop "${APID[3]}"
+  FEDSVD_TEST_STOP_AFTER_WAL=$1 start_agent 3
+}
+release_agent3() { svc_wait_stopped "${APID[3]}" && kill -CONT "${APID[3]}"; }
 in_phase() { job_in_phase "$@"; }
 
 # kill_agent I: SIGKILL agent I; restart_agent I: same port, same data dir
@@ -83,13 +101,15 @@ EOF
 }
 
 SS="\"algorithm\":\"secure-sum\",\"parties\":$K,\"threshold\":2,\"allow_low_threshold\":true,
-  \"shape\":[30,$D],\"round_timeout_s\":3,\"join_timeout_s\":10,\"party_keys\":[$PINS]"
+  \"shape\":[30,$D],\"join_timeout_s\":10,\"party_keys\":[$PINS]"
 
 echo "== secure-sum: uninterrupted, then agent 2 killed in consistency"
-job_start ss_ref "{$SS}"
+job_start ss_ref "{$SS,\"round_timeout_s\":3}"
 wait_job ss_ref
 check "secure-sum reference: job done" job_done ss_ref
-job_start ss "{$SS}" - - consistency
+hold_agent3 /aggregations/0/consistency
+job_start ss "{$SS,\"round_timeout_s\":60}"
+check "secure-sum: agent 3 stopped at its consistency message" svc_wait_stopped "${APID[3]}"
 check "secure-sum: the job reached consistency" in_phase ss consistency 0
 kill_agent 2
 check "secure-sum: agent.db holds no token or key while the participation runs" \
@@ -99,9 +119,10 @@ check "secure-sum: agent.key holds 32 bytes" test "$(stat -c %s "$T/agent2/agent
 check "secure-sum: no token file at rest" \
   test -z "$(find "$T/agent2/participations" -name token)"
 restart_agent 2
+check "secure-sum: agent 3 goes on" release_agent3
 wait_job ss
 check "secure-sum: job done after the agent's restart" job_done ss
-for i in 0 1; do check "secure-sum: party $((i + 1)) done" party_done ss $i; done
+for i in 0 1 2; do check "secure-sum: party $((i + 1)) done" party_done ss $i; done
 check "secure-sum: the participation counts one restart" test "$(party_field ss 1 restarts)" = 1
 check "secure-sum: the agent resumed it" grep -q '"participation resumed"' "$T/agent2.log"
 P=$(pid_of ss 1)
@@ -116,9 +137,9 @@ check "secure-sum: the ended participation's resume state is gone" \
 echo "== fedpower-utility: agent 1 killed in noise_exchange of sync 1"
 COMMON="\"parties\":$K,\"threshold\":2,\"allow_low_threshold\":true,\"cols\":$D,
   \"party_rows\":[30,30,30],\"k\":2,\"rank\":3,\"iterations\":4,\"sync_every\":1,
-  \"round_timeout_s\":4,\"allow_dropouts\":true,\"party_keys\":[$PINS]"
-job_start util "{\"algorithm\":\"fedpower-utility\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
-  \"paillier_bits\":1024,\"allow_weak_privacy\":true}" - - noise_exchange:1
+  \"allow_dropouts\":true,\"party_keys\":[$PINS]"
+job_start util "{\"algorithm\":\"fedpower-utility\",$COMMON,\"round_timeout_s\":4,\"sigma\":0.001,
+  \"value_bound\":$VB,\"paillier_bits\":1024,\"allow_weak_privacy\":true}" - - noise_exchange:1
 UJOB=$(job_of util)
 # the response is written ahead before it leaves: wait for that, then kill
 resp_logged() { grep -q "message written ahead.*$UJOB/aggregations/1/noise-response" "$T/agent1.log"; }
@@ -135,7 +156,7 @@ check "fedpower-utility: the rebuilt noise response matches the one sent (noise 
   "$T/agent1.log"
 
 echo "== dp-ppm: agent 1 killed in masked_input of aggregation 2"
-job_start dppm "{\"algorithm\":\"dp-ppm\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
+job_start dppm "{\"algorithm\":\"dp-ppm\",$COMMON,\"round_timeout_s\":4,\"sigma\":0.001,\"value_bound\":$VB,
   \"allow_weak_privacy\":true}" - - masked_input:2
 check "dp-ppm: the job is in masked_input of aggregation 2" in_phase dppm masked_input 2
 kill_agent 1
@@ -166,18 +187,21 @@ EOF
 check "dp-ppm: the privacy ledger charged the participation once (spent)" ledger_once
 
 if [ -x "$BIN/masking-server" ] && [ -x "$BIN/fedsvd" ]; then
-  echo "== fedpca: agent 2 killed in masked_input of the SVD aggregation"
+  echo "== fedpca: agent 2 killed at its exponent of the SVD aggregation"
   F=$BIN/fedsvd
   svc_masking
   svc_party_keys $K
-  # big enough that the masked input takes a good part of a second after the
-  # exponent is written ahead: the kill must land before the job can finish
-  "$F" gen planted --rows 4000 --cols 100 --rank 4 --noise 0.2 --seed 5 --out-dir "$T/d" --parties 3 \
-    --split 1000,1700,1300 >/dev/null
+  # agent 2 stops itself (SIGSTOP) once its SVD exponent (aggregation 1; the
+  # statistics round is aggregation 0) is written ahead and before it is
+  # sent: the job cannot finish without it, so the kill lands in the job
+  svc_stop "${APID[2]}"
+  FEDSVD_TEST_STOP_AFTER_WAL=/aggregations/1/exponent start_agent 2
+  "$F" gen planted --rows 400 --cols 30 --rank 4 --noise 0.2 --seed 5 --out-dir "$T/d" --parties 3 \
+    --split 100,170,130 >/dev/null
   "$F" svd --input "$T/d/party-1.npy" --input "$T/d/party-2.npy" --input "$T/d/party-3.npy" \
     --center --out "$T/refc" >/dev/null
   "$F" job create --server "$SURL" --admin-token-file "$T/admin.token" --algorithm fedpca --k 3 \
-    "${PKEYS[@]}" --shape 4000,100 --party-sizes 1000,1700,1300 --masking-server "$MURL" \
+    "${PKEYS[@]}" --shape 400,30 --party-sizes 100,170,130 --masking-server "$MURL" \
     --masking-token-file "$T/madmin.token" --round-timeout 30 --out-dir "$T/pca" \
     --format json >"$T/pca.create.json" 2>"$T/pca.create.err"
   node --input-type=module - "$JLIB" "$T" "$OP" "${AURL[@]:1}" <<'EOF2'
@@ -193,15 +217,16 @@ for (let i = 0; i < urls.length; i++) {
 }
 fs.writeFileSync(`${T}/pca.ids.json`, JSON.stringify({ job: created.job.id, ids }));
 EOF2
-  # the statistics round is aggregation 0, the SVD aggregation 1: once agent
-  # 2 has written its SVD exponent ahead the job cannot finish without it
   PJOB=$(job_of pca)
   exp_logged() { grep -q "message written ahead.*$PJOB/aggregations/1/exponent" "$T/agent2.log"; }
-  for _ in $(seq 3000); do exp_logged && break; sleep 0.01; done
+  check "fedpca: agent 2 stopped at its SVD exponent" svc_wait_stopped "${APID[2]}"
   check "fedpca: agent 2 wrote its SVD exponent ahead" exp_logged
+  check "fedpca: the job waits for exponents of the SVD aggregation" in_phase pca exponents 1
   kill_agent 2
   restart_agent 2
   wait_job pca
+  check "fedpca: the rebuilt exponent matches the one written ahead" \
+    grep -q "message matches its write-ahead digest.*$PJOB/aggregations/1/exponent" "$T/agent2.log"
   check "fedpca: job done after the agent's restart" job_done pca
   for i in 0 1 2; do check "fedpca: party $((i + 1)) done" party_done pca $i; done
   check "fedpca: the participation counts one restart" test "$(party_field pca 1 restarts)" = 1
@@ -218,7 +243,7 @@ EOF2
 fi
 
 echo "== the dataset changed while the agent was down"
-job_start chg "{$SS}" - - consistency
+job_start chg "{$SS,\"round_timeout_s\":3}" - - consistency
 check "changed: the job reached consistency" in_phase chg consistency 0
 kill_agent 2
 cp "$T/x2.csv" "$T/x2.keep"

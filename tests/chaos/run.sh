@@ -115,11 +115,13 @@ args_for() {
 }
 
 # ---- usage errors of --restart: exit 2, one line on stderr naming the reason
-usage() { # NAME EXPECTED-TEXT ALGORITHM SPEC
+# expect_usage NAME EXPECTED-TEXT ARGS...: `fedsvd local ARGS` exits 2 with
+# one line on stderr that holds EXPECTED-TEXT, and writes no summary
+expect_usage() {
   local name=$1 want=$2
-  args_for "$3"
+  shift 2
   rm -rf "$T/u"
-  "$F" local "${ARGS[@]}" --out "$T/u" --restart "$4" >"$T/u.out" 2>"$T/u.err"
+  "$F" local "$@" --out "$T/u" >"$T/u.out" 2>"$T/u.err"
   local rc=$?
   if [ "$rc" -eq 2 ] && [ "$(wc -l <"$T/u.err")" -eq 1 ] && grep -qF -- "$want" "$T/u.err" &&
     [ ! -e "$T/u/summary.json" ]; then
@@ -128,8 +130,12 @@ usage() { # NAME EXPECTED-TEXT ALGORITHM SPEC
     bad "usage: $name: exit $rc, stderr: $(head -c 300 "$T/u.err")"
   fi
 }
+usage() { # NAME EXPECTED-TEXT ALGORITHM SPEC
+  args_for "$3"
+  expect_usage "$1" "$2" "${ARGS[@]}" --restart "$4"
+}
 echo "== --restart usage errors"
-usage "unknown service" "SERVICE must be aggregation-server, masking-server or agent-I" \
+usage "unknown service" "SERVICE must be aggregation-server, masking-server" \
   secure-sum bogus@masked_input
 usage "agent index out of range" "agent number: must be between 1 and 3" secure-sum \
   agent-4@masked_input
@@ -148,16 +154,7 @@ usage "R not a number" "the aggregation R" dp-ppm aggregation-server@masked_inpu
 usage "no @" "expected SERVICE@PHASE[:R]" dp-ppm aggregation-server
 # --test-mask-seed: hex only, and only where there is a masking server
 tseed_usage() { # NAME EXPECTED-TEXT ALGORITHM VALUE
-  rm -rf "$T/u"
-  "$F" local --algorithm "$3" "${SPARTS[@]}" --out "$T/u" --test-mask-seed "$4" >"$T/u.out" \
-    2>"$T/u.err"
-  local rc=$?
-  if [ "$rc" -eq 2 ] && [ "$(wc -l <"$T/u.err")" -eq 1 ] && grep -qF -- "$2" "$T/u.err" &&
-    [ ! -e "$T/u/summary.json" ]; then
-    ok "usage: $1"
-  else
-    bad "usage: $1: exit $rc, stderr: $(head -c 300 "$T/u.err")"
-  fi
+  expect_usage "$1" "$2" --algorithm "$3" "${SPARTS[@]}" --test-mask-seed "$4"
 }
 tseed_usage "--test-mask-seed not hex" "expected an even number (2..128) of hex digits" fedpca \
   0123456789abcdeg

@@ -94,6 +94,19 @@ svc_stop() {
   PIDS=("${keep[@]}")
   return $rc
 }
+# svc_wait_stopped PID [SECS]: wait (SECS, default 60, at most) until the
+# process is stopped (state T: a SIGSTOP, e.g. the client agent's
+# FEDSVD_TEST_STOP_AFTER_WAL stop point)
+svc_wait_stopped() {
+  local st _
+  for _ in $(seq $((${2:-60} * 100))); do
+    read -r st <"/proc/$1/stat" 2>/dev/null || return 1
+    st=${st##*) }
+    [ "${st%% *}" = T ] && return 0
+    sleep 0.01
+  done
+  return 1
+}
 # svc_wait_port FILE: wait (10 s at most) for a --port-file, print the port
 svc_wait_port() {
   for _ in $(seq 200); do [ -s "$1" ] && break; sleep 0.05; done
