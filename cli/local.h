@@ -58,6 +58,7 @@ struct local_restart {
     char spec[LOCAL_RESTART_SPEC]; /* as given */
     int agent;                     /* 0-based agent index, or -1 */
     int masker;                    /* 1: the masking-server (agent -1, masker 0: the server) */
+    int shard; /* 1..S-1: the shard peer aggregation-shard-N (--shards), else 0 */
     enum fs_job_phase phase;
     long round;                     /* the aggregation R, or -1: the first time PHASE is entered */
     int fired;                      /* 1 once the service was killed */

@@ -351,10 +351,24 @@ static int parse_restart(struct local *L, enum fs_algo algo, const char *s, stru
             return rc;
         }
         r->agent = (int)idx - 1;
+    } else if (strncmp(svc, "aggregation-shard-", 18) == 0) {
+        size_t idx = 0;
+        char what[64];
+        int rc;
+
+        if (L->shards <= 1) {
+            return cli_usage_error(cmd, "--restart %s: shard peers run only with --shards S", s);
+        }
+        snprintf(what, sizeof what, "--restart %s: the shard number", svc);
+        if ((rc = cli_parse_size(cmd, what, svc + 18, 1, L->shards - 1, &idx)) != CLI_OK) {
+            return rc;
+        }
+        r->shard = (int)idx;
     } else if (strcmp(svc, "aggregation-server") != 0) {
         return cli_usage_error(cmd,
                                "--restart %s: SERVICE must be aggregation-server, "
-                               "masking-server or agent-I (I = 1..%zu), got '%s'",
+                               "masking-server or agent-I (I = 1..%zu), or with --shards S "
+                               "aggregation-shard-N (N = 1..S-1), got '%s'",
                                s, L->k, svc);
     }
     algo_phase_list(algo, list, sizeof list);

@@ -75,12 +75,15 @@ static uint64_t restart_target(const struct local_restart *r, uint32_t n)
 
 static struct proc *restart_proc(struct local *L, const struct local_restart *r)
 {
-    return r->agent >= 0 ? &L->agents[r->agent] : r->masker ? &L->masker : &L->server;
+    return r->agent >= 0                      ? &L->agents[r->agent]
+           : r->masker                        ? &L->masker
+           : r->shard > 0 && L->peers != NULL ? &L->peers[r->shard - 1]
+                                              : &L->server;
 }
 
 static const char *restart_name(const struct local *L, const struct local_restart *r)
 {
-    return r->agent >= 0 ? L->agents[r->agent].name : r->masker ? L->masker.name : L->server.name;
+    return restart_proc((struct local *)L, r)->name;
 }
 
 /* SIGKILL p, start it again on its port with its data directory and
@@ -88,7 +91,7 @@ static const char *restart_name(const struct local *L, const struct local_restar
  * (its port still held a moment) is tried again, on the same port. */
 static int kill_and_restart(struct local *L, struct proc *p, double *down_s)
 {
-    const int is_server = p == &L->server || p == &L->masker;
+    const int is_server = p == &L->masker || local_is_server_proc(L, p);
     double t0 = cli_now();
     fs_httpc *probe = NULL;
     struct fs_err err;

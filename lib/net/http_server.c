@@ -135,6 +135,7 @@ struct fs_http_req {
     int draining;
     uint64_t drained;
     int queued;
+    int close_after; /* fs_http_req_close_after: the response says Connection: close */
     unsigned status_sent;
     uint64_t bytes_out;
     char auth_label[FS_AUTH_LABEL_MAX];
@@ -1218,6 +1219,13 @@ int fs_http_req_park(fs_http_req *req, unsigned wait_ms, int (*ready)(void *ctx)
     return 0;
 }
 
+void fs_http_req_close_after(fs_http_req *req)
+{
+    if (req != NULL) {
+        req->close_after = 1;
+    }
+}
+
 int fs_http_req_resumed(const fs_http_req *req)
 {
     return req != NULL && req->pk_resumed;
@@ -1322,6 +1330,10 @@ static enum MHD_Result queue(fs_http_req *req)
     }
     if (req->track != NULL) {
         track_disarm(req->srv, req->track); /* the request is in: the response is not limited */
+    }
+    if (req->close_after) {
+        /* libmicrohttpd closes the connection once this response is sent */
+        (void)MHD_add_response_header(req->resp.mr, MHD_HTTP_HEADER_CONNECTION, "close");
     }
     r = MHD_queue_response(req->conn, req->resp.status, req->resp.mr);
     req->queued = 1;

@@ -292,6 +292,14 @@ void *fs_http_req_user(const fs_http_req *req);
  */
 int fs_http_req_park(fs_http_req *req, unsigned wait_ms, int (*ready)(void *ctx), void *ctx);
 
+/** The response to this request says "Connection: close", and the
+ * connection closes once it is sent: the client's next request opens a new
+ * one. libmicrohttpd clears a kept-alive connection's whole buffer
+ * (conn_memory_limit) between requests, so every open connection that has
+ * served a request holds that much resident memory; a client that writes and
+ * then waits (a long poll) for a long time need not hold it meanwhile. */
+void fs_http_req_close_after(fs_http_req *req);
+
 /** 1 when the handler runs again after fs_http_req_park, else 0. */
 int fs_http_req_resumed(const fs_http_req *req);
 

@@ -460,6 +460,44 @@ FS_WUR int fs_fedpower_server_close_plain(fs_fedpower_server *s, struct fs_err *
 FS_WUR int fs_fedpower_server_add_sum(fs_fedpower_server *s, const uint64_t *sum, size_t len,
                                       const uint32_t *ids, size_t k, struct fs_err *err);
 
+/**
+ * Utility, UPLOAD of a sync, before its sum: the secure sum's parties (U3)
+ * are fixed once masked input closes, so the noise exchange may open then,
+ * while consistency and unmasking run. prepare draws j and encrypts the
+ * selectors exactly as add_sum would (fs_noisex_server_prepare: it only
+ * reads the key, so it may run without the caller's lock while nothing else
+ * opens an exchange or frees s); open_prepared installs them (takes x, also
+ * on failure); open_exchange does both. From then on the selector,
+ * exchange_selectors and add_response calls work as in EXCHANGE, and
+ * add_sum (with the same ids, any order) keeps the open exchange and its
+ * responses instead of beginning one. Without an early exchange add_sum
+ * begins it as before.
+ * @return 0, FS_ESTATE (not utility, not a sync waiting for its sum, or an
+ *         exchange already open), FS_EINVAL, FS_ENOMEM, FS_ECRYPTO.
+ */
+FS_WUR int fs_fedpower_server_prepare_exchange(const fs_fedpower_server *s, const uint32_t *ids,
+                                               size_t k, struct fs_noisex_prepared **out,
+                                               struct fs_err *err);
+FS_WUR int fs_fedpower_server_open_prepared(fs_fedpower_server *s, struct fs_noisex_prepared *x,
+                                            struct fs_err *err);
+FS_WUR int fs_fedpower_server_open_exchange(fs_fedpower_server *s, const uint32_t *ids, size_t k,
+                                            struct fs_err *err);
+
+/**
+ * Utility, UPLOAD of a sync (a restarted server replaying): open the early
+ * exchange over ids again with the selectors it had
+ * (fs_fedpower_server_exchange_selectors), so j is the one it was.
+ * @return 0, FS_ESTATE, FS_EINVAL, FS_EFORMAT (not selectors of this key and ids).
+ */
+FS_WUR int fs_fedpower_server_restore_exchange(fs_fedpower_server *s, const uint32_t *ids, size_t k,
+                                               const uint8_t *sel, size_t len, struct fs_err *err);
+
+/** Utility: 1 while this sync's exchange takes selectors and responses (early or EXCHANGE). */
+int fs_fedpower_server_exchange_ready(const fs_fedpower_server *s);
+
+/** Utility: 1 if party id has answered the open exchange. */
+int fs_fedpower_server_has_response(const fs_fedpower_server *s, uint32_t id);
+
 /** Utility: the exported Paillier public key: *len bytes at *pk (borrowed). */
 const uint8_t *fs_fedpower_server_exchange_key(const fs_fedpower_server *s, size_t *len);
 
@@ -467,7 +505,7 @@ const uint8_t *fs_fedpower_server_exchange_key(const fs_fedpower_server *s, size
 size_t fs_fedpower_server_selector_size(const fs_fedpower_server *s);
 size_t fs_fedpower_server_response_size(const fs_fedpower_server *s);
 
-/** Utility, EXCHANGE: the selector for party id (one of the sum's ids). */
+/** Utility, EXCHANGE (or an early exchange): the selector for party id (one of the sum's ids). */
 FS_WUR int fs_fedpower_server_selector(const fs_fedpower_server *s, uint32_t id, uint8_t *buf,
                                        size_t len, struct fs_err *err);
 
@@ -487,7 +525,7 @@ const uint8_t *fs_fedpower_server_exchange_selectors(const fs_fedpower_server *s
 FS_WUR int fs_fedpower_server_restore_selectors(fs_fedpower_server *s, const uint8_t *sel,
                                                 size_t len, struct fs_err *err);
 
-/** Utility, EXCHANGE: party id's response. */
+/** Utility, EXCHANGE (or an early exchange): party id's response. */
 FS_WUR int fs_fedpower_server_add_response(fs_fedpower_server *s, uint32_t id, const uint8_t *buf,
                                            size_t len, struct fs_err *err);
 
@@ -497,6 +535,41 @@ FS_WUR int fs_fedpower_server_add_response(fs_fedpower_server *s, uint32_t id, c
  * broadcast. Non-responders keep their noise in (recorded per sync).
  */
 FS_WUR int fs_fedpower_server_close_exchange(fs_fedpower_server *s, struct fs_err *err);
+
+/**
+ * Utility: the exchange's parties that have not answered yet (0: all did);
+ * SIZE_MAX when no exchange is open.
+ */
+size_t fs_fedpower_server_exchange_missing(const fs_fedpower_server *s);
+
+/** The outcome of an answered exchange computed ahead of its close. */
+struct fs_fedpower_xpre;
+
+/**
+ * Utility, an exchange open (early or EXCHANGE) that every one of its
+ * parties answered: decrypt the answers and regenerate the noise to remove
+ * now (exactly what close_exchange would), so that the close only adds it
+ * to the sum. It reads only the exchange's state, the key and the job's
+ * fixed parameters, none of which add_sum changes: it may run on another
+ * thread, also while add_sum runs, as long as nothing adds an answer,
+ * opens, closes or frees the exchange meanwhile.
+ * @return 0, FS_ESTATE (not open, or an answer missing), FS_EFORMAT, FS_ENOMEM, FS_ECRYPTO.
+ */
+FS_WUR int fs_fedpower_server_exchange_precompute(const fs_fedpower_server *s,
+                                                  struct fs_fedpower_xpre **out,
+                                                  struct fs_err *err);
+
+/**
+ * Utility, EXCHANGE: fs_fedpower_server_close_exchange with the outcome
+ * computed ahead (x NULL: the plain close). The same result, bit for bit.
+ * x stays the caller's. @return as close_exchange, or FS_ESTATE (x is of
+ * another exchange, or an answer is missing).
+ */
+FS_WUR int fs_fedpower_server_close_exchange_pre(fs_fedpower_server *s, struct fs_fedpower_xpre *x,
+                                                 struct fs_err *err);
+
+/** Free (wiped). Accepts NULL. */
+void fs_fedpower_xpre_free(struct fs_fedpower_xpre *x);
 
 /* The outcome, from the server's view (what it may publish). */
 struct fs_fedpower_result {

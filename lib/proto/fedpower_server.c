@@ -37,6 +37,7 @@ struct fs_fedpower_server {
     uint32_t *sum_ids;
     size_t sum_k;
     fs_noisex_server *nx;
+    int xopen; /* utility: this sync's exchange opened before its sum (its U3 is known) */
     uint8_t *pk;
     size_t pk_len;
     uint32_t last_chosen;
@@ -578,6 +579,23 @@ static void clear_sum(fs_fedpower_server *s)
     s->sum_k = 0;
 }
 
+/* 1 when ids (any order) are exactly the parties of the open exchange. */
+static int same_ids(const fs_fedpower_server *s, const uint32_t *ids, size_t k)
+{
+    size_t nk = 0;
+    const uint32_t *have = fs_noisex_server_ids(s->nx, &nk);
+
+    if (have == NULL || nk != k) {
+        return 0;
+    }
+    for (size_t q = 0; q < k; q++) {
+        if (!fs_noisex_server_in_round(s->nx, ids[q])) {
+            return 0;
+        }
+    }
+    return 1; /* k distinct ids (check_ids), each one of the k */
+}
+
 int fs_fedpower_server_add_sum(fs_fedpower_server *s, const uint64_t *sum, size_t len,
                                const uint32_t *ids, size_t k, struct fs_err *err)
 {
@@ -610,6 +628,11 @@ int fs_fedpower_server_add_sum(fs_fedpower_server *s, const uint64_t *sum, size_
     if (rc != 0) {
         return rc;
     }
+    if (c->alg == FS_FEDPOWER_UTILITY && s->phase == FS_FEDPOWER_UPLOAD && s->xopen &&
+        !same_ids(s, ids, k)) {
+        return fs_err_set(err, FS_ESTATE,
+                          "fedpower: the sum's parties are not those of the open exchange");
+    }
     if (c->alg == FS_FEDPOWER_UTILITY && s->phase == FS_FEDPOWER_UPLOAD) {
         clear_sum(s);
         s->sum = malloc(len * sizeof *s->sum);
@@ -622,11 +645,13 @@ int fs_fedpower_server_add_sum(fs_fedpower_server *s, const uint64_t *sum, size_
         memcpy(s->sum_ids, ids, k * sizeof *ids);
         s->sum_len = len;
         s->sum_k = k;
-        rc = fs_noisex_server_begin(s->nx, s->sync, ids, k, err);
+        /* the exchange may be open already (fs_fedpower_server_open_exchange) */
+        rc = s->xopen ? 0 : fs_noisex_server_begin(s->nx, s->sync, ids, k, err);
         if (rc != 0) {
             clear_sum(s);
             return rc;
         }
+        s->xopen = 0;
         s->phase = FS_FEDPOWER_EXCHANGE;
         return 0;
     }
@@ -662,9 +687,100 @@ size_t fs_fedpower_server_response_size(const fs_fedpower_server *s)
     return s->nx != NULL ? fs_noisex_server_response_size(s->nx) : 0;
 }
 
+int fs_fedpower_server_exchange_ready(const fs_fedpower_server *s)
+{
+    return s != NULL && (s->phase == FS_FEDPOWER_EXCHANGE || s->xopen);
+}
+
+/* The exchange of this sync may open early: utility, a sync's upload, none open. */
+static int check_early(const fs_fedpower_server *s, struct fs_err *err)
+{
+    if (s == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fedpower: NULL argument");
+    }
+    if (s->cfg.alg != FS_FEDPOWER_UTILITY || s->nx == NULL) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: %s has no noise exchange",
+                          fs_fedpower_alg_name(s->cfg.alg));
+    }
+    if (s->phase != FS_FEDPOWER_UPLOAD || s->xopen) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: no sync waiting for its sum%s",
+                          s->xopen ? " (its exchange is open)" : "");
+    }
+    return 0;
+}
+
+int fs_fedpower_server_prepare_exchange(const fs_fedpower_server *s, const uint32_t *ids, size_t k,
+                                        fs_noisex_prepared **out, struct fs_err *err)
+{
+    uint64_t s_u = 0;
+    int rc = check_early(s, err);
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (rc == 0 && (ids == NULL || out == NULL)) {
+        rc = fs_err_set(err, FS_EINVAL, "fs_fedpower_server_prepare_exchange: NULL argument");
+    }
+    if (rc == 0) {
+        rc = check_ids(s, ids, k, &s_u, err);
+    }
+    return rc != 0 ? rc : fs_noisex_server_prepare(s->nx, s->sync, ids, k, out, err);
+}
+
+int fs_fedpower_server_open_prepared(fs_fedpower_server *s, fs_noisex_prepared *x,
+                                     struct fs_err *err)
+{
+    int rc = check_early(s, err);
+
+    if (rc != 0) {
+        fs_noisex_prepared_free(x);
+        return rc;
+    }
+    rc = fs_noisex_server_begin_prepared(s->nx, x, err);
+    if (rc == 0) {
+        s->xopen = 1;
+    }
+    return rc;
+}
+
+int fs_fedpower_server_open_exchange(fs_fedpower_server *s, const uint32_t *ids, size_t k,
+                                     struct fs_err *err)
+{
+    fs_noisex_prepared *x = NULL;
+    int rc = fs_fedpower_server_prepare_exchange(s, ids, k, &x, err);
+
+    return rc != 0 ? rc : fs_fedpower_server_open_prepared(s, x, err);
+}
+
+int fs_fedpower_server_restore_exchange(fs_fedpower_server *s, const uint32_t *ids, size_t k,
+                                        const uint8_t *sel, size_t len, struct fs_err *err)
+{
+    uint64_t s_u = 0;
+    int rc = check_early(s, err);
+
+    if (rc == 0 && (ids == NULL || sel == NULL)) {
+        rc = fs_err_set(err, FS_EINVAL, "fs_fedpower_server_restore_exchange: NULL argument");
+    }
+    if (rc == 0) {
+        rc = check_ids(s, ids, k, &s_u, err);
+    }
+    if (rc == 0) {
+        rc = fs_noisex_server_restore(s->nx, s->sync, ids, k, sel, len, err);
+    }
+    if (rc == 0) {
+        s->xopen = 1;
+    }
+    return rc;
+}
+
+int fs_fedpower_server_has_response(const fs_fedpower_server *s, uint32_t id)
+{
+    return fs_fedpower_server_exchange_ready(s) && fs_noisex_server_has_response(s->nx, id);
+}
+
 const uint8_t *fs_fedpower_server_exchange_selectors(const fs_fedpower_server *s, size_t *len)
 {
-    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+    if (!fs_fedpower_server_exchange_ready(s)) {
         return NULL;
     }
     return fs_noisex_server_selectors(s->nx, len);
@@ -682,7 +798,7 @@ int fs_fedpower_server_restore_selectors(fs_fedpower_server *s, const uint8_t *s
 int fs_fedpower_server_selector(const fs_fedpower_server *s, uint32_t id, uint8_t *buf, size_t len,
                                 struct fs_err *err)
 {
-    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+    if (!fs_fedpower_server_exchange_ready(s)) {
         return fs_err_set(err, FS_ESTATE, "fedpower: no noise exchange open");
     }
     return fs_noisex_server_selector(s->nx, id, buf, len, err);
@@ -691,23 +807,22 @@ int fs_fedpower_server_selector(const fs_fedpower_server *s, uint32_t id, uint8_
 int fs_fedpower_server_add_response(fs_fedpower_server *s, uint32_t id, const uint8_t *buf,
                                     size_t len, struct fs_err *err)
 {
-    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+    if (!fs_fedpower_server_exchange_ready(s)) {
         return fs_err_set(err, FS_ESTATE, "fedpower: no noise exchange open");
     }
     return fs_noisex_server_add_response(s->nx, id, buf, len, err);
 }
 
 /* sum -= the noise regenerated from every recovered seed (or the recovered noise sum). */
-static int remove_noise(fs_fedpower_server *s, const struct fs_noisex_result *res,
-                        struct fs_err *err)
+static int remove_noise(const fs_fedpower_server *s, const struct fs_noisex_result *res,
+                        uint64_t *target, size_t n, struct fs_err *err)
 {
-    size_t n = s->sum_len;
     double *sig = NULL;
     int rc = 0;
 
     if (s->cfg.noise_exchange == FS_NOISEX_ELEMENTWISE) {
         for (size_t i = 0; i < n; i++) {
-            s->sum[i] -= (uint64_t)res->noise_sum[i];
+            target[i] -= (uint64_t)res->noise_sum[i];
         }
         return 0;
     }
@@ -724,10 +839,93 @@ static int remove_noise(fs_fedpower_server *s, const struct fs_noisex_result *re
         double w = (double)s->rows[id - 1] / (double)s->plan.total_rows;
         sig[q] = ldexp(w * s->plan.sigma, s->plan.fx.frac_bits);
     }
-    rc = fs_fedpower_noise_remove((const uint8_t(*)[32])res->seeds, sig, res->removed, s->sum, n,
+    rc = fs_fedpower_noise_remove((const uint8_t(*)[32])res->seeds, sig, res->removed, target, n,
                                   s->threads, err);
     free(sig);
     return rc;
+}
+
+/* The exchange's outcome computed ahead (fs_fedpower_server_exchange_precompute). */
+struct fs_fedpower_xpre {
+    uint32_t sync;
+    uint32_t chosen;
+    size_t removed;  /* noises recovered */
+    size_t answered; /* responses it covers: all of the exchange's parties */
+    uint64_t *acc;   /* len words: minus the recovered noise, in the ring */
+    size_t len;
+};
+
+void fs_fedpower_xpre_free(struct fs_fedpower_xpre *x)
+{
+    if (x == NULL) {
+        return;
+    }
+    if (x->acc != NULL) {
+        OPENSSL_cleanse(x->acc, x->len * sizeof *x->acc);
+    }
+    free(x->acc);
+    OPENSSL_cleanse(x, sizeof *x);
+    free(x);
+}
+
+size_t fs_fedpower_server_exchange_missing(const fs_fedpower_server *s)
+{
+    size_t k = 0;
+    size_t miss = 0;
+    /* the noise exchange's own state only (not the phase add_sum sets): see
+     * fs_fedpower_server_exchange_precompute */
+    const uint32_t *ids = s != NULL ? fs_noisex_server_ids(s->nx, &k) : NULL;
+
+    if (ids == NULL) {
+        return SIZE_MAX;
+    }
+    for (size_t q = 0; q < k; q++) {
+        miss += !fs_noisex_server_has_response(s->nx, ids[q]);
+    }
+    return miss;
+}
+
+int fs_fedpower_server_exchange_precompute(const fs_fedpower_server *s,
+                                           struct fs_fedpower_xpre **out, struct fs_err *err)
+{
+    struct fs_noisex_result res;
+    struct fs_fedpower_xpre *x;
+    size_t k = 0;
+    int rc;
+
+    if (s == NULL || out == NULL) {
+        return fs_err_set(err, FS_EINVAL, "fs_fedpower_server_exchange_precompute: NULL argument");
+    }
+    *out = NULL;
+    if (fs_fedpower_server_exchange_missing(s) != 0) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: the exchange is not open or not answered");
+    }
+    (void)fs_noisex_server_ids(s->nx, &k);
+    x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    x->len = (size_t)s->cfg.d * s->cfg.r;
+    x->acc = calloc(x->len, sizeof *x->acc);
+    if (x->acc == NULL) {
+        fs_fedpower_xpre_free(x);
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    rc = fs_noisex_server_peek(s->nx, &res, err);
+    if (rc == 0) {
+        x->sync = s->sync;
+        x->chosen = res.chosen;
+        x->removed = res.removed;
+        x->answered = k;
+        rc = remove_noise(s, &res, x->acc, x->len, err);
+        fs_noisex_result_clear(&res);
+    }
+    if (rc != 0) {
+        fs_fedpower_xpre_free(x);
+        return rc;
+    }
+    *out = x;
+    return 0;
 }
 
 void fs_fedpower_server_set_threads(fs_fedpower_server *s, unsigned threads)
@@ -753,7 +951,7 @@ int fs_fedpower_server_close_exchange(fs_fedpower_server *s, struct fs_err *err)
         return rc;
     }
     s->last_chosen = res.chosen;
-    rc = remove_noise(s, &res, err);
+    rc = remove_noise(s, &res, s->sum, s->sum_len, err);
     k = (uint32_t)s->sum_k;
     if (rc == 0) {
         rc = check_ids(s, s->sum_ids, s->sum_k, &s_u, err);
@@ -765,6 +963,41 @@ int fs_fedpower_server_close_exchange(fs_fedpower_server *s, struct fs_err *err)
         rc = complete_sync(s, y, k, k - (uint32_t)res.removed, err);
     }
     fs_noisex_result_clear(&res);
+    clear_sum(s);
+    return rc;
+}
+
+int fs_fedpower_server_close_exchange_pre(fs_fedpower_server *s, struct fs_fedpower_xpre *x,
+                                          struct fs_err *err)
+{
+    fs_mat *y = NULL;
+    uint64_t s_u = 0;
+    uint32_t k;
+    int rc;
+
+    if (x == NULL) {
+        return fs_fedpower_server_close_exchange(s, err);
+    }
+    if (s == NULL || s->phase != FS_FEDPOWER_EXCHANGE) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: no noise exchange open");
+    }
+    if (x->sync != s->sync || x->len != s->sum_len || x->answered != s->sum_k ||
+        fs_fedpower_server_exchange_missing(s) != 0) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: precomputed for another exchange");
+    }
+    fs_noisex_server_end(s->nx);
+    s->last_chosen = x->chosen;
+    for (size_t w = 0; w < s->sum_len; w++) {
+        s->sum[w] += x->acc[w];
+    }
+    k = (uint32_t)s->sum_k;
+    rc = check_ids(s, s->sum_ids, s->sum_k, &s_u, err);
+    if (rc == 0) {
+        rc = decode_sum(s, s->sum, s->sum_len / s->cfg.r, s_u, &y, err);
+    }
+    if (rc == 0) {
+        rc = complete_sync(s, y, k, k - (uint32_t)x->removed, err);
+    }
     clear_sum(s);
     return rc;
 }

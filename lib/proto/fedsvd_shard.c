@@ -172,3 +172,75 @@ int fs_fedsvd_tsqr_factorize(const struct fs_fedsvd_job *job, fs_mat *const *r, 
     fs_mat_free(z);
     return rc;
 }
+
+/* R checked as stack_r checks it: 1..n rows of n columns. */
+static int r_ok(const fs_mat *r, size_t n)
+{
+    return r != NULL && r->data != NULL && r->cols == n && r->rows >= 1 && r->rows <= n &&
+           r->ld >= r->rows;
+}
+
+int fs_fedsvd_tsqr_fold(fs_mat **acc, const fs_mat *r, size_t n, struct fs_err *err)
+{
+    fs_mat *parts[2];
+    fs_mat *z = NULL;
+    int rc;
+
+    if (acc == NULL || !r_ok(r, n) || (*acc != NULL && !r_ok(*acc, n))) {
+        return fs_err_set(err, FS_EINVAL, "fedsvd_tsqr_fold: R is not r x %zu", n);
+    }
+    if (*acc == NULL) {
+        parts[0] = (fs_mat *)r;
+        rc = stack_r(parts, 1, n, &z, err); /* a compact copy */
+    } else {
+        parts[0] = *acc;
+        parts[1] = (fs_mat *)r;
+        rc = stack_r(parts, 2, n, &z, err);
+        if (rc == 0 && z->rows > n) {
+            rc = fs_qr_keep_r(z, err); /* in place: n x n */
+        }
+    }
+    if (rc != 0) {
+        if (z != NULL) {
+            fs_mat_wipe(z);
+        }
+        fs_mat_free(z);
+        return rc;
+    }
+    if (*acc != NULL) {
+        fs_mat_wipe(*acc);
+        fs_mat_free(*acc);
+    }
+    *acc = z;
+    return 0;
+}
+
+int fs_fedsvd_tsqr_finish(const struct fs_fedsvd_job *job, fs_mat *acc, size_t k,
+                          enum fs_topk_method method, const uint8_t *seed,
+                          struct fs_fedsvd_published *out, struct fs_err *err)
+{
+    size_t n;
+    int rc;
+
+    if (out == NULL || acc == NULL) {
+        rc = fs_err_set(err, FS_EINVAL, "fedsvd_tsqr_finish: NULL argument");
+        goto out;
+    }
+    memset(out, 0, sizeof *out);
+    rc = fs_fedsvd_job_check(job, err);
+    if (rc != 0) {
+        goto out;
+    }
+    n = job->partition == FS_FEDSVD_SAMPLES ? job->cols : job->rows;
+    if (!r_ok(acc, n)) {
+        rc = fs_err_set(err, FS_EINVAL, "fedsvd_tsqr_finish: the factor is not r x %zu", n);
+        goto out;
+    }
+    rc = fs_fedsvd_server_factorize(acc, k, method, seed, out, err);
+out:
+    if (acc != NULL) {
+        fs_mat_wipe(acc);
+    }
+    fs_mat_free(acc);
+    return rc;
+}

@@ -66,4 +66,26 @@ FS_WUR int fs_fedsvd_tsqr_factorize(const struct fs_fedsvd_job *job, fs_mat *con
                                     size_t k, enum fs_topk_method method, const uint8_t *seed,
                                     struct fs_fedsvd_published *out, struct fs_err *err);
 
+/**
+ * Coordinator, incrementally (O(n^2) memory however many shards): fold one
+ * shard's R (borrowed, r_s x n as fs_fedsvd_shard_r gives it) into the
+ * running factor *acc: the first R is copied; later ones are stacked under
+ * *acc, [acc; R_s], and when the stack has more than n rows its QR leaves
+ * the n x n R. *acc (NULL at first) is replaced; free it with fs_mat_free
+ * (it is wiped by fs_fedsvd_tsqr_finish). Folding the shards' R's in any
+ * order gives the stack's R up to the signs of its rows, so the same S and
+ * V' as fs_fedsvd_tsqr_factorize, to rounding.
+ * @return 0, FS_EINVAL (R not r x n), FS_ENOMEM, FS_ELAPACK ...
+ */
+FS_WUR int fs_fedsvd_tsqr_fold(fs_mat **acc, const fs_mat *r, size_t n, struct fs_err *err);
+
+/**
+ * Factorize the folded factor of all S shards (fs_fedsvd_tsqr_fold) as
+ * fs_fedsvd_tsqr_factorize factorizes the stack (k, method, seed, out as
+ * there). acc is consumed: wiped and freed, also on failure.
+ */
+FS_WUR int fs_fedsvd_tsqr_finish(const struct fs_fedsvd_job *job, fs_mat *acc, size_t k,
+                                 enum fs_topk_method method, const uint8_t *seed,
+                                 struct fs_fedsvd_published *out, struct fs_err *err);
+
 #endif

@@ -285,9 +285,31 @@ static long find_id(const fs_noisex_server *s, uint32_t id)
     return -1;
 }
 
+/* A round's selectors computed ahead (fs_noisex_server_prepare). */
+struct fs_noisex_prepared {
+    uint32_t round;
+    uint32_t chosen;
+    uint32_t *ids; /* ascending */
+    size_t k;
+    uint8_t *sel; /* k * ct_size */
+    size_t ct_size;
+};
+
+void fs_noisex_prepared_free(fs_noisex_prepared *p)
+{
+    if (p == NULL) {
+        return;
+    }
+    free(p->ids);
+    free(p->sel);
+    OPENSSL_cleanse(p, sizeof *p); /* chosen */
+    free(p);
+}
+
 /* Every other selector of the round (from `first`), on one thread. */
 struct sel_part {
-    fs_noisex_server *s;
+    const fs_noisex_server *s;
+    fs_noisex_prepared *x;
     size_t first;
     int rc;
     struct fs_err err;
@@ -296,27 +318,28 @@ struct sel_part {
 static void *sel_part_main(void *arg)
 {
     struct sel_part *sp = arg;
-    fs_noisex_server *s = sp->s;
+    const fs_noisex_server *s = sp->s;
+    fs_noisex_prepared *x = sp->x;
     mpz_t c, m;
 
     mpz_init(c);
     mpz_init(m);
-    for (size_t q = sp->first; q < s->k && sp->rc == 0; q += 2) {
+    for (size_t q = sp->first; q < x->k && sp->rc == 0; q += 2) {
         /* A fresh DJN encryption for every party and round: all selectors are
          * distinct, unlinkable and of one size, whatever the bit. */
-        mpz_set_ui(m, s->ids[q] == s->chosen ? 0u : 1u);
+        mpz_set_ui(m, x->ids[q] == x->chosen ? 0u : 1u);
         sp->rc = fs_paillier_encrypt(s->pk, s->djn, c, m, &sp->err);
         if (sp->rc == 0) {
-            sp->rc = fs_paillier_ct_export(s->pk, c, s->sel + q * s->ct_size, s->ct_size, &sp->err);
+            sp->rc = fs_paillier_ct_export(s->pk, c, x->sel + q * s->ct_size, s->ct_size, &sp->err);
         }
     }
     mpz_clear(c);
-    mpz_clear(m);
+    mpz_wipe_clear(m);
     return NULL;
 }
 
 /* The round's selectors, on two threads (the odd ones on a second thread when one starts). */
-static int encrypt_selectors(fs_noisex_server *s, struct fs_err *err)
+static int encrypt_selectors(const fs_noisex_server *s, fs_noisex_prepared *x, struct fs_err *err)
 {
     struct sel_part sp[2];
     pthread_t th;
@@ -324,8 +347,9 @@ static int encrypt_selectors(fs_noisex_server *s, struct fs_err *err)
 
     memset(sp, 0, sizeof sp);
     sp[0].s = sp[1].s = s;
+    sp[0].x = sp[1].x = x;
     sp[1].first = 1;
-    threaded = s->k > 1 && pthread_create(&th, NULL, sel_part_main, &sp[1]) == 0;
+    threaded = x->k > 1 && pthread_create(&th, NULL, sel_part_main, &sp[1]) == 0;
     sel_part_main(&sp[0]);
     if (threaded) {
         pthread_join(th, NULL);
@@ -343,56 +367,115 @@ static int encrypt_selectors(fs_noisex_server *s, struct fs_err *err)
     return 0;
 }
 
+/* Checked, sorted copy of a round's ids into x. */
+static int prepared_ids(const fs_noisex_server *s, const uint32_t *ids, size_t k,
+                        fs_noisex_prepared *x, struct fs_err *err)
+{
+    if (k < 1 || k > s->p.parties) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: round of %zu parties (1..%u)", k,
+                          s->p.parties);
+    }
+    x->ids = malloc(k * sizeof *x->ids);
+    x->sel = malloc(k * s->ct_size);
+    if (x->ids == NULL || x->sel == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    memcpy(x->ids, ids, k * sizeof *ids);
+    qsort(x->ids, k, sizeof *x->ids, cmp_u32);
+    x->k = k;
+    x->ct_size = s->ct_size;
+    for (size_t q = 0; q < k; q++) {
+        if (x->ids[q] < 1 || x->ids[q] > s->p.parties || (q > 0 && x->ids[q] == x->ids[q - 1])) {
+            return fs_err_set(err, FS_EINVAL, "noise exchange: bad or repeated party id %u",
+                              x->ids[q]);
+        }
+    }
+    return 0;
+}
+
+int fs_noisex_server_prepare(const fs_noisex_server *s, uint32_t round, const uint32_t *ids,
+                             size_t k, fs_noisex_prepared **out, struct fs_err *err)
+{
+    fs_noisex_prepared *x;
+    uint64_t pick = 0;
+    int rc;
+
+    if (out != NULL) {
+        *out = NULL;
+    }
+    if (s == NULL || out == NULL || (k > 0 && ids == NULL)) {
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    x->round = round;
+    rc = prepared_ids(s, ids, k, x, err);
+    if (rc == 0) {
+        rc = fs_rand_below((uint64_t)k, &pick, err);
+    }
+    if (rc == 0) {
+        x->chosen = x->ids[pick];
+        rc = encrypt_selectors(s, x, err);
+    }
+    if (rc != 0) {
+        fs_noisex_prepared_free(x);
+        return rc;
+    }
+    *out = x;
+    return 0;
+}
+
+int fs_noisex_server_begin_prepared(fs_noisex_server *s, fs_noisex_prepared *x, struct fs_err *err)
+{
+    if (s == NULL || x == NULL) {
+        fs_noisex_prepared_free(x);
+        return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
+    }
+    if (x->ct_size != s->ct_size) {
+        fs_noisex_prepared_free(x);
+        return fs_err_set(err, FS_EINVAL, "noise exchange: selectors of another key");
+    }
+    if (s->started && x->round <= s->round) {
+        uint32_t r = x->round;
+        fs_noisex_prepared_free(x);
+        return fs_err_set(err, FS_ESTATE, "noise exchange: round %u after round %u", r, s->round);
+    }
+    round_reset(s);
+    s->resp = calloc(x->k, sizeof *s->resp);
+    if (s->resp == NULL) {
+        fs_noisex_prepared_free(x);
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    s->ids = x->ids;
+    s->sel = x->sel;
+    s->k = x->k;
+    s->chosen = x->chosen;
+    s->round = x->round;
+    x->ids = NULL;
+    x->sel = NULL;
+    fs_noisex_prepared_free(x);
+    s->started = 1;
+    s->open = 1;
+    return 0;
+}
+
 int fs_noisex_server_begin(fs_noisex_server *s, uint32_t round, const uint32_t *ids, size_t k,
                            struct fs_err *err)
 {
-    uint64_t pick = 0;
+    fs_noisex_prepared *x = NULL;
     int rc;
 
     if (s == NULL || (k > 0 && ids == NULL)) {
         return fs_err_set(err, FS_EINVAL, "noise exchange: NULL argument");
     }
-    if (k < 1 || k > s->p.parties) {
-        return fs_err_set(err, FS_EINVAL, "noise exchange: round of %zu parties (1..%u)", k,
-                          s->p.parties);
-    }
     if (s->started && round <= s->round) {
         return fs_err_set(err, FS_ESTATE, "noise exchange: round %u after round %u", round,
                           s->round);
     }
-    round_reset(s);
-    s->ids = malloc(k * sizeof *s->ids);
-    s->sel = malloc(k * s->ct_size);
-    s->resp = calloc(k, sizeof *s->resp);
-    if (s->ids == NULL || s->sel == NULL || s->resp == NULL) {
-        round_reset(s);
-        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
-    }
-    memcpy(s->ids, ids, k * sizeof *ids);
-    qsort(s->ids, k, sizeof *s->ids, cmp_u32);
-    s->k = k;
-    for (size_t q = 0; q < k; q++) {
-        if (s->ids[q] < 1 || s->ids[q] > s->p.parties || (q > 0 && s->ids[q] == s->ids[q - 1])) {
-            uint32_t bad = s->ids[q];
-            round_reset(s);
-            return fs_err_set(err, FS_EINVAL, "noise exchange: bad or repeated party id %u", bad);
-        }
-    }
-    rc = fs_rand_below((uint64_t)k, &pick, err);
-    if (rc != 0) {
-        round_reset(s);
-        return rc;
-    }
-    s->chosen = s->ids[pick];
-    rc = encrypt_selectors(s, err);
-    if (rc != 0) {
-        round_reset(s);
-        return rc;
-    }
-    s->round = round;
-    s->started = 1;
-    s->open = 1;
-    return 0;
+    rc = fs_noisex_server_prepare(s, round, ids, k, &x, err);
+    return rc != 0 ? rc : fs_noisex_server_begin_prepared(s, x, err);
 }
 
 const uint8_t *fs_noisex_server_selectors(const fs_noisex_server *s, size_t *len)
@@ -443,6 +526,7 @@ static int restored_choice(fs_noisex_server *s, struct fs_err *err)
 int fs_noisex_server_restore(fs_noisex_server *s, uint32_t round, const uint32_t *ids, size_t k,
                              const uint8_t *sel, size_t len, struct fs_err *err)
 {
+    fs_noisex_prepared *x;
     int rc;
 
     if (s == NULL || sel == NULL) {
@@ -452,12 +536,22 @@ int fs_noisex_server_restore(fs_noisex_server *s, uint32_t round, const uint32_t
         return fs_err_set(err, FS_EFORMAT, "noise exchange: %zu selector bytes for %zu parties",
                           len, k);
     }
+    x = calloc(1, sizeof *x);
+    if (x == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    x->round = round;
+    rc = prepared_ids(s, ids, k, x, err);
+    if (rc != 0) {
+        fs_noisex_prepared_free(x);
+        return rc;
+    }
+    memcpy(x->sel, sel, len);
     s->started = 0; /* the round may be the one just begun */
-    rc = fs_noisex_server_begin(s, round, ids, k, err);
+    rc = fs_noisex_server_begin_prepared(s, x, err);
     if (rc != 0) {
         return rc;
     }
-    memcpy(s->sel, sel, len);
     rc = restored_choice(s, err);
     if (rc != 0) {
         round_reset(s);
@@ -540,6 +634,22 @@ int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_
     return 0;
 }
 
+const uint32_t *fs_noisex_server_ids(const fs_noisex_server *s, size_t *k)
+{
+    if (s == NULL || !s->open) {
+        return NULL;
+    }
+    if (k != NULL) {
+        *k = s->k;
+    }
+    return s->ids;
+}
+
+int fs_noisex_server_in_round(const fs_noisex_server *s, uint32_t id)
+{
+    return s != NULL && s->open && find_id(s, id) >= 0;
+}
+
 int fs_noisex_server_has_response(const fs_noisex_server *s, uint32_t id)
 {
     long q;
@@ -569,7 +679,7 @@ void fs_noisex_result_clear(struct fs_noisex_result *r)
  * 2^(256 t) (public squarings) and the group multiplied, by Horner's rule
  * (acc = acc^(2^256) c_t from the top slot down: 256 squarings per
  * ciphertext), then decrypted once per group. */
-static int finish_seeds(fs_noisex_server *s, const size_t *who, size_t nw,
+static int finish_seeds(const fs_noisex_server *s, const size_t *who, size_t nw,
                         struct fs_noisex_result *out, struct fs_err *err)
 {
     mpz_t c[NX_MAX_SLOTS];
@@ -624,7 +734,7 @@ static int finish_seeds(fs_noisex_server *s, const size_t *who, size_t nw,
 }
 
 /* Elementwise: per packed plaintext, the product of all responders' ciphertexts, decrypted once. */
-static int finish_elementwise(fs_noisex_server *s, const size_t *who, size_t nw,
+static int finish_elementwise(const fs_noisex_server *s, const size_t *who, size_t nw,
                               struct fs_noisex_result *out, struct fs_err *err)
 {
     mpz_t acc, c, m;
@@ -668,6 +778,24 @@ static int finish_elementwise(fs_noisex_server *s, const size_t *who, size_t nw,
 
 int fs_noisex_server_finish(fs_noisex_server *s, struct fs_noisex_result *out, struct fs_err *err)
 {
+    int rc = fs_noisex_server_peek(s, out, err);
+
+    if (rc == 0) {
+        round_reset(s);
+    }
+    return rc;
+}
+
+void fs_noisex_server_end(fs_noisex_server *s)
+{
+    if (s != NULL) {
+        round_reset(s);
+    }
+}
+
+int fs_noisex_server_peek(const fs_noisex_server *s, struct fs_noisex_result *out,
+                          struct fs_err *err)
+{
     size_t *who = NULL;
     size_t nw = 0;
     int rc = 0;
@@ -709,9 +837,6 @@ int fs_noisex_server_finish(fs_noisex_server *s, struct fs_noisex_result *out, s
         rc = finish_seeds(s, who, nw, out, err);
     } else {
         rc = finish_elementwise(s, who, nw, out, err);
-    }
-    if (rc == 0) {
-        round_reset(s);
     }
 out:
     free(who);

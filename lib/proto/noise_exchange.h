@@ -137,6 +137,31 @@ size_t fs_noisex_server_slots(const fs_noisex_server *s);
 FS_WUR int fs_noisex_server_begin(fs_noisex_server *s, uint32_t round, const uint32_t *ids,
                                   size_t k, struct fs_err *err);
 
+/** A round's selectors computed ahead of fs_noisex_server_begin_prepared. */
+typedef struct fs_noisex_prepared fs_noisex_prepared;
+
+/**
+ * As fs_noisex_server_begin, without changing s: pick j and encrypt the
+ * selectors of round `round` over ids into *out. It only reads the public
+ * key and the fixed-base table, so it may run on another thread while the
+ * owner of s goes on with anything but begin/restore/free. Install with
+ * fs_noisex_server_begin_prepared (or free with fs_noisex_prepared_free).
+ * @return 0, FS_EINVAL, FS_ENOMEM, FS_ECRYPTO.
+ */
+FS_WUR int fs_noisex_server_prepare(const fs_noisex_server *s, uint32_t round, const uint32_t *ids,
+                                    size_t k, fs_noisex_prepared **out, struct fs_err *err);
+
+/**
+ * Open the prepared round (takes x, also on failure): exactly what
+ * fs_noisex_server_begin would have done with the same draws.
+ * @return 0, FS_EINVAL (another key's), FS_ESTATE (round not after the last), FS_ENOMEM.
+ */
+FS_WUR int fs_noisex_server_begin_prepared(fs_noisex_server *s, fs_noisex_prepared *x,
+                                           struct fs_err *err);
+
+/** Free prepared selectors that were not installed. Accepts NULL. */
+void fs_noisex_prepared_free(fs_noisex_prepared *x);
+
 /**
  * The selectors of the open round (borrowed until the round changes): one
  * ciphertext per party in ascending id order, *len = k * ct_size bytes.
@@ -174,6 +199,12 @@ FS_WUR int fs_noisex_server_selector(const fs_noisex_server *s, uint32_t id, uin
 FS_WUR int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_t *buf,
                                          size_t len, struct fs_err *err);
 
+/** The ids of the open round (ascending, borrowed), *k of them; NULL when none is open. */
+const uint32_t *fs_noisex_server_ids(const fs_noisex_server *s, size_t *k);
+
+/** 1 if party id is one of the open round's. */
+int fs_noisex_server_in_round(const fs_noisex_server *s, uint32_t id);
+
 /** 1 if party id has responded in the current round. */
 int fs_noisex_server_has_response(const fs_noisex_server *s, uint32_t id);
 
@@ -186,6 +217,18 @@ int fs_noisex_server_has_response(const fs_noisex_server *s, uint32_t id);
  */
 FS_WUR int fs_noisex_server_finish(fs_noisex_server *s, struct fs_noisex_result *out,
                                    struct fs_err *err);
+
+/**
+ * What fs_noisex_server_finish would return now, without closing the round
+ * or changing s (it reads the key and the responses only: another thread
+ * may run it while the owner adds no response and does not end the round).
+ * With fs_noisex_server_end after it, the same as finish.
+ */
+FS_WUR int fs_noisex_server_peek(const fs_noisex_server *s, struct fs_noisex_result *out,
+                                 struct fs_err *err);
+
+/** Close the open round without decrypting (after fs_noisex_server_peek). */
+void fs_noisex_server_end(fs_noisex_server *s);
 
 /** Release the fields of r (seeds wiped). Accepts NULL and zeroed structs. */
 void fs_noisex_result_clear(struct fs_noisex_result *r);

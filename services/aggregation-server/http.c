@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../../api/jobs.h"
+#include "../../api/jobwait.h"
 #include "../../api/phase.h"
 #include "../../api/wire.h"
 #include "crypto/ct.h"
@@ -181,6 +182,22 @@ static int parse_u64(const char *s, uint64_t max, uint64_t *out)
 
 /* ------------------------------------------------------------ auth (on_begin) */
 
+/* Connection: close on a plain-HTTP server for the parties' requests to a
+ * job while it holds its N x d sum or is about to (agg_job_holds_sum), and
+ * for chunk uploads to a shard window. libmicrohttpd clears a kept-alive
+ * connection's whole buffer (conn_memory_limit, 64 KiB) between requests,
+ * so each party's open connection holds it: K x 64 KiB beside the sum when
+ * masked_input allocates it and while the parties wait in long polls
+ * through the unmasking and the factorization. A new plain connection
+ * costs the server some 70 us, some 30 per party and job. With TLS a
+ * handshake costs milliseconds, so connections stay open there. */
+static void close_while_sum_held(const struct agg_app *app, fs_http_req *req, agg_job *j)
+{
+    if (!app->tls && (j == NULL || agg_job_holds_sum(j))) {
+        fs_http_req_close_after(req);
+    }
+}
+
 static int auth_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     const struct route_ctx *rc_ = ctx;
@@ -231,6 +248,9 @@ static int auth_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
     }
     if (rc_->auth == A_PARTY && admin) {
         return fs_http_fail(resp, AGG_EFORBIDDEN, "%s", "a party token is required") || 1;
+    }
+    if (!admin && q->job != NULL) {
+        close_while_sum_held(app, req, q->job);
     }
     return 0;
 }
@@ -483,22 +503,22 @@ static int job_moved(void *p)
 static int h_job_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct rq *q = rq_of(req);
-    const char *wait = fs_http_req_query(req, "wait_ms");
-    const char *phase = fs_http_req_query(req, "phase");
-    uint64_t ms = 0;
-    uint64_t r = 0;
+    struct fs_job_wait jw;
+    struct fs_err err = {0};
 
     (void)ctx;
-    if (wait != NULL && !fs_http_req_resumed(req)) {
-        if (parse_u64(wait, AGG_WAIT_MS_MAX, &ms) != 0 ||
-            parse_u64(fs_http_req_query(req, "aggregation"), UINT32_MAX, &r) != 0 ||
-            phase == NULL || fs_job_phase_parse(phase, &q->wait_phase) != 0) {
-            return fs_http_fail(resp, FS_EFORMAT,
-                                "wait_ms (0..%u) needs phase (a phase name) and aggregation",
-                                (unsigned)AGG_WAIT_MS_MAX);
+    if (!fs_http_req_resumed(req)) {
+        if (fs_job_wait_parse(fs_http_req_query(req, "wait_ms"), fs_http_req_query(req, "phase"),
+                              fs_http_req_query(req, "aggregation"), AGG_WAIT_MS_MAX, &jw,
+                              &err) != 0) {
+            return fs_http_problem_err(resp, &err);
         }
-        q->r = (uint32_t)r;
-        if (ms > 0 && !job_moved(q) && fs_http_req_park(req, (unsigned)ms, job_moved, q) == 0) {
+        if (jw.wait) {
+            q->wait_phase = jw.phase;
+            q->r = jw.aggregation;
+        }
+        if (jw.wait && jw.ms > 0 && !job_moved(q) &&
+            fs_http_req_park(req, jw.ms, job_moved, q) == 0) {
             return 0;
         }
     }
@@ -822,6 +842,7 @@ static int shard_chunk_begin(fs_http_req *req, fs_http_resp *resp, void *ctx)
     if (agg_shardwin_auth(q->win, tok, len, &q->party, &err) != 0) {
         return fs_http_problem_err(resp, &err) || 1;
     }
+    close_while_sum_held(rc_->app, req, NULL);
     return chunk_body_begin(req, resp, q);
 }
 

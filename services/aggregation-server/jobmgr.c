@@ -434,9 +434,10 @@ static void tick_storage(agg_job *j)
     free(res);
 }
 
+static void tick_close(agg_job *j, int by_deadline);
+
 static void tick_job(agg_job *j)
 {
-    struct fs_err err = {0};
     int due = 0;
     int by_deadline = 0;
     int join = 0;
@@ -460,9 +461,20 @@ static void tick_job(agg_job *j)
     if (join) {
         pthread_join(j->worker, NULL);
     }
-    if (!due) {
-        return;
+    if (due) {
+        tick_close(j, by_deadline);
     }
+    if (j->ops != NULL && j->ops->tick != NULL) {
+        j->ops->tick(j); /* fedpower-utility: the noise exchange opens once masked input closed */
+    }
+}
+
+/* The open round of j is complete or past its deadline: close it. */
+static void tick_close(agg_job *j, int by_deadline)
+{
+    struct fs_err err = {0};
+    int due;
+
     pthread_mutex_lock(&j->sm_mu);
     pthread_mutex_lock(&j->mu);
     /* again: a worker may have opened the next round meanwhile */

@@ -130,6 +130,11 @@ json_t *agg_job_status(agg_job *j);
 /** 1 when the job's phase or aggregation is no longer (ph, r) (a long poll's condition). */
 int agg_job_moved(agg_job *j, enum fs_job_phase ph, uint32_t r);
 
+/** 1 while a secure-sum, fedsvd or fedpca job holds its N x d sum or is
+ * about to (from the round before masked_input, which allocates it, to the
+ * end of factorizing). */
+int agg_job_holds_sum(agg_job *j);
+
 /** Cancel: the job fails with "cancelled by the operator". */
 FS_WUR int agg_job_cancel(agg_job *j, struct fs_err *err);
 

@@ -117,6 +117,9 @@ struct agg_algo_ops {
     /* replay: a stored event before the generic replay sees it (sm_mu held);
      * *handled = 1 when the kind was the power method's */
     int (*replay)(agg_job *j, const struct agg_event *ev, int *handled, struct fs_err *err);
+    /* each tick of the job, after its rounds were closed (no lock held);
+     * may be NULL */
+    void (*tick)(agg_job *j);
 };
 
 struct agg_mgr {

@@ -169,6 +169,24 @@ int agg_job_moved(agg_job *j, enum fs_job_phase ph, uint32_t r)
     return moved;
 }
 
+int agg_job_holds_sum(agg_job *j)
+{
+    enum fs_algo a = j->spec.algo;
+    int held;
+
+    if (a != FS_ALGO_SECURE_SUM && a != FS_ALGO_FEDSVD && a != FS_ALGO_FEDPCA) {
+        return 0; /* the power iterations' sums are d x k */
+    }
+    pthread_mutex_lock(&j->mu);
+    /* from the round before masked_input (exponents for fedsvd and fedpca,
+     * share_keys for secure-sum): the connections open when masked_input
+     * allocates the sum were answered in it */
+    held = j->st.phase >= (j->fed ? FS_JOB_EXPONENTS : FS_JOB_SHARE_KEYS) &&
+           j->st.phase <= FS_JOB_FACTORIZING;
+    pthread_mutex_unlock(&j->mu);
+    return held;
+}
+
 const char *agg_job_id(const agg_job *j)
 {
     return j->id;

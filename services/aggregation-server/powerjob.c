@@ -23,6 +23,7 @@
 #include "io/matio.h"
 #include "jobmgr_internal.h"
 #include "net/log.h"
+#include "powerjob_internal.h"
 #include "proto/fedpower.h"
 #include "proto/secagg.h"
 #include "store.h"
@@ -33,39 +34,6 @@
 #define SERVER_KEY_FILE "server.key"
 #define SEALED_MAX      8192 /* a sealed secret is at most ~2.1 KiB (8192-bit key) */
 #define SEAL_AD         "fedsvd aggregation-server power-job secret v1 "
-
-struct agg_power {
-    /* immutable after pj_attach */
-    struct fs_fedpower_config cfg;
-    uint64_t rows[FS_JOB_MAX_PARTIES];
-    struct fs_fedpower_privacy priv;
-    uint32_t syncs;
-    int secagg;
-    char *pk_b64; /* fedpower-utility: the exported public key */
-    unsigned pk_bits;
-    size_t sel_size;
-    size_t resp_size;
-
-    /* sm_mu */
-    fs_fedpower_server *srv;
-
-    /* mu */
-    uint32_t sync;    /* status: current sync (syncs at the Rayleigh round and after) */
-    uint32_t iter;    /* status: the iteration the current Z follows */
-    double crypto_s;  /* Paillier key generation, selectors, decryptions */
-    json_t *sync_ids; /* array: per sync, the ids in its aggregate */
-    json_t *last_ids; /* the ids of the last aggregate */
-};
-
-static int is_plain(const agg_job *j)
-{
-    return j->pw != NULL && j->pw->cfg.alg == FS_FEDPOWER_PLAIN;
-}
-
-static int is_utility(const agg_job *j)
-{
-    return j->pw != NULL && j->pw->cfg.alg == FS_FEDPOWER_UTILITY;
-}
 
 /* ------------------------------------------------------------ the sealed secret */
 
@@ -313,7 +281,9 @@ static void pj_free(struct agg_power *pw)
     if (pw == NULL) {
         return;
     }
+    pj_join_precompute(NULL, pw); /* (it reads srv) */
     fs_fedpower_server_free(pw->srv);
+    fs_fedpower_xpre_free(pw->xpre);
     free(pw->pk_b64);
     json_decref(pw->sync_ids);
     json_decref(pw->last_ids);
@@ -758,6 +728,7 @@ static void finish_job(agg_job *j, double at)
                 fs_algo_name(j->spec.algo));
     fs_secagg_server_free(j->sm);
     j->sm = NULL;
+    pj_join_precompute(j, j->pw);        /* (none runs by now; it would read srv) */
     fs_fedpower_server_free(j->pw->srv); /* wipes the Paillier key */
     j->pw->srv = NULL;
     drop_secret(j);
@@ -822,34 +793,28 @@ static void pj_worker(agg_job *j)
         at = agg_now_wall();
         pthread_mutex_lock(&j->mu);
         fs_jobsm_record_timing(&j->st, FS_JOB_UNMASKING, at);
-        if (rc == 0 && is_utility(j)) {
+        if (rc == 0 && pj_is_utility(j)) {
             pw->crypto_s += agg_now_mono() - t0;
         }
         pthread_mutex_unlock(&j->mu);
         if (rc == 0 && fs_fedpower_server_phase(pw->srv) == FS_FEDPOWER_EXCHANGE) {
-            /* fedpower-utility: the noise exchange of this sync over U3; its
-             * selectors are persisted before any is sent */
-            size_t sl = 0;
-            const uint8_t *sel = fs_fedpower_server_exchange_selectors(pw->srv, &sl);
-            rc = sel == NULL ? fs_err_set(&err, FS_EINTERNAL, "no selectors")
-                             : agg_log_event(j, "exchange", 0, r, sel, sl, at, &err);
+            /* fedpower-utility: the noise exchange of this sync over U3 (it
+             * may be open since masked input closed, and answered already) */
+            rc = pj_open_noise_round(j, r, u3, n3, at, &err);
             if (rc == 0) {
-                pthread_mutex_lock(&j->mu);
-                if (agg_cur_doc(j) != NULL) {
-                    json_object_set_new(agg_cur_doc(j), "phase",
-                                        json_string(fs_job_phase_name(FS_JOB_NOISE_EXCHANGE)));
-                }
-                agg_next_round_locked(j, FS_JOB_NOISE_EXCHANGE, u3, n3, at, 0);
-                fs_jobsm_set_finishing(&j->st, 0); /* the exchange is open from now on */
-                pthread_mutex_unlock(&j->mu);
-                if (!j->replaying) {
-                    agg_persist_state(j, NULL);
-                }
                 return;
             }
         }
     } else if (ph == FS_JOB_NOISE_EXCHANGE) {
-        rc = fs_fedpower_server_close_exchange(pw->srv, &err);
+        /* the outcome computed while unmasking ran, when every party had answered */
+        pj_join_precompute(j, pw);
+        rc = pw->xpre != NULL ? fs_fedpower_server_close_exchange_pre(pw->srv, pw->xpre, &err)
+                              : FS_ESTATE;
+        if (rc == FS_ESTATE) {
+            rc = fs_fedpower_server_close_exchange(pw->srv, &err);
+        }
+        fs_fedpower_xpre_free(pw->xpre);
+        pw->xpre = NULL;
         pthread_mutex_lock(&j->mu);
         pw->crypto_s += agg_now_mono() - t0;
         pthread_mutex_unlock(&j->mu);
@@ -895,36 +860,9 @@ static int pj_result_name(const agg_job *j, const char *name)
            (strcmp(name, "eigenvalues") == 0 && j->spec.power.eigenvalues);
 }
 
-/* sm_mu held: party's answer of the open round is in. */
-static void mark_sent(agg_job *j, uint32_t party)
-{
-    struct fs_jobsm_msg msg;
-
-    memset(&msg, 0, sizeof msg);
-    msg.kind = is_plain(j) ? FS_JOBSM_PLAIN : FS_JOBSM_NOISE;
-    msg.party = party;
-    pthread_mutex_lock(&j->mu);
-    fs_jobsm_accepted(&j->st, j->sm, &msg);
-    pthread_mutex_unlock(&j->mu);
-}
-
-static int need_power(const agg_job *j, int utility_only, int plain_only, struct fs_err *err)
-{
-    if (j->pw == NULL) {
-        return fs_err_set(err, FS_ENOTFOUND, "only power-method jobs have this resource");
-    }
-    if (utility_only && !is_utility(j)) {
-        return fs_err_set(err, FS_ENOTFOUND, "only fedpower-utility jobs exchange noise");
-    }
-    if (plain_only && !is_plain(j)) {
-        return fs_err_set(err, FS_ENOTFOUND, "only fedpower jobs take plain uploads");
-    }
-    return 0;
-}
-
 int agg_job_z_path(agg_job *j, uint32_t r, char *path, size_t cap, struct fs_err *err)
 {
-    int rc = need_power(j, 0, 0, err);
+    int rc = pj_need_power(j, 0, 0, err);
     int have;
 
     if (rc == 0) {
@@ -950,7 +888,7 @@ int agg_job_z_path(agg_job *j, uint32_t r, char *path, size_t cap, struct fs_err
 
 int agg_job_exchange_key(agg_job *j, json_t **out, struct fs_err *err)
 {
-    int rc = need_power(j, 1, 0, err);
+    int rc = pj_need_power(j, 1, 0, err);
 
     *out = NULL;
     if (rc != 0) {
@@ -963,116 +901,10 @@ int agg_job_exchange_key(agg_job *j, json_t **out, struct fs_err *err)
     return *out == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
 }
 
-/* Round r's noise exchange is open and party's input is in the sum; sm_mu held on success. */
-static int enter_exchange(agg_job *j, uint32_t party, uint32_t r, struct fs_err *err)
-{
-    int rc = need_power(j, 1, 0, err);
-
-    if (rc == 0) {
-        rc = agg_exists(j, r, err);
-    }
-    if (rc == 0 && r >= j->pw->syncs) {
-        rc = fs_err_set(err, FS_ENOTFOUND, "round %u (Rayleigh) has no noise exchange", r);
-    }
-    if (rc != 0) {
-        return rc;
-    }
-    rc = agg_enter(j, FS_JOB_NOISE_EXCHANGE, r, 0, err);
-    if (rc != 0) {
-        return rc;
-    }
-    pthread_mutex_lock(&j->mu);
-    if (!j->st.in_round[party]) {
-        rc = fs_err_set(err, FS_ECONFLICT, "party %u's input is not in sum %u", party, r);
-    }
-    pthread_mutex_unlock(&j->mu);
-    if (rc == 0 && j->pw->srv == NULL) {
-        rc = fs_err_set(err, FS_ECONFLICT, "job is over");
-    }
-    if (rc != 0) {
-        agg_leave(j);
-    }
-    return rc;
-}
-
-int agg_job_get_selector(agg_job *j, uint32_t party, uint32_t r, json_t **out, struct fs_err *err)
-{
-    uint8_t *buf = NULL;
-    char *b64 = NULL;
-    int rc;
-
-    *out = NULL;
-    rc = enter_exchange(j, party, r, err);
-    if (rc != 0) {
-        return rc;
-    }
-    buf = malloc(j->pw->sel_size);
-    rc = buf == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory")
-                     : fs_fedpower_server_selector(j->pw->srv, party, buf, j->pw->sel_size, err);
-    agg_leave(j);
-    if (rc == FS_ENOTFOUND) {
-        rc = fs_err_set(err, FS_ECONFLICT, "party %u's input is not in sum %u", party, r);
-    }
-    if (rc == 0) {
-        b64 = fs_b64url_encode(buf, j->pw->sel_size);
-        *out = b64 != NULL ? json_pack("{s:s}", "selector", b64) : NULL;
-        if (*out == NULL) {
-            rc = fs_err_set(err, FS_ENOMEM, "out of memory");
-        }
-    }
-    free(b64);
-    free(buf);
-    return rc;
-}
-
-int agg_job_noise_check(agg_job *j, uint32_t party, uint32_t r, size_t *bytes, struct fs_err *err)
-{
-    int rc = enter_exchange(j, party, r, err);
-
-    *bytes = 0;
-    if (rc == 0) {
-        *bytes = j->pw->resp_size;
-        agg_leave(j);
-    }
-    return rc;
-}
-
-int agg_job_post_noise_response(agg_job *j, uint32_t party, uint32_t r, const uint8_t *buf,
-                                size_t len, struct fs_err *err)
-{
-    int rc = enter_exchange(j, party, r, err);
-
-    if (rc != 0) {
-        return rc;
-    }
-    if (len != j->pw->resp_size) {
-        rc = fs_err_set(err, FS_EINVAL, "response: %zu bytes, expected %zu", len, j->pw->resp_size);
-    } else {
-        int is_new = !j->st.sent[party];
-        rc = fs_fedpower_server_add_response(j->pw->srv, party, buf, len, err);
-        if (rc == 0 && is_new) {
-            /* persisted before it is acknowledged: a restart replays it */
-            rc = agg_log_event(j, "noise", party, r, buf, len, agg_now_wall(), err);
-        }
-    }
-    if (rc == FS_EFORMAT) {
-        rc = fs_err_set(err, FS_EINVAL, "response: %s", err->msg);
-    } else if (rc == FS_ENOTFOUND) {
-        rc = fs_err_set(err, FS_ECONFLICT, "party %u's input is not in sum %u", party, r);
-    } else if (rc == FS_ESTATE) {
-        rc = fs_err_set(err, FS_ECONFLICT, "%s", err->msg);
-    }
-    if (rc == 0) {
-        mark_sent(j, party);
-    }
-    agg_leave(j);
-    return rc;
-}
-
 int agg_job_plain_check(agg_job *j, uint32_t party, uint32_t r, size_t *rows, size_t *cols,
                         struct fs_err *err)
 {
-    int rc = need_power(j, 0, 1, err);
+    int rc = pj_need_power(j, 0, 1, err);
 
     *rows = *cols = 0;
     if (rc == 0) {
@@ -1150,7 +982,7 @@ static int put_plain_new(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y
 int agg_job_put_plain(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y, double zmax,
                       struct fs_err *err)
 {
-    int rc = need_power(j, 0, 1, err);
+    int rc = pj_need_power(j, 0, 1, err);
 
     if (rc == 0) {
         rc = agg_exists(j, r, err);
@@ -1172,7 +1004,7 @@ int agg_job_put_plain(agg_job *j, uint32_t party, uint32_t r, const fs_mat *y, d
         rc = fs_err_set(err, FS_ECONFLICT, "%s", err->msg);
     }
     if (rc == 0) {
-        mark_sent(j, party);
+        pj_mark_sent(j, party);
     }
     agg_leave(j);
     return rc;
@@ -1222,22 +1054,11 @@ static int replay_begin(agg_job *j, const struct agg_event *ev, struct fs_err *e
     return rc;
 }
 
-/* Check that ev belongs to the open round r of phase ph. */
-static int replay_in_round(const agg_job *j, const struct agg_event *ev, enum fs_job_phase ph,
-                           struct fs_err *err)
-{
-    if (j->st.phase != ph || ev->idx != j->st.r || ev->party < 1 || ev->party > j->n) {
-        return fs_err_set(err, FS_EFORMAT, "not a message of the open %s round",
-                          fs_job_phase_name(ph));
-    }
-    return 0;
-}
-
 static int replay_plain(agg_job *j, const struct agg_event *ev, struct fs_err *err)
 {
     char path[4500];
     fs_mat *y = NULL;
-    int rc = replay_in_round(j, ev, FS_JOB_PLAIN_UPLOAD, err);
+    int rc = pj_replay_in_round(j, ev, FS_JOB_PLAIN_UPLOAD, err);
 
     if (rc == 0 && ev->len != 8) {
         rc = fs_err_set(err, FS_EFORMAT, "bad plain upload event");
@@ -1252,36 +1073,10 @@ static int replay_plain(agg_job *j, const struct agg_event *ev, struct fs_err *e
         rc = fs_fedpower_server_add_plain(j->pw->srv, ev->party, y, zmax_decode(ev->body), err);
     }
     if (rc == 0) {
-        mark_sent(j, ev->party);
+        pj_mark_sent(j, ev->party);
     }
     fs_mat_free(y);
     return rc;
-}
-
-static int replay_noise(agg_job *j, const struct agg_event *ev, struct fs_err *err)
-{
-    int rc = replay_in_round(j, ev, FS_JOB_NOISE_EXCHANGE, err);
-
-    if (rc == 0) {
-        rc = fs_fedpower_server_add_response(j->pw->srv, ev->party, ev->body, ev->len, err);
-    }
-    if (rc == 0) {
-        mark_sent(j, ev->party);
-    }
-    return rc;
-}
-
-/* The exchange the replayed worker opened gets back the selectors it sent. */
-static int replay_exchange(agg_job *j, const struct agg_event *ev, struct fs_err *err)
-{
-    if (j->st.phase != FS_JOB_NOISE_EXCHANGE || ev->idx != j->st.r) {
-        return fs_err_set(err, FS_EFORMAT, "noise exchange %llu out of order",
-                          (unsigned long long)ev->idx);
-    }
-    if (ev->len == 0) {
-        return fs_err_set(err, FS_EFORMAT, "the exchange's selectors were not kept");
-    }
-    return fs_fedpower_server_restore_selectors(j->pw->srv, ev->body, ev->len, err);
 }
 
 /* A stored event of a power-method job (sm_mu held, j->replaying). The
@@ -1292,7 +1087,9 @@ static int pj_replay(agg_job *j, const struct agg_event *ev, int *handled, struc
     if (j->pw == NULL || j->pw->srv == NULL || j->sm == NULL) {
         return 0;
     }
-    if (strncmp(ev->kind, "close_", 6) != 0 && j->st.finishing && fs_jobsm_running(&j->st)) {
+    /* (also before a close: a noise exchange whose answers all came early
+     * closes right after the worker opened it, with no event between) */
+    if (j->st.finishing && fs_jobsm_running(&j->st)) {
         pj_worker(j);
         pthread_mutex_lock(&j->mu);
         fs_jobsm_set_finishing(&j->st, 0);
@@ -1314,7 +1111,7 @@ static int pj_replay(agg_job *j, const struct agg_event *ev, int *handled, struc
     }
     if (strcmp(ev->kind, "exchange") == 0) {
         *handled = 1;
-        return replay_exchange(j, ev, err);
+        return pj_replay_exchange(j, ev, err);
     }
     if (strcmp(ev->kind, "plain") == 0) {
         *handled = 1;
@@ -1322,7 +1119,7 @@ static int pj_replay(agg_job *j, const struct agg_event *ev, int *handled, struc
     }
     if (strcmp(ev->kind, "noise") == 0) {
         *handled = 1;
-        return replay_noise(j, ev, err);
+        return pj_replay_noise(j, ev, err);
     }
     return 0;
 }
@@ -1339,4 +1136,5 @@ const struct agg_algo_ops agg_power_ops = {
     .result_name = pj_result_name,
     .load = pj_load,
     .replay = pj_replay,
+    .tick = pj_tick,
 };

@@ -13,6 +13,7 @@
 
 #include "../../api/jobdoc.h"
 #include "../../api/phase.h"
+#include "../../api/shardwire.h"
 #include "../../api/wire.h"
 #include "crypto/ct.h"
 #include "io/matio.h"
@@ -167,25 +168,31 @@ static int layout(const agg_mgr *m, const struct fs_fedsvd_job *fj, const char *
 static json_t *window_body(const struct fs_job_spec *spec, uint32_t chunk_words,
                            const struct fs_job_shard *sh, uint32_t S, const uint8_t (*digests)[32])
 {
-    json_t *auth = json_array();
-    json_t *sizes = json_array();
+    struct fs_shard_window w;
+    size_t *sizes = calloc((size_t)spec->parties + 1, sizeof *sizes);
     json_t *b;
 
-    for (uint32_t v = 0; auth != NULL && sizes != NULL && v < spec->parties; v++) {
-        char hex[65];
-        for (int k = 0; k < 32; k++) {
-            snprintf(hex + 2 * k, 3, "%02x", digests[v][k]);
-        }
-        json_array_append_new(auth, json_string(hex));
-        json_array_append_new(sizes, json_integer((json_int_t)spec->fed.party_sizes[v]));
+    if (sizes == NULL) {
+        return NULL;
     }
-    b = json_pack("{s:i, s:i, s:I, s:I, s:I, s:i, s:i, s:o, s:[I, I], s:i, s:o}", "shard",
-                  (int)sh->shard, "round", (int)(fs_job_aggregations(spec) - 1), "total_words",
-                  (json_int_t)(spec->rows * spec->cols), "offset", (json_int_t)sh->off, "words",
-                  (json_int_t)sh->len, "chunk_words", (int)chunk_words, "parties",
-                  (int)spec->parties, "party_auth", auth != NULL ? auth : json_null(), "shape",
-                  (json_int_t)spec->rows, (json_int_t)spec->cols, "shards", (int)S, "party_sizes",
-                  sizes != NULL ? sizes : json_null());
+    for (uint32_t v = 0; v < spec->parties; v++) {
+        sizes[v] = (size_t)spec->fed.party_sizes[v];
+    }
+    memset(&w, 0, sizeof w);
+    w.shard = sh->shard;
+    w.round = fs_job_aggregations(spec) - 1;
+    w.shards = S;
+    w.parties = spec->parties;
+    w.chunk_words = chunk_words;
+    w.total_words = spec->rows * spec->cols;
+    w.offset = sh->off;
+    w.words = sh->len;
+    w.rows = spec->rows;
+    w.cols = spec->cols;
+    w.party_auth = digests;
+    w.party_sizes = sizes;
+    b = fs_shardwire_window_encode(&w);
+    free(sizes);
     return b;
 }
 
@@ -397,7 +404,7 @@ int agg_shard_close_masked(agg_job *j, char **body, struct fs_err *err)
         }
     }
     pthread_mutex_unlock(&j->mu);
-    doc = json_pack("{s:o}", "complete_on_shards", fs_wire_ids_encode(ids, k));
+    doc = fs_shardwire_verdict_encode(ids, k);
     *body = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
     json_decref(doc);
     free(ids);
@@ -413,29 +420,20 @@ int agg_shard_replay_close(agg_job *j, const void *body, size_t len, struct fs_e
 {
     json_error_t je;
     json_t *doc;
-    const json_t *a;
+    int rc;
 
     if (!agg_shard_closes_masked(j)) {
         return 0;
     }
     doc = json_loadb(body, len, 0, &je);
-    a = json_object_get(doc, "complete_on_shards");
-    if (!json_is_array(a)) {
-        json_decref(doc);
-        return fs_err_set(err, FS_EFORMAT, "close event without the shards' verdict");
-    }
     pthread_mutex_lock(&j->mu);
-    memset(j->sj->elsewhere, 0, (size_t)j->n + 1);
-    for (size_t i = 0; i < json_array_size(a); i++) {
-        json_int_t v = json_integer_value(json_array_get(a, i));
-        if (v >= 1 && v <= (json_int_t)j->n) {
-            j->sj->elsewhere[v] = 1;
-        }
+    rc = fs_shardwire_verdict_decode(doc, j->n, j->sj->elsewhere, err);
+    if (rc == 0) {
+        j->sj->polled = 1;
     }
-    j->sj->polled = 1;
     pthread_mutex_unlock(&j->mu);
     json_decref(doc);
-    return 0;
+    return rc != 0 ? fs_err_prefix(err, "close event without the shards' verdict: ") : 0;
 }
 
 /* ------------------------------------------------------------ the poller */
@@ -485,7 +483,7 @@ static int poll_peers(agg_job *j, fs_httpc **cs, uint8_t *acc)
         struct fs_err err = {0};
         uint8_t *mine = calloc((size_t)j->n + 1, 1);
         json_t *doc = NULL;
-        const json_t *a;
+        struct fs_shard_status ss;
         long st = 0;
         int rc;
         if (mine == NULL) {
@@ -509,12 +507,15 @@ static int poll_peers(agg_job *j, fs_httpc **cs, uint8_t *acc)
                         "shard", (int)s, "error", err.msg);
             return -1;
         }
-        a = json_object_get(doc, "complete");
-        for (size_t i = 0; json_is_array(a) && i < json_array_size(a); i++) {
-            json_int_t v = json_integer_value(json_array_get(a, i));
-            if (v >= 1 && v <= (json_int_t)j->n) {
-                mine[v] = 1;
-            }
+        memset(&ss, 0, sizeof ss);
+        ss.parties = j->n;
+        ss.complete = mine + 1;
+        if (fs_shardwire_status_decode(doc, &ss, &err) != 0) {
+            fs_log_pack(FS_LOG_WARN, "shard status malformed", "{s:s, s:i, s:s}", "job", j->id,
+                        "shard", (int)s, "error", err.msg);
+            free(mine);
+            json_decref(doc);
+            return -1;
         }
         for (uint32_t v = 1; v <= j->n; v++) {
             acc[v] &= mine[v];
@@ -546,8 +547,8 @@ static void *poller_main(void *arg)
             delete_windows(j->mgr, j->id, sj->sh, sj->S);
             break;
         }
-        if (!masked && ++idle % 16 != 0) {
-            continue; /* outside masked_input: check that the windows are there every 4 s */
+        if (!masked && ++idle % 4 != 0) {
+            continue; /* outside masked_input: check that the windows are there every second */
         }
         rc = poll_peers(j, cs, acc);
         if (rc > 0) {
@@ -595,65 +596,61 @@ void agg_shard_tick(agg_job *j)
 static char *finish_body(const uint32_t *u3, size_t n3, int e, const struct fs_prg_term *plan,
                          size_t np)
 {
-    json_t *terms = json_array();
-    json_t *b;
-    char *txt = NULL;
+    return fs_shardwire_finish_encode(u3, n3, e, plan, np);
+}
 
-    for (size_t i = 0; terms != NULL && i < np; i++) {
-        char *k = fs_b64url_encode(plan[i].key, sizeof plan[i].key);
-        json_t *t =
-            k != NULL ? json_pack("{s:s, s:i}", "key", k, "sign", plan[i].sign > 0 ? 1 : -1) : NULL;
-        if (k != NULL) {
-            fs_wipe(k, strlen(k));
-            free(k);
-        }
-        if (t == NULL || json_array_append_new(terms, t) != 0) {
-            json_decref(terms);
-            terms = NULL;
-        }
+/* A peer that cannot be reached or answers 5xx (restarting, say): try again later. */
+static int peer_transient(long st)
+{
+    return st == 0 || st >= 500;
+}
+
+/* POST the finish to shard s. A peer that is away (peer_transient) is not
+ * an error: fetch_r sends the finish again once it answers as receiving. */
+static int send_finish_to(agg_job *j, fs_httpc *c, uint32_t s, const char *txt, struct fs_err *err)
+{
+    char path[160];
+    long st = 0;
+    int rc;
+
+    snprintf(path, sizeof path, "/v1/shards/%s/finish", j->id);
+    rc = peer_do(c, "POST", path, txt, NULL, &st, NULL, err);
+    if (rc != 0 && peer_transient(st)) {
+        fs_log_pack(FS_LOG_WARN, "shard away at the finish; sent again when it is back",
+                    "{s:s, s:i, s:s}", "job", j->id, "shard", (int)s, "error", err->msg);
+        return 0;
     }
-    b = terms != NULL ? json_pack("{s:o, s:i, s:o}", "u3", fs_wire_ids_encode(u3, n3), "exponent",
-                                  e, "plan", terms)
-                      : NULL;
-    if (b != NULL) {
-        txt = json_dumps(b, JSON_COMPACT);
-        /* wipe the keys' copies in the document before it is freed */
-        terms = json_object_get(b, "plan");
-        for (size_t i = 0; i < json_array_size(terms); i++) {
-            json_t *k = json_object_get(json_array_get(terms, i), "key");
-            fs_wipe((void *)json_string_value(k), json_string_length(k));
-        }
+    if (rc != 0) {
+        return st == 404 ? fs_err_set(err, FS_ESTATE, "shard %u lost its state after a restart", s)
+                         : fs_err_set(err, FS_EIO, "shard %u: %s", s, err->msg);
     }
-    json_decref(b);
-    return txt;
+    return 0;
 }
 
 /* POST the finish to every peer. */
 static int send_finish(agg_job *j, const char *txt, struct fs_err *err)
 {
     struct agg_shardjob *sj = j->sj;
-    char path[160];
 
-    snprintf(path, sizeof path, "/v1/shards/%s/finish", j->id);
     for (uint32_t s = 1; s < sj->S; s++) {
         fs_httpc *c = NULL;
-        long st = 0;
         int rc = peer_client(j->mgr, sj->sh[s].url, 0, &c, err);
         if (rc == 0) {
-            rc = peer_do(c, "POST", path, txt, NULL, &st, NULL, err);
+            rc = send_finish_to(j, c, s, txt, err);
         }
         fs_httpc_free(c);
         if (rc != 0) {
-            return st == 404
-                       ? fs_err_set(err, FS_ESTATE, "shard %u lost its state after a restart", s)
-                       : fs_err_set(err, FS_EIO, "shard %u: %s", s, err->msg);
+            return rc;
         }
     }
     return 0;
 }
 
-/* Wait for shard s's R and read it. */
-static int fetch_r(agg_job *j, uint32_t s, double deadline, fs_mat **r, struct fs_err *err)
+/* Wait for shard s's R and read it. A peer that restarted while it was
+ * finishing reloads its window as receiving (it never stores the plan):
+ * the finish txt is sent to it again; a peer away for a moment is waited for. */
+static int fetch_r(agg_job *j, uint32_t s, double deadline, const char *txt, fs_mat **r,
+                   struct fs_err *err)
 {
     struct agg_shardjob *sj = j->sj;
     struct fs_io_caps caps = fs_io_caps_default();
@@ -667,22 +664,41 @@ static int fetch_r(agg_job *j, uint32_t s, double deadline, fs_mat **r, struct f
     while (rc == 0) {
         json_t *doc = NULL;
         const char *state;
+        struct fs_shard_status ss;
         long st = 0;
         rc = peer_do(c, "GET", path, NULL, NULL, &st, &doc, err);
+        if (rc != 0 && peer_transient(st) && agg_now_mono() <= deadline && !j->mgr->closing) {
+            rc = 0; /* restarting: ask again */
+            usleep(100 * 1000);
+            continue;
+        }
         if (rc != 0) {
             if (st == 404) {
                 rc = fs_err_set(err, FS_ESTATE, "shard %u lost its state after a restart", s);
             }
             break;
         }
-        state = json_string_value(json_object_get(doc, "state"));
+        memset(&ss, 0, sizeof ss);
+        ss.parties = j->n;
+        state =
+            fs_shardwire_status_decode(doc, &ss, err) == 0 ? fs_shard_state_name(ss.state) : NULL;
         if (state != NULL && strcmp(state, "done") == 0) {
             json_decref(doc);
             break;
         }
-        if (state == NULL || strcmp(state, "failed") == 0) {
-            const char *e = json_string_value(json_object_get(doc, "error"));
-            rc = fs_err_set(err, FS_EIO, "shard %u failed: %s", s, e != NULL ? e : "(no reason)");
+        if (state != NULL && strcmp(state, "receiving") == 0) {
+            fs_log_pack(FS_LOG_INFO, "shard restarted while finishing: the finish sent again",
+                        "{s:s, s:i}", "job", j->id, "shard", (int)s);
+            rc = send_finish_to(j, c, s, txt, err);
+            if (rc != 0) {
+                json_decref(doc);
+                break;
+            }
+        } else if (state == NULL || strcmp(state, "failed") == 0) {
+            const char *e = state == NULL         ? err->msg
+                            : ss.error[0] != '\0' ? ss.error
+                                                  : "(no reason)";
+            rc = fs_err_set(err, FS_EIO, "shard %u failed: %s", s, e);
             json_decref(doc);
             break;
         }
@@ -721,17 +737,19 @@ static int fetch_r(agg_job *j, uint32_t s, double deadline, fs_mat **r, struct f
  * The sharded SVD aggregation is complete (sm_mu held, on the worker; the
  * own window is unmasked, its survivors u3 checked, e their exponent): the
  * plan to the peers, the own window reduced to R_0, the peers' R_s
- * fetched, TSQR into *pub (S and V').
+ * fetched and folded one by one into the running factor (O(d^2) however
+ * many shards), TSQR into *pub (S and V'). The finish body (the plan) is
+ * kept until every R is in, for a peer that restarts meanwhile.
  */
 int agg_shard_finish_svd(agg_job *j, const struct fs_prg_term *plan, size_t np, const uint32_t *u3,
                          size_t n3, int e, struct fs_fedsvd_published *pub, struct fs_err *err)
 {
     struct agg_shardjob *sj = j->sj;
-    fs_mat *rs[FS_JOB_MAX_SHARDS] = {0};
+    fs_mat *acc = NULL;
     enum fs_topk_method method =
         j->spec.fed.method == FS_JOB_RANDOMIZED ? FS_TOPK_RANDOMIZED : FS_TOPK_AUTO;
     char *txt = finish_body(u3, n3, e, plan, np);
-    uint64_t *owned;
+    uint64_t *owned = NULL;
     uint64_t n = 0;
     double wait_s = (double)j->spec.round_timeout_s;
     double deadline;
@@ -740,29 +758,39 @@ int agg_shard_finish_svd(agg_job *j, const struct fs_prg_term *plan, size_t np, 
     if (rc == 0) {
         rc = send_finish(j, txt, err);
     }
+    if (rc == 0) {
+        owned = fs_secagg_server_take_sum(j->sm, &n);
+        if (owned == NULL || n != sj->sh[0].len) {
+            free(owned);
+            rc = fs_err_set(err, FS_EINTERNAL, "the aggregation's sum is not available");
+        }
+    }
+    if (rc == 0) {
+        rc = fs_fedsvd_shard_r(&j->fj, 0, e, owned, &acc, err); /* takes owned over */
+    }
+    deadline = agg_now_mono() + (wait_s > R_WAIT_MIN_S ? wait_s : R_WAIT_MIN_S);
+    for (uint32_t s = 1; rc == 0 && s < sj->S; s++) {
+        fs_mat *r = NULL;
+        rc = fetch_r(j, s, deadline, txt, &r, err);
+        if (rc == 0) {
+            rc = fs_fedsvd_tsqr_fold(&acc, r, (size_t)j->spec.cols, err);
+        }
+        if (r != NULL) {
+            fs_mat_wipe(r);
+        }
+        fs_mat_free(r);
+    }
     if (txt != NULL) {
         fs_wipe(txt, strlen(txt));
         free(txt);
     }
-    if (rc != 0) {
-        return rc;
-    }
-    owned = fs_secagg_server_take_sum(j->sm, &n);
-    if (owned == NULL || n != sj->sh[0].len) {
-        free(owned);
-        return fs_err_set(err, FS_EINTERNAL, "the aggregation's sum is not available");
-    }
-    rc = fs_fedsvd_shard_r(&j->fj, 0, e, owned, &rs[0], err); /* takes owned over */
-    deadline = agg_now_mono() + (wait_s > R_WAIT_MIN_S ? wait_s : R_WAIT_MIN_S);
-    for (uint32_t s = 1; rc == 0 && s < sj->S; s++) {
-        rc = fetch_r(j, s, deadline, &rs[s], err);
-    }
     if (rc == 0) {
-        rc = fs_fedsvd_tsqr_factorize(&j->fj, rs, sj->S, (size_t)j->spec.fed.k, method, NULL, pub,
-                                      err);
+        rc = fs_fedsvd_tsqr_finish(&j->fj, acc, (size_t)j->spec.fed.k, method, NULL, pub, err);
+        acc = NULL;
     }
-    for (uint32_t s = 0; s < sj->S; s++) {
-        fs_mat_free(rs[s]);
+    if (acc != NULL) {
+        fs_mat_wipe(acc);
     }
+    fs_mat_free(acc);
     return rc;
 }

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "../../api/shardwire.h"
 #include "crypto/ct.h"
 #include "http.h"
 #include "net/reply.h"
@@ -97,16 +98,7 @@ int agg_shard_h_finish(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return 0;
     }
     rc = agg_shardwin_finish(w, body, &err);
-    /* the body held the plan (secret): wipe its key strings before freeing */
-    if (json_is_array(json_object_get(body, "plan"))) {
-        json_t *plan = json_object_get(body, "plan");
-        for (size_t i = 0; i < json_array_size(plan); i++) {
-            json_t *k = json_object_get(json_array_get(plan, i), "key");
-            if (json_is_string(k)) {
-                fs_wipe((void *)json_string_value(k), json_string_length(k));
-            }
-        }
-    }
+    fs_shardwire_finish_wipe(body); /* the plan is secret: its key strings before freeing */
     json_decref(body);
     if (rc != 0) {
         agg_shardwin_unref(w);

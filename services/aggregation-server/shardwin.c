@@ -1,6 +1,7 @@
 /* The windows this server holds as a shard (see shardwin.h). */
 #include "shardwin.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -8,11 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "../../api/shardwire.h"
 #include "../../api/wire.h"
 #include "core/fdio.h"
+#include "crypto/ct.h"
 #include "io/matio.h"
 #include "jobmgr_internal.h"
 #include "net/auth.h"
@@ -45,6 +49,9 @@ struct agg_shardwin {
     struct fs_fedsvd_job fj;
     fs_auth *auth;
     int fsync;
+    int drop_files; /* remove the directory when freed (deleted, or never made whole) */
+    int reloading;  /* folding the persisted chunks again: the store's put writes nothing */
+    int log_fd;     /* chunks.log, appended under mu; -1 when closed */
 
     pthread_mutex_t mu;
     fs_secagg_server *sm;
@@ -82,6 +89,8 @@ static double mono_now(void)
 
 /* ------------------------------------------------------------ the registry */
 
+static void shards_reload(agg_shards *r);
+
 int agg_shards_new(const char *data_dir, int fsync, agg_shards **out, struct fs_err *err)
 {
     agg_shards *r = calloc(1, sizeof *r);
@@ -96,7 +105,7 @@ int agg_shards_new(const char *data_dir, int fsync, agg_shards **out, struct fs_
     }
     pthread_mutex_init(&r->mu, NULL);
     r->fsync = fsync;
-    agg_rm_tree(r->dir); /* windows do not survive a restart */
+    shards_reload(r); /* the windows of the previous run, as they were persisted */
     *out = r;
     return 0;
 }
@@ -115,8 +124,11 @@ static void win_free(agg_shardwin *w)
     fs_auth_free(w->auth);
     free(w->sizes);
     free(w->spec);
-    if (w->dir[0] != '\0') {
-        agg_rm_tree(w->dir);
+    if (w->log_fd >= 0) {
+        close(w->log_fd);
+    }
+    if (w->dir[0] != '\0' && w->drop_files) {
+        agg_rm_tree(w->dir); /* else kept for the next run (a stopping server) */
     }
     pthread_mutex_destroy(&w->mu);
     free(w);
@@ -182,6 +194,9 @@ int agg_shards_delete(agg_shards *r, const char *job, struct fs_err *err)
             break;
         }
     }
+    if (w != NULL) {
+        w->drop_files = 1; /* removed with the last reference */
+    }
     pthread_mutex_unlock(&r->mu);
     if (w == NULL) {
         return fs_err_set(err, FS_ENOTFOUND, "no shard window for job %s",
@@ -204,6 +219,9 @@ static int cs_put(void *ctx, uint32_t party, uint64_t idx, const uint64_t *y, si
     agg_shardwin *w = ctx;
     char path[4600];
 
+    if (w->reloading) {
+        return 0; /* the words are read from this very file */
+    }
     if (win_path(w, party, path, sizeof path) != 0) {
         return fs_err_set(err, FS_EINVAL, "upload path too long");
     }
@@ -228,142 +246,191 @@ static void cs_drop(void *ctx, uint32_t party)
     (void)party;
 }
 
-/* ------------------------------------------------------------ creating */
+/* ------------------------------------------------------------ durability
+ *
+ * A window's directory holds what a restarted server needs to resume it:
+ * window.json (the creation body, written before the creation is
+ * answered), p<party>.words (the uploads, at their offsets) and chunks.log
+ * (one record per accepted chunk, appended once the chunk's words are on
+ * disk and folded, before the upload is answered); once done, r.npy (R)
+ * only. The unmask plan is never written: a window reloaded while it was
+ * finishing is receiving again, and its coordinator sends the finish again. */
 
-static int get_u64(const json_t *b, const char *key, uint64_t lo, uint64_t hi, uint64_t *out,
-                   struct fs_err *err)
+#define LOG_MAGIC 0x53484b31u /* "SHK1" */
+
+/* One chunks.log record: the party, a check word, the chunk index (host order). */
+struct log_rec {
+    uint32_t party;
+    uint32_t check;
+    uint64_t idx;
+};
+
+static uint32_t log_check(uint32_t party, uint64_t idx)
 {
-    const json_t *v = json_object_get(b, key);
+    return LOG_MAGIC ^ party ^ (uint32_t)idx ^ (uint32_t)(idx >> 32) ^ (party << 16);
+}
 
-    if (!json_is_integer(v)) {
-        return fs_err_set(err, FS_EFORMAT, "%s: expected an integer", key);
+static int win_file(const agg_shardwin *w, const char *name, char *out, size_t cap)
+{
+    return (size_t)snprintf(out, cap, "%s/%s", w->dir, name) >= cap ? -1 : 0;
+}
+
+static int win_open_log(agg_shardwin *w, struct fs_err *err)
+{
+    char path[4600];
+
+    if (win_file(w, "chunks.log", path, sizeof path) != 0) {
+        return fs_err_set(err, FS_EINVAL, "window path too long");
     }
-    if (json_integer_value(v) < 0 || (uint64_t)json_integer_value(v) < lo ||
-        (uint64_t)json_integer_value(v) > hi) {
-        return fs_err_set(err, FS_EINVAL, "%s: outside %llu..%llu", key, (unsigned long long)lo,
-                          (unsigned long long)hi);
+    w->log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0600);
+    if (w->log_fd < 0) {
+        return fs_err_set(err, fs_io_errcode(errno), "chunks.log: %s", strerror(errno));
     }
-    *out = (uint64_t)json_integer_value(v);
     return 0;
 }
 
-/* The fields of a creation body, checked against each other. */
-static int parse_spec(agg_shardwin *w, const json_t *b, struct fs_err *err)
+/* mu held: record an accepted chunk. A record that cannot be written fails
+ * the window (its sum would hold a chunk that a restart forgets). */
+static int win_log_chunk(agg_shardwin *w, uint32_t party, uint64_t idx, struct fs_err *err)
 {
-    static const char *const keys[] = {"shard", "round",       "total_words", "offset",
-                                       "words", "chunk_words", "parties",     "party_auth",
-                                       "shape", "shards",      "party_sizes", NULL};
-    const json_t *auth = json_object_get(b, "party_auth");
-    const json_t *sizes = json_object_get(b, "party_sizes");
-    const json_t *shape = json_object_get(b, "shape");
-    uint64_t x[6] = {0};
-    uint64_t off = 0;
-    uint64_t len = 0;
-    const char *key;
-    json_t *val;
-    int rc;
+    struct log_rec rec = {party, log_check(party, idx), idx};
+    int e;
 
-    if (!json_is_object(b)) {
-        return fs_err_set(err, FS_EFORMAT, "expected a JSON object");
+    if (w->reloading) {
+        return 0;
     }
-    json_object_foreach((json_t *)b, key, val)
-    {
-        int ok = 0;
-        (void)val;
-        for (size_t i = 0; keys[i] != NULL; i++) {
-            ok |= strcmp(key, keys[i]) == 0;
-        }
-        if (!ok) {
-            return fs_err_set(err, FS_EINVAL, "unknown field \"%.64s\"", key);
-        }
+    if (w->log_fd >= 0 && fs_write_all(w->log_fd, &rec, sizeof rec) == 0 &&
+        (!w->fsync || fdatasync(w->log_fd) == 0)) {
+        return 0;
     }
-    if ((rc = get_u64(b, "shard", 1, FS_JOB_MAX_SHARDS - 1, &x[0], err)) != 0 ||
-        (rc = get_u64(b, "round", 0, UINT32_MAX, &x[1], err)) != 0 ||
-        (rc = get_u64(b, "chunk_words", 16, (uint64_t)1 << 22, &x[2], err)) != 0 ||
-        (rc = get_u64(b, "parties", 1, FS_SECAGG_MAX_PARTIES, &x[3], err)) != 0 ||
-        (rc = get_u64(b, "shards", 2, FS_JOB_MAX_SHARDS, &x[4], err)) != 0 ||
-        (rc = get_u64(b, "total_words", 1, (uint64_t)1 << 40, &w->total, err)) != 0 ||
-        (rc = get_u64(b, "offset", 0, (uint64_t)1 << 40, &w->off, err)) != 0 ||
-        (rc = get_u64(b, "words", 1, (uint64_t)1 << 40, &w->len, err)) != 0) {
-        return rc;
+    e = w->log_fd >= 0 ? errno : EBADF;
+    w->state = W_FAILED;
+    snprintf(w->error, sizeof w->error, "cannot record a chunk: %s", strerror(e));
+    return fs_err_set(err, fs_io_errcode(e), "shard %u: cannot record a chunk: %s", w->shard,
+                      strerror(e));
+}
+
+/* Fold the recorded chunks again (a reloaded window; no other thread sees
+ * it yet). A torn last record (a crash while appending) is ignored: its
+ * upload was not answered. */
+static int win_refold(agg_shardwin *w, struct fs_err *err)
+{
+    char path[4600];
+    char upath[4600];
+    struct log_rec rec;
+    uint64_t *buf = NULL;
+    uint64_t n = 0;
+    int fd;
+    int rc = 0;
+
+    if (win_file(w, "chunks.log", path, sizeof path) != 0) {
+        return fs_err_set(err, FS_EINVAL, "window path too long");
     }
-    w->shard = (uint32_t)x[0];
-    w->round = (uint32_t)x[1];
-    w->chunk_words = (uint32_t)x[2];
-    w->parties = (uint32_t)x[3];
-    w->nshards = (uint32_t)x[4];
-    if (w->shard >= w->nshards) {
-        return fs_err_set(err, FS_EINVAL, "shard: %u of %u shards", w->shard, w->nshards);
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        return errno == ENOENT ? 0 : fs_err_set(err, FS_EIO, "chunks.log: %s", strerror(errno));
     }
-    if (!json_is_array(shape) || json_array_size(shape) != 2 ||
-        !json_is_integer(json_array_get(shape, 0)) || !json_is_integer(json_array_get(shape, 1)) ||
-        json_integer_value(json_array_get(shape, 0)) < 1 ||
-        json_integer_value(json_array_get(shape, 1)) < 1) {
-        return fs_err_set(err, FS_EFORMAT, "shape: expected [rows, cols]");
-    }
-    if (!json_is_array(auth) || json_array_size(auth) != w->parties || !json_is_array(sizes) ||
-        json_array_size(sizes) != w->parties) {
-        return fs_err_set(err, FS_EFORMAT,
-                          "party_auth and party_sizes: expected one entry per party");
-    }
-    w->sizes = calloc(w->parties, sizeof *w->sizes);
-    if (w->sizes == NULL) {
+    buf = malloc((size_t)w->chunk_words * sizeof *buf);
+    if (buf == NULL) {
+        close(fd);
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    for (uint32_t i = 0; i < w->parties; i++) {
-        const json_t *v = json_array_get(sizes, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 1) {
-            return fs_err_set(err, FS_EFORMAT, "party_sizes[%u]: expected a positive integer", i);
+    w->reloading = 1;
+    while (rc == 0 && read(fd, &rec, sizeof rec) == (ssize_t)sizeof rec) {
+        size_t m;
+        if (rec.check != log_check(rec.party, rec.idx) || rec.party < 1 || rec.party > w->parties ||
+            rec.idx >= w->nchunks) {
+            rc = fs_err_set(err, FS_EFORMAT, "chunks.log: bad record %llu", (unsigned long long)n);
+            break;
         }
-        w->sizes[i] = (size_t)json_integer_value(v);
+        m = (size_t)(w->len - rec.idx * w->chunk_words < w->chunk_words
+                         ? w->len - rec.idx * w->chunk_words
+                         : w->chunk_words);
+        rc = win_path(w, rec.party, upath, sizeof upath) != 0
+                 ? fs_err_set(err, FS_EINVAL, "upload path too long")
+                 : agg_read_words(upath, rec.idx * w->chunk_words, buf, m, err);
+        if (rc == 0) {
+            rc = fs_secagg_server_add_masked_ex(w->sm, rec.party, rec.idx, buf, m, NULL, err);
+        }
+        n++;
     }
+    w->reloading = 0;
+    fs_wipe(buf, (size_t)w->chunk_words * sizeof *buf);
+    free(buf);
+    close(fd);
+    if (rc == 0) {
+        fs_log_pack(FS_LOG_INFO, "shard window reloaded", "{s:s, s:i, s:I}", "job", w->job, "shard",
+                    (int)w->shard, "chunks", (json_int_t)n);
+    }
+    return rc;
+}
+
+/* Write window.json (the creation body) before the creation is answered.
+ * The parties' upload files are made (empty) first, so that the directory's
+ * fsync after the rename makes their entries durable too (a chunk's
+ * fdatasync covers its words, not the file's name). */
+static int win_save_spec(agg_shardwin *w, struct fs_err *err)
+{
+    char path[4600];
+
+    for (uint32_t p = 1; p <= w->parties; p++) {
+        int fd = win_path(w, p, path, sizeof path) == 0
+                     ? open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0600)
+                     : -1;
+        if (fd < 0) {
+            return fs_err_set(err, fs_io_errcode(errno), "upload file: %s", strerror(errno));
+        }
+        close(fd);
+    }
+    if (win_file(w, "window.json", path, sizeof path) != 0) {
+        return fs_err_set(err, FS_EINVAL, "window path too long");
+    }
+    return fs_write_file_atomic(path, w->spec, strlen(w->spec), err);
+}
+
+/* ------------------------------------------------------------ creating */
+
+/* The fields of a creation body (api/shardwire.h checks them against each other). */
+static int parse_spec(agg_shardwin *w, const json_t *b, struct fs_err *err)
+{
+    struct fs_shard_window sw;
+    int rc = fs_shardwire_window_decode(b, &sw, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    w->shard = sw.shard;
+    w->round = sw.round;
+    w->chunk_words = sw.chunk_words;
+    w->parties = sw.parties;
+    w->nshards = sw.shards;
+    w->total = sw.total_words;
+    w->off = sw.offset;
+    w->len = sw.words;
+    w->sizes = sw.party_sizes; /* the window's now */
+    sw.party_sizes = NULL;
     memset(&w->fj, 0, sizeof w->fj);
     w->fj.partition = FS_FEDSVD_SAMPLES;
-    w->fj.rows = (size_t)json_integer_value(json_array_get(shape, 0));
-    w->fj.cols = (size_t)json_integer_value(json_array_get(shape, 1));
+    w->fj.rows = (size_t)sw.rows;
+    w->fj.cols = (size_t)sw.cols;
     w->fj.parties = w->parties;
     w->fj.sizes = w->sizes;
     w->fj.shards = w->nshards;
-    if (fs_fedsvd_job_check(&w->fj, err) != 0) {
-        return fs_err_set(err, FS_EINVAL, "%s", err->msg);
-    }
-    if ((uint64_t)w->fj.rows * w->fj.cols != w->total ||
-        fs_fedsvd_shard_window(&w->fj, w->shard, &off, &len) != 0 || off != w->off ||
-        len != w->len) {
-        return fs_err_set(err, FS_EINVAL,
-                          "total_words, offset and words do not match the job's shard %u",
-                          w->shard);
-    }
     w->nchunks = (w->len + w->chunk_words - 1) / w->chunk_words;
-    if ((rc = fs_auth_new(&w->auth, err)) != 0) {
-        return rc;
-    }
-    for (uint32_t i = 0; i < w->parties; i++) {
-        const json_t *v = json_array_get(auth, i);
-        uint8_t d[FS_AUTH_DIGEST_LEN];
+    rc = fs_auth_new(&w->auth, err);
+    for (uint32_t i = 0; rc == 0 && i < w->parties; i++) {
         char label[32];
-        const char *h = json_string_value(v);
-        if (h == NULL || strlen(h) != 2 * FS_AUTH_DIGEST_LEN) {
-            return fs_err_set(err, FS_EFORMAT, "party_auth[%u]: expected 64 hex digits", i);
-        }
-        for (size_t k = 0; k < FS_AUTH_DIGEST_LEN; k++) {
-            unsigned int byte = 0;
-            if (sscanf(h + 2 * k, "%2x", &byte) != 1 ||
-                !((h[2 * k] >= '0' && h[2 * k] <= '9') || (h[2 * k] >= 'a' && h[2 * k] <= 'f'))) {
-                return fs_err_set(err, FS_EFORMAT, "party_auth[%u]: expected 64 hex digits", i);
-            }
-            d[k] = (uint8_t)byte;
-        }
         snprintf(label, sizeof label, "party:%u", i + 1);
-        if ((rc = fs_auth_add_digest(w->auth, d, label, err)) != 0) {
-            return rc;
-        }
+        rc = fs_auth_add_digest(w->auth, sw.party_auth[i], label, err);
     }
-    return 0;
+    fs_shardwire_window_clear(&sw);
+    return rc;
 }
 
-static int win_build(agg_shards *r, const char *job, const json_t *body, agg_shardwin **out,
-                     struct fs_err *err)
+/* A window from its creation body; fresh: a new one (its directory made
+ * empty), else one of the previous run (its files kept). */
+static int win_build(agg_shards *r, const char *job, const json_t *body, int fresh,
+                     agg_shardwin **out, struct fs_err *err)
 {
     struct fs_secagg_chunk_store cs = {NULL, cs_put, cs_get, cs_drop};
     agg_shardwin *w = calloc(1, sizeof *w);
@@ -377,6 +444,7 @@ static int win_build(agg_shards *r, const char *job, const json_t *body, agg_sha
     w->reg = r;
     w->refs = 1;
     w->fsync = r->fsync;
+    w->log_fd = -1;
     snprintf(w->job, sizeof w->job, "%s", job);
     rc = parse_spec(w, body, err);
     if (rc == 0) {
@@ -393,13 +461,19 @@ static int win_build(agg_shards *r, const char *job, const json_t *body, agg_sha
     }
     if (rc == 0) {
         snprintf(w->dir, sizeof w->dir, "%s/%s", r->dir, job);
-        agg_rm_tree(w->dir);
+        if (fresh) {
+            agg_rm_tree(w->dir);
+        }
         rc = fs_mkdir_p(w->dir, err);
         if (rc != 0) {
             w->dir[0] = '\0';
         }
     }
+    if (rc == 0) {
+        rc = win_open_log(w, err);
+    }
     if (rc != 0) {
+        w->drop_files = fresh;
         win_free(w);
         return rc;
     }
@@ -430,7 +504,7 @@ int agg_shards_create(agg_shards *r, const char *job, const json_t *body, int *c
         agg_shardwin_unref(old);
         return rc;
     }
-    rc = win_build(r, job, body, &w, err);
+    rc = win_build(r, job, body, 1, &w, err);
     if (rc != 0) {
         return rc;
     }
@@ -449,6 +523,14 @@ int agg_shards_create(agg_shards *r, const char *job, const json_t *body, int *c
         *created = 1;
     }
     pthread_mutex_unlock(&r->mu);
+    if (rc == 0 && (rc = win_save_spec(w, err)) != 0) {
+        struct fs_err e2 = {0};
+        *created = 0;
+        if (agg_shards_delete(r, job, &e2) != 0) { /* not durable: not created */
+            fs_log_pack(FS_LOG_WARN, "cannot forget a window", "{s:s}", "job", job);
+        }
+        return rc;
+    }
     if (rc != 0) {
         w->dir[0] = '\0'; /* the directory may be the other window's */
         win_free(w);
@@ -464,30 +546,29 @@ int agg_shards_create(agg_shards *r, const char *job, const json_t *body, int *c
 
 json_t *agg_shardwin_doc(agg_shardwin *w)
 {
+    struct fs_shard_status st;
     uint8_t *c = calloc(w->parties + 1, 1);
     json_t *o;
-    json_t *ids = json_array();
 
+    memset(&st, 0, sizeof st);
     pthread_mutex_lock(&w->mu);
+    snprintf(st.job, sizeof st.job, "%s", w->job);
+    st.shard = w->shard;
+    st.state = (enum fs_shard_state)w->state;
+    st.parties = w->parties;
     if (c != NULL && w->sm != NULL && w->state == W_RECEIVING &&
         fs_secagg_shard_complete(w->sm, c) == 0) {
-        for (uint32_t p = 1; ids != NULL && p <= w->parties; p++) {
-            if (c[p - 1]) {
-                json_array_append_new(ids, json_integer(p));
-            }
-        }
+        st.complete = c;
     }
-    o = json_pack("{s:s, s:i, s:s, s:o, s:I, s:I, s:I, s:I, s:I}", "job", w->job, "shard",
-                  (int)w->shard, "state", STATE_NAME[w->state], "complete",
-                  ids != NULL ? ids : json_array(), "offset", (json_int_t)w->off, "words",
-                  (json_int_t)w->len, "chunks", (json_int_t)w->nchunks, "chunk_words",
-                  (json_int_t)w->chunk_words, "peak_rss_bytes",
-                  (json_int_t)(w->peak_rss > 0 ? w->peak_rss : peak_rss_bytes()));
-    if (o != NULL) {
-        json_object_set_new(o, "error", w->error[0] != '\0' ? json_string(w->error) : json_null());
-        json_object_set_new(o, "finish_s",
-                            w->state == W_DONE ? json_real(w->finish_s) : json_null());
-    }
+    st.offset = w->off;
+    st.words = w->len;
+    st.chunks = w->nchunks;
+    st.chunk_words = w->chunk_words;
+    st.peak_rss_bytes = w->peak_rss > 0 ? w->peak_rss : peak_rss_bytes();
+    snprintf(st.error, sizeof st.error, "%s", w->error);
+    st.has_finish_s = w->state == W_DONE;
+    st.finish_s = w->finish_s;
+    o = fs_shardwire_status_encode(&st);
     pthread_mutex_unlock(&w->mu);
     free(c);
     return o;
@@ -551,7 +632,11 @@ int agg_shardwin_put_chunk(agg_shardwin *w, uint32_t party, uint64_t idx, const 
     if (w->sm == NULL) {
         rc = fs_err_set(err, FS_ECONFLICT, "shard %u is no longer receiving", w->shard);
     } else {
-        rc = fs_secagg_server_add_masked_ex(w->sm, party, idx, y, m, NULL, err);
+        int is_new = 0;
+        rc = fs_secagg_server_add_masked_ex(w->sm, party, idx, y, m, &is_new, err);
+        if (rc == 0 && is_new) {
+            rc = win_log_chunk(w, party, idx, err);
+        }
     }
     pthread_mutex_unlock(&w->mu);
     return rc;
@@ -635,6 +720,9 @@ int agg_shardwin_stream_end(agg_shardwin *w, struct agg_upload *u, int complete,
         }
     } else if (complete) {
         rc = fs_secagg_server_upload_commit(&u->up, err);
+        if (rc == 0) {
+            rc = win_log_chunk(w, u->party, u->idx, err);
+        }
     } else if (fs_secagg_server_upload_cancel(&u->up, &e2) != 0) {
         fs_log_pack(FS_LOG_WARN, "cannot take back a broken-off shard chunk", "{s:s}", "job",
                     w->job);
@@ -648,70 +736,36 @@ int agg_shardwin_stream_end(agg_shardwin *w, struct agg_upload *u, int complete,
 
 uint64_t agg_shard_finish_cap(uint32_t n)
 {
-    /* u3: n ids; plan: the survivors' self masks plus, for every dropped
-     * party, one pair key per survivor: at most n + ceil(n/2) floor(n/2)
-     * terms of about 70 bytes of JSON each */
-    uint64_t terms = (uint64_t)n + (uint64_t)((n + 1) / 2) * (n / 2);
-
-    return 4096 + 12 * (uint64_t)n + 80 * terms;
+    return fs_shardwire_finish_cap(n);
 }
 
 static int parse_finish(agg_shardwin *w, const json_t *b, struct fs_err *err)
 {
-    const json_t *u3 = json_object_get(b, "u3");
-    const json_t *plan = json_object_get(b, "plan");
-    const json_t *e = json_object_get(b, "exponent");
-    uint64_t max_terms = (uint64_t)w->parties + (uint64_t)((w->parties + 1) / 2) * (w->parties / 2);
-    size_t np;
+    struct fs_shard_finish f;
+    size_t nu3 = 0;
+    size_t np = 0;
+    int rc = fs_shardwire_finish_sizes(b, w->parties, &nu3, &np, err);
 
-    if (!json_is_object(b) || !json_is_array(u3) || !json_is_array(plan) || !json_is_integer(e)) {
-        return fs_err_set(err, FS_EFORMAT,
-                          "expected {\"u3\": [ids], \"exponent\": E, "
-                          "\"plan\": [{\"key\", \"sign\"}]}");
+    if (rc != 0) {
+        return rc;
     }
-    if (json_integer_value(e) < FS_WIRE_MIN_EXP || json_integer_value(e) > FS_WIRE_MAX_EXP) {
-        return fs_err_set(err, FS_EINVAL, "exponent: outside %d..%d", FS_WIRE_MIN_EXP,
-                          FS_WIRE_MAX_EXP);
-    }
-    np = json_array_size(plan);
-    if (json_array_size(u3) < 1 || json_array_size(u3) > w->parties || np > max_terms) {
-        return fs_err_set(err, FS_ERANGE, "u3 or plan: too many entries for %u parties",
-                          w->parties);
-    }
-    w->exponent = (int)json_integer_value(e);
-    w->nu3 = json_array_size(u3);
-    w->u3 = calloc(w->nu3, sizeof *w->u3);
-    w->plan = calloc(np + 1, sizeof *w->plan);
-    if (w->u3 == NULL || w->plan == NULL) {
+    memset(&f, 0, sizeof f);
+    f.u3 = calloc(nu3, sizeof *f.u3);
+    f.u3_cap = nu3;
+    f.plan = calloc(np + 1, sizeof *f.plan);
+    f.plan_cap = np;
+    w->u3 = f.u3; /* freed (and the plan wiped) by the caller on failure */
+    w->plan = f.plan;
+    w->nplan = np;
+    if (f.u3 == NULL || f.plan == NULL) {
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
-    for (size_t i = 0; i < w->nu3; i++) {
-        const json_t *v = json_array_get(u3, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 1 ||
-            json_integer_value(v) > (json_int_t)w->parties ||
-            (i > 0 && json_integer_value(v) <= (json_int_t)w->u3[i - 1])) {
-            return fs_err_set(err, FS_EINVAL, "u3: expected increasing party ids 1..%u",
-                              w->parties);
-        }
-        w->u3[i] = (uint32_t)json_integer_value(v);
+    rc = fs_shardwire_finish_decode(b, w->parties, &f, err);
+    if (rc == 0) {
+        w->exponent = f.exponent;
+        w->nu3 = f.nu3;
     }
-    for (size_t i = 0; i < np; i++) {
-        const json_t *t = json_array_get(plan, i);
-        const json_t *sg = json_object_get(t, "sign");
-        int rc;
-        if (!json_is_string(json_object_get(t, "key")) || !json_is_integer(sg) ||
-            (json_integer_value(sg) != 1 && json_integer_value(sg) != -1)) {
-            return fs_err_set(err, FS_EFORMAT, "plan[%zu]: expected {\"key\", \"sign\": 1|-1}", i);
-        }
-        rc = fs_b64url_decode_exact(json_string_value(json_object_get(t, "key")), w->plan[i].key,
-                                    sizeof w->plan[i].key, err);
-        if (rc != 0) {
-            return fs_err_set(err, rc, "plan[%zu].key: %s", i, err->msg);
-        }
-        w->plan[i].sign = (int)json_integer_value(sg);
-        w->nplan = i + 1;
-    }
-    return 0;
+    return rc;
 }
 
 static void win_fail(agg_shardwin *w, const char *what, const struct fs_err *err)
@@ -721,6 +775,20 @@ static void win_fail(agg_shardwin *w, const char *what, const struct fs_err *err
     snprintf(w->error, sizeof w->error, "%s: %.200s", what, err->msg);
     pthread_mutex_unlock(&w->mu);
     fs_log_pack(FS_LOG_WARN, "shard window failed", "{s:s, s:s}", "job", w->job, "error", w->error);
+}
+
+/* Tests only (tests/shardpeer): FEDSVD_TEST_SHARD_FINISH_DELAY_MS keeps a
+ * window in finishing that long (at most 10 s) before it unmasks, so that
+ * a restart can be placed there. */
+static void test_finish_delay(void)
+{
+    const char *v = getenv("FEDSVD_TEST_SHARD_FINISH_DELAY_MS");
+    char *end = NULL;
+    unsigned long ms = v != NULL ? strtoul(v, &end, 10) : 0;
+
+    if (ms > 0 && end != NULL && *end == '\0') {
+        usleep((useconds_t)(ms < 10000 ? ms : 10000) * 1000);
+    }
 }
 
 /* Unmask, decode and reduce the window to R (the worker; w->sm is its own
@@ -737,6 +805,7 @@ static void *finish_main(void *arg)
     double t0 = mono_now();
     int rc;
 
+    test_finish_delay();
     /* under mu: uploads that began before the state changed end under it */
     pthread_mutex_lock(&w->mu);
     rc = fs_secagg_shard_finish(w->sm, w->u3, w->nu3, w->plan, w->nplan, &sum, &err);
@@ -767,12 +836,19 @@ static void *finish_main(void *arg)
         win_fail(w, "factorizing", &err);
         return NULL;
     }
-    for (uint32_t p = 1; p <= w->parties; p++) { /* the uploads are not needed any more */
+    pthread_mutex_lock(&w->mu);
+    for (uint32_t p = 1; p <= w->parties; p++) { /* r.npy is the state now */
         if (win_path(w, p, path, sizeof path) == 0) {
             (void)unlink(path);
         }
     }
-    pthread_mutex_lock(&w->mu);
+    if (w->log_fd >= 0) {
+        close(w->log_fd);
+        w->log_fd = -1;
+    }
+    if (win_file(w, "chunks.log", path, sizeof path) == 0) {
+        (void)unlink(path);
+    }
     w->state = W_DONE;
     w->peak_rss = peak_rss_bytes();
     w->finish_s = mono_now() - t0;
@@ -831,4 +907,88 @@ int agg_shardwin_r_path(agg_shardwin *w, char *path, size_t cap, struct fs_err *
     }
     pthread_mutex_unlock(&w->mu);
     return rc;
+}
+
+/* ------------------------------------------------------------ restart */
+
+/* Window job of the previous run from its directory: done when its R is
+ * there, else receiving with its recorded chunks folded again. */
+static int win_reload(agg_shards *r, const char *job, agg_shardwin **out, struct fs_err *err)
+{
+    char path[4600];
+    json_error_t je;
+    json_t *body;
+    agg_shardwin *w = NULL;
+    struct stat st;
+    int rc;
+
+    *out = NULL;
+    if ((size_t)snprintf(path, sizeof path, "%s/%s/window.json", r->dir, job) >= sizeof path) {
+        return fs_err_set(err, FS_EINVAL, "window path too long");
+    }
+    body = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    if (body == NULL) {
+        return fs_err_set(err, FS_EFORMAT, "window.json: %.100s", je.text);
+    }
+    rc = win_build(r, job, body, 0, &w, err);
+    json_decref(body);
+    if (rc != 0) {
+        return rc;
+    }
+    if (win_file(w, "r.npy", path, sizeof path) == 0 && stat(path, &st) == 0) {
+        fs_secagg_server_free(w->sm); /* done: R is served again */
+        w->sm = NULL;
+        close(w->log_fd);
+        w->log_fd = -1;
+        for (uint32_t p = 1; p <= w->parties; p++) { /* a crash before they went */
+            if (win_path(w, p, path, sizeof path) == 0) {
+                (void)unlink(path);
+            }
+        }
+        if (win_file(w, "chunks.log", path, sizeof path) == 0) {
+            (void)unlink(path);
+        }
+        w->state = W_DONE;
+    } else {
+        rc = win_refold(w, err);
+    }
+    if (rc != 0) {
+        win_free(w);
+        return rc;
+    }
+    *out = w;
+    return 0;
+}
+
+/* The windows persisted by the previous run (agg_shards_new): each one
+ * reloaded, or, when it cannot be, removed (its coordinator then fails the
+ * job: the shard lost its state). */
+static void shards_reload(agg_shards *r)
+{
+    DIR *d = opendir(r->dir);
+    struct dirent *e;
+
+    while (d != NULL && (e = readdir(d)) != NULL) {
+        struct fs_err err = {0};
+        agg_shardwin *w = NULL;
+        char path[4400];
+
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        if (!fs_job_id_valid(e->d_name) || r->n >= WINDOWS_MAX ||
+            win_reload(r, e->d_name, &w, &err) != 0) {
+            fs_log_pack(FS_LOG_WARN, "shard window not reloaded", "{s:s, s:s}", "job",
+                        fs_job_id_valid(e->d_name) ? e->d_name : "(malformed id)", "error",
+                        err.msg[0] != '\0' ? err.msg : "not a window");
+            if ((size_t)snprintf(path, sizeof path, "%s/%s", r->dir, e->d_name) < sizeof path) {
+                agg_rm_tree(path);
+            }
+            continue;
+        }
+        r->w[r->n++] = w;
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
 }

@@ -6,8 +6,11 @@
  * the window's rows are decoded and reduced to their R factor
  * (lib/proto/fedsvd_shard.h) on a worker thread.
  *
- * Windows live in memory, their uploads in <data>/shards/<job>/; a
- * restarted server starts with none (the coordinator then fails the job).
+ * Windows live in memory and in <data>/shards/<job>/ (the creation body,
+ * the uploads and a record of the accepted chunks, then R): a restarted
+ * server reloads them, receiving (the chunks folded again) or done; a
+ * window that was finishing is receiving again (the unmask plan is never
+ * stored) and its coordinator sends the finish again.
  * Locking: the registry's mutex guards the list and the references; each
  * window's mutex its secure-aggregation state and status (never held while
  * folding a streamed chunk or while the worker computes). */
@@ -24,8 +27,8 @@
 typedef struct agg_shards agg_shards;
 typedef struct agg_shardwin agg_shardwin;
 
-/** New registry; windows' files under <data_dir>/shards (left-overs of an
- * earlier run are removed). */
+/** New registry; windows' files under <data_dir>/shards: the windows of an
+ * earlier run are reloaded (one that cannot be is removed, with a warning). */
 FS_WUR int agg_shards_new(const char *data_dir, int fsync, agg_shards **out, struct fs_err *err);
 
 /** Wait for finishing workers, free every window. Accepts NULL. */
@@ -43,7 +46,8 @@ FS_WUR int agg_shards_create(agg_shards *r, const char *job, const json_t *body,
 agg_shardwin *agg_shards_find(agg_shards *r, const char *job);
 void agg_shardwin_unref(agg_shardwin *w);
 
-/** DELETE: forget the window and its files. @return 0 or FS_ENOTFOUND. */
+/** DELETE: forget the window and remove its files (with its last
+ * reference; a server that stops keeps them). @return 0 or FS_ENOTFOUND. */
 FS_WUR int agg_shards_delete(agg_shards *r, const char *job, struct fs_err *err);
 
 /** The window's document (GET /v1/shards/{job}; new reference). */

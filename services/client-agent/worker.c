@@ -542,6 +542,8 @@ out:
 
 static int do_step(struct ca_wk *w, const struct fs_agent_action *a, struct fs_err *err)
 {
+    int rc;
+
     w->local = a->local;
     if (w->local && w->job_done &&
         (a->step == FS_AGENT_S_ADVERTISE || a->step == FS_AGENT_S_ROSTER ||
@@ -574,11 +576,19 @@ static int do_step(struct ca_wk *w, const struct fs_agent_action *a, struct fs_e
     case FS_AGENT_S_SURVIVORS:
         return step_survivors(w, a->r, err);
     case FS_AGENT_S_CONSISTENCY:
-        return step_consistency(w, a->r, err);
+        rc = step_consistency(w, a->r, err);
+        if (rc == 0) {
+            ca_wk_exchange_early(w, a->r, 1); /* fedpower-utility */
+        }
+        return rc;
     case FS_AGENT_S_SIGNATURES:
         return step_signatures(w, a->r, err);
     case FS_AGENT_S_UNMASK:
-        return step_unmask(w, a->r, err);
+        rc = step_unmask(w, a->r, err);
+        if (rc == 0) {
+            ca_wk_exchange_early(w, a->r, 0); /* unless it went in after the consistency */
+        }
+        return rc;
     case FS_AGENT_S_EXPONENT:
         return ca_wk_exponent(w, a->r, err);
     case FS_AGENT_S_EXPONENTS:
@@ -588,7 +598,7 @@ static int do_step(struct ca_wk *w, const struct fs_agent_action *a, struct fs_e
     case FS_AGENT_S_PLAIN_UPLOAD:
         return ca_wk_plain_upload(w, a->r, err);
     case FS_AGENT_S_EXCHANGE:
-        return ca_wk_exchange(w, a->r, err);
+        return w->x_sent == a->r + 1 ? 0 : ca_wk_exchange(w, a->r, err);
     case FS_AGENT_S_RESULT:
         return w->fed != NULL ? ca_wk_result_fed(w, err) : step_result(w, err);
     default:

@@ -67,7 +67,8 @@ struct ca_wk {
     struct ca_fed *fed;
     /* power-method jobs (power.c) */
     struct ca_power *pw;
-    int has_xkey; /* utility: the server's exchange key is set */
+    int has_xkey;    /* utility: the server's exchange key is set */
+    uint32_t x_sent; /* utility: r + 1 once sync r's noise response was accepted early */
     /* utility: the exchange key prepared on a background thread (worker_power.c) */
     pthread_t xk_thread;
     int xk_started;
@@ -77,9 +78,10 @@ struct ca_wk {
     int xk_rc;
     struct fs_err xk_err;
     double xk_cpu_s;
-    int ledger_spent; /* the privacy ledger was told a noisy upload may leave */
-    double t_step0;   /* when the current timed step began */
-    json_t *timings;  /* seconds per party-side phase */
+    atomic_int xk_done; /* set by the thread when it is done */
+    int ledger_spent;   /* the privacy ledger was told a noisy upload may leave */
+    double t_step0;     /* when the current timed step began */
+    json_t *timings;    /* seconds per party-side phase */
     /* resuming after a restart (resume.c, fs_agent_driver_resume) */
     int local;        /* the step being done is replayed: rebuild, send nothing */
     int sa_skip;      /* the secure-aggregation state cannot be rebuilt (the
@@ -199,6 +201,10 @@ FS_WUR int ca_wk_power_begin(struct ca_wk *w, uint32_t r, struct fs_err *err);
 FS_WUR int ca_wk_plain_upload(struct ca_wk *w, uint32_t r, struct fs_err *err);
 /** fedpower-utility: answer this sync's selector. */
 FS_WUR int ca_wk_exchange(struct ca_wk *w, uint32_t r, struct fs_err *err);
+/* fedpower-utility: the same, early (after the consistency or unmask
+ * message of sync r; wait: a few short waits while the selectors are not
+ * ready); a failure leaves it to ca_wk_exchange. */
+void ca_wk_exchange_early(struct ca_wk *w, uint32_t r, int wait);
 
 /* ---- worker_shard.c ---- */
 

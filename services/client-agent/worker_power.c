@@ -62,6 +62,7 @@ static void *xkey_main(void *arg)
     }
     w->xk_rc = ca_power_key_prepare(w->pw, w->xk_pk, w->xk_len, &w->xk_nx, &w->xk_err);
     w->xk_cpu_s = thread_cpu_s() - t0;
+    atomic_store(&w->xk_done, 1);
     return NULL;
 }
 
@@ -82,6 +83,7 @@ static void xkey_start(struct ca_wk *w)
     }
     w->xk_nx = NULL;
     w->xk_rc = 0;
+    atomic_store(&w->xk_done, 0);
     if (pthread_create(&w->xk_thread, NULL, xkey_main, w) != 0) {
         free(w->xk_pk);
         w->xk_pk = NULL;
@@ -390,4 +392,39 @@ int ca_wk_exchange(struct ca_wk *w, uint32_t r, struct fs_err *err)
     free(resp);
     free(enc);
     return rc;
+}
+
+/* fedpower-utility: answer sync r's exchange right after this party's
+ * consistency (or unmask) message. The exchange opens when masked input
+ * closes, so the answer is usually in before unmasking ends and the server
+ * need not wait for it afterwards. Anything but success (not open yet,
+ * closed, an error) leaves the answer to the EXCHANGE step. */
+void ca_wk_exchange_early(struct ca_wk *w, uint32_t r, int wait)
+{
+    struct fs_err err = {0};
+    int rc;
+
+    if (w->pw == NULL || w->local || w->sa_skip || w->x_sent == r + 1 ||
+        r >= ca_power_exchanges(w->pw) ||
+        (w->drv.fail_at == FS_AGENT_FAIL_NOISE_EXCHANGE && r == w->drv.fail_round)) {
+        return; /* (a test that withholds the answer withholds it early too) */
+    }
+    if (wait && w->xk_started && !atomic_load(&w->xk_done)) {
+        return; /* the key is still being prepared: not now, the unmask message first */
+    }
+    rc = ca_wk_exchange(w, r, &err);
+    /* right after masked input closed the server may still be encrypting
+     * the selectors (some milliseconds): a few short waits for them */
+    for (unsigned ms = 4; wait && rc == CA_STEP_WAIT && ms <= 16; ms *= 2) {
+        struct timespec ts = {0, (long)ms * 1000000L};
+        nanosleep(&ts, NULL);
+        rc = ca_wk_exchange(w, r, &err);
+    }
+    if (rc == 0) {
+        w->x_sent = r + 1;
+    } else {
+        fs_log_pack(FS_LOG_DEBUG, "noise response not sent early", "{s:s, s:i, s:s}",
+                    "participation", w->p->rec.id, "aggregation", (int)r, "error",
+                    rc == CA_STEP_WAIT ? "not open yet" : err.msg);
+    }
 }

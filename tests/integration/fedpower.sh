@@ -325,6 +325,22 @@ S_UT=1e-3
 run_job utility "{\"algorithm\": \"fedpower-utility\", $ALL, \"sigma\": $S_UT, \"value_bound\": $VB,
     \"paillier_bits\": 1024, \"noise_exchange\": \"seed\"}" && {
     check_parties utility "$T/ref" "$(tol "$(awk -v w="$WMAX" -v s=$S_UT 'BEGIN { print w * s }')" "$GAP")" 1,2,3,4
+    # the exchange of sync r opens when its masked input closes: its selectors
+    # are persisted (event "exchange") and the agents' answers come in (events
+    # "noise") before unmasking of r closed, not after it
+    if command -v sqlite3 >/dev/null; then
+        J=$(node "$JLIB" get "$T/utility.ids.json" .job)
+        sqlite3 "$T/server/server.db" \
+            "SELECT kind, idx FROM events WHERE job_id = '$J' ORDER BY seq" >"$T/u.events" 2>&1
+        r=$(awk -F'|' '$1 == "close_unmask" { u++ }
+            $1 == "exchange" { x++; if (u == $2) xe++ }
+            $1 == "noise" { n++; if (u == $2) ne++ }
+            END { printf "%d %d %d %d", x, xe, n, ne }' "$T/u.events")
+        set -- $r
+        [ "$1" = "$TT" ] && [ "$2" = "$1" ] && [ "$3" = $((TT * K)) ] && [ "$4" -ge 1 ] &&
+            ok "fedpower-utility: all $1 exchanges open before their unmasking closed; $4 of $3 answers early" ||
+            fail "fedpower-utility: exchanges/early, answers/early: $r ($(head -c 300 "$T/u.events" | tr '\n' ' '))"
+    fi
     P=$(pid_of utility 2)
     c=$(node "$JLIB" get "$T/agent3/participations/$P/manifest.json" .party_timings.crypto)
     awk -v c="$c" 'BEGIN { exit !(c > 0) }' && ok "fedpower-utility: party crypto time $c s > 0" ||

@@ -7,10 +7,13 @@
 # repeats, other bytes), the peer token on every other route, a finish with
 # a plan and R's .npy, DELETE; the spec checks (too many shards, features,
 # another algorithm); a cancelled job's window deleted by the coordinator;
-# a peer that lost its window (restart) failing the job; a peer down at
-# creation; and, with agents, a coordinator killed in a sharded
-# masked_input that resumes the job. The math (windows, plans, TSQR) is
-# tested in tests/unit.
+# a peer killed (-9) mid-upload and after its finish that resumes its
+# window from disk (the same complete parties, repeats compared with the
+# stored chunks, the same R, no plan on disk, files gone with DELETE); a
+# peer that lost its files failing the job; a peer down at creation; and,
+# with agents, a coordinator killed in a sharded masked_input that resumes
+# the job, then the peer killed while it finishes, sent the finish again.
+# The math (windows, plans, TSQR) is tested in tests/unit.
 #
 # Usage: tests/shardpeer/run.sh BIN_DIR (default build/bin)
 # Ends with "shardpeer: P passed, F failed".
@@ -176,24 +179,87 @@ for _ in $(seq 60); do
 done
 check "a cancelled job's window is deleted on the peer" test "$CODE" = 404
 
-# ---- a peer that restarts loses its windows: the job fails
+# ---- a peer killed (-9) keeps its windows: window.json, the uploads and
+# chunks.log are on disk before the answers; the restarted peer folds the
+# recorded chunks again, serves a done window's R again, never writes the
+# unmask plan, and deletes the files with the window
+peer_restart() { # kill -9 the peer, start it again on its port and data
+  svc_stop "$PPID_" KILL
+  svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
+    --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
+  PPID_=$SVC_PID
+}
 create "$(spec 2)"
 JOB3=$(jget .job.id)
-svc_stop "$PPID_"
-svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
-  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
+T3A=$(jget '.invitations[0].token')
+T3B=$(jget '.invitations[1].token')
+JOB=$JOB3
+up_is "restart: party 1's chunk before the kill: 204" 204 "$T3A" 0 "$T/c1.npy"
+peer_restart
+http GET "$PURL/v1/shards/$JOB3" "$PEER"
+check "restart (mid-upload): the window is back, receiving, party 1 complete" \
+  test "$CODE" = 200 -a "$(jget .state)" = receiving -a "$(jget .complete)" = "[1]"
+check "restart: the peer says it reloaded the window with its chunk" \
+  grep -q "\"shard window reloaded\",\"job\":\"$JOB3\",\"shard\":1,\"chunks\":1" "$T/peer.log"
+up_is "restart: party 1's chunk again: 204 (the same bytes, read back from disk)" 204 "$T3A" 0 "$T/c1.npy"
+up_is "restart: other bytes for it: 409" 409 "$T3A" 0 "$T/c2.npy"
+up_is "restart: party 2's chunk after the restart: 204" 204 "$T3B" 0 "$T/c2.npy"
+K3=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8
+fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": [{\"key\": \"$K3\", \"sign\": 1}, {\"key\": \"$K3\", \"sign\": -1}]}"
+check "restart: the finish: 202" test "$CODE" = 202
+for _ in $(seq 100); do
+  http GET "$PURL/v1/shards/$JOB3" "$PEER"
+  [ "$(jget .state)" = done ] && break
+  sleep 0.05
+done
+http GET "$PURL/v1/shards/$JOB3/r.npy" "$PEER"
+cp "$T/body" "$T/r3.npy"
+check "restart: R of the reloaded window: 200" test "$CODE" = 200 -a -s "$T/r3.npy"
+no_key() { # the key neither as base64 nor as raw bytes (its bytes 1..8) under the peer's data
+  ! grep -rqF "$K3" "$T/peer" && ! grep -rqaF "$(printf '\001\002\003\004\005\006\007\010')" "$T/peer"
+}
+check "restart: the plan's key is in no file of the peer" no_key
+http GET "$SURL/v1/jobs/$JOB3" "$ADMIN" # its poller asked the peer meanwhile (every second)
+check "restart: the coordinator's job is still running (not 'lost its state')" \
+  test "$(jget .state)" = running
+peer_restart
+http GET "$PURL/v1/shards/$JOB3" "$PEER"
+check "restart (after the finish): the window is done" \
+  test "$CODE" = 200 -a "$(jget .state)" = done
+http GET "$PURL/v1/shards/$JOB3/r.npy" "$PEER"
+check "restart: the same R is served again (cmp)" cmp -s "$T/body" "$T/r3.npy"
+check "restart: only window.json and r.npy are left of a done window" \
+  test "$(ls "$T/peer/shards/$JOB3" | tr '\n' ' ')" = "r.npy window.json "
+http DELETE "$PURL/v1/shards/$JOB3" "$PEER"
+check "restart: DELETE removes the window's files" \
+  test "$CODE" = 204 -a ! -e "$T/peer/shards/$JOB3"
+http DELETE "$SURL/v1/jobs/$JOB3" "$ADMIN"
+
+# ---- a peer whose files are gone after a restart: the job fails
+create "$(spec 2)"
+JOB3=$(jget .job.id)
+svc_stop "$PPID_" KILL
+rm -rf "$T/peer/shards/$JOB3"
+# (FEDSVD_TEST_SHARD_FINISH_DELAY_MS, a test hook: this peer holds its
+# windows in finishing for five seconds, for the restart below: the kill
+# cuts it short)
+FEDSVD_TEST_SHARD_FINISH_DELAY_MS=5000 svc_start peer PPORT "$BIN/aggregation-server" \
+  --data-dir "$T/peer" --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
 PPID_=$SVC_PID
 for _ in $(seq 120); do
   http GET "$SURL/v1/jobs/$JOB3" "$ADMIN"
   [ "$(jget .state)" = failed ] && break
   sleep 0.1
 done
-check "a peer restarted: the job fails with 'shard 1 lost its state after a restart'" \
+check "a peer restarted without its files: the job fails with 'shard 1 lost its state after a restart'" \
   test "$(jget .error)" = "shard 1 lost its state after a restart"
 
 # ---- the coordinator killed (-9) in a sharded masked_input resumes the job
 # (its events: the peers' verdict is part of the close), party 3 stops at
-# masked_input: the survivors' exact result
+# masked_input; then the peer is killed (-9) while it finishes (the plan
+# received, R not done) and started again: its window is receiving again
+# (the plan is never stored) and the coordinator sends the finish again.
+# The survivors' exact result
 if [ -x "$BIN/client-agent" ] && [ -x "$BIN/masking-server" ] && [ -x "$BIN/fedsvd" ]; then
   F=$BIN/fedsvd
   svc_masking
@@ -229,12 +295,25 @@ EOF2
   check "the sharded job reached masked_input" test "$(jget .phase)" = masked_input
   svc_stop "$SPID" KILL
   svc_server --shard-peer "$PURL" --peer-token-file "$T/peer.token"
+  for _ in $(seq 300); do
+    http GET "$PURL/v1/shards/$JOB4" "$PEER"
+    [ "$(jget .state)" = finishing ] && break
+    sleep 0.05
+  done
+  check "the peer's window is finishing (the coordinator resumed and sent the plan)" \
+    test "$(jget .state)" = finishing
+  svc_stop "$PPID_" KILL
+  svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
+    --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
+  PPID_=$SVC_PID
   for _ in $(seq 150); do
     http GET "$SURL/v1/jobs/$JOB4" "$ADMIN"
     [ "$(jget .state)" != running ] && break
     sleep 0.1
   done
-  check "after the restart the job is done" test "$(jget .state)" = done
+  check "after the restarts the job is done" test "$(jget .state)" = done
+  check "... the coordinator sent the finish again to the peer's reloaded window" \
+    grep -q "shard restarted while finishing: the finish sent again" "$T/server.log"
   http GET "$SURL/v1/jobs/$JOB4/result/s.npy" "$ADMIN"
   cp "$T/body" "$T/s.npy"
   E=$("$F" compare --a "$T/s.npy" --b "$T/ref/S.npy" --metric sv 2>/dev/null)
@@ -242,6 +321,7 @@ EOF2
     awk -v e="$E" 'BEGIN { exit !(e != "" && e + 0 <= 1e-12) }'
   http GET "$PURL/v1/shards/$JOB4" "$PEER"
   check "... and its window on the peer is deleted" test "$CODE" = 404
+
 fi
 
 # ---- a peer down at creation: 503, nothing created

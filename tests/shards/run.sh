@@ -12,8 +12,11 @@
 #    for more shards than the server has peers: 400;
 #  - an agent killed while it uploads resumes and sends its chunks to every
 #    shard again (--shards 4 --restart agent-2@masked_input);
-#  - the CLI's usage errors: --shards with the features partition, with
-#    --restart aggregation-server, with secure-sum.
+#  - shard peers and the coordinator killed and restarted mid-job
+#    (--restart aggregation-shard-N / aggregation-server): the same result,
+#    byte for byte, as the undisturbed run with the same test mask seed;
+#  - the CLI's usage errors: --shards with the features partition,
+#    --restart of a shard peer that is not there, with secure-sum.
 #
 #   tests/shards/run.sh [BIN_DIR]      (default build/bin)
 # Ends with "shards: P passed, F failed"; exits non-zero on a failure.
@@ -82,6 +85,7 @@ for S in 3 4; do
   # with 4 shards, agent 2 is killed while it uploads and resumes (its
   # chunks to every shard are sent again, byte for byte)
   extra=()
+  [ "$S" = 3 ] && extra=(--test-mask-seed 0123abcd)
   [ "$S" = 4 ] && extra=(--restart agent-2@masked_input)
   run_local "svd$S" fedsvd --shards "$S" "${extra[@]}"
   rc=$?
@@ -100,6 +104,29 @@ for S in 3 4; do
 done
 check "fedsvd --shards 4: agent 2 was killed in masked_input and resumed" \
   test "$(jget "$T/svd4/summary.json" '.restarts[0].killed_in.phase')" = masked_input
+
+# ---- shard peers and the coordinator killed (-9) and started again: the
+# peers reload their windows from disk (shard 1 after every upload, in
+# consistency; shard 2 as masked_input begins), the coordinator resumes
+# from its events; with the same test mask seed the result is the
+# undisturbed --shards 3 run's, byte for byte
+run_local svd3r fedsvd --shards 3 --test-mask-seed 0123abcd \
+  --restart aggregation-shard-1@consistency --restart aggregation-shard-2@masked_input \
+  --restart aggregation-server@unmasking
+check "fedsvd local --shards 3 with peers and the coordinator restarted is done" \
+  test $? -eq 0 -a -s "$T/svd3r/S.npy"
+for f in S.npy V.npy party-1/U.npy party-4/U.npy; do
+  check "restarted --shards 3: $f = the undisturbed run's (cmp)" cmp -s "$T/svd3r/$f" "$T/svd3/$f"
+done
+d=$("$F" compare --a "$T/svd3r/S.npy" --b "$T/svd1/S.npy" --metric sv --tol 1e-12 2>&1)
+check "restarted --shards 3: singular values = the unsharded run's to 1e-12 ($d)" test $? -eq 0
+check "restarted --shards 3: summary.json records the three restarts" \
+  test "$(jget "$T/svd3r/summary.json" '.restarts.length')" = 3 \
+  -a "$(jget "$T/svd3r/summary.json" '.restarts[0].service')" = aggregation-shard-1 \
+  -a "$(jget "$T/svd3r/summary.json" '.restarts[0].fired')" = true \
+  -a "$(jget "$T/svd3r/summary.json" '.restarts[2].service')" = aggregation-server
+check "restarted --shards 3: shard 1 reloaded its window with the parties' chunks" \
+  grep -Eq '"shard window reloaded".*"shard":1,"chunks":[1-9]' "$T/svd3r/logs/aggregation-shard-1.log"
 check "the unsharded run's summary has no shards" \
   test "$(jget "$T/svd1/summary.json" .shards)" = ""
 
@@ -124,10 +151,14 @@ check "fedpca --shards 3: every shard peer took the parties' masked chunks" \
   >/dev/null 2>"$T/u1.err"
 check "fedsvd local --shards with the features partition: usage error (exit 2)" \
   bash -c "[ $? -eq 2 ] && grep -q 'samples partition' '$T/u1.err'"
-"$F" local --algorithm fedsvd "${PARTIES[@]}" --out "$T/u2" --shards 2 \
-  --restart aggregation-server@masked_input >/dev/null 2>"$T/u2.err"
-check "fedsvd local --shards with --restart aggregation-server: refused with the reason (exit 2)" \
-  bash -c "[ $? -eq 2 ] && grep -q 'restart aggregation-server is not supported with --shards' '$T/u2.err'"
+"$F" local --algorithm fedsvd "${PARTIES[@]}" --out "$T/u2" --shards 3 \
+  --restart aggregation-shard-3@masked_input >/dev/null 2>"$T/u2.err"
+check "fedsvd local --shards 3 --restart aggregation-shard-3: usage error, shards 1..2 (exit 2)" \
+  bash -c "[ $? -eq 2 ] && grep -q 'the shard number' '$T/u2.err'"
+"$F" local --algorithm fedsvd "${PARTIES[@]}" --out "$T/u4" \
+  --restart aggregation-shard-1@masked_input >/dev/null 2>"$T/u4.err"
+check "fedsvd local --restart aggregation-shard-1 without --shards: usage error (exit 2)" \
+  bash -c "[ $? -eq 2 ] && grep -q 'only with --shards' '$T/u4.err'"
 "$F" job create --server http://127.0.0.1:1 --admin-token-file /dev/null --algorithm secure-sum \
   --parties 3 --shape 2,2 --allow-unpinned --shards 2 >/dev/null 2>"$T/u3.err"
 check "fedsvd job create --shards for secure-sum: usage error (exit 2)" \

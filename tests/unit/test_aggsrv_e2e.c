@@ -24,6 +24,7 @@
 #include "wire.h"
 
 #include <arpa/inet.h>
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <float.h>
@@ -35,6 +36,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -437,6 +439,63 @@ static long put_dribbled(struct job *j, struct party *p, const char *path, const
     return st;
 }
 
+/* GET the job as party p on a connection of its own, without asking for
+ * a close: 1 when the server answered "Connection: close" and closed the
+ * connection after the response, 0 when it keeps it open, -1 on an error. */
+static int get_closes(struct job *j, struct party *p)
+{
+    struct sockaddr_in sa;
+    struct timeval tv = {5, 0};
+    char head[1024];
+    char resp[16384];
+    size_t got = 0;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int closes = -1;
+
+    if (fd < 0) {
+        return -1;
+    }
+    memset(&sa, 0, sizeof sa);
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(j->srv->port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    snprintf(head, sizeof head,
+             "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", j->path,
+             p->token);
+    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
+        write(fd, head, strlen(head)) != (ssize_t)strlen(head)) {
+        close(fd);
+        return -1;
+    }
+    while (got < sizeof resp - 1 && strstr(resp, "\r\n\r\n") == NULL) {
+        ssize_t r = read(fd, resp + got, sizeof resp - 1 - got);
+        if (r <= 0) {
+            break;
+        }
+        got += (size_t)r;
+        resp[got] = '\0';
+    }
+    if (strncmp(resp, "HTTP/1.1 200", 12) == 0 && strstr(resp, "\r\n\r\n") != NULL) {
+        char *hend = strstr(resp, "\r\n\r\n");
+        *hend = '\0';
+        for (char *c = resp; *c != '\0'; c++) {
+            *c = (char)tolower((unsigned char)*c);
+        }
+        closes = strstr(resp, "\r\nconnection: close") != NULL;
+        if (closes) {
+            /* the rest of the body, then the end of the stream */
+            char buf[4096];
+            ssize_t r;
+            while ((r = read(fd, buf, sizeof buf)) > 0) {
+            }
+            closes = r == 0 ? 1 : -1;
+        }
+    }
+    close(fd);
+    return closes;
+}
+
 static void upload(struct job *j, struct party *p, uint64_t from, uint64_t to)
 {
     struct fs_err err = {0};
@@ -704,10 +763,16 @@ static void test_honest(void)
      * split over several reads, words split between reads): the server must
      * put the words together exactly as a whole upload for the sum to be right. */
     j.dribble = 2;
+    /* A party's connection stays open before the job holds its sum and
+     * closes after each answer while it does (a kept-alive connection would
+     * hold its whole 64 KiB buffer beside the sum); not after the job ends. */
+    CHECK(get_closes(&j, &j.p[1]) == 0);
     to_masked_input(&j);
+    CHECK(get_closes(&j, &j.p[1]) == 1);
     do_uploads(&j, UINT64_MAX);
     CHECK(j.p[2].sent == j.nchunks);
     through_unmasking(&j);
+    CHECK(get_closes(&j, &j.p[1]) == 0);
     memset(all, 1, sizeof all);
     check_result(&j, all);
     {

@@ -434,6 +434,65 @@ static void secagg_upload(struct job *j, struct party *p, uint32_t r, const json
 }
 
 /* Run round r for every party still in; 0 when the round went through. */
+/* fedpower-utility with g_early: the agents' order, every party answering
+ * sync r's exchange right after its consistency message (the exchange is
+ * open from when masked input closed; `not_ready` while the server is
+ * still encrypting the selectors). */
+static int g_early;
+
+static void answer_early(struct job *j, uint32_t r)
+{
+    struct fs_err err = {0};
+    char path[200];
+
+    for (uint32_t v = 1; v <= NP; v++) {
+        struct party *p = &j->p[v];
+        json_t *out = NULL;
+        uint8_t *pk = NULL, *sel = NULL, *resp = NULL;
+        size_t pl = 0, sl = 0, rl;
+        char *b64;
+        json_t *body;
+        long st;
+        if (p->out) {
+            continue;
+        }
+        if (!p->has_key) {
+            snprintf(path, sizeof path, "%s/exchange-key", j->path);
+            CHECK(call_json(p->h, "GET", path, NULL, &out) == 200);
+            CHECK_OK(fs_b64url_decode_alloc(json_string_value(json_object_get(out, "public_key")),
+                                            1 << 16, &pk, &pl, &err),
+                     &err);
+            json_decref(out);
+            CHECK_OK(fs_fedpower_party_set_exchange_key(p->fp, pk, pl, &err), &err);
+            free(pk);
+            p->has_key = 1;
+        }
+        snprintf(path, sizeof path, "%s/aggregations/%u/selector", j->path, r);
+        st = get_poll(p->h, path, &out);
+        CHECK_MSG(st == 200, "early selector of party %u: %ld %s", v, st, pcode(out));
+        if (st == 200) {
+            CHECK_OK(fs_b64url_decode_alloc(json_string_value(json_object_get(out, "selector")),
+                                            1 << 16, &sel, &sl, &err),
+                     &err);
+        }
+        json_decref(out);
+        out = NULL;
+        rl = fs_fedpower_party_exchange_size(p->fp);
+        resp = malloc(rl);
+        CHECK_OK(fs_fedpower_party_exchange(p->fp, sel, sl, resp, rl, &err), &err);
+        b64 = fs_b64url_encode(resp, rl);
+        body = json_pack("{s:s}", "response", b64);
+        snprintf(path, sizeof path, "%s/aggregations/%u/noise-response", j->path, r);
+        st = call_json(p->h, "POST", path, body, &out);
+        CHECK_MSG(st == 204, "early response of party %u: %ld %s", v, st, pcode(out));
+        json_decref(out);
+        json_decref(body);
+        free(b64);
+        free(resp);
+        free(sel);
+    }
+}
+
 static int run_round(struct job *j, uint32_t r, int bad_inputs)
 {
     struct fs_err err = {0};
@@ -466,6 +525,16 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
             CHECK_OK(fs_secagg_client_receive_shares(j->p[v].c, cts, k, &err), &err);
             fs_secagg_share_cts_free(cts, k);
         }
+    }
+    if (g_early && r < j->syncs) {
+        /* masked input of r is open: the exchange is not (409 not_ready) */
+        json_t *out = NULL;
+        char sp[200];
+        snprintf(sp, sizeof sp, "%s/aggregations/%u/selector", j->path, r);
+        st = call_json(j->p[1].h, "GET", sp, NULL, &out);
+        CHECK_MSG(st == 409 && strcmp(pcode(out), "not_ready") == 0,
+                  "selector in masked input: %ld %s", st, pcode(out));
+        json_decref(out);
     }
     for (uint32_t v = 1; v <= NP; v++) {
         struct party *p = &j->p[v];
@@ -584,6 +653,9 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
         free(u3);
     }
     json_decref(doc);
+    if (g_early && j->cfg.alg == FS_FEDPOWER_UTILITY && r < j->syncs) {
+        answer_early(j, r);
+    }
     doc = agg_wait(j, r, "signatures", NULL);
     if (doc == NULL) {
         return -1;
@@ -615,6 +687,13 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
     }
     json_decref(doc);
     if (j->cfg.alg != FS_FEDPOWER_UTILITY || r >= j->syncs) {
+        return 0;
+    }
+    if (g_early) {
+        /* every answer is in: the exchange closes as soon as the sum is,
+         * long before the 30 s deadline; nobody answers again */
+        CHECK_MSG(wait_phase(j, "masked_input", 10000) == 0,
+                  "sync %u: the exchange answered early did not close at once", r);
         return 0;
     }
     /* noise exchange */
@@ -841,6 +920,27 @@ static void test_utility(void)
     job_free(&j);
 }
 
+/* The agents' order: every answer during consistency; the noise_exchange
+ * round then closes at once and the aggregate is exact. */
+static void test_utility_early(void)
+{
+    struct job j;
+    char extra[256];
+    json_t *st;
+
+    if (!g_have_bin) {
+        return;
+    }
+    extra_bound(extra, sizeof extra, "\"sync_every\":1,\"paillier_bits\":1024");
+    CHECK(job_create(&j, &g_srv, "fedpower-utility", extra, NULL, NULL) == 0);
+    g_early = 1;
+    st = run_job(&j, 0);
+    g_early = 0;
+    check_done(&j, st, 1e-8);
+    json_decref(st);
+    job_free(&j);
+}
+
 static void test_private(void)
 {
     struct job j;
@@ -1055,6 +1155,7 @@ int main(int argc, char **argv)
     }
     RUN(test_plain);
     RUN(test_utility);
+    RUN(test_utility_early);
     RUN(test_private);
     RUN(test_dpppm);
     RUN(test_weak_refused);

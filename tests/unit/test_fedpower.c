@@ -387,6 +387,8 @@ struct run_opts {
     double noise_ss;     /* sum of squares of (aggregate - clean), dp-ppm: / Delta_l */
     size_t noise_n;
     int collect_noise;
+    int early;  /* utility: 1 the exchange opens before the sum and every party answers
+                   then; 2 the odd parties answer before the sum, the even ones after */
     fs_mat *qt; /* the final Q_T (new) */
 };
 
@@ -488,6 +490,25 @@ static void run_secagg(const struct data *D, const struct fs_fedpower_config *cf
             CHECK(0);
             fs_mat_free(zc);
             break;
+        }
+        if (o->early && cfg->alg == FS_FEDPOWER_UTILITY && !rayleigh) {
+            /* masked input closed: U3 is known, the exchange opens before the sum */
+            size_t cs = fs_fedpower_server_selector_size(s);
+            size_t rs = fs_fedpower_server_response_size(s);
+            uint8_t *sel = malloc(cs);
+            uint8_t *resp = malloc(rs);
+            CHECK(fs_fedpower_server_selector(s, ids[0], sel, cs, &err) == FS_ESTATE);
+            CHECK_OK(fs_fedpower_server_open_exchange(s, ids, k, &err), &err);
+            for (size_t q = 0; q < k; q++) {
+                if (o->early == 2 && ids[q] % 2 == 0) {
+                    continue;
+                }
+                CHECK_OK(fs_fedpower_server_selector(s, ids[q], sel, cs, &err), &err);
+                CHECK_OK(fs_fedpower_party_exchange(p[ids[q]], sel, cs, resp, rs, &err), &err);
+                CHECK_OK(fs_fedpower_server_add_response(s, ids[q], resp, rs, &err), &err);
+            }
+            free(sel);
+            free(resp);
         }
         CHECK_OK(fs_fedpower_server_add_sum(s, sum, len, ids, k, &err), &err);
         if (fs_fedpower_server_phase(s) == FS_FEDPOWER_EXCHANGE) {
@@ -931,6 +952,21 @@ static void test_utility_seed(void)
     CHECK(res.eigenvalues != NULL);
     fs_fedpower_result_clear(&res);
     fs_mat_free(o.qt);
+    /* the exchange opened before each sum (every answer early, or half of
+     * them): still exactly j's noise left, one noise per sync */
+    for (int e = 1; e <= 2 && !t_case_failed; e++) {
+        memset(&o, 0, sizeof o);
+        o.check_one_noise = 1;
+        o.early = e;
+        run_secagg(&D, &cfg, &o, &res);
+        CHECK(final_dist(&D, &res) < 0.05);
+        for (uint32_t q = 0; q < res.syncs; q++) {
+            CHECK_MSG(res.survivors[q] == 4 && res.noises_left[q] == 1,
+                      "early %d, sync %u: %u noises left", e, q, res.noises_left[q]);
+        }
+        fs_fedpower_result_clear(&res);
+        fs_mat_free(o.qt);
+    }
     /* noise-free through the whole machinery (fixed point, secagg, an
      * exchange of zero noise): still the power method to 1e-10 */
     cfg.sigma = 0.0;

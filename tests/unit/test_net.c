@@ -310,6 +310,14 @@ static int h_download(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return 0;
 }
 
+/* Answers with fs_http_req_close_after: the connection closes after it. */
+static int h_close(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    (void)ctx;
+    fs_http_req_close_after(req);
+    return fs_http_resp_json(resp, 200, json_pack("{s:b}", "closing", 1));
+}
+
 static int h_flaky(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct app *a = ctx;
@@ -442,6 +450,7 @@ static int start_server(void)
         {.method = "GET", .pattern = "/noresp", .handler = h_noresp},
         {.method = "GET", .pattern = "/slow", .handler = h_slow},
         {.method = "GET", .pattern = "/park", .handler = h_park},
+        {.method = "GET", .pattern = "/close", .handler = h_close},
     };
 
     fs_http_server_config_default(&cfg);
@@ -788,6 +797,30 @@ static void test_path_params(void)
     CHECK(fs_httpc_json(c, "GET", "/v1/jobs/a%2Fb", NULL, &out, NULL, &err) == FS_EFORMAT);
     CHECK(fs_httpc_json(c, "GET", "/v1/jobs/%2E%2E", NULL, &out, NULL, &err) == FS_EFORMAT);
     fs_httpc_free(c);
+}
+
+/* Two requests pipelined on one kept-alive connection: both are answered,
+ * unless the handler of the first called fs_http_req_close_after (its
+ * answer says Connection: close and the server closes the connection). */
+static void test_close_after(void)
+{
+    static const char two_close[] = "GET /close HTTP/1.1\r\nHost: x\r\n\r\n"
+                                    "GET /v1/jobs/a HTTP/1.1\r\nHost: x\r\n\r\n";
+    static const char two_kept[] =
+        "GET /v1/jobs/a HTTP/1.1\r\nHost: x\r\n\r\n"
+        "GET /v1/jobs/b HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    char out[8192];
+    const char *second = NULL;
+
+    raw_exchange(g_port, two_close, strlen(two_close), out, sizeof out);
+    CHECK(raw_status(out) == 200);
+    CHECK(strstr(out, "Connection: close\r\n") != NULL ||
+          strstr(out, "connection: close\r\n") != NULL);
+    CHECK(strstr(out + 1, "HTTP/1.1 ") == NULL); /* the second request was not answered */
+    raw_exchange(g_port, two_kept, strlen(two_kept), out, sizeof out);
+    CHECK(raw_status(out) == 200);
+    second = strstr(out + 1, "HTTP/1.1 ");
+    CHECK(second != NULL && raw_status(second) == 200);
 }
 
 static void test_404_405(void)
@@ -2133,6 +2166,7 @@ int main(void)
     }
     RUN(test_json_echo);
     RUN(test_path_params);
+    RUN(test_close_after);
     RUN(test_404_405);
     RUN(test_body_caps);
     RUN(test_auth_http);

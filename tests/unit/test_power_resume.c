@@ -348,11 +348,177 @@ out:
     free(junk);
 }
 
+/* Party i's seed-mode answer to its selector in s's open exchange. */
+static int answer(const fs_fedpower_server *s, fs_noisex_client *cl, uint32_t i, uint8_t *resp,
+                  size_t rlen)
+{
+    struct fs_err err = {0};
+    uint8_t sel[512];
+    uint8_t seed[FS_NOISEX_SEED_LEN];
+    size_t ct = fs_fedpower_server_selector_size(s);
+    int rc = ct <= sizeof sel ? fs_fedpower_server_selector(s, i, sel, ct, &err) : FS_EINVAL;
+
+    memset(seed, (int)(0x40 + i), sizeof seed);
+    if (rc == 0) {
+        rc = fs_noisex_client_respond_seed(cl, sel, ct, seed, resp, rlen, &err);
+    }
+    return rc;
+}
+
+/* The exchange of a sync opened before its sum (as the server does once
+ * masked input closes): selectors and responses are taken early, add_sum
+ * keeps them, and the result is that of the usual order. A restarted server
+ * that replays the selectors and the early responses before the sum, in the
+ * order they were persisted, ends with the same Z byte for byte. */
+static void test_fedpower_utility_early(void)
+{
+    struct fs_err err = {0};
+    struct fs_fedpower_config c;
+    struct fs_noisex_params np;
+    const uint64_t rows[3] = {10, 20, 30};
+    const uint32_t ids[3] = {3, 1, 2}; /* any order */
+    const uint32_t other[2] = {1, 2};
+    fs_fedpower_server *a = NULL, *b = NULL, *o = NULL;
+    fs_noisex_client *cl[4] = {NULL, NULL, NULL, NULL};
+    uint8_t *resp[4] = {NULL, NULL, NULL, NULL};
+    uint64_t *sum = NULL;
+    uint8_t *sec = NULL, *selv = NULL, *buf = NULL;
+    const uint8_t *pk, *sel;
+    size_t len, pkl = 0, sl = 0, ct, rlen, rl;
+
+    base_config(&c, FS_FEDPOWER_UTILITY);
+    c.sigma = 0.001;
+    c.value_bound = 4.0;
+    c.allow_weak_privacy = 1;
+    CHECK_OK(fs_fedpower_server_new(&c, rows, &a, &err), &err);
+    if (a == NULL) {
+        return;
+    }
+    len = fs_fedpower_server_secret_size(a);
+    sec = malloc(len);
+    CHECK_OK(fs_fedpower_server_secret_export(a, sec, len, &err), &err);
+    CHECK_OK(fs_fedpower_server_new_restored(&c, rows, sec, len, &b, &err), &err);
+    CHECK_OK(fs_fedpower_server_new_restored(&c, rows, sec, len, &o, &err), &err);
+    if (b == NULL || o == NULL) {
+        goto out;
+    }
+    pk = fs_fedpower_server_exchange_key(a, &pkl);
+    memset(&np, 0, sizeof np);
+    np.mode = FS_NOISEX_SEED;
+    np.parties = 3;
+    for (uint32_t i = 1; i <= 3; i++) {
+        CHECK_OK(fs_noisex_client_new(&np, pk, pkl, &cl[i], &err), &err);
+    }
+    ct = fs_fedpower_server_selector_size(a);
+    rlen = fs_fedpower_server_response_size(a);
+    rl = fs_fedpower_server_ring_len(a);
+    buf = malloc(ct);
+    sum = calloc(rl, sizeof *sum);
+    for (uint32_t i = 1; i <= 3; i++) {
+        resp[i] = malloc(rlen);
+    }
+    /* before it opens: no selector, no response (the server's 409 not_ready) */
+    CHECK(!fs_fedpower_server_exchange_ready(a));
+    CHECK(fs_fedpower_server_selector(a, 1, buf, ct, &err) == FS_ESTATE);
+    CHECK(fs_fedpower_server_add_response(a, 1, buf, ct, &err) == FS_ESTATE);
+    /* open early over U3 = {1, 2, 3}; once per sync */
+    CHECK_OK(fs_fedpower_server_open_exchange(a, ids, 3, &err), &err);
+    CHECK(fs_fedpower_server_exchange_ready(a));
+    CHECK(fs_fedpower_server_open_exchange(a, ids, 3, &err) == FS_ESTATE);
+    CHECK(fs_fedpower_server_phase(a) == FS_FEDPOWER_UPLOAD); /* the sum is still to come */
+    sel = fs_fedpower_server_exchange_selectors(a, &sl);
+    CHECK(sel != NULL && sl == 3 * ct);
+    if (sel == NULL || t_case_failed) {
+        goto out;
+    }
+    selv = malloc(sl);
+    memcpy(selv, sel, sl);
+    /* parties 1 and 3 answer before the sum (during consistency/unmasking) */
+    for (uint32_t i = 1; i <= 3; i += 2) {
+        CHECK_OK(answer(a, cl[i], i, resp[i], rlen), &err);
+        CHECK_OK(fs_fedpower_server_add_response(a, i, resp[i], rlen, &err), &err);
+        CHECK(fs_fedpower_server_has_response(a, i));
+    }
+    CHECK(!fs_fedpower_server_has_response(a, 2));
+    /* a sum over other parties than the exchange's is refused */
+    CHECK(fs_fedpower_server_add_sum(a, sum, rl, other, 2, &err) == FS_ESTATE);
+    CHECK_OK(fs_fedpower_server_add_sum(a, sum, rl, ids, 3, &err), &err);
+    CHECK(fs_fedpower_server_phase(a) == FS_FEDPOWER_EXCHANGE);
+    /* the early answers are kept; the same selectors; party 2 answers late */
+    CHECK(fs_fedpower_server_has_response(a, 1) && fs_fedpower_server_has_response(a, 3));
+    sel = fs_fedpower_server_exchange_selectors(a, &sl);
+    CHECK(sel != NULL && sl == 3 * ct && memcmp(sel, selv, sl) == 0);
+    CHECK_OK(answer(a, cl[2], 2, resp[2], rlen), &err);
+    CHECK_OK(fs_fedpower_server_add_response(a, 2, resp[2], rlen, &err), &err);
+    CHECK_OK(fs_fedpower_server_close_exchange(a, &err), &err);
+
+    /* b replays the log: the selectors and the early answers before the sum */
+    CHECK(fs_fedpower_server_restore_exchange(b, ids, 3, selv, sl - 1, &err) != 0);
+    CHECK_OK(fs_fedpower_server_restore_exchange(b, ids, 3, selv, sl, &err), &err);
+    for (uint32_t i = 1; i <= 3; i += 2) {
+        CHECK_OK(fs_fedpower_server_add_response(b, i, resp[i], rlen, &err), &err);
+    }
+    CHECK_OK(fs_fedpower_server_add_sum(b, sum, rl, ids, 3, &err), &err);
+    CHECK_OK(fs_fedpower_server_add_response(b, 2, resp[2], rlen, &err), &err);
+    CHECK_OK(fs_fedpower_server_close_exchange(b, &err), &err);
+    CHECK_MSG(same_bcast(a, b), "a replay with early responses gives another Z");
+
+    /* o replays a log of the old order (the exchange after the sum) */
+    CHECK_OK(fs_fedpower_server_add_sum(o, sum, rl, ids, 3, &err), &err);
+    CHECK_OK(fs_fedpower_server_restore_selectors(o, selv, sl, &err), &err);
+    for (uint32_t i = 1; i <= 3; i++) {
+        CHECK_OK(fs_fedpower_server_add_response(o, i, resp[i], rlen, &err), &err);
+    }
+    CHECK_OK(fs_fedpower_server_close_exchange(o, &err), &err);
+    CHECK_MSG(same_bcast(a, o), "the early exchange changed the result");
+
+    /* every answer early: the outcome computed ahead of the sum, the close
+     * only adds it; the same Z bit for bit */
+    {
+        fs_fedpower_server *p = NULL;
+        struct fs_fedpower_xpre *x = NULL;
+        CHECK_OK(fs_fedpower_server_new_restored(&c, rows, sec, len, &p, &err), &err);
+        if (p != NULL) {
+            CHECK(fs_fedpower_server_exchange_missing(p) == SIZE_MAX);
+            CHECK(fs_fedpower_server_exchange_precompute(p, &x, &err) == FS_ESTATE);
+            CHECK_OK(fs_fedpower_server_restore_exchange(p, ids, 3, selv, sl, &err), &err);
+            for (uint32_t i = 1; i <= 2; i++) {
+                CHECK_OK(fs_fedpower_server_add_response(p, i, resp[i], rlen, &err), &err);
+            }
+            CHECK(fs_fedpower_server_exchange_missing(p) == 1);
+            CHECK(fs_fedpower_server_exchange_precompute(p, &x, &err) == FS_ESTATE && x == NULL);
+            CHECK_OK(fs_fedpower_server_add_response(p, 3, resp[3], rlen, &err), &err);
+            CHECK(fs_fedpower_server_exchange_missing(p) == 0);
+            CHECK_OK(fs_fedpower_server_exchange_precompute(p, &x, &err), &err);
+            /* not before the sum */
+            CHECK(fs_fedpower_server_close_exchange_pre(p, x, &err) == FS_ESTATE);
+            CHECK_OK(fs_fedpower_server_add_sum(p, sum, rl, ids, 3, &err), &err);
+            CHECK_OK(fs_fedpower_server_close_exchange_pre(p, x, &err), &err);
+            CHECK_MSG(same_bcast(a, p), "the exchange finished ahead changed the result");
+            fs_fedpower_xpre_free(x);
+        }
+        fs_fedpower_server_free(p);
+    }
+out:
+    for (uint32_t i = 1; i <= 3; i++) {
+        fs_noisex_client_free(cl[i]);
+        free(resp[i]);
+    }
+    fs_fedpower_server_free(a);
+    fs_fedpower_server_free(b);
+    fs_fedpower_server_free(o);
+    free(sum);
+    free(sec);
+    free(selv);
+    free(buf);
+}
+
 int main(void)
 {
     RUN(test_paillier_sk_roundtrip);
     RUN(test_noisex_restore);
     RUN(test_fedpower_plain_restored);
     RUN(test_fedpower_utility_restored);
+    RUN(test_fedpower_utility_early);
     return TEST_END("test_power_resume");
 }

@@ -586,6 +586,88 @@ static void test_window_sums_exact(void)
     fs_mat_free(x);
 }
 
+/* The coordinator folds the shards' R's one at a time (fs_fedsvd_tsqr_fold):
+ * the running factor never has more than n rows (O(n^2), not S n x n), and
+ * the result is the unsharded factorization of the whole matrix to 1e-12
+ * (singular values relative to s_1, V' subspaces, ||Y'||^2) and the
+ * stacked TSQR's, for tall shards and for shards shorter than n. */
+static void fold_case(size_t m, size_t n, uint32_t S, size_t k)
+{
+    struct fs_err err = {0};
+    size_t sizes[1] = {m};
+    struct fs_fedsvd_job job = {FS_FEDSVD_SAMPLES, m, n, 1, sizes, 0, 0, S};
+    struct fs_fedsvd_published inc = {0}, whole = {0}, stacked = {0};
+    fs_mat *x = tl_randn(m, n, (uint8_t)(60 + S));
+    fs_mat *xc = fs_mat_new(m, n);
+    fs_mat *rs[SH_MAXS] = {NULL};
+    fs_mat *acc = NULL;
+    size_t ks[3] = {1, n / 2, n - 1};
+
+    for (size_t j = 0; j < n; j++) {
+        memcpy(&FS_MAT_AT(xc, 0, j), &FS_MAT_AT(x, 0, j), m * sizeof(double));
+    }
+    for (uint32_t s = 0; s < S; s++) {
+        uint64_t lo = 0, hi = 0;
+        CHECK(fs_fedsvd_shard_rows(&job, s, &lo, &hi) == 0);
+        rs[s] = fs_mat_new((size_t)(hi - lo), n);
+        for (size_t j = 0; j < n; j++) {
+            memcpy(&FS_MAT_AT(rs[s], 0, j), &FS_MAT_AT(x, lo, j), (hi - lo) * sizeof(double));
+        }
+        CHECK_OK(fs_qr_keep_r(rs[s], &err), &err);
+        CHECK_OK(fs_fedsvd_tsqr_fold(&acc, rs[s], n, &err), &err);
+        CHECK_MSG(acc != NULL && acc->rows <= n && acc->cols == n,
+                  "S = %u: the running factor has %zu rows after shard %u", S,
+                  acc != NULL ? acc->rows : 0, s);
+    }
+    CHECK_OK(fs_fedsvd_tsqr_finish(&job, acc, k, FS_TOPK_AUTO, NULL, &inc, &err), &err);
+    CHECK_OK(fs_fedsvd_tsqr_factorize(&job, rs, S, k, FS_TOPK_AUTO, NULL, &stacked, &err), &err);
+    CHECK_OK(fs_fedsvd_server_factorize(xc, k, FS_TOPK_AUTO, NULL, &whole, &err), &err);
+    if (inc.s != NULL && whole.s != NULL && stacked.s != NULL) {
+        size_t r = whole.r;
+        double se = sv_err(inc.s, whole.s, r);
+        CHECK(inc.r == r && stacked.r == r);
+        CHECK_MSG(se <= 1e-12, "S = %u: incremental vs unsharded singular values %.3g", S, se);
+        se = sv_err(inc.s, stacked.s, r);
+        CHECK_MSG(se <= 1e-12, "S = %u: incremental vs stacked singular values %.3g", S, se);
+        CHECK_MSG(fabs(inc.total_sq - whole.total_sq) <= 1e-12 * whole.total_sq,
+                  "S = %u: ||Y'||^2 %.17g vs %.17g", S, inc.total_sq, whole.total_sq);
+        for (int q = 0; q < 3; q++) {
+            double pd;
+            if (ks[q] == 0 || ks[q] >= r || !(whole.s[ks[q] - 1] > whole.s[ks[q]])) {
+                continue;
+            }
+            pd = proj_dist(inc.vc, whole.vc, ks[q]);
+            CHECK_MSG(pd <= 1e-12, "S = %u: V' projection distance %.3g at k = %zu", S, pd, ks[q]);
+        }
+    }
+    fs_fedsvd_published_clear(&inc);
+    fs_fedsvd_published_clear(&whole);
+    fs_fedsvd_published_clear(&stacked);
+    for (uint32_t s = 0; s < S; s++) {
+        fs_mat_free(rs[s]);
+    }
+    fs_mat_free(x);
+    fs_mat_free(xc);
+}
+
+static void test_incremental_fold(void)
+{
+    struct fs_err err = {0};
+    fs_mat *acc = NULL;
+    fs_mat *bad = fs_mat_new(3, 5);
+
+    fold_case(200, 12, 2, 0);
+    fold_case(200, 12, 5, 0);
+    fold_case(200, 12, 16, 0); /* shards of 12 or 13 rows */
+    fold_case(40, 12, 7, 0);   /* shards of 5 or 6 rows: stacks under n rows are kept */
+    fold_case(300, 20, 4, 5);  /* top-k */
+    /* a factor of the wrong width is refused, the running factor kept */
+    CHECK(fs_fedsvd_tsqr_fold(&acc, bad, 4, &err) == FS_EINVAL && acc == NULL);
+    CHECK(fs_fedsvd_tsqr_fold(NULL, bad, 5, &err) == FS_EINVAL);
+    CHECK(fs_fedsvd_tsqr_finish(NULL, NULL, 0, FS_TOPK_AUTO, NULL, NULL, &err) == FS_EINVAL);
+    fs_mat_free(bad);
+}
+
 int main(void)
 {
     RUN(test_layout);
@@ -597,5 +679,6 @@ int main(void)
     RUN(test_bad_input);
     RUN(test_streamed_window);
     RUN(test_window_sums_exact);
+    RUN(test_incremental_fold);
     return TEST_END("test_shard");
 }

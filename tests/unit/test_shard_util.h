@@ -220,8 +220,16 @@ static inline int shard_factorize(const struct fs_fedsvd_job *job, struct shard_
         rc = fs_fedsvd_shard_r(job, s, E, g->sum[s], &r[s], &err);
         g->sum[s] = NULL;
     }
-    if (rc == 0) {
-        rc = fs_fedsvd_tsqr_factorize(job, r, g->S, k, method, seed, pub, &err);
+    if (rc == 0) { /* as the coordinator: folded one shard at a time */
+        fs_mat *acc = NULL;
+        for (uint32_t s = 0; rc == 0 && s < g->S; s++) {
+            rc = fs_fedsvd_tsqr_fold(&acc, r[s], r[s]->cols, &err);
+        }
+        if (rc == 0) {
+            rc = fs_fedsvd_tsqr_finish(job, acc, k, method, seed, pub, &err); /* frees acc */
+        } else {
+            fs_mat_free(acc);
+        }
     }
     if (rc != 0) {
         fprintf(stderr, "  shard_factorize: %s\n", err.msg);
