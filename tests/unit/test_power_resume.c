@@ -57,6 +57,8 @@ static void test_paillier_sk_roundtrip(void)
     if (back != NULL) {
         /* a different (prime) q is a different key */
         CHECK(!fs_paillier_pk_equal(fs_paillier_sk_pub(sk), fs_paillier_sk_pub(back)));
+        fs_paillier_sk_free(back); /* the next import sets back to NULL */
+        back = NULL;
     }
     CHECK(fs_paillier_sk_import(&back, NULL, 0, &err) == FS_EFORMAT);
     mpz_clears(m, c, d, NULL);
