@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "local.h"
 #include "net/auth.h"
+#include "net/svc.h"
 #include "orch.h"
 
 /* ---- signals ---- */
@@ -463,8 +464,49 @@ int local_start_proc(struct local *L, struct proc *p, uint16_t port, int is_serv
     return CLI_OK;
 }
 
+/* Whether pid, or a child of it (a wrapper script that does not exec),
+ * listens on port: 1 yes, 0 another process does, -1 unknown (no /proc). */
+static int owns_port(pid_t pid, uint16_t port)
+{
+    int r = fs_svc_pid_listens(pid, port);
+    DIR *d;
+    struct dirent *e;
+
+    if (r != 0 || (d = opendir("/proc")) == NULL) {
+        return r;
+    }
+    while (r == 0 && (e = readdir(d)) != NULL) {
+        char path[300], buf[512];
+        const char *rp;
+        FILE *f;
+        size_t n;
+        long ppid = 0;
+
+        if (e->d_name[0] < '1' || e->d_name[0] > '9') {
+            continue;
+        }
+        snprintf(path, sizeof path, "/proc/%s/stat", e->d_name);
+        if ((f = fopen(path, "r")) == NULL) {
+            continue;
+        }
+        n = fread(buf, 1, sizeof buf - 1, f);
+        fclose(f);
+        buf[n] = '\0';
+        /* "pid (comm) state ppid ...": comm may hold spaces and ')' */
+        rp = strrchr(buf, ')');
+        if (rp != NULL && sscanf(rp + 1, " %*c %ld", &ppid) == 1 && ppid == (long)pid) {
+            r = fs_svc_pid_listens((pid_t)strtol(e->d_name, NULL, 10), port);
+        }
+    }
+    closedir(d);
+    return r;
+}
+
 /* Poll every process's /readyz until all answer 200; restart (on a new port)
- * any that exited first. */
+ * any that exited first. A port is picked before the process starts, so
+ * another program may take it in between: an answer counts only when the
+ * process (or its child) is the one listening there; ours then fails to
+ * bind, exits and is started again on a new port. */
 int local_wait_ready(struct local *L, struct proc **ps, size_t n)
 {
     int *ready = calloc(n, sizeof *ready);
@@ -537,7 +579,8 @@ int local_wait_ready(struct local *L, struct proc **ps, size_t n)
             rq.method = "GET";
             rq.path = "/readyz";
             rq.retry = FS_HTTPC_RETRY_NEVER;
-            if (fs_httpc_do(probe[i], &rq, &resp, &err) == 0 && resp.status == 200) {
+            if (fs_httpc_do(probe[i], &rq, &resp, &err) == 0 && resp.status == 200 &&
+                owns_port(ps[i]->pid, ps[i]->port) != 0) {
                 ready[i] = 1;
                 nready++;
             }

@@ -1,12 +1,14 @@
 /* Service configuration, port file and openapi.yaml: see svc.h. */
 #include "svc.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -498,4 +500,71 @@ void fs_svc_base_url(char *out, size_t cap, int tls, const char *host, uint16_t 
     v6 = strchr(host, ':') != NULL;
     snprintf(out, cap, "%s://%s%s%s:%u", tls ? "https" : "http", v6 ? "[" : "", host, v6 ? "]" : "",
              (unsigned)port);
+}
+
+/* The inode of the IPv4 socket listening on 127.0.0.1:port (or 0.0.0.0),
+ * from /proc/net/tcp; 0 when there is none, -1 when the table is not there. */
+static long long listen_inode(uint16_t port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    char line[512];
+    long long found = 0;
+
+    if (f == NULL) {
+        return -1;
+    }
+    if (fgets(line, sizeof line, f) == NULL) { /* the header */
+        fclose(f);
+        return -1;
+    }
+    while (found == 0 && fgets(line, sizeof line, f) != NULL) {
+        unsigned addr, lport, st;
+        unsigned long long inode;
+
+        /* "sl: local rem st tx:rx tr:when retrnsmt uid timeout inode" */
+        if (sscanf(line, " %*u: %x:%x %*x:%*x %x %*x:%*x %*x:%*x %*x %*u %*u %llu", &addr, &lport,
+                   &st, &inode) == 4 &&
+            lport == port && st == 0x0A && (addr == 0x0100007Fu || addr == 0)) {
+            found = (long long)inode;
+        }
+    }
+    fclose(f);
+    return found;
+}
+
+int fs_svc_pid_listens(pid_t pid, uint16_t port)
+{
+    char dir[64], path[384], target[64], want[64];
+    long long inode = listen_inode(port);
+    DIR *d;
+    struct dirent *e;
+    int owns = 0;
+
+    if (inode < 0) {
+        return -1;
+    }
+    if (inode == 0) {
+        return 0;
+    }
+    snprintf(want, sizeof want, "socket:[%lld]", inode);
+    snprintf(dir, sizeof dir, "/proc/%ld/fd", (long)pid);
+    d = opendir(dir);
+    if (d == NULL) {
+        return errno == ENOENT ? 0 : -1;
+    }
+    while (!owns && (e = readdir(d)) != NULL) {
+        ssize_t n;
+
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        n = readlink(path, target, sizeof target - 1);
+        if (n > 0) {
+            target[n] = '\0';
+            owns = strcmp(target, want) == 0;
+        }
+    }
+    closedir(d);
+    return owns;
 }

@@ -17,6 +17,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 #include <jansson.h>
 
@@ -127,6 +128,16 @@ const char *fs_svc_find_openapi(const char *flag, char *out, size_t cap);
  * fails with EFBIG, a storage error, instead of killing the service).
  */
 void fs_svc_block_signals(sigset_t *sigs);
+
+/**
+ * Whether process pid holds the socket listening on 127.0.0.1:port (or on
+ * the IPv4 wildcard): 1 yes, 0 no (another process, or nobody, listens
+ * there), -1 unknown (no /proc, or pid's file descriptors are not readable).
+ * A process started on a port picked in advance can find the port taken by
+ * someone else; a readiness probe that only asks the port would then talk
+ * to that other process.
+ */
+int fs_svc_pid_listens(pid_t pid, uint16_t port);
 
 /**
  * Wait for one of sigs, log "shutting down" with its name, return it.

@@ -389,6 +389,39 @@ else
     fail "restart: exit $RC: $(grep -o '"processes".*' "$OUT" | head -c 300)"
 fi
 no_leftovers "restart"
+# Another program takes the port fedsvd local picked for the server before
+# the server binds it (here: a second aggregation-server with another admin
+# token, started by the wrapper in a subshell that exits, so it is not the
+# wrapper's child); ours
+# exits as if the port were taken. Its /readyz answer must not count: fedsvd
+# local starts the server again on a new port and the job runs there.
+WB2="$T/wrapped-taken"
+mkdir -p "$WB2"
+printf 'foreign-admin-token-0123456789abcdef\n' >"$WB2/foreign.token"
+chmod 600 "$WB2/foreign.token"
+printf '#!/bin/sh
+if mkdir "%s/taken-once" 2>/dev/null; then
+  l=; while [ $# -gt 0 ]; do [ "$1" = --listen ] && l=$2; shift; done
+  (setsid "%s/aggregation-server" --listen "$l" --data-dir "%s/foreign" --admin-token-file "%s" >"%s/foreign.log" 2>&1 &
+   echo $! >"%s/foreign.pid")
+  sleep 2
+  exit 3
+fi
+exec "%s/aggregation-server" "$@"
+' \
+    "$WB2" "$REAL" "$WB2" "$WB2/foreign.token" "$WB2" "$WB2" "$REAL" >"$WB2/aggregation-server"
+printf '#!/bin/sh\nexec "%s/client-agent" "$@"\n' "$REAL" >"$WB2/client-agent"
+chmod +x "$WB2/aggregation-server" "$WB2/client-agent"
+run local --algorithm secure-sum "${AARGS[@]:0:6}" --out "$T/r-taken" --bin-dir "$WB2" \
+    --round-timeout 3 --format json
+if [ "$RC" -eq 0 ] &&
+    grep -q '"name": "aggregation-server", "port": [0-9]*, "sigkilled": false, "exit_code": 0, "starts": 2' "$OUT"; then
+    ok "a port taken by another server before ours binds it: ours starts again on a new port (starts: 2)"
+else
+    fail "port taken: exit $RC: $(head -c 300 "$ERR") $(grep -o '"processes".*' "$OUT" | head -c 300)"
+fi
+[ -s "$WB2/foreign.pid" ] && kill "$(cat "$WB2/foreign.pid")" 2>/dev/null
+no_leftovers "port taken"
 # The first agent to start is killed 1 s later, while the job waits for
 # party 3 (which never advertises keys): fedsvd local must notice, stop the
 # rest and clean up.

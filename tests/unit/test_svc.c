@@ -11,9 +11,11 @@
 #include "net/svc.h"
 #include "test.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sqlite3.h>
@@ -21,6 +23,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -798,6 +801,44 @@ static void test_signal_to_early_thread(void)
     CHECK_MSG(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", (unsigned)status);
 }
 
+static void test_pid_listens(void)
+{
+    struct sockaddr_in a;
+    socklen_t len = sizeof a;
+    int fd;
+    int hold[2];
+    pid_t other;
+    uint16_t port;
+    char c;
+
+    CHECK(pipe(hold) == 0);
+    other = fork(); /* before the socket exists: it holds no copy of it */
+    CHECK(other >= 0);
+    if (other == 0) {
+        close(hold[1]);
+        (void)!read(hold[0], &c, 1);
+        _exit(0);
+    }
+    close(hold[0]);
+    fd = socket(AF_INET, SOCK_STREAM, 0);
+    CHECK(fd >= 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(bind(fd, (struct sockaddr *)&a, sizeof a) == 0);
+    CHECK(getsockname(fd, (struct sockaddr *)&a, &len) == 0);
+    port = ntohs(a.sin_port);
+    CHECK(fs_svc_pid_listens(getpid(), port) == 0); /* bound, not listening */
+    CHECK(listen(fd, 4) == 0);
+    CHECK(fs_svc_pid_listens(getpid(), port) == 1);
+    CHECK(fs_svc_pid_listens(other, port) == 0); /* someone else's port */
+    close(fd);
+    CHECK(fs_svc_pid_listens(getpid(), port) == 0);
+    close(hold[1]);
+    CHECK(waitpid(other, NULL, 0) == other);
+    CHECK(fs_svc_pid_listens(other, port) == 0); /* a process that is gone */
+}
+
 static void test_text(void)
 {
     struct fs_text t;
@@ -923,6 +964,7 @@ int main(void)
     RUN(test_transport_rules);
     RUN(test_signals_and_base_url);
     RUN(test_signal_to_early_thread);
+    RUN(test_pid_listens);
     RUN(test_text);
     RUN(test_metrics);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
