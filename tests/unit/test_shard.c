@@ -141,7 +141,7 @@ static void run(struct srun *r, const fs_mat *x)
     struct fs_fedsvd_job job = srun_job(r);
     struct memstore coord = {0};
     struct fs_secagg_chunk_store cs = ms_store(&coord);
-    struct shard_agg g;
+    static struct shard_agg g; /* 2.2 MB: off the stack (valgrind) */
     struct sa j;
     const uint64_t *sum = NULL;
     uint32_t *u3 = NULL;
@@ -566,7 +566,7 @@ static void test_window_sums_exact(void)
     static const size_t sz[] = {18, 22};
     struct srun r;
     struct fs_fedsvd_job job;
-    struct shard_agg g;
+    static struct shard_agg g; /* 2.2 MB: off the stack (valgrind) */
     struct sa j;
 
     srun_init(&r, 40, 6, 2, sz, 2);
