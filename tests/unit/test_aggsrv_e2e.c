@@ -452,6 +452,7 @@ static int get_closes(struct job *j, struct party *p)
     int fd = socket(AF_INET, SOCK_STREAM, 0);
     int closes = -1;
 
+    resp[0] = '\0';
     if (fd < 0) {
         return -1;
     }
