@@ -5,8 +5,7 @@
 
 #include "phase.h"
 
-/* A decimal integer without sign or leading zeros, at most max. */
-static int parse_dec(const char *s, uint64_t max, uint64_t *out)
+int fs_wire_parse_dec(const char *s, uint64_t max, uint64_t *out)
 {
     uint64_t v = 0;
     size_t n = 0;
@@ -37,8 +36,9 @@ int fs_job_wait_parse(const char *wait_ms, const char *phase, const char *aggreg
     if (wait_ms == NULL) {
         return 0;
     }
-    if (parse_dec(wait_ms, max_ms, &ms) != 0 || parse_dec(aggregation, UINT32_MAX, &r) != 0 ||
-        phase == NULL || fs_job_phase_parse(phase, &out->phase) != 0) {
+    if (fs_wire_parse_dec(wait_ms, max_ms, &ms) != 0 ||
+        fs_wire_parse_dec(aggregation, UINT32_MAX, &r) != 0 || phase == NULL ||
+        fs_job_phase_parse(phase, &out->phase) != 0) {
         memset(out, 0, sizeof *out);
         return fs_err_set(err, FS_EFORMAT,
                           "wait_ms (0..%u) needs phase (a phase name) and aggregation", max_ms);

@@ -17,6 +17,13 @@ struct fs_job_wait {
 };
 
 /**
+ * A path or query number: a decimal integer of at most 19 digits, without
+ * sign or leading zeros, at most max. @return 0, or -1 (s NULL or empty,
+ * other characters, too large).
+ */
+FS_WUR int fs_wire_parse_dec(const char *s, uint64_t max, uint64_t *out);
+
+/**
  * Parse the query's values (each NULL when absent). No wait_ms: not a long
  * poll (out->wait = 0; phase and aggregation are not looked at). With
  * wait_ms: a decimal integer 0..max_ms without leading zeros, phase a phase

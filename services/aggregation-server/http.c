@@ -156,30 +156,6 @@ static int reply_json(fs_http_resp *resp, struct rq *q, unsigned status, json_t 
     return fs_http_reply_json(resp, status, body, q != NULL ? &q->out_bytes : NULL);
 }
 
-static int parse_u64(const char *s, uint64_t max, uint64_t *out)
-{
-    uint64_t v = 0;
-    size_t n = 0;
-
-    if (s == NULL || s[0] == '\0') {
-        return -1;
-    }
-    for (; s[n] != '\0'; n++) {
-        if (s[n] < '0' || s[n] > '9' || n >= 19) {
-            return -1;
-        }
-        v = v * 10 + (uint64_t)(s[n] - '0');
-    }
-    if (n > 1 && s[0] == '0') {
-        return -1;
-    }
-    if (v > max) {
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
 /* ------------------------------------------------------------ auth (on_begin) */
 
 /* Connection: close on a plain-HTTP server for the parties' requests to a
@@ -548,7 +524,7 @@ static int party_post(fs_http_req *req, fs_http_resp *resp, unsigned ok_status,
     const char *rs = fs_http_req_param(req, "r");
     int rc;
 
-    if (rs != NULL && parse_u64(rs, UINT32_MAX, &r) != 0) {
+    if (rs != NULL && fs_wire_parse_dec(rs, UINT32_MAX, &r) != 0) {
         return fs_http_fail(resp, FS_ENOTFOUND, "%s",
                             "aggregation index must be a decimal integer");
     }
@@ -623,7 +599,7 @@ static int agg_file(fs_http_req *req, fs_http_resp *resp,
     struct stat st;
     uint64_t r = 0;
 
-    if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
+    if (fs_wire_parse_dec(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
         return fs_http_fail(resp, FS_ENOTFOUND, "%s",
                             "aggregation index must be a decimal integer");
     }
@@ -678,7 +654,7 @@ static int h_agg_get(fs_http_req *req, fs_http_resp *resp, void *ctx)
     json_t *out = NULL;
     uint64_t r = 0;
     (void)ctx;
-    if (parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
+    if (fs_wire_parse_dec(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) {
         return fs_http_fail(resp, FS_ENOTFOUND, "%s",
                             "aggregation index must be a decimal integer");
     }
@@ -766,8 +742,8 @@ static int chunk_body_begin(fs_http_req *req, fs_http_resp *resp, struct rq *q)
                                "Content-Type must be application/x-npy") ||
                1;
     }
-    if ((q->win == NULL && parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) ||
-        parse_u64(fs_http_req_param(req, "chunk"), UINT64_MAX / 2, &idx) != 0) {
+    if ((q->win == NULL && fs_wire_parse_dec(fs_http_req_param(req, "r"), UINT32_MAX, &r) != 0) ||
+        fs_wire_parse_dec(fs_http_req_param(req, "chunk"), UINT64_MAX / 2, &idx) != 0) {
         return fs_http_fail(resp, FS_ENOTFOUND, "%s",
                             "aggregation and chunk must be decimal integers") ||
                1;
@@ -989,7 +965,7 @@ static int chunk_done(fs_http_req *req, fs_http_resp *resp, void *ctx)
 
 static int parse_r(fs_http_req *req, uint64_t *r)
 {
-    return parse_u64(fs_http_req_param(req, "r"), UINT32_MAX, r);
+    return fs_wire_parse_dec(fs_http_req_param(req, "r"), UINT32_MAX, r);
 }
 
 /* The broadcast Z parties received before aggregation {r}. */
