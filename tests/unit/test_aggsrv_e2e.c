@@ -381,20 +381,11 @@ static void do_receive(struct job *j)
 }
 
 /* Upload chunks [from, to) of party v. */
-/* PUT body on a raw socket in small pieces a few ms apart (TCP_NODELAY), so
- * that the server gets the .npy header split over several reads and the
- * words in pieces that do not fall on word boundaries. @return the status. */
-static long put_dribbled(struct job *j, struct party *p, const char *path, const uint8_t *body,
-                         size_t len)
+/* A raw connection to the server with `head` (a request head) already sent:
+ * the socket, or -1. */
+static int raw_request(const struct job *j, const char *head)
 {
-    static const size_t sizes[] = {3, 7, 1, 40, 13, 2, 100, 5};
     struct sockaddr_in sa;
-    char head[1024];
-    char resp[512] = {0};
-    size_t off = 0;
-    size_t got = 0;
-    long st = -1;
-    int one = 1;
     int fd = socket(AF_INET, SOCK_STREAM, 0);
 
     if (fd < 0) {
@@ -404,16 +395,37 @@ static long put_dribbled(struct job *j, struct party *p, const char *path, const
     sa.sin_family = AF_INET;
     sa.sin_port = htons(j->srv->port);
     sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    snprintf(head, sizeof head,
-             "PUT %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
-             "Content-Type: application/x-npy\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
-             path, p->token, len);
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
         write(fd, head, strlen(head)) != (ssize_t)strlen(head)) {
         close(fd);
         return -1;
     }
+    return fd;
+}
+
+/* PUT body on a raw socket in small pieces a few ms apart (TCP_NODELAY), so
+ * that the server gets the .npy header split over several reads and the
+ * words in pieces that do not fall on word boundaries. @return the status. */
+static long put_dribbled(struct job *j, struct party *p, const char *path, const uint8_t *body,
+                         size_t len)
+{
+    static const size_t sizes[] = {3, 7, 1, 40, 13, 2, 100, 5};
+    char head[1024];
+    char resp[512] = {0};
+    size_t off = 0;
+    size_t got = 0;
+    long st = -1;
+    int one = 1;
+    int fd;
+
+    snprintf(head, sizeof head,
+             "PUT %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n"
+             "Content-Type: application/x-npy\r\nContent-Length: %zu\r\nConnection: close\r\n\r\n",
+             path, p->token, len);
+    if ((fd = raw_request(j, head)) < 0) {
+        return -1;
+    }
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     for (size_t k = 0; off < len; k++) {
         size_t n = sizes[k % (sizeof sizes / sizeof sizes[0])];
         if (n > len - off) {
@@ -444,31 +456,21 @@ static long put_dribbled(struct job *j, struct party *p, const char *path, const
  * connection after the response, 0 when it keeps it open, -1 on an error. */
 static int get_closes(struct job *j, struct party *p)
 {
-    struct sockaddr_in sa;
     struct timeval tv = {5, 0};
     char head[1024];
     char resp[16384];
     size_t got = 0;
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd;
     int closes = -1;
 
     resp[0] = '\0';
-    if (fd < 0) {
-        return -1;
-    }
-    memset(&sa, 0, sizeof sa);
-    sa.sin_family = AF_INET;
-    sa.sin_port = htons(j->srv->port);
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     snprintf(head, sizeof head,
              "GET %s HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer %s\r\n\r\n", j->path,
              p->token);
-    if (connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 ||
-        write(fd, head, strlen(head)) != (ssize_t)strlen(head)) {
-        close(fd);
+    if ((fd = raw_request(j, head)) < 0) {
         return -1;
     }
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
     while (got < sizeof resp - 1 && strstr(resp, "\r\n\r\n") == NULL) {
         ssize_t r = read(fd, resp + got, sizeof resp - 1 - got);
         if (r <= 0) {

@@ -903,7 +903,9 @@ static void test_plain(void)
     job_free(&j);
 }
 
-static void test_utility(void)
+/* early: the agents answer the noise exchange during consistency; the
+ * noise_exchange round then closes at once and the aggregate is exact. */
+static void utility_case(int early)
 {
     struct job j;
     char extra[256];
@@ -914,31 +916,22 @@ static void test_utility(void)
     }
     extra_bound(extra, sizeof extra, "\"sync_every\":1,\"paillier_bits\":1024");
     CHECK(job_create(&j, &g_srv, "fedpower-utility", extra, NULL, NULL) == 0);
-    st = run_job(&j, 1);
+    g_early = early;
+    st = run_job(&j, !early);
+    g_early = 0;
     check_done(&j, st, 1e-8);
     json_decref(st);
     job_free(&j);
 }
 
-/* The agents' order: every answer during consistency; the noise_exchange
- * round then closes at once and the aggregate is exact. */
+static void test_utility(void)
+{
+    utility_case(0);
+}
+
 static void test_utility_early(void)
 {
-    struct job j;
-    char extra[256];
-    json_t *st;
-
-    if (!g_have_bin) {
-        return;
-    }
-    extra_bound(extra, sizeof extra, "\"sync_every\":1,\"paillier_bits\":1024");
-    CHECK(job_create(&j, &g_srv, "fedpower-utility", extra, NULL, NULL) == 0);
-    g_early = 1;
-    st = run_job(&j, 0);
-    g_early = 0;
-    check_done(&j, st, 1e-8);
-    json_decref(st);
-    job_free(&j);
+    utility_case(1);
 }
 
 static void test_private(void)
