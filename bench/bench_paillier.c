@@ -2,9 +2,14 @@
  * DJN + fixed-base table encryption, CRT and non-CRT decryption, homomorphic
  * addition, scalar multiplication by a 64-bit constant, serialization and
  * packing; ratios against the baselines and the published figures
- * (docs/references.md); a window-width sweep for the DJN table; CRT
- * decryption on two threads; peak RSS. Asserts nothing; about 30 s. */
+ * (docs/references.md); the seed-mode noise exchange's operations with the
+ * arithmetic before and after the CRT / comb work (party response and base,
+ * server base, 20 selectors, 19 seeds decrypted; CPU ms and ratio, and one
+ * product modulo n^2 by mpz and by Montgomery); a window-width sweep for the
+ * DJN table; CRT decryption on two threads; peak RSS. Asserts nothing;
+ * about 40 s. */
 #include "crypto/paillier.h"
+#include "crypto/paillier_mont.h"
 #include "crypto/rand.h"
 
 #include <pthread.h>
@@ -234,6 +239,255 @@ static void window_sweep(struct ctx *x)
     x->djn = NULL;
 }
 
+/* ---- the seed-mode noise exchange: old and new arithmetic ---------------- */
+
+#define NX_PARTIES 20 /* the ratio job: 20 parties, 19 seeds recovered per sync */
+#define NX_SEED    256u
+
+/* Best CPU seconds of `rounds` runs of fn(arg). */
+static double best_cpu(void (*fn)(void *), void *arg, int rounds)
+{
+    double best = 1e30;
+
+    for (int r = 0; r < rounds; r++) {
+        double c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+        fn(arg);
+        double c = clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0;
+        best = c < best ? c : best;
+    }
+    return best;
+}
+
+struct nx {
+    const fs_paillier_sk *sk;
+    const fs_paillier_pk *pk;
+    const fs_paillier_djn *djn; /* selector or party randomizer */
+    unsigned window;
+    int crt;  /* server: fs_paillier_djn_new_crt */
+    int comb; /* party: fs_paillier_djn_new_comb */
+    mpz_t sel, seed, out, n2;
+    mpz_t resp[NX_PARTIES - 1];
+    mpz_t got[2];
+    size_t slots;                         /* seed group size */
+    int packed_p;                         /* 1: decrypt_packed_p, 0: decrypt_packed (both primes) */
+    const fs_paillier_djn *variant[2][2]; /* [party, server][old, new] */
+};
+
+enum nx_row { NX_RESPONSE, NX_PARTY_BASE, NX_SERVER_BASE, NX_SELECTORS, NX_DECRYPT };
+
+/* Configure x for one row's old (which 0) or new (1) arithmetic. */
+static void nx_set(struct nx *x, enum nx_row row, int which)
+{
+    unsigned bits = fs_paillier_pk_bits(x->pk);
+
+    x->crt = row == NX_SERVER_BASE && which;
+    x->comb = row == NX_PARTY_BASE && which;
+    x->window = row == NX_PARTY_BASE ? 3 : FS_PAILLIER_DJN_WINDOW;
+    x->djn = x->variant[row == NX_SELECTORS][which];
+    x->packed_p = which;
+    x->slots = which ? (bits / 2 - 1) / NX_SEED : (bits - 1) / NX_SEED;
+}
+
+/* Best CPU seconds of old and new, run alternately `rounds` times each (a
+ * loaded machine slows both alike). */
+static void paired(struct nx *x, void (*fn)(void *), enum nx_row row, int rounds, double *old_s,
+                   double *new_s)
+{
+    *old_s = *new_s = 1e30;
+    for (int r = 0; r < rounds; r++) {
+        for (int which = 0; which < 2; which++) {
+            nx_set(x, row, which);
+            double c = best_cpu(fn, x, 1);
+            double *best = which ? new_s : old_s;
+            *best = c < *best ? c : *best;
+        }
+    }
+}
+
+static void nx_die(int rc, const char *what, const struct fs_err *err)
+{
+    if (rc != 0) {
+        die(what, err);
+    }
+}
+
+/* A party's response: selector^seed (mpz_powm_sec) re-randomized by hs^a. */
+static void nx_response(void *p)
+{
+    struct nx *x = p;
+    struct fs_err err = {0};
+
+    mpz_powm_sec(x->out, x->sel, x->seed, x->n2);
+    nx_die(fs_paillier_rerandomize(x->pk, x->djn, x->out, x->out, &err), "rerandomize", &err);
+}
+
+static void nx_djn_new(void *p)
+{
+    struct nx *x = p;
+    struct fs_err err = {0};
+    fs_paillier_djn *d = NULL;
+
+    nx_die(x->crt    ? fs_paillier_djn_new_crt(&d, x->sk, 0, x->window, NULL, &err)
+           : x->comb ? fs_paillier_djn_new_comb(&d, x->pk, 0, NULL, &err)
+                     : fs_paillier_djn_new(&d, x->pk, 0, x->window, &err),
+           "djn_new", &err);
+    fs_paillier_djn_free(d);
+}
+
+static void nx_selectors(void *p)
+{
+    struct nx *x = p;
+    struct fs_err err = {0};
+
+    for (int i = 0; i < NX_PARTIES; i++) {
+        mpz_set_ui(x->seed, i == 7 ? 0u : 1u);
+        nx_die(fs_paillier_encrypt(x->pk, x->djn, x->out, x->seed, &err), "encrypt", &err);
+    }
+}
+
+static void nx_decrypt_groups(void *p)
+{
+    struct nx *x = p;
+    struct fs_err err = {0};
+    mpz_srcptr cs[NX_PARTIES - 1];
+    size_t n = NX_PARTIES - 1;
+
+    for (size_t i = 0; i < n; i++) {
+        cs[i] = x->resp[i];
+    }
+    mpz_set_ui(x->got[x->packed_p], 0);
+    for (size_t g0 = 0; g0 < n; g0 += x->slots) {
+        size_t cnt = n - g0 < x->slots ? n - g0 : x->slots;
+        nx_die(x->packed_p
+                   ? fs_paillier_decrypt_packed_p(x->sk, x->out, cs + g0, cnt, NX_SEED, &err)
+                   : fs_paillier_decrypt_packed(x->sk, x->out, cs + g0, cnt, NX_SEED, &err),
+               "decrypt", &err);
+        /* all seeds of all groups, for the comparison */
+        mpz_mul_2exp(x->out, x->out, NX_SEED * g0);
+        mpz_add(x->got[x->packed_p], x->got[x->packed_p], x->out);
+    }
+}
+
+static double ratio_row(const char *what, double old_s, double new_s)
+{
+    printf("| %-44s | %9.2f | %9.2f | %5.2f |\n", what, 1e3 * old_s, 1e3 * new_s, old_s / new_s);
+    return old_s - new_s;
+}
+
+/* One modular multiplication modulo n^2 (the step of a party's djn_pow):
+ * mpz_mul + mpz_mod against a constant-time Montgomery product. */
+static void mont_step_compare(const fs_paillier_pk *pk)
+{
+    struct fs_err err = {0};
+    struct fs_mont mt;
+    mpz_t n2, a, b;
+    mp_limb_t *x, *y, *tp;
+    const int iters = 2000;
+    double c0, t_old, t_new;
+
+    mpz_inits(n2, a, b, NULL);
+    mpz_mul(n2, fs_paillier_pk_n(pk), fs_paillier_pk_n(pk));
+    rand_below(a, n2);
+    rand_below(b, n2);
+    nx_die(fs_mont_init(&mt, n2, &err), "mont", &err);
+    x = calloc((size_t)mt.n, sizeof *x);
+    y = calloc((size_t)mt.n, sizeof *y);
+    tp = calloc((size_t)fs_mont_scratch(&mt), sizeof *tp);
+    if (x == NULL || y == NULL || tp == NULL) {
+        die("alloc", &err);
+    }
+    mpn_copyi(x, mpz_limbs_read(a), (mp_size_t)mpz_size(a));
+    mpn_copyi(y, mpz_limbs_read(b), (mp_size_t)mpz_size(b));
+    c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    for (int i = 0; i < iters; i++) {
+        mpz_mul(a, a, b);
+        mpz_mod(a, a, n2);
+    }
+    t_old = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / iters;
+    c0 = clock_s(CLOCK_PROCESS_CPUTIME_ID);
+    for (int i = 0; i < iters; i++) {
+        fs_mont_mul(&mt, x, x, y, tp);
+    }
+    t_new = (clock_s(CLOCK_PROCESS_CPUTIME_ID) - c0) / iters;
+    printf("  one product modulo n^2 (a party's djn_pow step): mpz_mul + mpz_mod %.2f us, "
+           "Montgomery (mpn_sec_mul + REDC) %.2f us (%.2fx)\n",
+           1e6 * t_old, 1e6 * t_new, t_old / t_new);
+    free(x);
+    free(y);
+    free(tp);
+    fs_mont_clear(&mt);
+    mpz_clears(n2, a, b, NULL);
+}
+
+static void noise_exchange_section(struct ctx *c, const fs_paillier_djn *server_old)
+{
+    static struct nx x;
+    struct fs_err err = {0};
+    fs_paillier_djn *party = NULL;
+    fs_paillier_djn *party_comb = NULL;
+    fs_paillier_djn *server_new = NULL;
+    unsigned bits = fs_paillier_pk_bits(c->pk);
+    double old_s, new_s, saved = 0;
+    int same;
+
+    x.sk = c->sk;
+    x.pk = c->pk;
+    mpz_inits(x.sel, x.seed, x.out, x.n2, x.got[0], x.got[1], NULL);
+    for (int i = 0; i < NX_PARTIES - 1; i++) {
+        mpz_init(x.resp[i]);
+    }
+    nx_die(fs_paillier_djn_new(&party, c->pk, 0, 3, &err), "djn", &err);
+    nx_die(fs_paillier_djn_new_comb(&party_comb, c->pk, 0, NULL, &err), "djn", &err);
+    nx_die(fs_paillier_djn_new_crt(&server_new, c->sk, 0, FS_PAILLIER_DJN_WINDOW, NULL, &err),
+           "djn_crt", &err);
+    printf("\nseed-mode noise exchange, %d parties (CPU ms, best of 5-7 alternate runs; old: "
+           "window tables modulo "
+           "n^2, seed groups modulo p and q; new: party comb, server CRT tables, seed groups "
+           "modulo p):\n\n",
+           NX_PARTIES);
+    printf("| %-44s | %9s | %9s | %5s |\n|---|---|---|---|\n", "operation", "old ms", "new ms",
+           "old/new");
+    /* a selector and a seed for the party's response */
+    mpz_set_ui(x.seed, 1);
+    nx_die(fs_paillier_encrypt(c->pk, server_old, x.sel, x.seed, &err), "encrypt", &err);
+    rand_below(x.seed, c->m[0]);
+    mpz_fdiv_r_2exp(x.seed, x.seed, NX_SEED);
+    mpz_mul(x.n2, fs_paillier_pk_n(c->pk), fs_paillier_pk_n(c->pk));
+    x.variant[0][0] = party;
+    x.variant[0][1] = party_comb;
+    x.variant[1][0] = server_old;
+    x.variant[1][1] = server_new;
+    paired(&x, nx_response, NX_RESPONSE, 7, &old_s, &new_s);
+    ratio_row("party: one response (w=3 table / comb)", old_s, new_s);
+    paired(&x, nx_djn_new, NX_PARTY_BASE, 5, &old_s, &new_s);
+    ratio_row("party: DJN base + w=3 table / comb (a job)", old_s, new_s);
+    /* the server */
+    paired(&x, nx_djn_new, NX_SERVER_BASE, 5, &old_s, &new_s);
+    ratio_row("server: DJN base + table w=5 (once a job)", old_s, new_s);
+    paired(&x, nx_selectors, NX_SELECTORS, 5, &old_s, &new_s);
+    saved += ratio_row("server: 20 selector encryptions (a sync)", old_s, new_s);
+    for (int i = 0; i < NX_PARTIES - 1; i++) {
+        rand_below(x.seed, c->m[i]);
+        mpz_fdiv_r_2exp(x.seed, x.seed, NX_SEED);
+        nx_die(fs_paillier_encrypt(c->pk, server_old, x.resp[i], x.seed, &err), "encrypt", &err);
+    }
+    paired(&x, nx_decrypt_groups, NX_DECRYPT, 5, &old_s, &new_s);
+    same = mpz_cmp(x.got[0], x.got[1]) == 0;
+    saved += ratio_row("server: decrypt 19 seeds (a sync)", old_s, new_s);
+    printf("  (seed groups: old %u slots modulo p and q on two threads, new %u slots modulo p; "
+           "the same seeds: %s)\n",
+           (bits - 1) / NX_SEED, (bits / 2 - 1) / NX_SEED, same ? "yes" : "NO");
+    printf("  server CPU saved per sync: %.1f ms\n", 1e3 * saved);
+    mont_step_compare(c->pk);
+    for (int i = 0; i < NX_PARTIES - 1; i++) {
+        mpz_clear(x.resp[i]);
+    }
+    mpz_clears(x.sel, x.seed, x.out, x.n2, x.got[0], x.got[1], NULL);
+    fs_paillier_djn_free(party);
+    fs_paillier_djn_free(party_comb);
+    fs_paillier_djn_free(server_new);
+}
+
 int main(void)
 {
     static struct ctx x;
@@ -351,6 +605,7 @@ int main(void)
     printf("  targets: CRT decryption <= 12 ms: %s; encryption with precomputation <= 5 ms: %s\n",
            1e3 * t_crt.cpu <= 12.0 ? "met" : "MISSED", 1e3 * t_tab.cpu <= 5.0 ? "met" : "MISSED");
 
+    noise_exchange_section(&x, djn_table);
     window_sweep(&x);
 
     getrusage(RUSAGE_SELF, &ru);

@@ -7,6 +7,7 @@
 #include "../core/hex.h"
 #include "rand.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 /* EVP wants a non-NULL pointer even for an empty message. */
@@ -45,10 +46,10 @@ int fs_ed25519_keygen(uint8_t priv[FS_ED25519_KEY_LEN], uint8_t pub[FS_ED25519_K
     return rc;
 }
 
-int fs_ed25519_sign(uint8_t sig[FS_ED25519_SIG_LEN], const uint8_t priv[FS_ED25519_KEY_LEN],
-                    const void *msg, size_t msg_len, struct fs_err *err)
+/* Sign with a loaded private key (pk NULL: the load failed). */
+static int sign_with(EVP_PKEY *pk, uint8_t sig[FS_ED25519_SIG_LEN], const void *msg, size_t msg_len,
+                     struct fs_err *err)
 {
-    EVP_PKEY *pk = NULL;
     EVP_MD_CTX *md = NULL;
     size_t len = FS_ED25519_SIG_LEN;
     int rc = FS_ECRYPTO;
@@ -57,7 +58,6 @@ int fs_ed25519_sign(uint8_t sig[FS_ED25519_SIG_LEN], const uint8_t priv[FS_ED255
         OPENSSL_cleanse(sig, FS_ED25519_SIG_LEN);
         return fs_err_set(err, FS_EINVAL, "ed25519: NULL message with length %zu", msg_len);
     }
-    pk = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, FS_ED25519_KEY_LEN);
     md = EVP_MD_CTX_new();
     if (pk == NULL || md == NULL || EVP_DigestSignInit(md, NULL, NULL, NULL, pk) != 1) {
         fs_err_set(err, FS_ECRYPTO, "ed25519: sign setup failed");
@@ -75,8 +75,74 @@ out:
         ERR_clear_error();
     }
     EVP_MD_CTX_free(md);
+    return rc;
+}
+
+int fs_ed25519_sign(uint8_t sig[FS_ED25519_SIG_LEN], const uint8_t priv[FS_ED25519_KEY_LEN],
+                    const void *msg, size_t msg_len, struct fs_err *err)
+{
+    EVP_PKEY *pk = NULL;
+    int rc;
+
+    if (msg == NULL && msg_len != 0) {
+        OPENSSL_cleanse(sig, FS_ED25519_SIG_LEN);
+        return fs_err_set(err, FS_EINVAL, "ed25519: NULL message with length %zu", msg_len);
+    }
+    pk = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, FS_ED25519_KEY_LEN);
+    rc = sign_with(pk, sig, msg, msg_len, err);
     EVP_PKEY_free(pk);
     return rc;
+}
+
+struct fs_ed25519_signer {
+    EVP_PKEY *pk;
+};
+
+int fs_ed25519_signer_new(fs_ed25519_signer **out, const uint8_t priv[FS_ED25519_KEY_LEN],
+                          struct fs_err *err)
+{
+    fs_ed25519_signer *s = malloc(sizeof *s);
+
+    *out = NULL;
+    if (s == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "ed25519: out of memory");
+    }
+    s->pk = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, NULL, priv, FS_ED25519_KEY_LEN);
+    if (s->pk == NULL) {
+        free(s);
+        ERR_clear_error();
+        return fs_err_set(err, FS_ECRYPTO, "ed25519: sign setup failed");
+    }
+    *out = s;
+    return 0;
+}
+
+int fs_ed25519_signer_public(const fs_ed25519_signer *s, uint8_t pub[FS_ED25519_KEY_LEN],
+                             struct fs_err *err)
+{
+    size_t len = FS_ED25519_KEY_LEN;
+
+    if (EVP_PKEY_get_raw_public_key(s->pk, pub, &len) != 1 || len != FS_ED25519_KEY_LEN) {
+        OPENSSL_cleanse(pub, FS_ED25519_KEY_LEN);
+        ERR_clear_error();
+        return fs_err_set(err, FS_ECRYPTO, "ed25519: public key derivation failed");
+    }
+    return 0;
+}
+
+int fs_ed25519_signer_sign(const fs_ed25519_signer *s, uint8_t sig[FS_ED25519_SIG_LEN],
+                           const void *msg, size_t msg_len, struct fs_err *err)
+{
+    return sign_with(s->pk, sig, msg, msg_len, err);
+}
+
+void fs_ed25519_signer_free(fs_ed25519_signer *s)
+{
+    if (s == NULL) {
+        return;
+    }
+    EVP_PKEY_free(s->pk); /* the provider clears the private key it held */
+    free(s);
 }
 
 int fs_ed25519_verify(const uint8_t sig[FS_ED25519_SIG_LEN], const uint8_t pub[FS_ED25519_KEY_LEN],

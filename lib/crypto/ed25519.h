@@ -3,8 +3,7 @@
  *
  * Each party's long-term identity key signs its advertised X25519 keys (R0)
  * and the survivor set (R3) in secure aggregation (lib/proto/secagg.h).
- * The private key is the 32-byte RFC 8032 seed; it is a secret (fs_wipe it).
- * Verification is OpenSSL 3.0's: cofactorless, rejects S >= L. */
+ * The private key is the 32-byte RFC 8032 seed; it is a secret (fs_wipe it). */
 #ifndef FS_CRYPTO_ED25519_H
 #define FS_CRYPTO_ED25519_H
 
@@ -47,6 +46,29 @@ FS_WUR int fs_ed25519_sign(uint8_t sig[FS_ED25519_SIG_LEN], const uint8_t priv[F
 FS_WUR int fs_ed25519_verify(const uint8_t sig[FS_ED25519_SIG_LEN],
                              const uint8_t pub[FS_ED25519_KEY_LEN], const void *msg, size_t msg_len,
                              struct fs_err *err);
+
+/*
+ * A private key loaded once for several signatures: loading a raw seed
+ * computes its public key (a base-point multiplication as costly as the
+ * signature itself). Signatures are those of fs_ed25519_sign. A signer is
+ * not for concurrent use by several threads; fs_ed25519_signer_free wipes it.
+ */
+typedef struct fs_ed25519_signer fs_ed25519_signer;
+
+/** Load the seed priv (copied). @return 0, FS_ENOMEM or FS_ECRYPTO (*out NULL). */
+FS_WUR int fs_ed25519_signer_new(fs_ed25519_signer **out, const uint8_t priv[FS_ED25519_KEY_LEN],
+                                 struct fs_err *err);
+
+/** The signer's public key, as fs_ed25519_public. @return 0 or FS_ECRYPTO. */
+FS_WUR int fs_ed25519_signer_public(const fs_ed25519_signer *s, uint8_t pub[FS_ED25519_KEY_LEN],
+                                    struct fs_err *err);
+
+/** fs_ed25519_sign with the loaded seed: same signature, same errors. */
+FS_WUR int fs_ed25519_signer_sign(const fs_ed25519_signer *s, uint8_t sig[FS_ED25519_SIG_LEN],
+                                  const void *msg, size_t msg_len, struct fs_err *err);
+
+/** Wipe and free; NULL is a no-op. */
+void fs_ed25519_signer_free(fs_ed25519_signer *s);
 
 /*
  * Fingerprints: how operators print and jobs pin a party's identity. A

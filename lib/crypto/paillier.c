@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "paillier_int.h"
 #include "prg.h"
 #include "rand.h"
 
@@ -18,40 +19,6 @@
 #define RAND_MAX_BYTES (FS_PAILLIER_MAX_BITS / 8)
 /* Attempts before a loop that succeeds with overwhelming probability gives up. */
 #define MAX_TRIES 1000
-
-struct fs_paillier_pk {
-    mpz_t n;
-    mpz_t n2;
-    mpz_t half; /* (n - 1) / 2: the largest non-negative signed plaintext */
-    unsigned bits;
-    size_t nbytes;
-};
-
-struct fs_paillier_sk {
-    struct fs_paillier_pk pub;
-    mpz_t p;
-    mpz_t q;
-    mpz_t p2;
-    mpz_t q2;
-    mpz_t pm1;  /* p - 1 */
-    mpz_t qm1;  /* q - 1 */
-    mpz_t hp;   /* L_p(g^(p-1) mod p^2)^-1 mod p */
-    mpz_t hq;   /* L_q(g^(q-1) mod q^2)^-1 mod q */
-    mpz_t qinv; /* q^-1 mod p */
-    mpz_t lambda;
-    mpz_t mu; /* L(g^lambda mod n^2)^-1 mod n */
-};
-
-struct fs_paillier_djn {
-    const fs_paillier_pk *pk; /* borrowed */
-    mpz_t hs;
-    unsigned exp_bits; /* L */
-    unsigned window;   /* w, 0 = no table */
-    unsigned windows;  /* ceil(L / w) */
-    mp_size_t limbs;   /* limbs of one table entry: size of n^2 */
-    mp_limb_t *table;  /* windows x 2^w entries x limbs */
-    size_t table_limbs;
-};
 
 /* ---- helpers --------------------------------------------------------------- */
 
@@ -552,22 +519,6 @@ int fs_paillier_ct_import(const fs_paillier_pk *pk, mpz_t c, const uint8_t *buf,
 
 /* ---- DJN randomizers --------------------------------------------------------- */
 
-/* w-bit digit of a (limb array a[0..na)) starting at bit pos. */
-static unsigned get_digit(const mp_limb_t *a, size_t na, size_t pos, unsigned w)
-{
-    size_t li = pos / GMP_NUMB_BITS;
-    unsigned off = (unsigned)(pos % GMP_NUMB_BITS);
-    mp_limb_t v = 0;
-
-    if (li < na) {
-        v = a[li] >> off;
-        if (off + w > GMP_NUMB_BITS && li + 1 < na) {
-            v |= a[li + 1] << (GMP_NUMB_BITS - off);
-        }
-    }
-    return (unsigned)(v & (((mp_limb_t)1 << w) - 1));
-}
-
 /* Copy x (0 <= x < n^2) into a zero-padded entry of `limbs` limbs. */
 static void store_entry(mp_limb_t *dst, const mpz_t x, mp_size_t limbs)
 {
@@ -610,8 +561,26 @@ static int djn_build_table(fs_paillier_djn *d, struct fs_err *err)
     return 0;
 }
 
-int fs_paillier_djn_new(fs_paillier_djn **out, const fs_paillier_pk *pk, unsigned exp_bits,
-                        unsigned window_bits, struct fs_err *err)
+/* hs = (-y^2 mod n)^n mod n^2 for d (y drawn by the caller): modulo p^2 and
+ * q^2 when d has the private key's CRT state, else modulo n^2. */
+static int djn_base(fs_paillier_djn *d, mpz_t y, struct fs_err *err)
+{
+    const fs_paillier_pk *pk = d->pk;
+
+    mpz_mul(y, y, y);
+    mpz_mod(y, y, pk->n);
+    mpz_sub(y, pk->n, y);
+    if (d->crt != NULL) {
+        return fs_paillier_crt_nth_power(d->crt, d->hs, y, err);
+    }
+    mpz_powm(d->hs, y, pk->n, pk->n2);
+    return 0;
+}
+
+/* fs_paillier_djn_new, with the private key's CRT arithmetic when sk != NULL,
+ * with a comb instead of the window table when comb != 0. */
+static int djn_make(fs_paillier_djn **out, const fs_paillier_pk *pk, const fs_paillier_sk *sk,
+                    unsigned exp_bits, unsigned window_bits, int comb, struct fs_err *err)
 {
     fs_paillier_djn *d = NULL;
     mpz_t y;
@@ -635,20 +604,21 @@ int fs_paillier_djn_new(fs_paillier_djn **out, const fs_paillier_pk *pk, unsigne
     d->window = window_bits;
     mpz_init(d->hs);
     mpz_init(y);
-    /* hs = (-y^2 mod n)^n mod n^2 */
+    if (sk != NULL && window_bits > 0 && fs_paillier_crt_new(&d->crt, sk, NULL) != 0) {
+        d->crt = NULL; /* unusual prime sizes: arithmetic modulo n^2 */
+    }
     rc = rand_unit(y, pk, err);
+    if (rc == 0) {
+        rc = djn_base(d, y, err);
+    }
+    if (rc == 0 && comb) {
+        rc = fs_paillier_comb_build(&d->comb, pk->n2, d->hs, exp_bits, err);
+    } else if (rc == 0 && window_bits > 0) {
+        rc = d->crt != NULL ? fs_paillier_crt_build(d->crt, d->hs, exp_bits, window_bits, err)
+                            : djn_build_table(d, err);
+    }
     if (rc != 0) {
         goto out;
-    }
-    mpz_mul(y, y, y);
-    mpz_mod(y, y, pk->n);
-    mpz_sub(y, pk->n, y);
-    mpz_powm(d->hs, y, pk->n, pk->n2);
-    if (window_bits > 0) {
-        rc = djn_build_table(d, err);
-        if (rc != 0) {
-            goto out;
-        }
     }
     *out = d;
     d = NULL;
@@ -656,6 +626,12 @@ out:
     secret_clear(y);
     fs_paillier_djn_free(d);
     return rc;
+}
+
+int fs_paillier_djn_new(fs_paillier_djn **out, const fs_paillier_pk *pk, unsigned exp_bits,
+                        unsigned window_bits, struct fs_err *err)
+{
+    return djn_make(out, pk, NULL, exp_bits, window_bits, 0, err);
 }
 
 /* out = hs^a mod n^2 for 0 <= a < 2^L (a may be secret). */
@@ -668,6 +644,12 @@ static int djn_pow(const fs_paillier_djn *d, mpz_t out, const mpz_t a, struct fs
     mp_limb_t *sel = NULL;
     mpz_t prod;
 
+    if (d->crt != NULL) {
+        return fs_paillier_crt_pow(d->crt, out, a, err);
+    }
+    if (d->comb != NULL) {
+        return fs_paillier_comb_pow(d->comb, out, a, err);
+    }
     if (d->table == NULL) {
         if (mpz_sgn(a) == 0) {
             mpz_set_ui(out, 1);
@@ -682,7 +664,7 @@ static int djn_pow(const fs_paillier_djn *d, mpz_t out, const mpz_t a, struct fs
     }
     mpz_init(prod);
     for (unsigned i = 0; i < d->windows; i++) {
-        unsigned digit = get_digit(al, na, (size_t)i * d->window, d->window);
+        unsigned digit = fs_paillier_digit(al, na, (size_t)i * d->window, d->window);
         mpz_t ro;
         mpz_srcptr e;
 
@@ -736,6 +718,12 @@ mpz_srcptr fs_paillier_djn_base(const fs_paillier_djn *djn)
 
 size_t fs_paillier_djn_table_bytes(const fs_paillier_djn *djn)
 {
+    if (djn->crt != NULL) {
+        return fs_paillier_crt_table_bytes(djn->crt);
+    }
+    if (djn->comb != NULL) {
+        return fs_paillier_comb_table_bytes(djn->comb);
+    }
     return djn->table_limbs * sizeof(mp_limb_t);
 }
 
@@ -748,6 +736,8 @@ void fs_paillier_djn_free(fs_paillier_djn *djn)
      * knew y); only y, already wiped, was secret. */
     mpz_clear(djn->hs);
     free(djn->table);
+    fs_paillier_crt_free(djn->crt); /* secret: reduced modulo p^2 and q^2 */
+    fs_paillier_comb_free(djn->comb);
     free(djn);
 }
 
@@ -849,6 +839,40 @@ int fs_paillier_djn_new_det(fs_paillier_djn **out, const fs_paillier_pk *pk, uns
 
     if (rc == 0) {
         rc = fs_paillier_djn_new(out, pk, exp_bits, window_bits, err);
+        det_leave(prg);
+    }
+    return rc;
+}
+
+int fs_paillier_djn_new_crt(fs_paillier_djn **out, const fs_paillier_sk *sk, unsigned exp_bits,
+                            unsigned window_bits, const uint8_t *key, struct fs_err *err)
+{
+    fs_prg *prg = NULL;
+    int rc;
+
+    if (key == NULL) {
+        return djn_make(out, &sk->pub, sk, exp_bits, window_bits, 0, err);
+    }
+    rc = det_enter(key, "DJN key", &prg, err);
+    if (rc == 0) {
+        rc = djn_make(out, &sk->pub, sk, exp_bits, window_bits, 0, err);
+        det_leave(prg);
+    }
+    return rc;
+}
+
+int fs_paillier_djn_new_comb(fs_paillier_djn **out, const fs_paillier_pk *pk, unsigned exp_bits,
+                             const uint8_t *key, struct fs_err *err)
+{
+    fs_prg *prg = NULL;
+    int rc;
+
+    if (key == NULL) {
+        return djn_make(out, pk, NULL, exp_bits, 0, 1, err);
+    }
+    rc = det_enter(key, "DJN key", &prg, err);
+    if (rc == 0) {
+        rc = djn_make(out, pk, NULL, exp_bits, 0, 1, err);
         det_leave(prg);
     }
     return rc;
@@ -1048,6 +1072,35 @@ int fs_paillier_decrypt_packed(const fs_paillier_sk *sk, mpz_t m, const mpz_srcp
         return fs_err_set(err, FS_EINVAL, "paillier: ciphertext not invertible");
     }
     return 0;
+}
+
+int fs_paillier_decrypt_packed_p(const fs_paillier_sk *sk, mpz_t m, const mpz_srcptr *c, size_t cnt,
+                                 unsigned shift, struct fs_err *err)
+{
+    mpz_t acc;
+    mpz_t t;
+    int rc;
+
+    if (cnt < 1 || cnt > 64 || shift < 1 || (size_t)shift * cnt > sk->pub.bits / 2 - 1) {
+        return fs_err_set(err, FS_EINVAL,
+                          "paillier: packed decryption modulo p of %zu slots of %u bits", cnt,
+                          shift);
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        if (!ct_in_range(&sk->pub, c[i])) {
+            return fs_err_set(err, FS_EINVAL, "paillier: ciphertext out of range");
+        }
+    }
+    mpz_init(acc);
+    mpz_init(t);
+    rc = fs_paillier_crt_horner(acc, sk->p2, c, cnt, shift, err);
+    /* the plaintext is below 2^(bits/2 - 1) <= p (p has bits/2 bits): m mod p is m */
+    if (rc == 0 && crt_half(m, acc, sk->p, sk->p2, sk->pm1, sk->hp, t) != 0) {
+        rc = fs_err_set(err, FS_EINVAL, "paillier: ciphertext not invertible");
+    }
+    secret_clear(acc);
+    secret_clear(t);
+    return rc;
 }
 
 int fs_paillier_decrypt_nocrt(const fs_paillier_sk *sk, mpz_t m, const mpz_t c, struct fs_err *err)

@@ -4,7 +4,8 @@
  *   - CRT decryption whose secret exponentiations use mpz_powm_sec,
  *   - re-randomization, homomorphic addition and scalar multiplication,
  *   - a faster encryption (DJN short exponent) with an optional fixed-base
- *     window table,
+ *     window table or comb, and for the key owner the same randomizers
+ *     modulo p^2 and q^2 (CRT, constant-time Montgomery arithmetic),
  *   - fixed-width ciphertext serialization,
  *   - packing of several signed int64 slots into one plaintext.
  *
@@ -44,6 +45,16 @@
  * multiplications mod n^2; the table entry is selected with
  * mpn_sec_tabselect (every entry of a window is read) so the secret digits do
  * not show up in the cache access pattern.
+ *
+ * With the private key (fs_paillier_djn_new_crt, fs_paillier_decrypt_packed_p)
+ * the arithmetic runs modulo p^2 and q^2 on half-size operands in
+ * Montgomery form (lib/crypto/paillier_mont.h: mpn_sec_mul / mpn_sec_sqr,
+ * a reduction by mpn_addmul_1 rows and conditional subtraction, reductions
+ * by mpn_sec_div_r), so neither the exponent nor p and q show in the timing
+ * or the memory accesses; the results are the same integers as modulo n^2.
+ * Modulo n^2 itself (a party, no key) products stay mpz_mul + mpz_mod: the
+ * constant-time Montgomery product is slower there with GMP's basecase
+ * multiplication (bench_paillier prints both).
  *
  * Key material: the private key's numbers are wiped (limb arrays
  * OPENSSL_cleanse'd through mpz_limbs_modify) before they are freed, and so
@@ -208,6 +219,36 @@ FS_WUR int fs_paillier_djn_new_det(fs_paillier_djn **out, const fs_paillier_pk *
                                    struct fs_err *err);
 
 /**
+ * Like fs_paillier_djn_new (key NULL: y from the CSPRNG) or _new_det (key:
+ * 32 secret bytes), for the owner of sk: hs is computed, and every later
+ * hs^a, modulo p^2 and modulo q^2 (half-size operands, fixed-base tables
+ * per prime in Montgomery form, constant-time in a, p and q) and
+ * recombined by Garner's formula: the same integers as the object
+ * fs_paillier_djn_new(_det) makes from the same y, for about half the CPU.
+ * The tables are secret (wiped on free). Needs window_bits >= 1 (0 makes
+ * the plain object); keys whose p^2 and q^2 differ in limb count get the
+ * plain object as well.
+ * @param sk borrowed: must outlive the result.
+ */
+FS_WUR int fs_paillier_djn_new_crt(fs_paillier_djn **out, const fs_paillier_sk *sk,
+                                   unsigned exp_bits, unsigned window_bits, const uint8_t *key,
+                                   struct fs_err *err);
+
+/**
+ * Like fs_paillier_djn_new (key NULL: y from the CSPRNG) or _new_det (key:
+ * 32 secret bytes), with a Lim-Lee fixed-base comb (Lim, Lee, "More
+ * flexible exponentiation with precomputation", CRYPTO 1994) instead of the
+ * window table: 6 teeth and 2 blocks, 128 entries of 2|n| bytes (96 KiB at
+ * 3072 bits), built with about L squarings and 114 products; each hs^a
+ * then costs ceil(L/12) - 1 squarings and 2 ceil(L/12) products (448 bits:
+ * 37 and 76), every entry read by mpn_sec_tabselect. The same hs, and the
+ * same hs^a, as the plain object from the same y. Cheaper in all than a
+ * window table for a few randomizers per object.
+ */
+FS_WUR int fs_paillier_djn_new_comb(fs_paillier_djn **out, const fs_paillier_pk *pk,
+                                    unsigned exp_bits, const uint8_t *key, struct fs_err *err);
+
+/**
  * A fresh randomizer hs^a mod n^2 (a stands in for r^n), for callers that
  * want to precompute randomizers ahead of time; fs_paillier_encrypt and
  * _rerandomize call this themselves. @return 0 or FS_ECRYPTO.
@@ -299,6 +340,18 @@ FS_WUR int fs_paillier_decrypt(const fs_paillier_sk *sk, mpz_t m, const mpz_t c,
  */
 FS_WUR int fs_paillier_decrypt_packed(const fs_paillier_sk *sk, mpz_t m, const mpz_srcptr *c,
                                       size_t cnt, unsigned shift, struct fs_err *err);
+
+/**
+ * fs_paillier_decrypt_packed for a packed plaintext known to be below
+ * 2^(shift cnt) <= 2^(bits/2 - 1) <= p (keys have primes of exactly bits/2
+ * bits): then m mod p is m, so only the p half runs (the Horner product
+ * modulo p^2 by constant-time Montgomery squarings, one decryption modulo
+ * p), on the calling thread. A plaintext that breaks the bound decrypts to
+ * m mod p.
+ * @param cnt 1..64 with shift * cnt <= bits/2 - 1. @return 0, FS_EINVAL.
+ */
+FS_WUR int fs_paillier_decrypt_packed_p(const fs_paillier_sk *sk, mpz_t m, const mpz_srcptr *c,
+                                        size_t cnt, unsigned shift, struct fs_err *err);
 
 /**
  * Decryption without CRT, m = L(c^lambda mod n^2) mu mod n (mpz_powm_sec):

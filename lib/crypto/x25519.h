@@ -44,4 +44,28 @@ FS_WUR int fs_x25519_shared(uint8_t out[FS_X25519_SHARED_LEN],
                             const uint8_t priv[FS_X25519_KEY_LEN],
                             const uint8_t peer_pub[FS_X25519_KEY_LEN], struct fs_err *err);
 
+/*
+ * A private key loaded once for several agreements: loading a raw private
+ * key computes its public key (a scalar multiplication as costly as the
+ * agreement itself), so a party that agrees with many peers under one key
+ * loads it once. Results are those of fs_x25519_shared. A key object is not
+ * for concurrent use by several threads; fs_x25519_key_free wipes it.
+ */
+typedef struct fs_x25519_key fs_x25519_key;
+
+/** Load priv (copied). @return 0, FS_ENOMEM or FS_ECRYPTO (*out NULL). */
+FS_WUR int fs_x25519_key_new(fs_x25519_key **out, const uint8_t priv[FS_X25519_KEY_LEN],
+                             struct fs_err *err);
+
+/** The key's public key, as fs_x25519_public. @return 0 or FS_ECRYPTO. */
+FS_WUR int fs_x25519_key_public(const fs_x25519_key *k, uint8_t pub[FS_X25519_KEY_LEN],
+                                struct fs_err *err);
+
+/** fs_x25519_shared with the loaded key: same result, same errors. */
+FS_WUR int fs_x25519_key_shared(const fs_x25519_key *k, uint8_t out[FS_X25519_SHARED_LEN],
+                                const uint8_t peer_pub[FS_X25519_KEY_LEN], struct fs_err *err);
+
+/** Wipe and free; NULL is a no-op. */
+void fs_x25519_key_free(fs_x25519_key *k);
+
 #endif

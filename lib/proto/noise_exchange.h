@@ -12,12 +12,20 @@
  * its noise; the exponentiation with the secret w_i uses mpz_powm_sec. The
  * server learns w_i for i != j and nothing about w_j (Enc(0)).
  *
+ * Costs at 3072 bits (one core): a seed-mode party builds its DJN base (a
+ * full-length exponentiation modulo n^2) and a fixed-base comb once a job,
+ * then a response is one 256-bit mpz_powm_sec and one comb randomizer; the
+ * server computes its selectors' randomizers modulo p^2 and q^2 with its
+ * key (fs_paillier_djn_new_crt) and decrypts seed groups modulo p alone.
+ *
  * Modes:
  *  - FS_NOISEX_SEED (default): w_i is the 256-bit seed the party expanded
  *    its noise from. One ciphertext per party. The server shifts ciphertext
  *    i into a 256-bit slot (c^(2^(256 s)), public squarings), multiplies up
- *    to floor((bits-1)/256) of them (11 at 3072 bits, 3 at 1024) and
- *    decrypts each product once, recovering every seed but j's; the caller
+ *    to floor((bits/2-1)/256) of them (5 at 3072 bits, 1 at 1024) and
+ *    decrypts each product once modulo p alone (the packed seeds are below
+ *    2^(bits/2-1) <= p: half the squarings of packing 11 slots below n and
+ *    decrypting modulo p and q), recovering every seed but j's; the caller
  *    regenerates the noise from the seeds. The server learns each other
  *    party's noise individually, which is exactly what the paper's step 12
  *    gives it.

@@ -40,6 +40,10 @@ struct fs_secagg_client {
     uint8_t *s_sks; /* aggregations x 32: mask private key of each aggregation */
     uint8_t *s_pks; /* aggregations x 32: their public keys, as advertised */
     uint8_t *seeds; /* aggregations x 32 self-mask seeds */
+    /* the private keys loaded once (loading one costs a scalar multiplication) */
+    fs_ed25519_signer *signer; /* sign_sk */
+    fs_x25519_key *c_key;      /* c_sk */
+    fs_x25519_key **s_keys;    /* aggregations: s_sks, each freed once its aggregation began */
     uint8_t session[32];
     struct peer *peers; /* index 1..n */
     uint32_t round;
@@ -85,18 +89,23 @@ static void peer_drop_shares(const struct fs_secagg_config *cfg, struct peer *p)
     }
 }
 
-/* A key pair: from the CSPRNG, or derived from the client's secret. */
+/* A key pair: from the CSPRNG, or derived from the client's secret; *key
+ * the private key loaded. */
 static int client_keypair(const fs_secagg_client *c, const char *label, uint32_t r, uint8_t sk[32],
-                          uint8_t pk[32], struct fs_err *err)
+                          uint8_t pk[32], fs_x25519_key **key, struct fs_err *err)
 {
-    int rc;
+    int rc = c->has_det ? fs_derive_key(sk, c->det, label, r, 0, err)
+                        : fs_rand_bytes(sk, FS_X25519_KEY_LEN, err);
 
-    if (!c->has_det) {
-        return fs_x25519_keygen(sk, pk, err);
-    }
-    rc = fs_derive_key(sk, c->det, label, r, 0, err);
     if (rc == 0) {
-        rc = fs_x25519_public(pk, sk, err);
+        rc = fs_x25519_key_new(key, sk, err);
+    }
+    if (rc == 0) {
+        rc = fs_x25519_key_public(*key, pk, err);
+    }
+    if (rc != 0) {
+        fs_wipe(sk, FS_X25519_KEY_LEN);
+        fs_wipe(pk, FS_X25519_KEY_LEN);
     }
     return rc;
 }
@@ -148,7 +157,9 @@ static int client_new(const struct fs_secagg_config *cfg, uint32_t id,
     c->seeds = malloc(seeds_bytes(cfg));
     c->s_sks = malloc(seeds_bytes(cfg));
     c->s_pks = malloc(seeds_bytes(cfg));
-    if (c->peers == NULL || c->seeds == NULL || c->s_sks == NULL || c->s_pks == NULL) {
+    c->s_keys = calloc(cfg->aggregations, sizeof *c->s_keys);
+    if (c->peers == NULL || c->seeds == NULL || c->s_sks == NULL || c->s_pks == NULL ||
+        c->s_keys == NULL) {
         rc = fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
         goto fail;
     }
@@ -157,13 +168,16 @@ static int client_new(const struct fs_secagg_config *cfg, uint32_t id,
         memcpy(c->det, secret, sizeof c->det);
         c->has_det = 1;
     }
-    rc = fs_ed25519_public(c->sign_pk, c->sign_sk, err);
+    rc = fs_ed25519_signer_new(&c->signer, c->sign_sk, err);
     if (rc == 0) {
-        rc = client_keypair(c, "secagg/share-key", 0, c->c_sk, c->c_pk, err);
+        rc = fs_ed25519_signer_public(c->signer, c->sign_pk, err);
+    }
+    if (rc == 0) {
+        rc = client_keypair(c, "secagg/share-key", 0, c->c_sk, c->c_pk, &c->c_key, err);
     }
     for (uint32_t r = 0; rc == 0 && r < cfg->aggregations; r++) {
         rc = client_keypair(c, "secagg/mask-key", r, c->s_sks + (size_t)r * 32,
-                            c->s_pks + (size_t)r * 32, err);
+                            c->s_pks + (size_t)r * 32, &c->s_keys[r], err);
     }
     if (rc == 0 && !c->has_det) {
         rc = fs_rand_bytes(c->seeds, seeds_bytes(cfg), err);
@@ -201,7 +215,7 @@ int fs_secagg_client_advertise(fs_secagg_client *c, struct fs_secagg_adv *out, s
         return rc;
     }
     c->stage = ST_ADVERTISED;
-    return fs_ed25519_sign(out->sig, c->sign_sk, msg, n, err);
+    return fs_ed25519_signer_sign(c->signer, out->sig, msg, n, err);
 }
 
 static int cmp_adv(const void *a, const void *b)
@@ -410,7 +424,7 @@ int fs_secagg_client_share_keys(fs_secagg_client *c, const struct fs_secagg_adv 
             goto out;
         }
         nct++;
-        rc = sa_share_key(c->c_sk, c->peers[to].adv.c_pk, c->session, key, err);
+        rc = sa_share_key_k(c->c_key, c->peers[to].adv.c_pk, c->session, key, err);
         if (rc == 0) {
             sa_share_ad(c->session, &c->cfg, c->id, to, ad);
             /* derived randomness: a synthetic nonce, so the box is rebuilt identically */
@@ -472,7 +486,7 @@ static int take_bundle(fs_secagg_client *c, const struct fs_secagg_share_ct *ct,
         return fs_err_set(err, FS_EINVAL, "secagg: share bundle from %u has %zu bytes, want %zu",
                           ct->from, ct->len, fs_secagg_share_ct_len(&c->cfg));
     }
-    rc = sa_share_key(c->c_sk, p->adv.c_pk, c->session, key, err);
+    rc = sa_share_key_k(c->c_key, p->adv.c_pk, c->session, key, err);
     if (rc != 0) {
         return rc;
     }
@@ -592,8 +606,10 @@ int fs_secagg_client_begin(fs_secagg_client *c, uint32_t r, uint64_t len, const 
         p->active = 1;
         if (ids[i] != c->id && nbr(c, ids[i])) {
             /* this aggregation's own key pair on both sides: see secagg.h */
-            rc = sa_pair_mask_key(c->s_sks + (size_t)r * 32, fs_secagg_adv_mask_pk(&p->adv, r),
-                                  c->session, r, len, p->pair_key, err);
+            rc = c->s_keys[r] == NULL
+                     ? fs_err_set(err, FS_ESTATE, "secagg: mask key of aggregation %u gone", r)
+                     : sa_pair_mask_key_k(c->s_keys[r], fs_secagg_adv_mask_pk(&p->adv, r),
+                                          c->session, r, len, p->pair_key, err);
         }
     }
     if (rc != 0) {
@@ -603,6 +619,11 @@ int fs_secagg_client_begin(fs_secagg_client *c, uint32_t r, uint64_t len, const 
     c->has_round = 1;
     c->len = len;
     c->stage = ST_MASKING;
+    /* no later begin uses this aggregation's key pair or an earlier one */
+    for (uint32_t q = 0; q <= r; q++) {
+        fs_x25519_key_free(c->s_keys[q]);
+        c->s_keys[q] = NULL;
+    }
     free(c->u3);
     c->u3 = NULL;
     c->n3 = 0;
@@ -680,7 +701,7 @@ int fs_secagg_client_consistency(fs_secagg_client *c, const uint32_t *u3, size_t
     }
     rc = sa_u3_msg(c->session, c->round, c->len, ids, n3, &msg, &msg_len, err);
     if (rc == 0) {
-        rc = fs_ed25519_sign(sig, c->sign_sk, msg, msg_len, err);
+        rc = fs_ed25519_signer_sign(c->signer, sig, msg, msg_len, err);
     }
     if (rc == 0) {
         free(c->u3);
@@ -844,6 +865,14 @@ void fs_secagg_client_free(fs_secagg_client *c)
         fs_wipe(c->s_sks, seeds_bytes(&c->cfg));
         free(c->s_sks);
     }
+    if (c->s_keys != NULL) {
+        for (uint32_t r = 0; r < c->cfg.aggregations; r++) {
+            fs_x25519_key_free(c->s_keys[r]);
+        }
+        free(c->s_keys);
+    }
+    fs_x25519_key_free(c->c_key);
+    fs_ed25519_signer_free(c->signer);
     free(c->s_pks);
     free(c->u3);
     free(c->pins);

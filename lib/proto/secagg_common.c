@@ -418,16 +418,39 @@ void sa_share_ad(const uint8_t session[32], const struct fs_secagg_config *cfg, 
     sa_put_u32(ad + 68, to);
 }
 
+/* HKDF of an X25519 secret (the session as salt), wiping the secret. */
+static int kdf_shared(uint8_t shared[32], const uint8_t session[32], const void *info,
+                      size_t info_len, uint8_t key[32], struct fs_err *err)
+{
+    int rc = fs_hkdf_sha256(key, 32, shared, 32, session, 32, info, info_len, err);
+
+    fs_wipe(shared, 32);
+    return rc;
+}
+
+int sa_share_key_k(const fs_x25519_key *my_c, const uint8_t peer_c_pk[32],
+                   const uint8_t session[32], uint8_t key[32], struct fs_err *err)
+{
+    uint8_t shared[32];
+    int rc = fs_x25519_key_shared(my_c, shared, peer_c_pk, err);
+
+    if (rc != 0) {
+        fs_wipe(shared, sizeof shared);
+        return rc;
+    }
+    return kdf_shared(shared, session, SHARE_INFO, sizeof SHARE_INFO, key, err);
+}
+
 int sa_share_key(const uint8_t my_c_sk[32], const uint8_t peer_c_pk[32], const uint8_t session[32],
                  uint8_t key[32], struct fs_err *err)
 {
-    uint8_t shared[32];
-    int rc = fs_x25519_shared(shared, my_c_sk, peer_c_pk, err);
+    fs_x25519_key *k = NULL;
+    int rc = fs_x25519_key_new(&k, my_c_sk, err);
 
     if (rc == 0) {
-        rc = fs_hkdf_sha256(key, 32, shared, 32, session, 32, SHARE_INFO, sizeof SHARE_INFO, err);
+        rc = sa_share_key_k(k, peer_c_pk, session, key, err);
     }
-    fs_wipe(shared, sizeof shared);
+    fs_x25519_key_free(k);
     return rc;
 }
 
@@ -441,19 +464,33 @@ static int mask_info(const char *tag, size_t tag_len, uint32_t party, uint32_t r
     return (int)(tag_len + 16);
 }
 
-int sa_pair_mask_key(const uint8_t my_s_sk[32], const uint8_t peer_s_pk[32],
-                     const uint8_t session[32], uint32_t r, uint64_t len, uint8_t key[32],
-                     struct fs_err *err)
+int sa_pair_mask_key_k(const fs_x25519_key *my_s, const uint8_t peer_s_pk[32],
+                       const uint8_t session[32], uint32_t r, uint64_t len, uint8_t key[32],
+                       struct fs_err *err)
 {
     uint8_t shared[32];
     uint8_t info[sizeof PAIR_INFO + 16];
     int ilen = mask_info(PAIR_INFO, sizeof PAIR_INFO, 0, r, len, info);
-    int rc = fs_x25519_shared(shared, my_s_sk, peer_s_pk, err);
+    int rc = fs_x25519_key_shared(my_s, shared, peer_s_pk, err);
+
+    if (rc != 0) {
+        fs_wipe(shared, sizeof shared);
+        return rc;
+    }
+    return kdf_shared(shared, session, info, (size_t)ilen, key, err);
+}
+
+int sa_pair_mask_key(const uint8_t my_s_sk[32], const uint8_t peer_s_pk[32],
+                     const uint8_t session[32], uint32_t r, uint64_t len, uint8_t key[32],
+                     struct fs_err *err)
+{
+    fs_x25519_key *k = NULL;
+    int rc = fs_x25519_key_new(&k, my_s_sk, err);
 
     if (rc == 0) {
-        rc = fs_hkdf_sha256(key, 32, shared, 32, session, 32, info, (size_t)ilen, err);
+        rc = sa_pair_mask_key_k(k, peer_s_pk, session, r, len, key, err);
     }
-    fs_wipe(shared, sizeof shared);
+    fs_x25519_key_free(k);
     return rc;
 }
 

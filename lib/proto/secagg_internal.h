@@ -6,6 +6,7 @@
 
 #include "../crypto/aead.h"
 #include "../crypto/prg.h"
+#include "../crypto/x25519.h"
 #include "secagg.h"
 
 /* The server state (secagg_server.c; windows: secagg_shard.c). */
@@ -105,6 +106,15 @@ int sa_share_key(const uint8_t my_c_sk[32], const uint8_t peer_c_pk[32], const u
 int sa_pair_mask_key(const uint8_t my_s_sk[32], const uint8_t peer_s_pk[32],
                      const uint8_t session[32], uint32_t r, uint64_t len, uint8_t key[32],
                      struct fs_err *err);
+
+/* sa_share_key and sa_pair_mask_key with the private key loaded once
+ * (crypto/x25519.h): the same keys. */
+int sa_share_key_k(const fs_x25519_key *my_c, const uint8_t peer_c_pk[32],
+                   const uint8_t session[32], uint8_t key[32], struct fs_err *err);
+
+int sa_pair_mask_key_k(const fs_x25519_key *my_s, const uint8_t peer_s_pk[32],
+                       const uint8_t session[32], uint32_t r, uint64_t len, uint8_t key[32],
+                       struct fs_err *err);
 
 int sa_self_mask_key(const uint8_t seed[32], const uint8_t session[32], uint32_t party, uint32_t r,
                      uint64_t len, uint8_t key[32], struct fs_err *err);

@@ -1192,6 +1192,7 @@ static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *
 {
     uint8_t sk[32];
     uint8_t pk[32];
+    fs_x25519_key *key = NULL;
     int rc;
 
     *nout = 0;
@@ -1203,10 +1204,14 @@ static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *
         return abort_job(s, err, "mask key of dropped party %u does not reconstruct", d);
     }
     /* the key of this aggregation only (see secagg.h): no other one is revealed */
-    rc = fs_x25519_public(pk, sk, err);
+    rc = fs_x25519_key_new(&key, sk, err);
+    fs_wipe(sk, sizeof sk);
+    if (rc == 0) {
+        rc = fs_x25519_key_public(key, pk, err);
+    }
     if (rc != 0 || fs_secagg_adv_mask_pk(&s->p[d].adv, s->round) == NULL ||
         !fs_ct_eq(pk, fs_secagg_adv_mask_pk(&s->p[d].adv, s->round), 32)) {
-        fs_wipe(sk, sizeof sk);
+        fs_x25519_key_free(key);
         return abort_job(s, err,
                          "reconstructed mask key of party %u does not match its "
                          "advertised key",
@@ -1217,13 +1222,13 @@ static int dropped_streams(fs_secagg_server *s, uint32_t d, struct fs_prg_term *
         if (!nbr(s, u, d)) {
             continue;
         }
-        rc = sa_pair_mask_key(sk, fs_secagg_adv_mask_pk(&s->p[u].adv, s->round), s->session,
-                              s->round, s->total_len, out[*nout].key, err);
+        rc = sa_pair_mask_key_k(key, fs_secagg_adv_mask_pk(&s->p[u].adv, s->round), s->session,
+                                s->round, s->total_len, out[*nout].key, err);
         /* u added +PRG if u > d, -PRG otherwise: undo it. */
         out[*nout].sign = u > d ? -1 : 1;
         (*nout)++;
     }
-    fs_wipe(sk, sizeof sk);
+    fs_x25519_key_free(key);
     return rc;
 }
 

@@ -320,7 +320,69 @@ static void test_x25519_low_order(void)
     CHECK(ERR_peek_error() == 0);
 }
 
+/* Keys loaded once (fs_x25519_key): the same public key, the same secrets
+ * as fs_x25519_shared, the same refusals of low-order points. */
+static void test_x25519_loaded_key(void)
+{
+    static const char *low = "e0eb7a7c3b41b8ae1656e3faf19fc46ada098deb9c32b1fd866205165f49b800";
+    uint8_t a[32], ap[32], pub[32], u[32], s1[32], s2[32];
+    fs_x25519_key *k = NULL;
+    struct fs_err err = {0};
+
+    CHECK_OK(fs_x25519_keygen(a, ap, &err), &err);
+    CHECK_OK(fs_x25519_key_new(&k, a, &err), &err);
+    if (k == NULL) {
+        return;
+    }
+    CHECK_OK(fs_x25519_key_public(k, pub, &err), &err);
+    CHECK(memcmp(pub, ap, 32) == 0);
+    for (int i = 0; i < 5; i++) {
+        uint8_t b[32], bp[32];
+        CHECK_OK(fs_x25519_keygen(b, bp, &err), &err);
+        CHECK_OK(fs_x25519_key_shared(k, s1, bp, &err), &err);
+        CHECK_OK(fs_x25519_shared(s2, a, bp, &err), &err);
+        CHECK(memcmp(s1, s2, 32) == 0);
+        CHECK_OK(fs_x25519_shared(s2, b, ap, &err), &err);
+        CHECK(memcmp(s1, s2, 32) == 0);
+    }
+    unhex32(low, u);
+    memset(s1, 0xaa, sizeof s1);
+    CHECK(fs_x25519_key_shared(k, s1, u, &err) == FS_EAUTH);
+    CHECK(all_bytes(s1, 32, 0));
+    CHECK(ERR_peek_error() == 0);
+    fs_x25519_key_free(k);
+    fs_x25519_key_free(NULL);
+}
+
 /* ---- Ed25519 ---- */
+
+/* A seed loaded once (fs_ed25519_signer): the same public key and the same
+ * (deterministic) signatures as fs_ed25519_sign, the same argument checks. */
+static void test_ed25519_signer(void)
+{
+    uint8_t sk[32], pk[32], pub[32], s1[64], s2[64], msg[50];
+    fs_ed25519_signer *sg = NULL;
+    struct fs_err err = {0};
+
+    CHECK_OK(fs_ed25519_keygen(sk, pk, &err), &err);
+    CHECK_OK(fs_ed25519_signer_new(&sg, sk, &err), &err);
+    if (sg == NULL) {
+        return;
+    }
+    CHECK_OK(fs_ed25519_signer_public(sg, pub, &err), &err);
+    CHECK(memcmp(pub, pk, 32) == 0);
+    for (size_t n = 0; n < sizeof msg; n += 7) {
+        CHECK_OK(fs_rand_bytes(msg, sizeof msg, &err), &err);
+        CHECK_OK(fs_ed25519_signer_sign(sg, s1, n > 0 ? msg : NULL, n, &err), &err);
+        CHECK_OK(fs_ed25519_sign(s2, sk, n > 0 ? msg : NULL, n, &err), &err);
+        CHECK_MSG(memcmp(s1, s2, 64) == 0, "message of %zu bytes", n);
+        CHECK_OK(fs_ed25519_verify(s1, pk, n > 0 ? msg : NULL, n, &err), &err);
+    }
+    CHECK(fs_ed25519_signer_sign(sg, s1, NULL, 1, &err) == FS_EINVAL);
+    CHECK(all_bytes(s1, 64, 0));
+    fs_ed25519_signer_free(sg);
+    fs_ed25519_signer_free(NULL);
+}
 
 /* s += L (the group order) on a 32-byte little-endian scalar. */
 static void add_group_order(uint8_t s[32])
@@ -397,6 +459,8 @@ int main(void)
     RUN(test_aead_box);
     RUN(test_x25519_agreement);
     RUN(test_x25519_low_order);
+    RUN(test_x25519_loaded_key);
     RUN(test_ed25519_props);
+    RUN(test_ed25519_signer);
     return TEST_END("test_crypto_props");
 }

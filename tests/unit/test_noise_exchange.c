@@ -156,9 +156,10 @@ static void run_seed_exact(uint32_t n, unsigned bits, size_t len)
     CHECK(res.round == 7);
     CHECK(res.chosen >= 1 && res.chosen <= n);
     CHECK(res.removed == n - 1);
-    /* one decryption per group of slots: ceil((n-1) / slots) */
+    /* one decryption per group of slots: ceil((n-1) / slots), the slots
+     * below p (bits/2 - 1 bits) when one fits, else below n */
     size_t slots = fs_noisex_server_slots(j.s);
-    CHECK(slots == (bits - 1) / 256);
+    CHECK(slots == (bits / 2 - 1 >= 256 ? (bits / 2 - 1) / 256 : (bits - 1) / 256));
     CHECK(res.decryptions == (n - 1 + slots - 1) / slots);
     for (uint32_t i = 1; i <= n; i++) {
         if (i == res.chosen) {
@@ -194,7 +195,8 @@ static void test_seed_mode_exact(void)
 {
     run_seed_exact(5, BITS, 300);
     run_seed_exact(2, BITS, 17);
-    run_seed_exact(8, BITS, 5); /* three decryption groups of 3 slots */
+    run_seed_exact(8, BITS, 5); /* seven decryption groups of 1 slot below p */
+    run_seed_exact(3, 512, 5);  /* no slot below p: groups of 1 slot modulo n */
 }
 
 /* Elementwise (the paper's form): the decrypted product is exactly the sum of
@@ -442,8 +444,8 @@ static void test_bad_messages(void)
     free(resp2);
 }
 
-/* One production-size run: 3072-bit key, seed mode, 12 parties (two groups
- * of 11 slots); prints per-operation costs. */
+/* One production-size run: 3072-bit key, seed mode, 12 parties (groups of
+ * 5, 5 and 1 slots below p); prints per-operation costs. */
 static void test_3072(void)
 {
     struct fs_err err = {0};
@@ -456,7 +458,7 @@ static void test_3072(void)
     t0 = now_s();
     run_seed_exact(12, 3072, 64);
     t1 = now_s();
-    printf("  3072-bit seed exchange, 12 parties (keygen, 12 selectors, 12 responses, 2 "
+    printf("  3072-bit seed exchange, 12 parties (keygen, 12 selectors, 12 responses, 3 "
            "decryptions): %.2f s\n",
            t1 - t0);
     (void)err;
