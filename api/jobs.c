@@ -11,6 +11,7 @@
 #include "../lib/crypto/paillier.h"
 #include "../lib/crypto/rand.h"
 #include "../lib/crypto/sha256.h"
+#include "../lib/dp/dgauss.h"
 #include "../lib/proto/secagg.h"
 
 #define POWER_LIST "fedpower, fedpower-utility, fedpower-private or dp-ppm"
@@ -1176,6 +1177,14 @@ json_t *fs_job_spec_encode(const struct fs_job_spec *s)
     return o;
 }
 
+/* A seed-mode fedpower-utility job: the server regenerates each party's
+ * noise from its seed, so both must map seeds to samples the same way. */
+static int invitation_seeded_noise(const struct fs_invitation *inv)
+{
+    return inv->is_fedpower && invitation_algo(inv) == FS_ALGO_FEDPOWER_UTILITY &&
+           inv->power.noise_exchange == FS_NOISEX_SEED;
+}
+
 json_t *fs_invitation_encode(const struct fs_invitation *inv)
 {
     json_t *o =
@@ -1196,7 +1205,10 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv)
     }
     if (o != NULL && inv->is_fedpower) {
         if (json_object_set_new(o, "cols", json_integer((json_int_t)inv->cols)) != 0 ||
-            fs_job_fedpower_encode(o, algo, inv->parties, &inv->power) != 0) {
+            fs_job_fedpower_encode(o, algo, inv->parties, &inv->power) != 0 ||
+            (invitation_seeded_noise(inv) &&
+             json_object_set_new(o, "noise_sampler", json_integer(FS_DGAUSS_STREAM_VERSION)) !=
+                 0)) {
             json_decref(o);
             return NULL;
         }
@@ -1336,6 +1348,30 @@ static int invitation_known_fields(const json_t *j, const struct fs_invitation *
     return 0;
 }
 
+/* The seeded noise's sample map of the inviting server must be ours: a
+ * mismatch would leave every party's noise in the result, silently. */
+static int noise_sampler_field(const json_t *j, struct fs_err *err)
+{
+    json_t *v = json_object_get(j, "noise_sampler");
+
+    if (v == NULL) {
+        return fs_err_set(err, FS_EINVAL,
+                          "noise_sampler: missing; the aggregation server predates discrete "
+                          "Gaussian sampler %d of this agent (seeded noise would not cancel): "
+                          "run the same release on both",
+                          FS_DGAUSS_STREAM_VERSION);
+    }
+    if (!json_is_integer(v) || json_integer_value(v) != FS_DGAUSS_STREAM_VERSION) {
+        return fs_err_set(err, FS_EINVAL,
+                          "noise_sampler: the aggregation server draws seeded noise with sampler "
+                          "%s, this agent with %d (it would not cancel): run the same release on "
+                          "both",
+                          json_is_integer(v) ? "of another release" : "(not an integer)",
+                          FS_DGAUSS_STREAM_VERSION);
+    }
+    return 0;
+}
+
 int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_err *err)
 {
     long long x = 0;
@@ -1403,6 +1439,9 @@ int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_e
                             (unsigned long long)out->rows, out->party,
                             (unsigned long long)out->power.party_rows[out->party - 1]);
         }
+    }
+    if (rc == 0 && invitation_seeded_noise(out)) {
+        rc = noise_sampler_field(j, err);
     }
     if (rc == 0) {
         char base[FS_JOB_URL_MAX + 1];

@@ -2,7 +2,7 @@
 # Run every benchmark program in BUILD/bench (bench_svd, bench_prg,
 # bench_paillier, bench_fedpower: Liu et al. 2023's accuracy comparison and the
 # noise exchange's costs, bench_ppm_ratio: Nicolas et al. 2024's r(k, n),
-# bench_dgauss: the fast and the reference exact discrete Gaussian samplers
+# bench_dgauss: the fast, the previous and the reference exact discrete Gaussian samplers
 # side by side, bench_csr: a Netflix-sized party's A^T (A Z), the row-major
 # kernel against the column-by-column loop it replaced, ...)
 # and print their output, then time `fedsvd svd` end to end (including .npy

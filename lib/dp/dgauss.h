@@ -4,10 +4,14 @@
  * sampling decisions.
  *
  * fs_dgauss_sample / fs_dgauss_sample_prg (dgauss_fast.c): block inversion
- * with exact rejection, integer arithmetic up to 192 bits, GMP only on paths
- * of probability below 2^-50 per sample; ~20 random bytes and tens of
- * millions of samples a second per core for sigma >= 16 (below 16 they call
- * the reference sampler).
+ * with exact rejection, 64-bit integer arithmetic on the common path (192
+ * bits on paths of probability about 2^-22, GMP only on paths of
+ * probability below 2^-50 per sample), proposals in batches; 16 random
+ * bytes and about 85 to 95 million samples a second per core for sigma >=
+ * 1000 (about 22 million at sigma 16; below 16 they call the reference
+ * sampler; bench/bench_dgauss).
+ * fs_dgauss_sample_prg_v1: the previous map from the stream to samples,
+ * about 2.7 times slower, for the benchmark and the tests.
  * fs_dgauss_sample_reference* (dgauss.c): Canonne, Kamath & Steinke 2020,
  * Algorithm 3 (discrete Laplace proposal, Bernoulli(exp(-gamma)) with
  * rational arithmetic in GMP), ~1-3 million samples a second; the same
@@ -57,6 +61,13 @@ FS_WUR int fs_dgauss_bernoulli_exp(uint64_t gamma_num, uint64_t gamma_den, int *
  */
 FS_WUR int fs_dlaplace_sample(uint64_t t, int64_t *out, size_t n, struct fs_err *err);
 
+/* The version of the map from a seeded stream to samples (of
+ * fs_dgauss_sample_prg). A party and the aggregation server that
+ * regenerates its noise from the seed must use the same one; invitations to
+ * seed-mode fedpower-utility jobs carry it (api/jobs.h). 1: the releases up to
+ * the faster batched sampler; 2: since. */
+#define FS_DGAUSS_STREAM_VERSION 2
+
 /**
  * As fs_dgauss_sample, but every random byte comes from `prg` (borrowed; its
  * stream advances) instead of the OS CSPRNG: the same seeded stream gives the
@@ -67,6 +78,13 @@ FS_WUR int fs_dlaplace_sample(uint64_t t, int64_t *out, size_t n, struct fs_err 
 FS_WUR int fs_dgauss_sample_prg(struct fs_prg *prg, double sigma, int64_t *out, size_t n,
                                 struct fs_err *err);
 
+/** The map of earlier releases from the stream to samples (the same
+ * distribution, 32-bit comparisons, ~33 M samples a second): for the
+ * benchmark and the tests only; party and server both use
+ * fs_dgauss_sample_prg. */
+FS_WUR int fs_dgauss_sample_prg_v1(struct fs_prg *prg, double sigma, int64_t *out, size_t n,
+                                   struct fs_err *err);
+
 /** The reference sampler driven by `prg` (a different map from the stream to
  * samples than fs_dgauss_sample_prg's). */
 FS_WUR int fs_dgauss_sample_reference_prg(struct fs_prg *prg, double sigma, int64_t *out, size_t n,
@@ -74,9 +92,12 @@ FS_WUR int fs_dgauss_sample_reference_prg(struct fs_prg *prg, double sigma, int6
 
 /* Tests only (not thread-safe; 0 restores the normal paths): make the fast
  * sampler take its rare exact paths on every sample. */
-#define FS_DGAUSS_DEBUG_EXACT_CDT 1 /* block inversion at 128+ bits */
-#define FS_DGAUSS_DEBUG_GENERIC   2 /* block and acceptance in GMP */
-#define FS_DGAUSS_DEBUG_BITWISE   4 /* comparisons one bit at a time */
+#define FS_DGAUSS_DEBUG_EXACT_CDT    1  /* block inversion at 128+ bits */
+#define FS_DGAUSS_DEBUG_GENERIC      2  /* block and acceptance in GMP */
+#define FS_DGAUSS_DEBUG_BITWISE      4  /* comparisons one bit at a time */
+#define FS_DGAUSS_DEBUG_UNDECIDED    8  /* the first acceptance coin exactly, not from its bounds */
+#define FS_DGAUSS_DEBUG_CHECK_BOUNDS 16 /* verify those bounds exactly (FS_EINTERNAL if wrong) */
+#define FS_DGAUSS_DEBUG_ONE_BY_ONE   32 /* every proposal by the general code (same samples) */
 void fs_dgauss_debug_force(int flags);
 
 #endif

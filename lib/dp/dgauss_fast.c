@@ -1,4 +1,4 @@
-/* Exact discrete Gaussian sampling at tens of millions of samples a second.
+/* Exact discrete Gaussian sampling at about 90 million samples a second.
  *
  * Target: P(x) proportional to exp(-x^2 / (2 sigma^2)) on Z, exactly, for
  * sigma the double given (sigma = M 2^e with 2^52 <= M < 2^53, so sigma^2 =
@@ -10,40 +10,81 @@
  * and VIII.2), made exact as Karney ("Sampling exactly from the normal
  * distribution", ACM TOMS 42(1), 2016) and Canonne, Kamath & Steinke ("The
  * Discrete Gaussian for Differential Privacy", NeurIPS 2020) do: every random
- * decision compares a uniform real, read lazily in 32-bit chunks, with a
- * number known exactly or enclosed in rigorous bounds, and draws further
- * bits whenever the bits read so far cannot decide.
+ * decision compares a uniform real, read lazily (its first 32 or 64 bits,
+ * then 32-bit chunks), with a number known exactly or enclosed in rigorous
+ * bounds, and draws further bits whenever the bits read so far cannot decide.
  *
  *  1. Block b >= 0 is chosen with probability H_b / S, H_b = exp(-b^2 /
  *     (2 L^2)) (the Gaussian at the block's left end), S = sum of all H_b.
  *     Inversion of a uniform U against the cumulative C_b = (H_0 + ... +
- *     H_b) / S: a table holds 64-bit lower and upper bounds of 2^64 C_b
- *     computed once with integer interval arithmetic (GMP, directed
+ *     H_b) / S: a table holds 64-bit lower and upper bounds lo_b <= 2^64 C_b
+ *     <= hi_b computed once with integer interval arithmetic (GMP, directed
  *     rounding, the series of exp(-1 / (2 L^2)) with its remainder bound and
- *     a geometric bound on the tail of S); U's first 64 bits decide unless
- *     they fall between two bounds of one C_b (probability below 2^-53),
- *     and then the same bounds at 128, 256, ... bits and more bits of U
- *     decide. Blocks past the table (|x| beyond about 10 sigma) come from
- *     that exact path too.
+ *     a geometric bound on the tail of S). U's first 32 bits u decide block b
+ *     when hi_(b-1) <= u 2^32 and (u + 1) 2^32 <= lo_b (then C_(b-1) <= U <
+ *     C_b whatever U's further bits; a guide table of U's first 12 bits and
+ *     a scan from there find the candidate b, and the test itself is what
+ *     makes it right). Otherwise (probability about 2^-22) 32 more bits and the
+ *     same test on 64 bits, and when those fall between two bounds of one
+ *     C_b (probability below 2^-53) the same bounds at 128, 256, ... bits and
+ *     more bits of U decide. Blocks past the table (|x| beyond about 10
+ *     sigma) come from that exact path too.
  *  2. Block b holds the integers x with b sigma / L <= x < (b + 1) sigma / L,
  *     at most J = ceil(sigma / L) of them: x = ceil(b sigma / L) + j with j
- *     uniform in [0, J) (Lemire's multiply-and-reject, exact), and x outside
- *     the block is rejected. Every x in block b is thus proposed with
- *     probability (H_b / S) / J.
+ *     uniform in [0, J), and a sign s uniform in {0, 1}, both from one
+ *     uniform integer in [0, 2J) (Lemire's multiply-and-reject, exact: j is
+ *     its upper part, s its last bit); x outside the block is rejected.
+ *     Every x in block b is thus proposed, with either sign, with
+ *     probability (H_b / S) / (2 J).
  *  3. x is accepted with probability exp(-x^2 / (2 sigma^2)) / H_b =
- *     exp(-gamma), gamma = (x^2 - (b sigma / L)^2) / (2 sigma^2) in [0, 1)
- *     (below 1/4 for the table's blocks), by CKS20's Algorithm 1: the first
- *     k with a failed Bernoulli(gamma / k) is odd. gamma = P / Q with
- *     P = d (d + 2 b M) and Q = 2^13 M^2, d = x 2^(6-e) - b M < M: integers
- *     below 2^117 and 2^119, and each Bernoulli compares a 32-bit chunk w
- *     with them in 192-bit integer arithmetic (w Q k against P 2^32).
- *  4. A random sign; -0 is rejected.
- * Every x >= 0 is then output (with its sign) with probability proportional
- * to (H_b / (S J)) (exp(-x^2 / (2 sigma^2)) / H_b) = exp(-x^2 / (2 sigma^2))
- * / (S J): exactly the discrete Gaussian. For sigma well above L, about
- * 1.01 proposals and 20 random bytes per sample, no division and no
- * floating point (near sigma = 16 most blocks hold no integer: about 4
- * proposals a sample).
+ *     exp(-gamma), gamma = (x^2 - (b sigma / L)^2) / (2 sigma^2) in [0, 1/4)
+ *     for b < 1022, by CKS20's Algorithm 1: the first k with a failed
+ *     Bernoulli(gamma / k) is odd. gamma = P / Q with P = d (d + 2 b M) and
+ *     Q = 2^13 M^2, d = x 2^(6-e) - b M < M: integers below 2^117 and 2^119.
+ *     The first coin, Bernoulli(gamma), compares W (uniform) with gamma
+ *     through an integer g with g <= 2^64 gamma < g + 3: g = floor(floor(P /
+ *     2^53) R / 2^64) with R = min(floor(2^168 / M^2), 2^64 - 1). (Writing P
+ *     = 2^53 P1 + P0 and 2^168 / M^2 = R + r, 0 <= r <= 1: 2^64 gamma = P
+ *     2^51 / M^2 = P1 (R + r) / 2^64 + P0 2^51 / M^2, where P1 r / 2^64 < 1,
+ *     P0 2^51 / M^2 < 2^104 / M^2 <= 1, and the floor loses less than 1.)
+ *     With w W's first 32 bits: w 2^32 >= g + 4 means W > gamma (the coin
+ *     fails: x is accepted, about 99% of proposals at large sigma), (w + 1)
+ *     2^32 <= g means W < gamma (it succeeds), and otherwise W is compared
+ *     with P / Q exactly (w Q against P 2^32, then 32-bit chunks, in 192-bit
+ *     integer arithmetic). The further coins Bernoulli(gamma / k), k >= 2,
+ *     are exact comparisons w Q k against P 2^32 chunk by chunk.
+ *  4. -0 is rejected.
+ * Every x >= 0 is then output with each sign (x != 0) or once (x = 0) with
+ * probability proportional to (H_b / (2 S J)) (exp(-x^2 / (2 sigma^2)) /
+ * H_b) = exp(-x^2 / (2 sigma^2)) / (2 S J): exactly the discrete Gaussian.
+ * For sigma well above L, about 1.01 proposals and 16 random bytes per
+ * sample (two 64-bit words: U's and W's first 32 bits, then j and the sign),
+ * 64-bit integer arithmetic and four multiplications on the common path, no
+ * division and no floating point (near sigma = 16 most blocks hold no
+ * integer: about 4 proposals a sample).
+ *
+ * The map from the stream to samples: proposals come in batches of 64, the
+ * batch's 128 words read first (proposal i: words 2i and 2i + 1). A pass
+ * without branches decides the proposals that the common path above decides
+ * (U's first 32 bits fix the block within one step of the guide, Lemire's
+ * first word is accepted, W's first 32 bits decide the first coin: it fails,
+ * or x is past the block, or -0); it computes exactly what the general code
+ * (fast2_proposal) computes
+ * from the same two words, so it changes the speed, not the samples (a test
+ * compares both). A second pass goes over the batch in order, keeps those
+ * samples and gives every other proposal (about 1%) to the general code,
+ * which reads any further words it needs from the stream after the batch's,
+ * in that order. The proposals of a batch left over when n samples are out
+ * are dropped: a sample depends on the stream only, not on n. Whether a
+ * proposal's extra words come before or after its neighbours' does not
+ * matter to the distribution: each proposal still uses fresh words, and its
+ * fate depends on them only.
+ *
+ * fs_dgauss_sample_prg_v1 keeps the map of earlier releases from the random
+ * stream to samples (the same blocks and the same distribution; U and j from
+ * a 64-bit word each, every coin in 32-bit chunks at 192 bits, the sign from
+ * a separate bit; about 20 random bytes and 2.7 times slower) for the
+ * benchmark and the tests.
  *
  * The decisions are integer comparisons only, so the output for a given
  * random stream is the same on every machine and compiler (the seeded noise
@@ -63,21 +104,25 @@
 
 __extension__ typedef unsigned __int128 u128;
 
-#define L_BITS     6    /* L = 64 blocks per sigma */
-#define TBL_MAX    1024 /* table blocks at most; also the fast path's limit on b */
-#define GUIDE_BITS 10
-#define WORDS      512 /* random words per refill (4 KiB) */
-#define CHUNK      32
-#define SIGMA_MIN  16.0
-#define SIGMA_MAX  4503599627370496.0 /* 2^52 */
-#define P_MAX      65536              /* bits of U the exact inversion reads at most */
+#define L_BITS      6    /* L = 64 blocks per sigma */
+#define TBL_MAX     1024 /* table blocks at most; also the fast path's limit on b */
+#define GUIDE_BITS  10
+#define GUIDE2_BITS 12  /* the one-step guide of the word-wise path */
+#define BATCH       64  /* proposals a batch of the word-wise path */
+#define WORDS       512 /* random words per refill (4 KiB) */
+#define CHUNK       32
+#define SIGMA_MIN   16.0
+#define SIGMA_MAX   4503599627370496.0 /* 2^52 */
+#define P_MAX       65536              /* bits of U the exact inversion reads at most */
 
 /* ---- the block table (shared, built once) ------------------------------ */
 
 static struct {
-    uint64_t lo[TBL_MAX]; /* lo[b] <= 2^64 C_b <= hi[b] */
+    uint64_t lo[TBL_MAX + 2]; /* lo[b] <= 2^64 C_b <= hi[b]; 2^64 - 1 from lo[n] on */
     uint64_t hi[TBL_MAX];
-    uint16_t guide[1u << GUIDE_BITS]; /* first b with lo[b] > g 2^54 */
+    uint64_t hip[TBL_MAX + 2];          /* hi[b - 1], 0 for b = 0 and past n */
+    uint16_t guide[1u << GUIDE_BITS];   /* first b with lo[b] > g 2^54 */
+    uint16_t guide2[1u << GUIDE2_BITS]; /* first b with lo[b] > g 2^52 */
     unsigned n;
     int rc;
 } g_tbl;
@@ -257,6 +302,19 @@ static void table_build(void)
         }
         g_tbl.guide[g] = (uint16_t)b;
     }
+    for (unsigned b = g_tbl.n; b < TBL_MAX + 2; b++) {
+        g_tbl.lo[b] = UINT64_MAX; /* the one-step search reads lo[n] and lo[n + 1] */
+    }
+    for (unsigned b = 1; b <= g_tbl.n; b++) {
+        g_tbl.hip[b] = g_tbl.hi[b - 1];
+    }
+    for (unsigned g = 0, b = 0; g < (1u << GUIDE2_BITS); g++) {
+        uint64_t start = (uint64_t)g << (64 - GUIDE2_BITS);
+        while (b < g_tbl.n && g_tbl.lo[b] <= start) {
+            b++;
+        }
+        g_tbl.guide2[g] = (uint16_t)b;
+    }
 }
 
 /* ---- random words -------------------------------------------------------- */
@@ -292,6 +350,21 @@ static inline uint64_t next_word(struct src *s)
         src_refill(s);
     }
     return s->buf[s->pos++];
+}
+
+/* The next k words of the stream into dst. */
+static void src_words(struct src *s, uint64_t *dst, size_t k)
+{
+    while (k > 0) {
+        if (s->pos == WORDS) {
+            src_refill(s);
+        }
+        size_t m = WORDS - s->pos < k ? WORDS - s->pos : k;
+        memcpy(dst, s->buf + s->pos, m * sizeof *dst);
+        s->pos += m;
+        dst += m;
+        k -= m;
+    }
 }
 
 static inline uint64_t next_chunk(struct src *s)
@@ -438,8 +511,13 @@ struct fast {
     uint64_t j;     /* ceil(sigma / L): most integers in a block */
     uint64_t jt;    /* 2^64 mod j (Lemire's threshold) */
     u128 den;       /* 2^13 m^2: gamma = d (d + 2 b m) / den */
+    uint64_t j2;    /* 2 j: the word-wise path draws j and the sign together */
+    uint64_t jt2;   /* 2^64 mod j2 */
+    uint64_t r2;    /* min(floor(2^168 / m^2), 2^64 - 1) */
     int force_exact_cdt;
     int force_generic;
+    int force_undecided;
+    int check_bounds;
     mpz_t *clo, *chi; /* bounds at 128 bits, kept from the first exact inversion */
     unsigned cn;
 };
@@ -454,8 +532,20 @@ static void fast_init(struct fast *f, double sigma)
     f->j = (f->m + ((uint64_t)1 << f->shift) - 1) >> f->shift;
     f->jt = (0 - f->j) % f->j;
     f->den = ((u128)f->m * f->m) << 13;
+    f->j2 = 2 * f->j;
+    f->jt2 = (0 - f->j2) % f->j2;
+    mpz_t q, m2;
+    mpz_inits(q, m2, NULL);
+    mpz_set_ui(m2, (unsigned long)f->m);
+    mpz_mul(m2, m2, m2);
+    mpz_setbit(q, 168);
+    mpz_fdiv_q(q, q, m2);
+    f->r2 = mpz_sizeinbase(q, 2) > 64 ? UINT64_MAX : (uint64_t)mpz_get_ui(q);
+    mpz_clears(q, m2, NULL);
     f->force_exact_cdt = (g_debug & FS_DGAUSS_DEBUG_EXACT_CDT) != 0;
     f->force_generic = (g_debug & FS_DGAUSS_DEBUG_GENERIC) != 0;
+    f->force_undecided = (g_debug & FS_DGAUSS_DEBUG_UNDECIDED) != 0;
+    f->check_bounds = (g_debug & FS_DGAUSS_DEBUG_CHECK_BOUNDS) != 0;
     f->clo = f->chi = NULL;
     f->cn = 0;
 }
@@ -520,9 +610,9 @@ static int cdt_exact(struct src *s, struct fast *f, uint64_t u, uint64_t *b_out)
     return rc;
 }
 
-static inline int pick_block(struct src *s, struct fast *f, uint64_t *b)
+/* Block b for U's first 64 bits u. */
+static inline int pick_block_u(struct src *s, struct fast *f, uint64_t u, uint64_t *b)
 {
-    uint64_t u = next_word(s);
     unsigned i = g_tbl.guide[u >> (64 - GUIDE_BITS)];
 
     while (i < g_tbl.n && u >= g_tbl.lo[i]) {
@@ -534,6 +624,11 @@ static inline int pick_block(struct src *s, struct fast *f, uint64_t *b)
         return 0;
     }
     return cdt_exact(s, f, u, b);
+}
+
+static inline int pick_block(struct src *s, struct fast *f, uint64_t *b)
+{
+    return pick_block_u(s, f, next_word(s), b);
 }
 
 static inline uint64_t uniform_j(struct src *s, const struct fast *f)
@@ -632,6 +727,33 @@ out:
     return rc;
 }
 
+/* CKS20 Algorithm 1 for gamma = p / den after k - 1 successes: the run of
+ * Bernoulli(gamma / k), Bernoulli(gamma / (k + 1)), ...; *keep = 1 when the
+ * first failure is at an odd index. */
+static int accept_chain(struct src *s, const struct fast *f, u128 p, uint64_t k, int *keep)
+{
+    int rc = 0;
+
+    while (k < 64 && bern_frac(s, p, f->den * k)) {
+        k++;
+    }
+    if (k == 64) { /* probability below gamma^63 / 63!: on in multiprecision */
+        mpz_t num, den;
+        mpz_inits(num, den, NULL);
+        mpz_import(num, 2, -1, sizeof(uint64_t), 0, 0,
+                   (uint64_t[2]){(uint64_t)p, (uint64_t)(p >> 64)});
+        mpz_import(den, 2, -1, sizeof(uint64_t), 0, 0,
+                   (uint64_t[2]){(uint64_t)f->den, (uint64_t)(f->den >> 64)});
+        rc = chain_mpz(s, num, den, 64, keep);
+        mpz_wipe(num);
+        mpz_clear(den);
+    } else {
+        *keep = (int)(k & 1);
+    }
+    return rc;
+}
+
+/* One sample, the map of fs_dgauss_sample_prg_v1. */
 static int fast_one(struct src *s, struct fast *f, int64_t *out)
 {
     for (;;) {
@@ -649,24 +771,8 @@ static int fast_one(struct src *s, struct fast *f, int64_t *out)
             if (d >= f->m) {
                 continue; /* past the block */
             }
-            u128 p = d * (d + 2 * bm); /* < 2^53 (2^53 2049) < 2^117 */
-            uint64_t k = 1;
-            while (k < 64 && bern_frac(s, p, f->den * k)) {
-                k++;
-            }
-            if (k == 64) { /* probability below gamma^63 / 63!: on in multiprecision */
-                mpz_t num, den;
-                mpz_inits(num, den, NULL);
-                mpz_import(num, 2, -1, sizeof(uint64_t), 0, 0,
-                           (uint64_t[2]){(uint64_t)p, (uint64_t)(p >> 64)});
-                mpz_import(den, 2, -1, sizeof(uint64_t), 0, 0,
-                           (uint64_t[2]){(uint64_t)f->den, (uint64_t)(f->den >> 64)});
-                rc = chain_mpz(s, num, den, 64, &keep);
-                mpz_wipe(num);
-                mpz_clear(den);
-            } else {
-                keep = (int)(k & 1);
-            }
+            /* < 2^53 (2^53 2049) < 2^117 */
+            rc = accept_chain(s, f, d * (d + 2 * bm), 1, &keep);
             x = (uint64_t)(xb + j);
         } else {
             rc = block_generic(s, f, b, j, &keep, &x);
@@ -686,7 +792,181 @@ static int fast_one(struct src *s, struct fast *f, int64_t *out)
     }
 }
 
-static int fast_run(fs_prg *prg, double sigma, int64_t *out, size_t n, struct fs_err *err)
+/* ---- the word-wise path ---------------------------------------------------- */
+
+/* Bernoulli(num / den) (den < 2^127, num < den) when the uniform W's first
+ * 32 bits are w: w den against num 2^32, then further chunks as bern_frac. */
+static int bern_frac_first(struct src *s, u128 num, u128 den, uint64_t w)
+{
+    struct u192 lhs = mul_128_64(den, w);
+    struct u192 rhs = shl_128(num, 32);
+
+    if (cmp192(&lhs, &rhs) >= 0) {
+        return 0;
+    }
+    struct u192 lhs1 = add192_128(lhs, den);
+    if (cmp192(&lhs1, &rhs) <= 0) {
+        return 1;
+    }
+    return bern_frac(s, sub192(&rhs, &lhs), den);
+}
+
+/* Block b of fast2_proposal when U's first 32 bits (the high half of u) do
+ * not decide: 32 more bits, then the scan or the exact inversion. */
+static int fast2_block(struct src *s, struct fast *f, uint64_t u, uint64_t *b)
+{
+    return pick_block_u(s, f, u | (next_word(s) >> 32), b);
+}
+
+/* Block b: x = ceil(b m / 2^shift) + j, accepted with probability
+ * exp(-gamma) (*keep), w the first 32 bits of the first coin's uniform. */
+static inline int fast2_accept(struct src *s, const struct fast *f, uint64_t b, uint64_t j,
+                               uint64_t w, uint64_t *x, int *keep)
+{
+    /* b m < 2^63, and (x << shift) < (b + 1) m + 2^54 < 2^64 */
+    uint64_t bm = b * f->m;
+    *x = ((bm + ((uint64_t)1 << f->shift) - 1) >> f->shift) + j;
+    uint64_t d = (*x << f->shift) - bm;
+    if (d >= f->m) {
+        *keep = 0; /* past the block */
+        return 0;
+    }
+    u128 p = (u128)d * (d + 2 * bm); /* d + 2 b m < 2043 m < 2^64; p < 2^117 */
+    /* g <= 2^64 gamma < g + 3 < 2^62 (header, step 3) */
+    uint64_t g = (uint64_t)(((u128)(uint64_t)(p >> 53) * f->r2) >> 64);
+    if (__builtin_expect(f->check_bounds, 0)) {
+        struct u192 lo = mul_128_64(f->den, g), hi = mul_128_64(f->den, g + 3);
+        struct u192 mid = {{0, (uint64_t)p, (uint64_t)(p >> 64)}};
+        if (cmp192(&lo, &mid) > 0 || cmp192(&mid, &hi) >= 0) {
+            return fs_err_set(s->err, FS_EINTERNAL, "discrete Gaussian: bounds on gamma violated");
+        }
+    }
+    uint64_t wl = w << 32;
+    if (__builtin_expect(wl >= g + 4 && !f->force_undecided, 1)) {
+        *keep = 1; /* the first coin fails */
+        return 0;
+    }
+    /* wl + 2^32 <= g: the first coin succeeds (no overflow: wl < g + 4) */
+    int first =
+        wl + ((uint64_t)1 << 32) <= g && !f->force_undecided ? 1 : bern_frac_first(s, p, f->den, w);
+    if (!first) {
+        *keep = 1;
+        return 0;
+    }
+    return accept_chain(s, f, p, 2, keep);
+}
+
+/* One proposal of the word-wise path from its two words uw and r (the rare
+ * branches read further words): *kept = 1 and *out set when it gives a
+ * sample. */
+static int fast2_proposal(struct src *s, struct fast *f, uint64_t uw, uint64_t r, int64_t *out,
+                          int *kept)
+{
+    uint64_t u = uw & 0xffffffff00000000u, w = uw & 0xffffffffu;
+    uint64_t b = g_tbl.guide2[u >> (64 - GUIDE2_BITS)];
+
+    *kept = 0;
+    while (u >= g_tbl.lo[b]) { /* stops at n at the latest: lo[n] = 2^64 - 1 > u */
+        b++;
+    }
+    /* decided when hi[b - 1] <= u and u + 2^32 - 1 < lo[b] */
+    if ((u | 0xffffffffu) >= g_tbl.lo[b] || b >= g_tbl.n || u < g_tbl.hip[b] ||
+        f->force_exact_cdt) {
+        int rc = fast2_block(s, f, u, &b);
+        if (rc != 0) {
+            return rc;
+        }
+    }
+    u128 mj = (u128)r * f->j2;
+    while ((uint64_t)mj < f->jt2 && s->rc == 0) {
+        mj = (u128)next_word(s) * f->j2;
+    }
+    if (s->rc != 0) {
+        return s->rc;
+    }
+    uint64_t j = (uint64_t)(mj >> 65);
+    unsigned neg = (unsigned)(mj >> 64) & 1;
+    uint64_t x = 0;
+    int keep = 0;
+    int rc = b < TBL_MAX - 2 && !f->force_generic ? fast2_accept(s, f, b, j, w, &x, &keep)
+                                                  : block_generic(s, f, b, j, &keep, &x);
+    if (rc != 0 || s->rc != 0) {
+        return rc != 0 ? rc : s->rc;
+    }
+    if (keep && !(neg && x == 0)) {
+        *out = neg ? -(int64_t)x : (int64_t)x;
+        *kept = 1;
+    }
+    return 0;
+}
+
+/* n samples, the map of fs_dgauss_sample_prg: proposals in batches of BATCH,
+ * each from two consecutive words of the stream (2 BATCH words a batch, all
+ * drawn first). A first pass decides, without branches, the proposals whose
+ * block, j and first coin the common path decides (as fast2_proposal would
+ * from the same words: accepted, or past the block, or -0); the second pass
+ * goes over the batch in order, outputs those and hands every other one to
+ * fast2_proposal, whose further words come from the stream in that order.
+ * The batch's unused proposals when n is reached are dropped, so a sample
+ * depends on the stream only, not on n. */
+static int fast2_run(struct src *s, struct fast *f, int64_t *out, size_t n)
+{
+    uint64_t wd[2 * BATCH];
+    int64_t xs[BATCH];
+    uint8_t slow[BATCH], take[BATCH];
+    const uint64_t m = f->m, j2 = f->j2, jt2 = f->jt2, r2 = f->r2;
+    const uint64_t round = ((uint64_t)1 << f->shift) - 1;
+    const unsigned shift = f->shift;
+    uint64_t nf = f->force_exact_cdt || f->force_generic || f->force_undecided || f->check_bounds ||
+                          (g_debug & FS_DGAUSS_DEBUG_ONE_BY_ONE) != 0 || g_tbl.n > TBL_MAX - 2
+                      ? 0
+                      : g_tbl.n;
+    size_t i = 0;
+    int rc = 0;
+
+    while (i < n && rc == 0) {
+        src_words(s, wd, 2 * BATCH);
+        if (s->rc != 0) {
+            rc = s->rc;
+            break;
+        }
+        for (size_t k = 0; k < BATCH; k++) {
+            uint64_t u = wd[2 * k] & 0xffffffff00000000u, wl = wd[2 * k] << 32;
+            uint64_t b = g_tbl.guide2[u >> (64 - GUIDE2_BITS)];
+            b += u >= g_tbl.lo[b];
+            u128 mj = (u128)wd[2 * k + 1] * j2;
+            uint64_t jj = (uint64_t)(mj >> 64);
+            /* as fast2_accept; b m and x << shift may wrap when b >= nf (then slow) */
+            uint64_t bm = b * m;
+            uint64_t x = ((bm + round) >> shift) + (jj >> 1);
+            uint64_t d = (x << shift) - bm;
+            u128 p = (u128)d * (d + 2 * bm);
+            uint64_t g = (uint64_t)(((u128)(uint64_t)(p >> 53) * r2) >> 64);
+            slow[k] = (uint8_t)(((u | 0xffffffffu) >= g_tbl.lo[b]) | (b >= nf) |
+                                (u < g_tbl.hip[b]) | ((uint64_t)mj < jt2) | (wl < g + 4));
+            take[k] = (uint8_t)((d < m) & !((jj & 1) & (x == 0)));
+            xs[k] = (jj & 1) ? -(int64_t)x : (int64_t)x;
+        }
+        for (size_t k = 0; k < BATCH && i < n; k++) {
+            if (__builtin_expect(slow[k], 0)) {
+                int kept = 0;
+                rc = fast2_proposal(s, f, wd[2 * k], wd[2 * k + 1], &out[i], &kept);
+                if (rc != 0) {
+                    break;
+                }
+                i += (size_t)kept;
+                continue;
+            }
+            out[i] = xs[k];
+            i += take[k];
+        }
+    }
+    OPENSSL_cleanse(wd, sizeof wd);
+    OPENSSL_cleanse(xs, sizeof xs);
+    return rc;
+}
+
+static int fast_run(fs_prg *prg, double sigma, int64_t *out, size_t n, int v1, struct fs_err *err)
 {
     struct src *s = NULL;
     struct fast f;
@@ -706,8 +986,12 @@ static int fast_run(fs_prg *prg, double sigma, int64_t *out, size_t n, struct fs
     s->err = err;
     s->chunk = (g_debug & FS_DGAUSS_DEBUG_BITWISE) != 0 ? 1 : CHUNK;
     fast_init(&f, sigma);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        rc = fast_one(s, &f, &out[i]);
+    if (v1) {
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            rc = fast_one(s, &f, &out[i]);
+        }
+    } else {
+        rc = fast2_run(s, &f, out, n);
     }
     if (f.clo != NULL) {
         cdt_free(f.clo, f.chi, f.cn);
@@ -729,23 +1013,33 @@ int fs_dgauss_sample(double sigma, int64_t *out, size_t n, struct fs_err *err)
     if (sigma < SIGMA_MIN) {
         return fs_dgauss_sample_reference(sigma, out, n, err);
     }
-    return fast_run(NULL, sigma, out, n, err);
+    return fast_run(NULL, sigma, out, n, 0, err);
 }
 
-int fs_dgauss_sample_prg(fs_prg *prg, double sigma, int64_t *out, size_t n, struct fs_err *err)
+static int prg_entry(fs_prg *prg, double sigma, int64_t *out, size_t n, int v1, const char *fn,
+                     struct fs_err *err)
 {
     if (prg == NULL) {
-        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: prg is NULL");
+        return fs_err_set(err, FS_EINVAL, "%s: prg is NULL", fn);
     }
     if (!isfinite(sigma) || sigma < 9.5367431640625e-07 || sigma > SIGMA_MAX) {
-        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: sigma %g outside [2^-20, 2^52]",
-                          sigma);
+        return fs_err_set(err, FS_EINVAL, "%s: sigma %g outside [2^-20, 2^52]", fn, sigma);
     }
     if (n > 0 && out == NULL) {
-        return fs_err_set(err, FS_EINVAL, "fs_dgauss_sample_prg: out is NULL");
+        return fs_err_set(err, FS_EINVAL, "%s: out is NULL", fn);
     }
     if (sigma < SIGMA_MIN) {
         return fs_dgauss_sample_reference_prg(prg, sigma, out, n, err);
     }
-    return fast_run(prg, sigma, out, n, err);
+    return fast_run(prg, sigma, out, n, v1, err);
+}
+
+int fs_dgauss_sample_prg(fs_prg *prg, double sigma, int64_t *out, size_t n, struct fs_err *err)
+{
+    return prg_entry(prg, sigma, out, n, 0, "fs_dgauss_sample_prg", err);
+}
+
+int fs_dgauss_sample_prg_v1(fs_prg *prg, double sigma, int64_t *out, size_t n, struct fs_err *err)
+{
+    return prg_entry(prg, sigma, out, n, 1, "fs_dgauss_sample_prg_v1", err);
 }

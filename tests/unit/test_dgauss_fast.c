@@ -1,15 +1,21 @@
 /* The fast exact discrete Gaussian sampler (lib/dp/dgauss_fast.c) and the
  * block-wise regeneration of seeded noise (fs_fedpower_noise_remove):
  *  - chi-square against the exact pmf over 10^7 samples for each of four
- *    sigma (16 and 333.3 per integer; 1.37 * 2^20 and 7.3e11, the size of the
- *    power methods' integer noise, in bins of x / sigma), residues of x modulo
- *    2, 3 and 64 (lattice effects at large sigma), tails beyond 3, 4, 5 sigma,
- *    mean, variance and fourth moment;
+ *    sigma (16 and 333.3 per integer; 1.37 * 2^20 and 7.0368744177664e11,
+ *    the party's sigma of the fedpower-utility configuration of
+ *    bench/run.sh, in bins of x / sigma), residues of x modulo 2, 3 and 64
+ *    (lattice effects at large sigma), tails beyond 3, 4, 5 sigma, mean,
+ *    variance and fourth moment;
  *  - the same distribution as the reference sampler (two-sample chi-square);
  *  - the rare exact paths (inversion at 128+ bits, the multiprecision block,
- *    comparisons bit by bit) forced on every sample, against the exact pmf;
- *  - a known answer for a fixed stream (the map from seed to noise must not
- *    change silently: party and server must agree), and determinism;
+ *    comparisons bit by bit, the first coin compared exactly) forced on every
+ *    sample, against the exact pmf; the bounds on gamma behind the first
+ *    coin checked exactly on every proposal; the batch's branch-free pass
+ *    against the general code, sample for sample;
+ *  - the previous map (fs_dgauss_sample_prg_v1) against the exact pmf;
+ *  - known answers for a fixed stream and a fixed seed (the map from seed to
+ *    noise must not change silently: party and server must agree), and
+ *    determinism;
  *  - regeneration of several parties' seeded noise on 1, 2 and 7 threads:
  *    identical, and equal to what the parties draw.
  * Thresholds: chi-square p ~ 1e-6 and 5 standard errors. Under sanitizers
@@ -220,7 +226,9 @@ static int64_t *alloc_v(size_t n)
 
 static void test_exact_pmf(void)
 {
-    const double sig[] = {16.0, 1000.0 / 3, 1.37 * 1048576.0, 7.3e11};
+    /* 7.0368744177664e11: the party's sigma in the fedpower-utility
+     * configuration of bench/run.sh (0.1 * 0.05 * 2^47) */
+    const double sig[] = {16.0, 1000.0 / 3, 1.37 * 1048576.0, 7.0368744177664e11};
     size_t n = scale(10000000);
     int64_t *v = alloc_v(n);
     uint8_t key[32] = {3};
@@ -285,7 +293,8 @@ static void test_same_as_reference(void)
     free(r);
 }
 
-/* The paths of probability below 2^-50, forced on every sample. */
+/* The paths of probability below 2^-50 (2^-22 for the first coin's exact
+ * comparison), forced on every sample. */
 static void test_rare_paths(void)
 {
     const struct {
@@ -299,6 +308,9 @@ static void test_rare_paths(void)
         {FS_DGAUSS_DEBUG_GENERIC, 17.0, 300000},
         {FS_DGAUSS_DEBUG_BITWISE, 3e8, 1000000},
         {FS_DGAUSS_DEBUG_BITWISE, 18.0, 1000000},
+        {FS_DGAUSS_DEBUG_UNDECIDED, 7.0368744177664e11, 2000000},
+        {FS_DGAUSS_DEBUG_UNDECIDED, 19.5, 1000000},
+        {FS_DGAUSS_DEBUG_UNDECIDED | FS_DGAUSS_DEBUG_BITWISE, 4e6, 1000000},
         {FS_DGAUSS_DEBUG_EXACT_CDT | FS_DGAUSS_DEBUG_GENERIC | FS_DGAUSS_DEBUG_BITWISE, 5e5,
          100000},
     };
@@ -320,28 +332,145 @@ static void test_rare_paths(void)
     }
 }
 
+/* The first acceptance coin is decided from g with g <= 2^64 gamma < g + 3:
+ * verified exactly on every proposal, at sigma with M = 2^52 (R capped at
+ * 2^64 - 1), the ends of the range and the power methods' sizes. */
+static void test_gamma_bounds(void)
+{
+    const double sig[] = {16.0,
+                          17.3,
+                          1000.0 / 3,
+                          1099511627776.0 /* 2^40 */,
+                          7.0368744177664e11,
+                          3.5e10,
+                          9007199254740991.0 / 2.0 /* < 2^52 */,
+                          4503599627370496.0 /* 2^52 */};
+    size_t n = scale(1000000);
+    int64_t *v = alloc_v(n);
+    struct fs_err err = {0};
+
+    for (size_t k = 0; v != NULL && k < sizeof sig / sizeof sig[0]; k++) {
+        fs_dgauss_debug_force(FS_DGAUSS_DEBUG_CHECK_BOUNDS);
+        int rc = fs_dgauss_sample(sig[k], v, n, &err);
+        fs_dgauss_debug_force(0);
+        CHECK_MSG(rc == 0, "sigma %g: %s", sig[k], err.msg);
+    }
+    free(v);
+}
+
+/* The previous map (fs_dgauss_sample_prg_v1, kept for the benchmark): the
+ * same distribution, its rare paths included. */
+static void test_v1(void)
+{
+    const struct {
+        int flags;
+        double sigma;
+        size_t n;
+    } c[] = {
+        {0, 7.3e11, 1000000},
+        {0, 20.5, 1000000},
+        {FS_DGAUSS_DEBUG_EXACT_CDT | FS_DGAUSS_DEBUG_GENERIC | FS_DGAUSS_DEBUG_BITWISE, 5e5,
+         100000},
+    };
+    uint8_t key[32] = {4};
+    struct fs_err err = {0};
+
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        size_t n = scale(c[k].n);
+        int64_t *v = alloc_v(n);
+        fs_prg *prg = NULL;
+        if (v == NULL) {
+            break;
+        }
+        key[1] = (uint8_t)k;
+        CHECK_OK(fs_prg_new(&prg, key, NULL, &err), &err);
+        fs_dgauss_debug_force(c[k].flags);
+        CHECK_OK(fs_dgauss_sample_prg_v1(prg, c[k].sigma, v, n, &err), &err);
+        fs_dgauss_debug_force(0);
+        check_fit(v, n, c[k].sigma, "v1");
+        fs_prg_free(prg);
+        free(v);
+    }
+}
+
 /* The map from a stream to samples is fixed: party and server, on any
  * machine, must draw the same integers from the same seed. */
 static void test_known_answer(void)
 {
-    static const int64_t want[8] = {-586565273, 677846787,  -441249257, -490051756,
-                                    -602304167, 1912993048, 245162702,  -167953358};
+    static const int64_t want[8] = {-586565273, 199201772,  677846787, 441249257,
+                                    224556246,  -475753251, 759391210, 1912993048};
+    /* the previous map, unchanged */
+    static const int64_t want_v1[8] = {-586565273, 677846787,  -441249257, -490051756,
+                                       -602304167, 1912993048, 245162702,  -167953358};
     uint8_t key[32] = {7};
-    int64_t v[8], w[8];
-    fs_prg *p = NULL, *q = NULL;
+    int64_t v[8], w[8], v1[8];
+    fs_prg *p = NULL, *q = NULL, *r = NULL;
     struct fs_err err = {0};
 
     CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
     CHECK_OK(fs_prg_new(&q, key, NULL, &err), &err);
+    CHECK_OK(fs_prg_new(&r, key, NULL, &err), &err);
     CHECK_OK(fs_dgauss_sample_prg(p, 1e9, v, 8, &err), &err);
     CHECK_OK(fs_dgauss_sample_prg(q, 1e9, w, 8, &err), &err);
+    CHECK_OK(fs_dgauss_sample_prg_v1(r, 1e9, v1, 8, &err), &err);
     CHECK(memcmp(v, w, sizeof v) == 0);
     for (int i = 0; i < 8; i++) {
         CHECK_MSG(v[i] == want[i], "sample %d: %lld, expected %lld", i, (long long)v[i],
                   (long long)want[i]);
+        CHECK_MSG(v1[i] == want_v1[i], "v1 sample %d: %lld, expected %lld", i, (long long)v1[i],
+                  (long long)want_v1[i]);
     }
     fs_prg_free(p);
     fs_prg_free(q);
+    fs_prg_free(r);
+
+    /* a party's seeded noise at the fedpower-utility configuration's sigma:
+     * two blocks, the rare branches of a few dozen proposals included */
+    uint8_t seed[32];
+    int64_t *nz = alloc_v(5000);
+    uint64_t h = 0;
+    for (int i = 0; i < 32; i++) {
+        seed[i] = (uint8_t)(i + 1);
+    }
+    if (nz != NULL) {
+        CHECK_OK(fs_fedpower_noise_from_seed(seed, 7.0368744177664e11, nz, 5000, &err), &err);
+        for (int i = 0; i < 5000; i++) {
+            h = h * 1000003u + (uint64_t)nz[i];
+        }
+        CHECK(nz[0] == -549029573109 && nz[4095] == -168900243486 && nz[4096] == -378995346597 &&
+              nz[4999] == -1485086395398);
+        CHECK_MSG(h == 2052132123708958338u, "hash %llu", (unsigned long long)h);
+    }
+    free(nz);
+}
+
+/* The batch's branch-free pass decides a proposal as the general code would
+ * from the same words: the samples are the same when every proposal takes the
+ * general code. */
+static void test_batch_same_as_one_by_one(void)
+{
+    const double sig[] = {16.0, 33.3, 1000.0, 7.0368744177664e11, 4503599627370496.0};
+    size_t n = scale(1000000);
+    int64_t *a = alloc_v(n), *b = alloc_v(n);
+    uint8_t key[32] = {6};
+    struct fs_err err = {0};
+
+    for (size_t k = 0; a != NULL && b != NULL && k < sizeof sig / sizeof sig[0]; k++) {
+        fs_prg *p = NULL, *q = NULL;
+        key[1] = (uint8_t)k;
+        CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
+        CHECK_OK(fs_prg_new(&q, key, NULL, &err), &err);
+        CHECK_OK(fs_dgauss_sample_prg(p, sig[k], a, n, &err), &err);
+        fs_dgauss_debug_force(FS_DGAUSS_DEBUG_ONE_BY_ONE);
+        CHECK_OK(fs_dgauss_sample_prg(q, sig[k], b, n, &err), &err);
+        fs_dgauss_debug_force(0);
+        CHECK_MSG(memcmp(a, b, n * sizeof *a) == 0, "sigma %g: batch and one by one differ",
+                  sig[k]);
+        fs_prg_free(p);
+        fs_prg_free(q);
+    }
+    free(a);
+    free(b);
 }
 
 /* The server's regeneration on 1, 2 and 7 threads gives the same vector, which
@@ -417,22 +546,29 @@ static void test_throughput(void)
     if (v == NULL) {
         return;
     }
-    CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
-    CHECK_OK(fs_dgauss_sample_prg(p, 7.3e11, v, n, &err), &err);
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
-    double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
-    printf("  fast sampler, sigma 7.3e11: %.1f M samples/s (thread CPU time)\n", n / dt / 1e6);
-    fs_prg_free(p);
+    for (int k = 0; k < 2; k++) {
+        CHECK_OK(fs_prg_new(&p, key, NULL, &err), &err);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t0);
+        CHECK_OK((k ? fs_dgauss_sample_prg_v1 : fs_dgauss_sample_prg)(p, 7.3e11, v, n, &err), &err);
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t1);
+        double dt = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("  %s, sigma 7.3e11: %.1f M samples/s (thread CPU time)\n",
+               k ? "previous map (v1)" : "fast sampler", n / dt / 1e6);
+        fs_prg_free(p);
+        p = NULL;
+    }
     free(v);
 }
 
 int main(void)
 {
     RUN(test_known_answer);
+    RUN(test_batch_same_as_one_by_one);
     RUN(test_exact_pmf);
     RUN(test_same_as_reference);
     RUN(test_rare_paths);
+    RUN(test_gamma_bounds);
+    RUN(test_v1);
     RUN(test_regeneration_threads);
     RUN(test_throughput);
     return TEST_END("test_dgauss_fast");

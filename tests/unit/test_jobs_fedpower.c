@@ -3,6 +3,8 @@
 #include <stdlib.h>
 
 #include "../../api/jobs.h"
+#include "../../lib/dp/dgauss.h"
+#include "../../lib/proto/noise_exchange.h"
 #include "test.h"
 
 static json_t *parse(const char *s)
@@ -212,6 +214,35 @@ static void test_invitation(void)
     CHECK_OK(fs_job_fedpower_config(&s, &c2, r2, &err), &err);
     CHECK(memcmp(&c1, &c2, sizeof c1) == 0 && memcmp(r1, r2, sizeof r1) == 0);
     CHECK(c1.z0_seed[31] == 0xab && c1.paillier_bits == 3072);
+    /* a seed-mode utility invitation names the server's sample map, and an
+     * agent with another one (or a server that predates the field) is
+     * refused: the regenerated noise would not cancel */
+    CHECK(json_integer_value(json_object_get(j, "noise_sampler")) == FS_DGAUSS_STREAM_VERSION);
+    json_object_set_new(j, "noise_sampler", json_integer(FS_DGAUSS_STREAM_VERSION - 1));
+    CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL && strstr(err.msg, "noise_sampler"));
+    json_object_set_new(j, "noise_sampler", json_string("2"));
+    CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL && strstr(err.msg, "noise_sampler"));
+    json_object_del(j, "noise_sampler");
+    CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL &&
+          strstr(err.msg, "noise_sampler: missing"));
+    json_object_set_new(j, "noise_sampler", json_integer(FS_DGAUSS_STREAM_VERSION));
+    CHECK_OK(fs_invitation_decode(j, &back, &err), &err);
+    fs_invitation_wipe(&back);
+    {
+        /* the elementwise exchange regenerates nothing: no field, and one is refused */
+        struct fs_invitation el = inv;
+        json_t *e;
+
+        el.power.noise_exchange = FS_NOISEX_ELEMENTWISE;
+        e = fs_invitation_encode(&el);
+        CHECK(e != NULL && json_object_get(e, "noise_sampler") == NULL);
+        CHECK_OK(fs_invitation_decode(e, &back, &err), &err);
+        fs_invitation_wipe(&back);
+        json_object_set_new(e, "noise_sampler", json_integer(FS_DGAUSS_STREAM_VERSION));
+        CHECK(fs_invitation_decode(e, &back, &err) == FS_EINVAL &&
+              strstr(err.msg, "unknown field \"noise_sampler\""));
+        json_decref(e);
+    }
     /* the seed is required in an invitation */
     json_object_del(j, "z0_seed");
     CHECK(fs_invitation_decode(j, &back, &err) == FS_EFORMAT && strstr(err.msg, "z0_seed"));
