@@ -96,8 +96,9 @@ struct fs_http_server {
     struct fs_http_req *parked;
     pthread_t parker;
     int have_parker;
-    int pk_stop; /* no more parking: wake every parked request now */
-    int pk_exit; /* the parker thread ends */
+    int pk_stop;          /* no more parking: wake every parked request now */
+    int pk_exit;          /* the parker thread ends */
+    atomic_int pk_kicked; /* fs_http_server_kick: check the parked requests again now */
 };
 
 struct fs_http_resp {
@@ -1166,13 +1167,14 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
 
 /* Every 100 ms: shut down the connections whose request is past its
  * deadline; libmicrohttpd then sees the end of the stream and closes them. */
-/* Wait on cv (CLOCK_MONOTONIC, mu held) at most ms milliseconds (< 1000). */
+/* Wait on cv (CLOCK_MONOTONIC, mu held) at most ms milliseconds. */
 static void cond_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
 {
     struct timespec ts;
 
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    ts.tv_nsec += ms * 1000 * 1000;
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000 * 1000;
     if (ts.tv_nsec >= 1000 * 1000 * 1000) {
         ts.tv_sec++;
         ts.tv_nsec -= 1000 * 1000 * 1000;
@@ -1204,7 +1206,7 @@ static void *watchdog_main(void *arg)
 
 /* ---------------------------------------------------------------- long polls */
 
-#define PARK_CHECK_MS 5 /* how often the parker asks the parked requests' ready() */
+#define PARK_CHECK_MS 5 /* how often the parker asks the parked requests' ready() (default) */
 
 int fs_http_req_park(fs_http_req *req, unsigned wait_ms, int (*ready)(void *ctx), void *ctx)
 {
@@ -1251,18 +1253,31 @@ static void park_sweep(fs_http_server *s)
     }
 }
 
+void fs_http_server_kick(fs_http_server *s)
+{
+    if (s != NULL) {
+        atomic_store(&s->pk_kicked, 1);
+        pthread_cond_broadcast(&s->pcv); /* without pmu: never blocks */
+    }
+}
+
 static void *parker_main(void *arg)
 {
     fs_http_server *s = arg;
 
     pthread_mutex_lock(&s->pmu);
     while (!s->pk_exit) {
+        atomic_store(&s->pk_kicked, 0);
         park_sweep(s);
         pthread_cond_broadcast(&s->pcv); /* (stop waits for an empty list) */
+        if (atomic_load(&s->pk_kicked)) {
+            continue; /* kicked during the sweep: once more */
+        }
         if (s->parked == NULL) {
             pthread_cond_wait(&s->pcv, &s->pmu);
         } else {
-            cond_wait_ms(&s->pcv, &s->pmu, PARK_CHECK_MS);
+            cond_wait_ms(&s->pcv, &s->pmu,
+                         s->cfg.park_check_ms > 0 ? (long)s->cfg.park_check_ms : PARK_CHECK_MS);
         }
     }
     pthread_mutex_unlock(&s->pmu);

@@ -153,12 +153,16 @@ struct fs_http_server_config {
     void *hook_ctx;
     const char *tls_cert_file; /* PEM; with tls_key_file enables HTTPS; NULL = plain HTTP */
     const char *tls_key_file;  /* PEM, unencrypted */
+    unsigned park_check_ms;    /* how often parked long polls are asked ready() (and
+                                  their waits checked) without fs_http_server_kick;
+                                  0 = 5 ms */
 };
 
 /**
  * Defaults: 127.0.0.1:0, 4 threads, 256 connections, 0 per IP, 30 s idle
  * timeout, 300 s request deadline plus 1 s per 64 KiB of body, 64 KiB
- * connection memory, 1 MiB drain, request log on, no TLS.
+ * connection memory, 1 MiB drain, request log on, no TLS, parked requests
+ * checked every 5 ms.
  */
 void fs_http_server_config_default(struct fs_http_server_config *cfg);
 
@@ -291,6 +295,16 @@ void *fs_http_req_user(const fs_http_req *req);
  *         already resumed): the handler answers at once.
  */
 int fs_http_req_park(fs_http_req *req, unsigned wait_ms, int (*ready)(void *ctx), void *ctx);
+
+/**
+ * Ask the parked requests' ready() now rather than at the next check (a
+ * few milliseconds away): for the application to call when what they wait
+ * for may have happened (a job's phase changed). It takes no lock and never
+ * blocks, so it may be called with any of the application's locks held; a
+ * kick that races with the check in progress may wait for the next one.
+ * NULL is ignored.
+ */
+void fs_http_server_kick(fs_http_server *s);
 
 /** The response to this request says "Connection: close", and the
  * connection closes once it is sent: the client's next request opens a new

@@ -78,6 +78,11 @@ static const struct fs_svc_opt OPTS[] = {
      SZ(peer_token_file), "", 0, 0,
      "file holding the bearer token shard servers present to each other on /v1/shards (the "
      "same file on every shard; mode 0600); without it those routes answer 403"},
+    {"--shard-window-ttl-s", "FEDSVD_SHARD_WINDOW_TTL_S", FS_SVC_U32, OFF(shard_window_ttl_s), 0,
+     "2592000", 0, 315360000,
+     "as a shard peer: remove a window (and its files) that neither its coordinator nor a party "
+     "has used for this many seconds, at start and while running (its job ended while the "
+     "coordinator could not delete it, or the coordinator is gone); 0 = never"},
 };
 
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])

@@ -42,6 +42,7 @@ struct agg_config {
     char shard_peers[AGG_MAX_PEERS][AGG_PEER_URL];
     uint32_t npeers;
     char peer_token_file[AGG_PATH_MAX]; /* "" = the /v1/shards routes answer 403 */
+    uint32_t shard_window_ttl_s; /* a peer's window untouched this long is removed; 0 = never */
 };
 
 /**

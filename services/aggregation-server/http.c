@@ -987,16 +987,36 @@ static int h_exchange_key(fs_http_req *req, fs_http_resp *resp, void *ctx)
     return reply_json(resp, q, 200, out);
 }
 
+/* (the parker's question) 1 once the selector of aggregation q->r is no longer pending */
+static int selector_ready(void *p)
+{
+    const struct rq *q = p;
+    return !agg_job_selector_pending(q->job, q->r);
+}
+
+/* GET …/selector; with ?wait_ms=N a long poll: while the exchange of {r} is
+ * not open yet (409 not_ready) the answer waits, at most N ms. */
 static int h_selector(fs_http_req *req, fs_http_resp *resp, void *ctx)
 {
     struct rq *q = rq_of(req);
     struct fs_err err = {0};
     json_t *out = NULL;
+    const char *ws = fs_http_req_query(req, "wait_ms");
+    uint64_t ms = 0;
     uint64_t r = 0;
     (void)ctx;
     if (parse_r(req, &r) != 0) {
         return fs_http_fail(resp, FS_ENOTFOUND, "%s",
                             "aggregation index must be a decimal integer");
+    }
+    if (ws != NULL && fs_wire_parse_dec(ws, AGG_WAIT_MS_MAX, &ms) != 0) {
+        return fs_http_fail(resp, FS_EFORMAT, "wait_ms: a decimal integer 0..%u expected",
+                            AGG_WAIT_MS_MAX);
+    }
+    q->r = (uint32_t)r;
+    if (!fs_http_req_resumed(req) && ms > 0 && agg_job_selector_pending(q->job, q->r) &&
+        fs_http_req_park(req, (unsigned)ms, selector_ready, q) == 0) {
+        return 0;
     }
     if (agg_job_get_selector(q->job, q->party, (uint32_t)r, &out, &err) != 0) {
         return fs_http_problem_err(resp, &err);

@@ -346,6 +346,7 @@ int agg_mgr_new(const struct agg_mgr_config *cfg, agg_store *st, agg_mgr **out, 
     pthread_mutex_init(&m->wake_mu, NULL);
     pthread_cond_init(&m->wake_cv, NULL);
     pthread_mutex_init(&m->count_mu, NULL);
+    agg_shard_gc_start(m);
     *out = m;
     return 0;
 }
@@ -375,6 +376,7 @@ void agg_mgr_free(agg_mgr *m)
     for (size_t i = 0; i < m->njobs; i++) {
         agg_job_free(m->jobs[i]);
     }
+    agg_shard_gc_stop(m); /* after the jobs' pollers, which record deletions */
     free(m->jobs);
     pthread_rwlock_destroy(&m->lock);
     pthread_mutex_destroy(&m->wake_mu);

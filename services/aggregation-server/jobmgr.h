@@ -72,6 +72,12 @@ FS_WUR int agg_mgr_new(const struct agg_mgr_config *cfg, agg_store *st, agg_mgr 
  * Without them, power-method jobs are refused. */
 void agg_mgr_set_power_ops(agg_mgr *m, const struct agg_algo_ops *ops);
 
+/** fn(ctx) runs after a job's state changed and was persisted (a round
+ * closed, a phase opened, the job ended): the HTTP server wakes its long
+ * polls with it. fn must be quick and must not block; NULL unsets it. Once
+ * this returns, a previous fn runs no more. */
+void agg_mgr_set_on_change(agg_mgr *m, void (*fn)(void *ctx), void *ctx);
+
 /**
  * Load every job from the store. Running jobs are rebuilt by replaying their
  * events into a fresh state machine; their round deadlines restart from now.

@@ -25,6 +25,7 @@
 struct agg_power;
 struct agg_event;
 struct agg_shardjob;
+struct agg_shardgc;
 
 struct chunk_ctx {
     agg_job *job;
@@ -138,6 +139,10 @@ struct agg_mgr {
     struct agg_counts counts; /* rounds/dropped/chunks; states are counted on demand */
     /* set by agg_mgr_free: a worker waiting for storage gives up */
     volatile sig_atomic_t closing;
+    struct agg_shardgc *sgc; /* pending deletions of peers' windows (shardcoord.c) */
+    /* agg_mgr_set_on_change (jobstatus.c; guarded by a lock of its own there) */
+    void (*on_change)(void *ctx);
+    void *on_change_ctx;
 };
 
 /* ---- jobutil.c: no job state */
@@ -238,6 +243,11 @@ int agg_shard_create_windows(agg_mgr *m, const char *id, const struct fs_job_spe
 int agg_shard_attach(agg_job *j, int strict, struct fs_err *err);
 /* Delete j's windows on the peers (a job whose creation failed after they were made). */
 void agg_shard_forget_windows(agg_job *j);
+/* The thread that deletes peers' windows (retried until the peer takes the
+ * DELETE, also after a restart): started by agg_mgr_new when the server
+ * has peers or deletions pending, stopped by agg_mgr_free. */
+void agg_shard_gc_start(agg_mgr *m);
+void agg_shard_gc_stop(agg_mgr *m);
 /* 1 when aggregation r of j is split over the shards. */
 int agg_shard_is_sharded(const agg_job *j, uint32_t r);
 /* The driver: start the poller of a sharded job once. */

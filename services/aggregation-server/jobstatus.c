@@ -226,6 +226,26 @@ static char *snapshot_locked(const agg_job *j)
     return s;
 }
 
+/* agg_mgr_set_on_change's lock: a leaf (fn takes none) */
+static pthread_mutex_t g_change_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void agg_mgr_set_on_change(agg_mgr *m, void (*fn)(void *ctx), void *ctx)
+{
+    pthread_mutex_lock(&g_change_mu);
+    m->on_change = fn;
+    m->on_change_ctx = ctx;
+    pthread_mutex_unlock(&g_change_mu);
+}
+
+static void changed(agg_mgr *m)
+{
+    pthread_mutex_lock(&g_change_mu);
+    if (m->on_change != NULL) {
+        m->on_change(m->on_change_ctx);
+    }
+    pthread_mutex_unlock(&g_change_mu);
+}
+
 void agg_persist_state(agg_job *j, const char *result_json)
 {
     struct fs_err err = {0};
@@ -234,6 +254,7 @@ void agg_persist_state(agg_job *j, const char *result_json)
     char error[FS_JOBSM_REASON_MAX];
     int rc;
 
+    changed(j->mgr); /* long polls see the change now, not at their next check */
     pthread_mutex_lock(&j->mu);
     state = agg_state_locked(j);
     snap = snapshot_locked(j);

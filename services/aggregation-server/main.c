@@ -107,7 +107,8 @@ static int open_state(struct agg_app *app, const struct agg_config *cfg, struct 
         return -1;
     }
     agg_mgr_set_power_ops(app->mgr, &agg_power_ops);
-    if (agg_shards_new(cfg->data_dir, cfg->fsync, &app->shards, err) != 0) {
+    if (agg_shards_new(cfg->data_dir, cfg->fsync, cfg->shard_window_ttl_s, &app->shards, err) !=
+        0) {
         fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err->msg);
         return -1;
     }
@@ -122,6 +123,12 @@ static int open_state(struct agg_app *app, const struct agg_config *cfg, struct 
         fs_log(FS_LOG_WARN, "no openapi.yaml found; /openapi.yaml answers 404", NULL);
     }
     return 0;
+}
+
+/* (agg_mgr_set_on_change) a job changed: its parked long polls answer now */
+static void kick_long_polls(void *srv)
+{
+    fs_http_server_kick(srv);
 }
 
 /* The HTTP server (not yet listening) and its routes. */
@@ -152,6 +159,7 @@ static int setup_http(struct agg_app *app, const struct agg_config *cfg, const c
         fs_log_pack(FS_LOG_ERROR, "cannot set up HTTP", "{s:s}", "error", err->msg);
         return -1;
     }
+    agg_mgr_set_on_change(app->mgr, kick_long_polls, app->srv);
     return 0;
 }
 
@@ -232,6 +240,9 @@ out:
     if (have_driver) {
         atomic_store(&g_stop_driver, 1);
         pthread_join(driver, NULL);
+    }
+    if (app.mgr != NULL) {
+        agg_mgr_set_on_change(app.mgr, NULL, NULL); /* before the server goes */
     }
     fs_http_server_free(app.srv);
     agg_mgr_free(app.mgr); /* waits for unmasking workers */

@@ -36,6 +36,12 @@ FS_WUR int agg_job_exchange_key(agg_job *j, json_t **out, struct fs_err *err);
 FS_WUR int agg_job_get_selector(agg_job *j, uint32_t party, uint32_t r, json_t **out,
                                 struct fs_err *err);
 
+/** 1 while a selector request of round r would be answered 409 not_ready
+ * but may be answered later (the exchange of r not open yet, the job not
+ * past it): a long poll of the selector waits while this holds. Quick,
+ * thread-safe (the job's mu only). */
+int agg_job_selector_pending(agg_job *j, uint32_t r);
+
 /** Before the body: may party answer round r's exchange now? *bytes = the response size. */
 FS_WUR int agg_job_noise_check(agg_job *j, uint32_t party, uint32_t r, size_t *bytes,
                                struct fs_err *err);

@@ -134,6 +134,25 @@ int agg_job_get_selector(agg_job *j, uint32_t party, uint32_t r, json_t **out, s
     return rc;
 }
 
+int agg_job_selector_pending(agg_job *j, uint32_t r)
+{
+    const struct fs_jobsm *s = &j->st;
+    int pending;
+
+    if (j->pw == NULL || j->pw->cfg.alg != FS_FEDPOWER_UTILITY) {
+        return 0;
+    }
+    pthread_mutex_lock(&j->mu);
+    pending = fs_jobsm_running(s) && r < j->pw->syncs && j->pw->x_open != r + 1 &&
+              (s->r < r || (s->r == r && s->phase <= FS_JOB_NOISE_EXCHANGE));
+    if (pending && s->r == r && j->pw->x_late == r + 1 &&
+        (s->phase == FS_JOB_CONSISTENCY || s->phase == FS_JOB_UNMASKING)) {
+        pending = 0; /* not before the sum, which may wait for this very party */
+    }
+    pthread_mutex_unlock(&j->mu);
+    return pending;
+}
+
 /* sm_mu held, the exchange open: party's input is in the sum. */
 static int in_sum(const agg_job *j, uint32_t party, uint32_t r, struct fs_err *err)
 {
@@ -216,6 +235,9 @@ static int log_selectors(agg_job *j, uint32_t r, double at, struct fs_err *err)
 
     if (rc == 0) {
         j->pw->x_logged = r + 1;
+        pthread_mutex_lock(&j->mu);
+        j->pw->x_open = r + 1; /* parked selector requests answer now */
+        pthread_mutex_unlock(&j->mu);
     }
     return rc;
 }
@@ -274,6 +296,11 @@ static void open_early(agg_job *j)
     ids = early_ids(j, r, &k);
     pthread_mutex_unlock(&j->sm_mu);
     if (ids == NULL) {
+        pthread_mutex_lock(&j->mu);
+        if (pw->x_open != r + 1) {
+            pw->x_late = r + 1; /* selector long polls answer now (409 not_ready) */
+        }
+        pthread_mutex_unlock(&j->mu);
         return;
     }
     /* the slow part without the lock: nothing else opens this exchange or
@@ -300,6 +327,9 @@ static void open_early(agg_job *j)
     free(ids);
     pthread_mutex_lock(&j->mu);
     pw->crypto_s += dt;
+    if (rc != 0) {
+        pw->x_late = r + 1; /* selector long polls answer now (409 not_ready) */
+    }
     pthread_mutex_unlock(&j->mu);
     if (rc != 0) {
         fs_log_pack(FS_LOG_DEBUG, "noise exchange not opened early: it opens after unmasking",
@@ -476,6 +506,7 @@ int pj_replay_exchange(agg_job *j, const struct agg_event *ev, struct fs_err *er
     if (rc == 0) {
         pthread_mutex_lock(&j->mu);
         j->pw->x_tried = (uint32_t)ev->idx + 1;
+        j->pw->x_open = (uint32_t)ev->idx + 1;
         pthread_mutex_unlock(&j->mu);
         j->pw->x_logged = (uint32_t)ev->idx + 1;
     }

@@ -41,6 +41,8 @@ struct agg_power {
     /* mu */
     uint32_t x_tried;   /* r + 1 once the early exchange of sync r was opened (or tried) */
     uint32_t pre_tried; /* r + 1 once its outcome was computed ahead (or tried) */
+    uint32_t x_open;    /* r + 1 once sync r's selectors are persisted */
+    uint32_t x_late;    /* r + 1: sync r's exchange opens only after the sum */
     uint32_t sync;      /* status: current sync (syncs at the Rayleigh round and after) */
     uint32_t iter;      /* status: the iteration the current Z follows */
     double crypto_s;    /* Paillier key generation, selectors, decryptions */

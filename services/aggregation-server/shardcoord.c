@@ -4,10 +4,12 @@
  * (unmask plan out, R factors in, TSQR). The math is lib/proto's
  * (fedsvd_shard.h, secagg.h windows); this file only moves it between the
  * servers. The plan and the tokens are never logged. */
+#include <dirent.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -196,24 +198,344 @@ static json_t *window_body(const struct fs_job_spec *spec, uint32_t chunk_words,
     return b;
 }
 
-static void delete_windows(const agg_mgr *m, const char *id, const struct fs_job_shard *sh,
-                           uint32_t S)
+/* ------------------------------------------------------------ deleting the windows
+ *
+ * A window is deleted on its peer when the job ends (or its creation
+ * fails). A peer that is down then must not keep the window's files for
+ * ever: the deletion is first recorded, durably, in
+ * <data>/shard-deletions/<job>.<shard>.json ({"job", "shard", "url"}: no
+ * token), and a thread of the coordinator sends the DELETE, again and
+ * again with a growing pause (DEL_BACKOFF_MIN doubling to DEL_BACKOFF_MAX
+ * seconds) until the peer answers 204 or 404, also after a restart of the
+ * coordinator (the records are read again at its start). */
+
+#define DEL_DIR         "shard-deletions"
+#define DEL_BACKOFF_MIN 1.0  /* s, after the first failed try */
+#define DEL_BACKOFF_MAX 60.0 /* s */
+#define DEL_IDLE        3600 /* s, the thread's sleep without a pending record */
+#define DEL_RECORD_MAX  4096 /* bytes of one record */
+#define DEL_TRACKED_MAX 4096 /* records whose pauses are kept (more: tried every pass) */
+
+struct del_track {
+    char name[64];
+    double next; /* agg_now_mono() of the next try */
+    double pause;
+    int seen;
+};
+
+struct agg_shardgc {
+    agg_mgr *m;
+    char dir[4200];
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int stop;
+    int kick;
+    pthread_t thread;
+    struct del_track *t;
+    size_t nt;
+};
+
+static int gc_stopping(struct agg_shardgc *g)
 {
+    int stop;
+
+    pthread_mutex_lock(&g->mu);
+    stop = g->stop;
+    pthread_mutex_unlock(&g->mu);
+    return stop;
+}
+
+/* Record the deletion of job id's window on shard s at url (fsync, rename). */
+static int del_record(const agg_mgr *m, const char *id, uint32_t s, const char *url,
+                      struct fs_err *err)
+{
+    char path[4400];
+    json_t *doc = json_pack("{s:s, s:i, s:s}", "job", id, "shard", (int)s, "url", url);
+    char *txt = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    int rc;
+
+    json_decref(doc);
+    if (txt == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "out of memory");
+    }
+    rc = (size_t)snprintf(path, sizeof path, "%s/%s", m->data_dir, DEL_DIR) >= sizeof path
+             ? fs_err_set(err, FS_EINVAL, "data directory path too long")
+             : fs_mkdir_p(path, err);
+    if (rc == 0 && (size_t)snprintf(path, sizeof path, "%s/%s/%s.%u.json", m->data_dir, DEL_DIR, id,
+                                    s) >= sizeof path) {
+        rc = fs_err_set(err, FS_EINVAL, "data directory path too long");
+    }
+    if (rc == 0) {
+        rc = fs_write_file_atomic(path, txt, strlen(txt), err);
+    }
+    free(txt);
+    return rc;
+}
+
+/* DELETE job id's window on url: 0 when it is gone (204, or 404: gone before). */
+static int del_send(const agg_mgr *m, const char *id, const char *url, long *st, struct fs_err *err)
+{
+    fs_httpc *c = NULL;
+    char path[128];
+    int rc;
+
+    *st = 0;
+    snprintf(path, sizeof path, "/v1/shards/%s", id);
+    rc = peer_client(m, url, 1, &c, err);
+    if (rc == 0) {
+        rc = peer_do(c, "DELETE", path, NULL, NULL, st, NULL, err);
+    }
+    fs_httpc_free(c);
+    return rc == 0 || *st == 404 ? 0 : -1;
+}
+
+/* Read the record file name of dir: 0 and the job, shard and url, or -1 (malformed). */
+static int del_read(const char *dir, const char *name, char id[FS_JOB_ID_MAX + 1], uint32_t *shard,
+                    char url[FS_JOB_URL_MAX + 1])
+{
+    char path[4400];
+    struct stat st;
+    json_error_t je;
+    json_t *doc;
+    const char *j;
+    const char *u;
+    json_int_t s;
+    int rc = -1;
+
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path ||
+        stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > DEL_RECORD_MAX) {
+        return -1;
+    }
+    doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    j = json_string_value(json_object_get(doc, "job"));
+    u = json_string_value(json_object_get(doc, "url"));
+    s = json_integer_value(json_object_get(doc, "shard"));
+    if (j != NULL && fs_job_id_valid(j) && u != NULL && u[0] != '\0' &&
+        strlen(u) <= FS_JOB_URL_MAX && s >= 1 && s < FS_JOB_MAX_SHARDS) {
+        snprintf(id, FS_JOB_ID_MAX + 1, "%s", j);
+        snprintf(url, FS_JOB_URL_MAX + 1, "%s", u);
+        *shard = (uint32_t)s;
+        rc = 0;
+    }
+    json_decref(doc);
+    return rc;
+}
+
+static struct del_track *del_track_of(struct agg_shardgc *g, const char *name)
+{
+    struct del_track *t;
+
+    for (size_t i = 0; i < g->nt; i++) {
+        if (strcmp(g->t[i].name, name) == 0) {
+            return &g->t[i];
+        }
+    }
+    if (g->nt >= DEL_TRACKED_MAX || strlen(name) >= sizeof g->t[0].name) {
+        return NULL;
+    }
+    if (g->t == NULL && (g->t = calloc(DEL_TRACKED_MAX, sizeof *g->t)) == NULL) {
+        return NULL;
+    }
+    t = &g->t[g->nt++];
+    memset(t, 0, sizeof *t);
+    memcpy(t->name, name, strlen(name) + 1); /* fits: checked above */
+    return t;
+}
+
+/* Try record name once (when due); its pause doubles when the peer does
+ * not take the DELETE. *next: the earliest next try of the pass. */
+static void del_one(struct agg_shardgc *g, const char *name, double now, double *next)
+{
+    struct del_track *t = del_track_of(g, name);
+    struct fs_err err = {0};
+    char id[FS_JOB_ID_MAX + 1];
+    char url[FS_JOB_URL_MAX + 1];
+    char path[4400];
+    uint32_t s = 0;
+    long st = 0;
+
+    if (t != NULL) {
+        t->seen = 1;
+        if (t->next > now) {
+            *next = t->next < *next ? t->next : *next;
+            return;
+        }
+    }
+    if ((size_t)snprintf(path, sizeof path, "%s/%s", g->dir, name) >= sizeof path) {
+        return;
+    }
+    if (del_read(g->dir, name, id, &s, url) != 0) {
+        fs_log_pack(FS_LOG_WARN, "malformed shard deletion record removed", "{s:s}", "file", name);
+        (void)unlink(path);
+        return;
+    }
+    if (del_send(g->m, id, url, &st, &err) == 0) {
+        fs_log_pack(t != NULL && t->pause > 0 ? FS_LOG_INFO : FS_LOG_DEBUG, "shard window deleted",
+                    "{s:s, s:i}", "job", id, "shard", (int)s);
+        (void)unlink(path);
+        if (t != NULL) {
+            t->seen = 0; /* forgotten at the end of the pass */
+        }
+        return;
+    }
+    fs_log_pack(t == NULL || t->pause == 0 ? FS_LOG_WARN : FS_LOG_DEBUG,
+                "cannot delete a shard window; tried again later", "{s:s, s:i, s:s}", "job", id,
+                "shard", (int)s, "error", err.msg);
+    if (t != NULL) {
+        t->pause = t->pause == 0                    ? DEL_BACKOFF_MIN
+                   : 2 * t->pause < DEL_BACKOFF_MAX ? 2 * t->pause
+                                                    : DEL_BACKOFF_MAX;
+        t->next = agg_now_mono() + t->pause;
+        *next = t->next < *next ? t->next : *next;
+    } else {
+        *next = now + DEL_BACKOFF_MAX < *next ? now + DEL_BACKOFF_MAX : *next;
+    }
+}
+
+/* One pass over the records: each due one tried. @return seconds until the next try. */
+static double del_pass(struct agg_shardgc *g)
+{
+    double now = agg_now_mono();
+    double next = now + DEL_IDLE;
+    DIR *d = opendir(g->dir);
+    struct dirent *e;
+    size_t k = 0;
+
+    for (size_t i = 0; i < g->nt; i++) {
+        g->t[i].seen = 0;
+    }
+    while (d != NULL && (e = readdir(d)) != NULL && !gc_stopping(g)) {
+        size_t len = strlen(e->d_name);
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        /* a record torn by a crash (not one being written now) */
+        if (strstr(e->d_name, ".tmp.") != NULL) {
+            char path[4400];
+            struct stat st;
+            if ((size_t)snprintf(path, sizeof path, "%s/%s", g->dir, e->d_name) < sizeof path &&
+                stat(path, &st) == 0 && time(NULL) - st.st_mtime > 60) {
+                (void)unlink(path);
+            }
+            continue;
+        }
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0) {
+            del_one(g, e->d_name, now, &next);
+        }
+    }
+    if (d != NULL) {
+        closedir(d);
+    }
+    for (size_t i = 0; i < g->nt; i++) { /* forget the records that are gone */
+        if (g->t[i].seen) {
+            g->t[k++] = g->t[i];
+        }
+    }
+    g->nt = k;
+    return next > now ? next - now : 0;
+}
+
+static void *gc_main(void *arg)
+{
+    struct agg_shardgc *g = arg;
+
+    pthread_mutex_lock(&g->mu);
+    while (!g->stop) {
+        double wait;
+        g->kick = 0;
+        pthread_mutex_unlock(&g->mu);
+        wait = del_pass(g);
+        pthread_mutex_lock(&g->mu);
+        if (!g->stop && !g->kick) {
+            struct timespec ts;
+            agg_deadline_in(&ts, (unsigned)(wait * 1000) + 1);
+            (void)pthread_cond_timedwait(&g->cv, &g->mu, &ts);
+        }
+    }
+    pthread_mutex_unlock(&g->mu);
+    return NULL;
+}
+
+void agg_shard_gc_start(agg_mgr *m)
+{
+    struct agg_shardgc *g;
+    struct stat st;
+
+    if (m->sgc != NULL) {
+        return;
+    }
+    g = calloc(1, sizeof *g);
+    if (g == NULL ||
+        (size_t)snprintf(g->dir, sizeof g->dir, "%s/%s", m->data_dir, DEL_DIR) >= sizeof g->dir ||
+        (m->cfg.npeers == 0 && stat(g->dir, &st) != 0)) {
+        free(g); /* no peers and nothing pending: no thread */
+        return;
+    }
+    g->m = m;
+    pthread_mutex_init(&g->mu, NULL);
+    pthread_cond_init(&g->cv, NULL);
+    if (pthread_create(&g->thread, NULL, gc_main, g) != 0) {
+        fs_log(FS_LOG_WARN, "cannot start the shard deletion thread", NULL);
+        pthread_mutex_destroy(&g->mu);
+        pthread_cond_destroy(&g->cv);
+        free(g);
+        return;
+    }
+    m->sgc = g;
+}
+
+void agg_shard_gc_stop(agg_mgr *m)
+{
+    struct agg_shardgc *g = m->sgc;
+
+    if (g == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&g->mu);
+    g->stop = 1;
+    pthread_cond_broadcast(&g->cv);
+    pthread_mutex_unlock(&g->mu);
+    pthread_join(g->thread, NULL);
+    pthread_mutex_destroy(&g->mu);
+    pthread_cond_destroy(&g->cv);
+    free(g->t);
+    free(g);
+    m->sgc = NULL;
+}
+
+/* Delete job id's windows on shards 1..S-1: recorded, then sent by the
+ * deletion thread (without one, or a record that cannot be written: sent
+ * once now). */
+static void delete_windows(agg_mgr *m, const char *id, const struct fs_job_shard *sh, uint32_t S)
+{
+    int kick = 0;
+
     for (uint32_t s = 1; s < S; s++) {
         struct fs_err err = {0};
-        fs_httpc *c = NULL;
-        char path[128];
         long st = 0;
-        snprintf(path, sizeof path, "/v1/shards/%s", id);
-        if (peer_client(m, sh[s].url, 0, &c, &err) == 0 &&
-            (peer_do(c, "DELETE", path, NULL, NULL, &st, NULL, &err) == 0 || st == 404)) {
-            fs_log_pack(FS_LOG_DEBUG, "shard window deleted", "{s:s, s:i}", "job", id, "shard",
-                        (int)s);
-        } else {
+        if (sh[s].url[0] == '\0') {
+            fs_log_pack(FS_LOG_WARN, "cannot delete a shard window: no --shard-peer for it",
+                        "{s:s, s:i}", "job", id, "shard", (int)s);
+            continue;
+        }
+        if (m->sgc != NULL && del_record(m, id, s, sh[s].url, &err) == 0) {
+            kick = 1;
+            continue;
+        }
+        if (err.msg[0] != '\0') {
+            fs_log_pack(FS_LOG_WARN, "cannot record a shard window's deletion", "{s:s, s:i, s:s}",
+                        "job", id, "shard", (int)s, "error", err.msg);
+        }
+        if (del_send(m, id, sh[s].url, &st, &err) != 0) {
             fs_log_pack(FS_LOG_WARN, "cannot delete a shard window", "{s:s, s:i, s:s}", "job", id,
                         "shard", (int)s, "error", err.msg);
         }
-        fs_httpc_free(c);
+    }
+    if (kick) {
+        pthread_mutex_lock(&m->sgc->mu);
+        m->sgc->kick = 1;
+        pthread_cond_broadcast(&m->sgc->cv);
+        pthread_mutex_unlock(&m->sgc->mu);
     }
 }
 
@@ -254,6 +576,7 @@ int agg_shard_create_windows(agg_mgr *m, const char *id, const struct fs_job_spe
             struct fs_err e2 = *err;
             rc = fs_err_set(err, FS_EUNAVAILABLE, "shard %u (%s) cannot take its window: %s", s,
                             sh[s].url, e2.msg);
+            made = st == 0 || st >= 500 ? s + 1 : made; /* made, perhaps, with no answer */
         } else {
             made = s + 1;
         }
@@ -453,12 +776,16 @@ static int poller_wait(struct agg_shardjob *sj, unsigned ms)
     return stop;
 }
 
-static void fail_lost(agg_job *j, uint32_t s)
+/* Fail the job for shard s: why is the shard's own error when its window
+ * failed, else "" (its window is gone, or it has no peer). */
+static void fail_lost(agg_job *j, uint32_t s, const char *why)
 {
-    char reason[128];
+    char reason[FS_SHARDWIRE_ERROR_MAX + 64];
 
     if (j->sj->sh[s].url[0] == '\0') {
         snprintf(reason, sizeof reason, "shard %u has no --shard-peer on this server", s);
+    } else if (why[0] != '\0') {
+        snprintf(reason, sizeof reason, "shard %u failed: %s", s, why);
     } else {
         snprintf(reason, sizeof reason, "shard %u lost its state after a restart", s);
     }
@@ -471,8 +798,9 @@ static void fail_lost(agg_job *j, uint32_t s)
 }
 
 /* Ask every peer which parties are complete: 0, or the shard that lost
- * its window (404), or -1 when a peer could not be asked (try again). */
-static int poll_peers(agg_job *j, fs_httpc **cs, uint8_t *acc)
+ * its window (404) or whose window failed (why: its error, cap
+ * FS_SHARDWIRE_ERROR_MAX), or -1 when a peer could not be asked (try again). */
+static int poll_peers(agg_job *j, fs_httpc **cs, uint8_t *acc, char *why)
 {
     struct agg_shardjob *sj = j->sj;
     char path[128];
@@ -522,6 +850,11 @@ static int poll_peers(agg_job *j, fs_httpc **cs, uint8_t *acc)
         }
         free(mine);
         json_decref(doc);
+        if (ss.state == FS_SHARD_FAILED) { /* final (a restarted peer reports it too) */
+            snprintf(why, FS_SHARDWIRE_ERROR_MAX, "%s",
+                     ss.error[0] != '\0' ? ss.error : "(no reason)");
+            return (int)s;
+        }
     }
     return 0;
 }
@@ -532,6 +865,7 @@ static void *poller_main(void *arg)
     struct agg_shardjob *sj = j->sj;
     fs_httpc *cs[FS_JOB_MAX_SHARDS] = {0};
     uint8_t *acc = calloc((size_t)j->n + 1, 1);
+    char why[FS_SHARDWIRE_ERROR_MAX];
     unsigned idle = 0;
 
     while (acc != NULL && !poller_wait(sj, POLL_MS)) {
@@ -550,9 +884,10 @@ static void *poller_main(void *arg)
         if (!masked && ++idle % 4 != 0) {
             continue; /* outside masked_input: check that the windows are there every second */
         }
-        rc = poll_peers(j, cs, acc);
+        why[0] = '\0';
+        rc = poll_peers(j, cs, acc, why);
         if (rc > 0) {
-            fail_lost(j, (uint32_t)rc);
+            fail_lost(j, (uint32_t)rc, why);
             continue;
         }
         if (rc == 0 && masked) {

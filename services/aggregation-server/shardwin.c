@@ -29,12 +29,20 @@ enum win_state { W_RECEIVING = 0, W_FINISHING, W_DONE, W_FAILED };
 
 static const char *const STATE_NAME[] = {"receiving", "finishing", "done", "failed"};
 
+#define TOUCH_MAX_S 60 /* a window in use: window.json's mtime renewed at most this often */
+
 struct agg_shards {
     pthread_mutex_t mu;
     char dir[4200]; /* <data>/shards */
     int fsync;
     agg_shardwin *w[WINDOWS_MAX];
     size_t n;
+    /* windows unused for ttl_s seconds are removed (0: never) by the sweeper */
+    uint32_t ttl_s;
+    pthread_cond_t cv; /* the sweeper's sleep (mu) */
+    int stop;
+    int sweeper_running;
+    pthread_t sweeper;
 };
 
 struct agg_shardwin {
@@ -52,6 +60,8 @@ struct agg_shardwin {
     int drop_files; /* remove the directory when freed (deleted, or never made whole) */
     int reloading;  /* folding the persisted chunks again: the store's put writes nothing */
     int log_fd;     /* chunks.log, appended under mu; -1 when closed */
+    time_t seen;    /* reg->mu: the last request for the window (wall clock) */
+    time_t touched; /* reg->mu: when window.json's mtime was last set to it */
 
     pthread_mutex_t mu;
     fs_secagg_server *sm;
@@ -90,8 +100,11 @@ static double mono_now(void)
 /* ------------------------------------------------------------ the registry */
 
 static void shards_reload(agg_shards *r);
+static void shards_sweep(agg_shards *r);
+static void *sweeper_main(void *arg);
 
-int agg_shards_new(const char *data_dir, int fsync, agg_shards **out, struct fs_err *err)
+int agg_shards_new(const char *data_dir, int fsync, uint32_t ttl_s, agg_shards **out,
+                   struct fs_err *err)
 {
     agg_shards *r = calloc(1, sizeof *r);
 
@@ -104,8 +117,18 @@ int agg_shards_new(const char *data_dir, int fsync, agg_shards **out, struct fs_
         return fs_err_set(err, FS_EINVAL, "data directory path too long");
     }
     pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
     r->fsync = fsync;
+    r->ttl_s = ttl_s;
     shards_reload(r); /* the windows of the previous run, as they were persisted */
+    if (ttl_s > 0) {
+        shards_sweep(r); /* before the first request could renew an expired one */
+        if (pthread_create(&r->sweeper, NULL, sweeper_main, r) == 0) {
+            r->sweeper_running = 1;
+        } else {
+            fs_log(FS_LOG_WARN, "cannot start the shard window sweeper", NULL);
+        }
+    }
     *out = r;
     return 0;
 }
@@ -156,16 +179,106 @@ void agg_shards_free(agg_shards *r)
     if (r == NULL) {
         return;
     }
+    pthread_mutex_lock(&r->mu);
+    r->stop = 1;
+    pthread_cond_broadcast(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+    if (r->sweeper_running) {
+        pthread_join(r->sweeper, NULL);
+    }
     for (size_t i = 0; i < r->n; i++) {
         agg_shardwin_unref(r->w[i]);
     }
+    pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
+}
+
+/* ------------------------------------------------------------ expiry
+ *
+ * A window that nobody asks for (neither its coordinator, which polls every
+ * window of a running job every second, nor a party) for ttl_s seconds
+ * belongs to a job that ended while its coordinator could not delete it,
+ * or to a coordinator that is gone: it is removed with its files. The last
+ * use survives a restart as window.json's mtime (renewed at most every
+ * TOUCH_MAX_S seconds, or ttl_s / 4 when shorter). */
+
+static time_t touch_every(const agg_shards *r)
+{
+    uint32_t t = r->ttl_s / 4;
+
+    return t < 1 ? 1 : t > TOUCH_MAX_S ? TOUCH_MAX_S : (time_t)t;
+}
+
+/* The last use of a reloaded window: its files' latest mtime. */
+static time_t win_last_use(const agg_shardwin *w)
+{
+    static const char *const names[] = {"window.json", "chunks.log", "r.npy", "failed.json"};
+    time_t t = 0;
+
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        char path[4600];
+        struct stat st;
+        if ((size_t)snprintf(path, sizeof path, "%s/%s", w->dir, names[i]) < sizeof path &&
+            stat(path, &st) == 0 && st.st_mtime > t) {
+            t = st.st_mtime;
+        }
+    }
+    return t;
+}
+
+static void shards_sweep(agg_shards *r)
+{
+    agg_shardwin *gone[WINDOWS_MAX];
+    time_t now = time(NULL);
+    size_t k = 0;
+
+    pthread_mutex_lock(&r->mu);
+    for (size_t i = 0; i < r->n;) {
+        agg_shardwin *w = r->w[i];
+        if (now - w->seen > (time_t)r->ttl_s) {
+            w->drop_files = 1; /* removed with the last reference */
+            gone[k++] = w;
+            r->w[i] = r->w[--r->n];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&r->mu);
+    for (size_t i = 0; i < k; i++) {
+        fs_log_pack(FS_LOG_INFO, "shard window expired: removed", "{s:s, s:I, s:I}", "job",
+                    gone[i]->job, "unused_s", (json_int_t)(now - gone[i]->seen), "ttl_s",
+                    (json_int_t)r->ttl_s);
+        agg_shardwin_unref(gone[i]);
+    }
+}
+
+static void *sweeper_main(void *arg)
+{
+    agg_shards *r = arg;
+    unsigned every = r->ttl_s / 4 < 1 ? 1 : r->ttl_s / 4 > 600 ? 600 : r->ttl_s / 4;
+
+    pthread_mutex_lock(&r->mu);
+    while (!r->stop) {
+        struct timespec ts;
+        agg_deadline_in(&ts, every * 1000);
+        (void)pthread_cond_timedwait(&r->cv, &r->mu, &ts);
+        if (r->stop) {
+            break;
+        }
+        pthread_mutex_unlock(&r->mu);
+        shards_sweep(r);
+        pthread_mutex_lock(&r->mu);
+    }
+    pthread_mutex_unlock(&r->mu);
+    return NULL;
 }
 
 agg_shardwin *agg_shards_find(agg_shards *r, const char *job)
 {
     agg_shardwin *w = NULL;
+    time_t now = time(NULL);
+    int touch = 0;
 
     if (job == NULL) {
         return NULL;
@@ -175,10 +288,22 @@ agg_shardwin *agg_shards_find(agg_shards *r, const char *job)
         if (strcmp(r->w[i]->job, job) == 0) {
             w = r->w[i];
             w->refs++;
+            w->seen = now; /* in use: not expired */
+            if (r->ttl_s > 0 && now - w->touched >= touch_every(r)) {
+                w->touched = now;
+                touch = 1;
+            }
             break;
         }
     }
     pthread_mutex_unlock(&r->mu);
+    if (touch) { /* the last use, for a restart: window.json's mtime */
+        char path[4600];
+        if ((size_t)snprintf(path, sizeof path, "%s/window.json", w->dir) < sizeof path &&
+            utimensat(AT_FDCWD, path, NULL, 0) != 0 && errno != ENOENT) {
+            fs_log_pack(FS_LOG_DEBUG, "cannot renew a window's mtime", "{s:s}", "job", w->job);
+        }
+    }
     return w;
 }
 
@@ -289,6 +414,74 @@ static int win_open_log(agg_shardwin *w, struct fs_err *err)
     return 0;
 }
 
+/* mu held (or a window nobody else sees yet): a window that is done or
+ * failed needs its uploads' state and files no more (a reloaded one: a
+ * crash before they went). An upload in flight keeps the state it holds. */
+static void win_drop_uploads(agg_shardwin *w)
+{
+    char path[4600];
+
+    fs_secagg_server_free(w->sm);
+    w->sm = NULL;
+    if (w->log_fd >= 0) {
+        close(w->log_fd);
+        w->log_fd = -1;
+    }
+    for (uint32_t p = 1; p <= w->parties; p++) {
+        if (win_path(w, p, path, sizeof path) == 0) {
+            (void)unlink(path);
+        }
+    }
+    if (win_file(w, "chunks.log", path, sizeof path) == 0) {
+        (void)unlink(path);
+    }
+}
+
+/* mu held: the window failed (w->error says why): failed.json records it
+ * (fsync, rename), so that a restarted server reports the window failed,
+ * as before, instead of receiving, and the uploads go (a failure is final:
+ * the coordinator fails the job and deletes the window). A record that
+ * cannot be written is logged and the files are left as they are. */
+static void win_set_failed(agg_shardwin *w)
+{
+    struct fs_err err = {0};
+    char path[4600];
+    json_t *doc;
+    char *txt = NULL;
+
+    w->state = W_FAILED;
+    if (w->reloading || w->dir[0] == '\0') {
+        return;
+    }
+    doc = json_pack("{s:s}", "error", w->error);
+    txt = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    json_decref(doc);
+    if (txt == NULL || win_file(w, "failed.json", path, sizeof path) != 0 ||
+        fs_write_file_atomic(path, txt, strlen(txt), &err) != 0) {
+        fs_log_pack(FS_LOG_WARN, "cannot record a shard window's failure", "{s:s, s:s}", "job",
+                    w->job, "error", err.msg[0] != '\0' ? err.msg : "out of memory");
+        free(txt);
+        return; /* the files stay as they are: a restart has the window as it was persisted */
+    }
+    free(txt);
+    if (win_file(w, "r.npy", path, sizeof path) == 0) {
+        (void)unlink(path); /* a part of R written before the failure */
+    }
+    win_drop_uploads(w); /* a failure is final: the uploads are not needed any more */
+}
+
+/* A failed window's reason from its failed.json (a reloaded window). */
+static void win_load_failure(agg_shardwin *w, const char *path)
+{
+    json_error_t je;
+    json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+    const char *e = json_string_value(json_object_get(doc, "error"));
+
+    snprintf(w->error, sizeof w->error, "%s",
+             e != NULL && e[0] != '\0' ? e : "failed before a restart (the reason is lost)");
+    json_decref(doc);
+}
+
 /* mu held: record an accepted chunk. A record that cannot be written fails
  * the window (its sum would hold a chunk that a restart forgets). */
 static int win_log_chunk(agg_shardwin *w, uint32_t party, uint64_t idx, struct fs_err *err)
@@ -304,8 +497,8 @@ static int win_log_chunk(agg_shardwin *w, uint32_t party, uint64_t idx, struct f
         return 0;
     }
     e = w->log_fd >= 0 ? errno : EBADF;
-    w->state = W_FAILED;
     snprintf(w->error, sizeof w->error, "cannot record a chunk: %s", strerror(e));
+    win_set_failed(w);
     return fs_err_set(err, fs_io_errcode(e), "shard %u: cannot record a chunk: %s", w->shard,
                       strerror(e));
 }
@@ -445,6 +638,7 @@ static int win_build(agg_shards *r, const char *job, const json_t *body, int fre
     w->refs = 1;
     w->fsync = r->fsync;
     w->log_fd = -1;
+    w->seen = w->touched = time(NULL);
     snprintf(w->job, sizeof w->job, "%s", job);
     rc = parse_spec(w, body, err);
     if (rc == 0) {
@@ -771,8 +965,8 @@ static int parse_finish(agg_shardwin *w, const json_t *b, struct fs_err *err)
 static void win_fail(agg_shardwin *w, const char *what, const struct fs_err *err)
 {
     pthread_mutex_lock(&w->mu);
-    w->state = W_FAILED;
     snprintf(w->error, sizeof w->error, "%s: %.200s", what, err->msg);
+    win_set_failed(w);
     pthread_mutex_unlock(&w->mu);
     fs_log_pack(FS_LOG_WARN, "shard window failed", "{s:s, s:s}", "job", w->job, "error", w->error);
 }
@@ -911,8 +1105,9 @@ int agg_shardwin_r_path(agg_shardwin *w, char *path, size_t cap, struct fs_err *
 
 /* ------------------------------------------------------------ restart */
 
-/* Window job of the previous run from its directory: done when its R is
- * there, else receiving with its recorded chunks folded again. */
+/* Window job of the previous run from its directory: failed when its
+ * failure was recorded, done when its R is there, else receiving with its
+ * recorded chunks folded again. */
 static int win_reload(agg_shards *r, const char *job, agg_shardwin **out, struct fs_err *err)
 {
     char path[4600];
@@ -935,19 +1130,14 @@ static int win_reload(agg_shards *r, const char *job, agg_shardwin **out, struct
     if (rc != 0) {
         return rc;
     }
-    if (win_file(w, "r.npy", path, sizeof path) == 0 && stat(path, &st) == 0) {
-        fs_secagg_server_free(w->sm); /* done: R is served again */
-        w->sm = NULL;
-        close(w->log_fd);
-        w->log_fd = -1;
-        for (uint32_t p = 1; p <= w->parties; p++) { /* a crash before they went */
-            if (win_path(w, p, path, sizeof path) == 0) {
-                (void)unlink(path);
-            }
-        }
-        if (win_file(w, "chunks.log", path, sizeof path) == 0) {
-            (void)unlink(path);
-        }
+    if (win_file(w, "failed.json", path, sizeof path) == 0 && stat(path, &st) == 0) {
+        win_load_failure(w, path); /* failed for good: reported as before the restart */
+        win_drop_uploads(w);
+        w->state = W_FAILED;
+        fs_log_pack(FS_LOG_INFO, "shard window reloaded", "{s:s, s:i, s:s}", "job", w->job, "shard",
+                    (int)w->shard, "state", "failed");
+    } else if (win_file(w, "r.npy", path, sizeof path) == 0 && stat(path, &st) == 0) {
+        win_drop_uploads(w); /* done: R is served again */
         w->state = W_DONE;
     } else {
         rc = win_refold(w, err);
@@ -956,6 +1146,7 @@ static int win_reload(agg_shards *r, const char *job, agg_shardwin **out, struct
         win_free(w);
         return rc;
     }
+    w->seen = w->touched = win_last_use(w);
     *out = w;
     return 0;
 }

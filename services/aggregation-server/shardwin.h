@@ -28,8 +28,12 @@ typedef struct agg_shards agg_shards;
 typedef struct agg_shardwin agg_shardwin;
 
 /** New registry; windows' files under <data_dir>/shards: the windows of an
- * earlier run are reloaded (one that cannot be is removed, with a warning). */
-FS_WUR int agg_shards_new(const char *data_dir, int fsync, agg_shards **out, struct fs_err *err);
+ * earlier run are reloaded (one that cannot be is removed, with a warning).
+ * ttl_s > 0: a window that no request used for ttl_s seconds (its files'
+ * mtime after a restart) is removed with its files, at start and by a
+ * sweeper thread while running; 0: never. */
+FS_WUR int agg_shards_new(const char *data_dir, int fsync, uint32_t ttl_s, agg_shards **out,
+                          struct fs_err *err);
 
 /** Wait for finishing workers, free every window. Accepts NULL. */
 void agg_shards_free(agg_shards *r);

@@ -576,17 +576,15 @@ static int do_step(struct ca_wk *w, const struct fs_agent_action *a, struct fs_e
     case FS_AGENT_S_SURVIVORS:
         return step_survivors(w, a->r, err);
     case FS_AGENT_S_CONSISTENCY:
-        rc = step_consistency(w, a->r, err);
-        if (rc == 0) {
-            ca_wk_exchange_early(w, a->r, 1); /* fedpower-utility */
-        }
-        return rc;
+        return step_consistency(w, a->r, err);
     case FS_AGENT_S_SIGNATURES:
         return step_signatures(w, a->r, err);
     case FS_AGENT_S_UNMASK:
         rc = step_unmask(w, a->r, err);
         if (rc == 0) {
-            ca_wk_exchange_early(w, a->r, 0); /* unless it went in after the consistency */
+            /* fedpower-utility: after the unmask message, so that the
+             * server unmasks while this party computes its answer */
+            ca_wk_exchange_early(w, a->r);
         }
         return rc;
     case FS_AGENT_S_EXPONENT:
@@ -648,6 +646,9 @@ struct wk_loop {
     char park_path[FS_JOB_ID_MAX + 128];
     unsigned park_ms; /* its wait_ms */
     double park_t0;
+    /* after_step: the next step, decided on the job as the last step found it */
+    int has_next;
+    struct fs_agent_action next;
 };
 
 /* The driver's next action on the job's status. A step whose last try
@@ -743,6 +744,63 @@ static void after_long_poll(struct ca_wk *w, struct wk_loop *l, const struct fs_
     }
 }
 
+/* After a step, the driver is shown the job where the step was decided.
+ * When it has nothing more to do there, the next poll is at once the long
+ * poll for the job to leave that position, not a plain GET that would find
+ * it (most often) where it was and be followed by that long poll; the
+ * server answers the long poll at once if the job moved meanwhile. When it
+ * has a next step there, that step is taken without a GET in between (run:
+ * should the job have moved on and the server refuse it, the job is looked
+ * at again and the driver decides anew). Without long polls (or with the
+ * fedsvd preparation pending, which runs while waiting) the next poll is a
+ * plain GET, as before. */
+static void after_step(struct ca_wk *w, struct wk_loop *l, const struct fs_agent_job *job)
+{
+    struct fs_agent_action act;
+
+    if (l->no_long_poll || (w->fed != NULL && ca_fed_prepare_pending(w->fed))) {
+        return;
+    }
+    next_action(w, l, job, &act);
+    if (act.act == FS_AGENT_WAIT) {
+        wait_for_change(w, l, job, 0);
+    } else if (act.act == FS_AGENT_DO) {
+        l->next = act;
+        l->has_next = 1;
+    }
+}
+
+/* Poll the job (the long poll wait_for_change set up, else a plain GET)
+ * into *job; the first time, set the participation up from it. */
+static int look(struct ca_wk *w, struct wk_loop *l, struct fs_agent_job *job, struct fs_err *err)
+{
+    int rc;
+
+    if (l->park) {
+        l->park = 0;
+        rc = poll_job(w, l->park_path, job, err);
+        if (rc == 0) {
+            after_long_poll(w, l, job);
+        } else if (!transient(rc)) {
+            l->no_long_poll = 1; /* refused (a server that checks its queries): poll */
+            rc = poll_job(w, NULL, job, err);
+        }
+    } else {
+        rc = poll_job(w, NULL, job, err);
+    }
+    if (rc == 0) {
+        w->job_agg = job->aggregation;
+        w->job_done = job->phase == FS_AGENT_J_DONE;
+    }
+    if (rc == 0 && !w->ready) {
+        rc = setup(w, job, err);
+        if (rc == 0 && w->p->resumed) {
+            fs_agent_driver_resume(&w->drv);
+        }
+    }
+    return rc;
+}
+
 /*
  * The participation loop. @return 0 when done; otherwise the failure
  * reason is in err (err->code may be 0 for a driver decision).
@@ -761,55 +819,46 @@ static int run(struct ca_wk *w, struct fs_err *err)
     l.wait_ms = CA_POLL_FIRST_MS;
     for (;;) {
         int stop = atomic_load(&w->p->stop);
+        int ahead = l.has_next; /* a step decided without a fresh look (after_step) */
         if (stop != 0) {
             return fs_err_set(err, FS_ESTATE, "%s",
                               stop == 2 ? "cancelled by the operator" : "agent stopped");
         }
-        if (l.park) {
-            l.park = 0;
-            rc = poll_job(w, l.park_path, &job, err);
-            if (rc == 0) {
-                after_long_poll(w, &l, &job);
-            } else if (!transient(rc)) {
-                l.no_long_poll = 1; /* refused (a server that checks its queries): poll */
-                rc = poll_job(w, NULL, &job, err);
-            }
-        } else {
-            rc = poll_job(w, NULL, &job, err);
-        }
-        if (rc == 0) {
-            w->job_agg = job.aggregation;
-            w->job_done = job.phase == FS_AGENT_J_DONE;
-        }
-        if (rc == 0 && !w->ready) {
-            rc = setup(w, &job, err);
-            if (rc == 0 && w->p->resumed) {
-                fs_agent_driver_resume(&w->drv);
-            }
-        }
-        if (rc == 0) {
+        l.has_next = 0;
+        if (ahead) {
+            act = l.next;
+            rc = 0;
+        } else if ((rc = look(w, &l, &job, err)) == 0) {
             next_action(w, &l, &job, &act);
-            if (act.act == FS_AGENT_DO) {
-                fs_log_pack(FS_LOG_DEBUG, "step", "{s:s, s:s, s:i}", "participation", w->p->rec.id,
-                            "step", fs_agent_step_name(act.step), "aggregation", (int)act.r);
-                rc = do_step(w, &act, err);
-                w->local = 0;
-                if (rc != 0 && transient(rc)) {
-                    l.inflight = act;
-                    l.has_inflight = 1;
-                } else if (rc != 0 && l.dropped[0] != '\0') {
-                    fs_log_pack(FS_LOG_INFO, "a repeated message was refused", "{s:s, s:s}",
-                                "participation", w->p->rec.id, "error", err->msg);
-                    return fs_err_set(err, FS_ESTATE, "%s", l.dropped);
-                }
-                if (rc == 0) {
-                    l.has_inflight = 0;
-                    fs_agent_driver_done(&w->drv);
-                    l.t_err = 0;
-                    l.wait_ms = CA_POLL_FIRST_MS;
-                    ca_wk_save(w, 0);
-                    continue;
-                }
+        }
+        if (rc == 0 && act.act == FS_AGENT_DO) {
+            fs_log_pack(FS_LOG_DEBUG, "step", "{s:s, s:s, s:i}", "participation", w->p->rec.id,
+                        "step", fs_agent_step_name(act.step), "aggregation", (int)act.r);
+            rc = do_step(w, &act, err);
+            w->local = 0;
+            if (ahead && rc != 0 && rc != CA_STEP_WAIT && !transient(rc)) {
+                /* the job may have moved on meanwhile: look again, decide again */
+                fs_log_pack(FS_LOG_DEBUG, "step refused: looking at the job again", "{s:s, s:s}",
+                            "participation", w->p->rec.id, "error", err->msg);
+                fs_err_clear(err);
+                continue;
+            }
+            if (rc != 0 && transient(rc)) {
+                l.inflight = act;
+                l.has_inflight = 1;
+            } else if (rc != 0 && l.dropped[0] != '\0') {
+                fs_log_pack(FS_LOG_INFO, "a repeated message was refused", "{s:s, s:s}",
+                            "participation", w->p->rec.id, "error", err->msg);
+                return fs_err_set(err, FS_ESTATE, "%s", l.dropped);
+            }
+            if (rc == 0) {
+                l.has_inflight = 0;
+                fs_agent_driver_done(&w->drv);
+                l.t_err = 0;
+                l.wait_ms = CA_POLL_FIRST_MS;
+                ca_wk_save(w, 0);
+                after_step(w, &l, &job);
+                continue;
             }
         }
         step_wait = rc == CA_STEP_WAIT; /* a step found the server not there yet */

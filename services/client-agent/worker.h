@@ -36,6 +36,8 @@
  * cancel waits for the participation's thread. */
 #define CA_LONG_POLL_MS     1000u
 #define CA_LONG_POLL_MAX_MS 10000u
+/* fedpower-utility: the selector's long poll (GET …/selector?wait_ms=) */
+#define CA_SELECTOR_WAIT_MS 2000u
 
 struct ca_wk {
     struct ca_part *p;
@@ -201,10 +203,9 @@ FS_WUR int ca_wk_power_begin(struct ca_wk *w, uint32_t r, struct fs_err *err);
 FS_WUR int ca_wk_plain_upload(struct ca_wk *w, uint32_t r, struct fs_err *err);
 /** fedpower-utility: answer this sync's selector. */
 FS_WUR int ca_wk_exchange(struct ca_wk *w, uint32_t r, struct fs_err *err);
-/* fedpower-utility: the same, early (after the consistency or unmask
- * message of sync r; wait: a few short waits while the selectors are not
- * ready); a failure leaves it to ca_wk_exchange. */
-void ca_wk_exchange_early(struct ca_wk *w, uint32_t r, int wait);
+/* fedpower-utility: the same, early (right after the unmask message of
+ * sync r); a failure leaves it to ca_wk_exchange. */
+void ca_wk_exchange_early(struct ca_wk *w, uint32_t r);
 
 /* ---- worker_shard.c ---- */
 

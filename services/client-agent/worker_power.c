@@ -347,7 +347,10 @@ int ca_wk_exchange(struct ca_wk *w, uint32_t r, struct fs_err *err)
         }
         w->has_xkey = 1;
     }
-    rc = ca_wk_path(w, path, sizeof path, "/aggregations/%u/selector", r);
+    /* a long poll: the server answers once the exchange is open (a server
+     * without long polls of the selector answers 409 not_ready at once) */
+    rc = ca_wk_path(w, path, sizeof path, "/aggregations/%u/selector?wait_ms=%u", r,
+                    CA_SELECTOR_WAIT_MS);
     if (rc == 0) {
         rc = ca_wk_get_json(w, path, &j, err);
         if (rc == FS_ECONFLICT) {
@@ -395,11 +398,12 @@ int ca_wk_exchange(struct ca_wk *w, uint32_t r, struct fs_err *err)
 }
 
 /* fedpower-utility: answer sync r's exchange right after this party's
- * consistency (or unmask) message. The exchange opens when masked input
- * closes, so the answer is usually in before unmasking ends and the server
- * need not wait for it afterwards. Anything but success (not open yet,
- * closed, an error) leaves the answer to the EXCHANGE step. */
-void ca_wk_exchange_early(struct ca_wk *w, uint32_t r, int wait)
+ * unmask message: the server unmasks while the party computes its answer,
+ * instead of waiting for it. The exchange opens when masked input closes
+ * and the selector request is a long poll (ca_wk_exchange), so the party
+ * never polls for it. Anything but success (not open in time, closed, an
+ * error) leaves the answer to the EXCHANGE step. */
+void ca_wk_exchange_early(struct ca_wk *w, uint32_t r)
 {
     struct fs_err err = {0};
     int rc;
@@ -409,17 +413,7 @@ void ca_wk_exchange_early(struct ca_wk *w, uint32_t r, int wait)
         (w->drv.fail_at == FS_AGENT_FAIL_NOISE_EXCHANGE && r == w->drv.fail_round)) {
         return; /* (a test that withholds the answer withholds it early too) */
     }
-    if (wait && w->xk_started && !atomic_load(&w->xk_done)) {
-        return; /* the key is still being prepared: not now, the unmask message first */
-    }
     rc = ca_wk_exchange(w, r, &err);
-    /* right after masked input closed the server may still be encrypting
-     * the selectors (some milliseconds): a few short waits for them */
-    for (unsigned ms = 4; wait && rc == CA_STEP_WAIT && ms <= 16; ms *= 2) {
-        struct timespec ts = {0, (long)ms * 1000000L};
-        nanosleep(&ts, NULL);
-        rc = ca_wk_exchange(w, r, &err);
-    }
     if (rc == 0) {
         w->x_sent = r + 1;
     } else {

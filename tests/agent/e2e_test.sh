@@ -84,8 +84,22 @@ sumcheck() {
   node "$JLIB" sumcheck "$npy" "${csvs[@]}"
 }
 
+# job_gets: GET /v1/jobs/{job} answered so far (the server's request counters)
+job_gets() {
+  curl -s "$SURL/metrics" | awk '/^fedsvd_http_requests_total/ && /method="GET"/ &&
+    index($0, "route=\"/v1/jobs/{job}\"") { s += $NF } END { print s + 0 }'
+}
+
 # ---- 1. everyone
+g0=$(job_gets)
 run_job all 3 - - - -
+g1=$(job_gets)
+# no plain GET between two steps: a step is followed by the next one of
+# the same round, or by the long poll for the job to move on; about 7 job
+# GETs a party (15 when each step was followed by a GET; the script's own
+# GET aside)
+check "all: at most 10 job GETs a party ($((g1 - g0 - 1)) for $K parties)" \
+  test $((g1 - g0 - 1)) -le $((10 * K))
 for i in 0 1 2 3; do
   check "all: party $((i + 1)) done" test "$(state_of all $i state)" = done
 done

@@ -326,21 +326,33 @@ run_job utility "{\"algorithm\": \"fedpower-utility\", $ALL, \"sigma\": $S_UT, \
     \"paillier_bits\": 1024, \"noise_exchange\": \"seed\"}" && {
     check_parties utility "$T/ref" "$(tol "$(awk -v w="$WMAX" -v s=$S_UT 'BEGIN { print w * s }')" "$GAP")" 1,2,3,4
     # the exchange of sync r opens when its masked input closes: its selectors
-    # are persisted (event "exchange") and the agents' answers come in (events
-    # "noise") before unmasking of r closed, not after it
+    # are persisted (event "exchange") before unmasking of r closed; each
+    # agent posts its unmask message (event "reveals") of a sync before its
+    # answer (event "noise"), so the server unmasks while the agents compute
     if command -v sqlite3 >/dev/null; then
         J=$(node "$JLIB" get "$T/utility.ids.json" .job)
         sqlite3 "$T/server/server.db" \
-            "SELECT kind, idx FROM events WHERE job_id = '$J' ORDER BY seq" >"$T/u.events" 2>&1
+            "SELECT kind, idx, party FROM events WHERE job_id = '$J' ORDER BY seq" >"$T/u.events" 2>&1
         r=$(awk -F'|' '$1 == "close_unmask" { u++ }
+            $1 == "reveals" { rv[(u + 0) "/" $3] = 1 }
             $1 == "exchange" { x++; if (u == $2) xe++ }
-            $1 == "noise" { n++; if (u == $2) ne++ }
-            END { printf "%d %d %d %d", x, xe, n, ne }' "$T/u.events")
+            $1 == "noise" { n++; if (($2 "/" $3) in rv) na++ }
+            END { printf "%d %d %d %d", x, xe, n, na }' "$T/u.events")
         set -- $r
-        [ "$1" = "$TT" ] && [ "$2" = "$1" ] && [ "$3" = $((TT * K)) ] && [ "$4" -ge 1 ] &&
-            ok "fedpower-utility: all $1 exchanges open before their unmasking closed; $4 of $3 answers early" ||
-            fail "fedpower-utility: exchanges/early, answers/early: $r ($(head -c 300 "$T/u.events" | tr '\n' ' '))"
+        [ "$1" = "$TT" ] && [ "$2" = "$1" ] && [ "$3" = $((TT * K)) ] && [ "$4" = "$3" ] &&
+            ok "fedpower-utility: all $1 exchanges open before their unmasking closed; all $3 answers after the party's unmask message" ||
+            fail "fedpower-utility: exchanges/early, answers/after the unmask message: $r ($(head -c 300 "$T/u.events" | tr '\n' ' '))"
     fi
+    # per party and sync one selector GET (a long poll: no 409 not_ready
+    # spins) and one noise-response POST (the server's request counters)
+    curl -s "$SURL/metrics" >"$T/u.metrics"
+    r=$(awk '/^fedsvd_http_requests_total/ && /selector"/ { if (/status="200"/) s200 += $2; else if (/status="409"/) s409 += $2 }
+        /^fedsvd_http_requests_total/ && /noise-response"/ && /status="204"/ { n204 += $2 }
+        END { printf "%d %d %d", s200, s409, n204 }' "$T/u.metrics")
+    set -- $r
+    [ "$1" = $((TT * K)) ] && [ "$2" = 0 ] && [ "$3" = $((TT * K)) ] &&
+        ok "fedpower-utility: $1 selector GETs (no 409), $3 noise responses: one each per party and sync" ||
+        fail "fedpower-utility: selector 200/409, noise-response 204: $r (expected $((TT * K)) 0 $((TT * K)))"
     P=$(pid_of utility 2)
     c=$(node "$JLIB" get "$T/agent3/participations/$P/manifest.json" .party_timings.crypto)
     awk -v c="$c" 'BEGIN { exit !(c > 0) }' && ok "fedpower-utility: party crypto time $c s > 0" ||

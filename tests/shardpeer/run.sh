@@ -6,13 +6,18 @@
 # would: party-token chunk uploads (wrong token, chunk beyond the window,
 # repeats, other bytes), the peer token on every other route, a finish with
 # a plan and R's .npy, DELETE; the spec checks (too many shards, features,
-# another algorithm); a cancelled job's window deleted by the coordinator;
-# a peer killed (-9) mid-upload and after its finish that resumes its
-# window from disk (the same complete parties, repeats compared with the
-# stored chunks, the same R, no plan on disk, files gone with DELETE); a
-# peer that lost its files failing the job; a peer down at creation; and,
-# with agents, a coordinator killed in a sharded masked_input that resumes
-# the job, then the peer killed while it finishes, sent the finish again.
+# another algorithm); a cancelled job's window deleted by the coordinator,
+# also when the peer was down then (the deletion recorded and sent again,
+# across a coordinator restart, until the peer is back); a peer killed
+# (-9) mid-upload and after its finish that resumes its window from disk
+# (the same complete parties, repeats compared with the stored chunks, the
+# same R, no plan on disk, files gone with DELETE); a failed window that is
+# still failed, with its error, after a restart; a peer that lost its
+# files failing the job; windows nobody uses removed by a peer with
+# --shard-window-ttl-s (running, and at its start); a peer down at
+# creation; and, with agents, a coordinator killed in a sharded
+# masked_input that resumes the job, then the peer killed while it
+# finishes, sent the finish again.
 # The math (windows, plans, TSQR) is tested in tests/unit.
 #
 # Usage: tests/shardpeer/run.sh BIN_DIR (default build/bin)
@@ -179,6 +184,42 @@ for _ in $(seq 60); do
 done
 check "a cancelled job's window is deleted on the peer" test "$CODE" = 404
 
+# ---- a peer down when its job ends: the coordinator records the deletion
+# (shard-deletions/ of its data directory, no token in it) and sends it
+# again, with growing pauses and after a restart of its own (killed -9
+# while the peer is still down), until the peer is back, with the window
+# reloaded from its files, and takes it
+create "$(spec 2)"
+JOB2=$(jget .job.id)
+DREC=$T/server/shard-deletions/$JOB2.1.json
+svc_stop "$PPID_" KILL
+http DELETE "$SURL/v1/jobs/$JOB2" "$ADMIN"
+for _ in $(seq 60); do
+  [ -s "$DREC" ] && break
+  sleep 0.1
+done
+check "peer down at the job's end: the coordinator records the window's deletion" test -s "$DREC"
+check "... the record holds no token" eval 'test -s "$DREC" && ! grep -qF "$PEER" "$DREC"'
+svc_stop "$SPID" KILL
+N0=$(grep -c "cannot delete a shard window" "$T/server.log")
+svc_server --shard-peer "$PURL/" --peer-token-file "$T/peer.token"
+for _ in $(seq 100); do # the restarted coordinator tried (and failed) while the peer is down
+  [ "$(grep -c "cannot delete a shard window" "$T/server.log")" -gt "$N0" ] && break
+  sleep 0.1
+done
+svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
+  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
+PPID_=$SVC_PID
+check "... the restarted peer reloads the window" \
+  grep -q "\"shard window reloaded\",\"job\":\"$JOB2\"" "$T/peer.log"
+for _ in $(seq 150); do
+  [ ! -e "$T/peer/shards/$JOB2" ] && [ ! -e "$DREC" ] && break
+  sleep 0.1
+done
+http GET "$PURL/v1/shards/$JOB2" "$PEER"
+check "... and the restarted coordinator deletes it once the peer is back (404, files and record gone)" \
+  test "$CODE" = 404 -a ! -e "$T/peer/shards/$JOB2" -a ! -e "$DREC"
+
 # ---- a peer killed (-9) keeps its windows: window.json, the uploads and
 # chunks.log are on disk before the answers; the restarted peer folds the
 # recorded chunks again, serves a done window's R again, never writes the
@@ -222,6 +263,28 @@ check "restart: the plan's key is in no file of the peer" no_key
 http GET "$SURL/v1/jobs/$JOB3" "$ADMIN" # its poller asked the peer meanwhile (every second)
 check "restart: the coordinator's job is still running (not 'lost its state')" \
   test "$(jget .state)" = running
+# ---- a window that failed is failed after a restart too (failed.json),
+# not receiving: a window made with the peer token from JOB3's creation
+# body under another job id (the same party tokens), finished with party 2,
+# which uploaded nothing here, in U3; the peer restarted (with JOB3's
+# window, done) and the failed window checked after JOB3's
+JOBF=j-$(printf 'f%.0s' $(seq 32))
+cp "$T/peer/shards/$JOB3/window.json" "$T/win.json"
+http PUT "$PURL/v1/shards/$JOBF" "$PEER" -H 'Content-Type: application/json' \
+  --data-binary "@$T/win.json"
+check "failure: a window made with the peer token: 201" test "$CODE" = 201
+JOB=$JOBF
+up_is "failure: party 1's chunk: 204" 204 "$T3A" 0 "$T/c1.npy"
+fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": [{\"key\": \"$K3\", \"sign\": 1}, {\"key\": \"$K3\", \"sign\": -1}]}"
+check "failure: a finish with party 2 in U3: 202 (checked by the worker)" test "$CODE" = 202
+for _ in $(seq 100); do
+  http GET "$PURL/v1/shards/$JOBF" "$PEER"
+  [ "$(jget .state)" = failed ] && break
+  sleep 0.05
+done
+FERR=$(jget .error)
+check "failure: the window failed, naming party 2 ($FERR)" \
+  test "$(jget .state)" = failed -a -n "$(printf '%s' "$FERR" | grep -o 'party 2')"
 peer_restart
 http GET "$PURL/v1/shards/$JOB3" "$PEER"
 check "restart (after the finish): the window is done" \
@@ -230,6 +293,36 @@ http GET "$PURL/v1/shards/$JOB3/r.npy" "$PEER"
 check "restart: the same R is served again (cmp)" cmp -s "$T/body" "$T/r3.npy"
 check "restart: only window.json and r.npy are left of a done window" \
   test "$(ls "$T/peer/shards/$JOB3" | tr '\n' ' ')" = "r.npy window.json "
+
+http GET "$PURL/v1/shards/$JOBF" "$PEER"
+check "failure: after a restart the window is failed, with the same error" \
+  test "$CODE" = 200 -a "$(jget .state)" = failed -a "$(jget .error)" = "$FERR"
+http GET "$PURL/v1/shards/$JOBF/r.npy" "$PEER"
+check "failure: its R: 409 saying it failed" \
+  test "$CODE" = 409 -a -n "$(grep -o 'shard 1 failed' "$T/body")"
+fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": [{\"key\": \"$K3\", \"sign\": 1}, {\"key\": \"$K3\", \"sign\": -1}]}"
+check "failure: the finish sent again: 409 (not taken as by a receiving window)" test "$CODE" = 409
+up_is "failure: a chunk for it: 409" 409 "$T3A" 0 "$T/c1.npy"
+check "failure: only window.json and failed.json are left (the uploads are not needed any more)" \
+  test "$(ls "$T/peer/shards/$JOBF" | tr '\n' ' ')" = "failed.json window.json "
+http DELETE "$PURL/v1/shards/$JOBF" "$PEER"
+check "failure: DELETE removes its files" test "$CODE" = 204 -a ! -e "$T/peer/shards/$JOBF"
+# the same failure in a window of a running job: the coordinator's poller
+# sees it failed and fails the job with the shard's error
+create "$(spec 2)"
+JOB=$(jget .job.id)
+JOBG=$JOB
+up_is "failure: party 1's chunk to a job's window: 204" 204 "$(jget '.invitations[0].token')" 0 "$T/c1.npy"
+fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": [{\"key\": \"$K3\", \"sign\": 1}, {\"key\": \"$K3\", \"sign\": -1}]}"
+for _ in $(seq 60); do
+  http GET "$SURL/v1/jobs/$JOBG" "$ADMIN"
+  [ "$(jget .state)" = failed ] && break
+  sleep 0.1
+done
+check "failure: the coordinator fails the job with the shard's error" \
+  test "$(jget .state)" = failed -a -n "$(jget .error | grep -o 'shard 1 failed: unmasking: .*party 2')"
+JOB=$JOB3
+
 http DELETE "$PURL/v1/shards/$JOB3" "$PEER"
 check "restart: DELETE removes the window's files" \
   test "$CODE" = 204 -a ! -e "$T/peer/shards/$JOB3"
@@ -322,6 +415,45 @@ EOF2
   http GET "$PURL/v1/shards/$JOB4" "$PEER"
   check "... and its window on the peer is deleted" test "$CODE" = 404
 
+fi
+
+# ---- a peer's windows that nobody uses expire (--shard-window-ttl-s 2):
+# one left alone is removed while the peer runs, one asked for every 0.2 s
+# stays, and is removed at the peer's start after it was down for longer
+# than the ttl (its last use: its files' mtime, set an hour back)
+ttl_peer() {
+  svc_start ttlpeer TPORT "$BIN/aggregation-server" --data-dir "$T/ttlpeer" \
+    --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token" --shard-window-ttl-s 2
+  TPID=$SVC_PID
+  TURL=$SVC_URL
+}
+if ttl_peer; then
+  JT1=j-$(printf 'a%.0s' $(seq 32))
+  JT2=j-$(printf 'b%.0s' $(seq 32))
+  http PUT "$TURL/v1/shards/$JT1" "$PEER" -H 'Content-Type: application/json' --data-binary "@$T/win.json"
+  C1=$CODE
+  http PUT "$TURL/v1/shards/$JT2" "$PEER" -H 'Content-Type: application/json' --data-binary "@$T/win.json"
+  check "ttl: two windows made: 201" test "$C1$CODE" = 201201
+  for _ in $(seq 40); do
+    http GET "$TURL/v1/shards/$JT2" "$PEER"
+    [ ! -e "$T/ttlpeer/shards/$JT1" ] && break
+    sleep 0.2
+  done
+  http GET "$TURL/v1/shards/$JT1" "$PEER"
+  check "ttl: the window nobody asked for is removed with its files" \
+    test "$CODE" = 404 -a ! -e "$T/ttlpeer/shards/$JT1"
+  http GET "$TURL/v1/shards/$JT2" "$PEER"
+  check "ttl: the window in use stays" test "$CODE" = 200
+  svc_stop "$TPID" KILL
+  touch -m -d '1 hour ago' "$T/ttlpeer/shards/$JT2"/* # as if the peer had been down an hour
+  ttl_peer
+  http GET "$TURL/v1/shards/$JT2" "$PEER"
+  check "ttl: a window unused while its peer was down is removed at the start" \
+    test "$CODE" = 404 -a ! -e "$T/ttlpeer/shards/$JT2" \
+    -a -n "$(grep -o "shard window expired: removed\",\"job\":\"$JT2\"" "$T/ttlpeer.log")"
+  svc_stop "$TPID"
+else
+  bad "ttl: a peer with --shard-window-ttl-s starts"
 fi
 
 # ---- a peer down at creation: 503, nothing created

@@ -10,7 +10,8 @@
  * missing from a sync round (the job goes on with allow_dropouts, fails
  * below threshold and without allow_dropouts); bad inputs (plain.npy of the
  * wrong shape, garbage noise responses, a selector for a party not in U3)
- * get 4xx problem+json and leave the job running; a weak DP job is refused;
+ * get 4xx problem+json and leave the job running; the selector's long poll
+ * (held while the exchange is not open, bad wait_ms 400); a weak DP job is refused;
  * a server restart fails a running fedpower job with a clear reason.
  *
  * Skipped (counted as passed with a note) when the server binary is not built. */
@@ -31,6 +32,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/stat.h>
@@ -434,10 +436,12 @@ static void secagg_upload(struct job *j, struct party *p, uint32_t r, const json
 }
 
 /* Run round r for every party still in; 0 when the round went through. */
-/* fedpower-utility with g_early: the agents' order, every party answering
- * sync r's exchange right after its consistency message (the exchange is
- * open from when masked input closed; `not_ready` while the server is
- * still encrypting the selectors). */
+/* fedpower-utility with g_early: every party answers sync r's exchange
+ * right after its consistency message (the exchange is open from when
+ * masked input closed; `not_ready` while the server is still encrypting
+ * the selectors), so that the server finishes the exchange while it
+ * unmasks; in sync 0 a selector long poll sent during masked input is
+ * answered once the exchange opened. */
 static int g_early;
 
 static void answer_early(struct job *j, uint32_t r)
@@ -493,6 +497,98 @@ static void answer_early(struct job *j, uint32_t r)
     }
 }
 
+/* The selector's long poll (GET …/selector?wait_ms=): sent on a thread of
+ * its own while masked input of r is still open, answered once the
+ * exchange opened, never 409 not_ready. */
+struct sel_poll {
+    pthread_t th;
+    fs_httpc *h;
+    char path[200];
+    long st;
+    json_t *out;
+};
+
+static void *sel_poll_main(void *arg)
+{
+    struct sel_poll *sp = arg;
+
+    sp->st = call_json(sp->h, "GET", sp->path, NULL, &sp->out);
+    return NULL;
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* In masked input of sync r: bad wait_ms values are 400; a short long poll
+ * waits its time out and answers 409 not_ready; a long one goes on a thread
+ * (sp->th) and is answered by the exchange's opening (sel_poll_check). */
+static int sel_poll_start(struct job *j, uint32_t r, struct sel_poll *sp)
+{
+    json_t *out = NULL;
+    char path[200];
+    double t0;
+    long st;
+
+    snprintf(path, sizeof path, "%s/aggregations/%u/selector?wait_ms=x1", j->path, r);
+    st = call_json(j->p[1].h, "GET", path, NULL, &out);
+    CHECK_MSG(st == 400 && strcmp(pcode(out), "bad_request") == 0, "wait_ms=x1: %ld %s", st,
+              pcode(out));
+    json_decref(out);
+    snprintf(path, sizeof path, "%s/aggregations/%u/selector?wait_ms=30001", j->path, r);
+    st = call_json(j->p[1].h, "GET", path, NULL, &out);
+    CHECK_MSG(st == 400, "wait_ms over the cap: %ld %s", st, pcode(out));
+    json_decref(out);
+    snprintf(path, sizeof path, "%s/aggregations/%u/selector?wait_ms=150", j->path, r);
+    t0 = mono_s();
+    st = call_json(j->p[1].h, "GET", path, NULL, &out);
+    CHECK_MSG(st == 409 && strcmp(pcode(out), "not_ready") == 0 && mono_s() - t0 >= 0.1,
+              "selector long poll in masked input: %ld %s after %.3f s", st, pcode(out),
+              mono_s() - t0);
+    json_decref(out);
+    memset(sp, 0, sizeof *sp);
+    sp->h = client(j->srv, j->p[1].token);
+    snprintf(sp->path, sizeof sp->path, "%s/aggregations/%u/selector?wait_ms=20000", j->path, r);
+    if (sp->h == NULL || pthread_create(&sp->th, NULL, sel_poll_main, sp) != 0) {
+        CHECK(0);
+        fs_httpc_free(sp->h);
+        sp->h = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+/* After masked input of r closed: the parked request got the selector. */
+static void sel_poll_check(struct job *j, uint32_t r, struct sel_poll *sp)
+{
+    json_t *out = NULL;
+    char path[200];
+    long st;
+
+    if (sp->h == NULL) {
+        return;
+    }
+    pthread_join(sp->th, NULL);
+    CHECK_MSG(sp->st == 200 && json_is_string(json_object_get(sp->out, "selector")),
+              "parked selector request: %ld %s", sp->st, pcode(sp->out));
+    snprintf(path, sizeof path, "%s/aggregations/%u/selector", j->path, r);
+    st = call_json(j->p[1].h, "GET", path, NULL, &out);
+    CHECK_MSG(st == 200 && json_equal(json_object_get(out, "selector"),
+                                      json_object_get(sp->out, "selector")),
+              "the selector again: %ld %s", st, pcode(out));
+    json_decref(out);
+    json_decref(sp->out);
+    fs_httpc_free(sp->h);
+    sp->h = NULL;
+}
+
+/* (static: a round that fails half-way leaves it to the thread) */
+static struct sel_poll g_sp;
+
 static int run_round(struct job *j, uint32_t r, int bad_inputs)
 {
     struct fs_err err = {0};
@@ -535,6 +631,9 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
         CHECK_MSG(st == 409 && strcmp(pcode(out), "not_ready") == 0,
                   "selector in masked input: %ld %s", st, pcode(out));
         json_decref(out);
+        if (r == 0 && j->cfg.alg == FS_FEDPOWER_UTILITY) {
+            (void)sel_poll_start(j, r, &g_sp);
+        }
     }
     for (uint32_t v = 1; v <= NP; v++) {
         struct party *p = &j->p[v];
@@ -653,6 +752,7 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
         free(u3);
     }
     json_decref(doc);
+    sel_poll_check(j, r, &g_sp);
     if (g_early && j->cfg.alg == FS_FEDPOWER_UTILITY && r < j->syncs) {
         answer_early(j, r);
     }

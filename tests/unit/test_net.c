@@ -2029,6 +2029,48 @@ static void test_long_poll(void)
     atomic_store(&g_park_ready, 0);
 }
 
+/* fs_http_server_kick: a parked request whose condition came true answers
+ * at once, not at the server's next check (here 4 s away). */
+static void test_long_poll_kick(void)
+{
+    static const struct fs_http_route park_route = {
+        .method = "GET", .pattern = "/park", .handler = h_park};
+    struct fs_http_server_config cfg;
+    struct park_call parked = {.ms = 20000};
+    struct timespec ts = {0, 300 * 1000 * 1000};
+    struct fs_err err = {0};
+    fs_http_server *s = NULL;
+    char base[sizeof g_base];
+    pthread_t th;
+
+    fs_http_server_kick(NULL); /* ignored */
+    fs_http_server_config_default(&cfg);
+    cfg.threads = 2;
+    cfg.log_requests = 0;
+    cfg.park_check_ms = 4000;
+    CHECK_OK(fs_http_server_new(&s, &cfg, &err), &err);
+    if (s == NULL) {
+        return;
+    }
+    CHECK_OK(fs_http_server_route(s, &park_route, &err), &err);
+    CHECK_OK(fs_http_server_start(s, &err), &err);
+    memcpy(base, g_base, sizeof base);
+    snprintf(g_base, sizeof g_base, "http://127.0.0.1:%u", (unsigned)fs_http_server_port(s));
+    atomic_store(&g_park_ready, 0);
+    CHECK(pthread_create(&th, NULL, park_client, &parked) == 0);
+    nanosleep(&ts, NULL); /* parked, and checked once */
+    atomic_store(&g_park_ready, 1);
+    fs_http_server_kick(s);
+    pthread_join(th, NULL);
+    CHECK_MSG(parked.status == 200 && parked.resumed && parked.ready && parked.secs < 2.5,
+              "kicked: status %ld resumed %d ready %d after %.3f s", parked.status, parked.resumed,
+              parked.ready, parked.secs);
+    atomic_store(&g_park_ready, 0);
+    memcpy(g_base, base, sizeof base);
+    fs_http_server_stop(s, 1000);
+    fs_http_server_free(s);
+}
+
 static void test_graceful_stop(void)
 {
     pthread_t th;
@@ -2184,6 +2226,7 @@ int main(void)
     RUN(test_tls);
     RUN(test_request_log);
     RUN(test_long_poll);
+    RUN(test_long_poll_kick);
     RUN(test_graceful_stop);
     fs_auth_free(g_auth);
     fs_log_set_stream(NULL);
