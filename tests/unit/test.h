@@ -71,4 +71,16 @@ static int t_case_failed;
 #define TEST_END(name)                                                                             \
     (printf("%s: %d passed, %d failed\n", (name), t_passed, t_failed), t_failed ? 1 : 0)
 
+/* UNDER_SAN: 1 in an AddressSanitizer build (slow: tests run fewer rounds). */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_SAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_SAN 1
+#endif
+#endif
+#ifndef UNDER_SAN
+#define UNDER_SAN 0
+#endif
+
 #endif

@@ -12,17 +12,6 @@
 
 #include <stdlib.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_SAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_SAN 1
-#endif
-#endif
-#ifndef UNDER_SAN
-#define UNDER_SAN 0
-#endif
-
 /* Random-value iterations per property (fewer under sanitizers). */
 #define ITERS (UNDER_SAN ? 40 : 100)
 

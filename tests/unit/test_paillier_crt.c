@@ -14,17 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_SAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_SAN 1
-#endif
-#endif
-#ifndef UNDER_SAN
-#define UNDER_SAN 0
-#endif
-
 #define ITERS (UNDER_SAN ? 20 : 60)
 
 static fs_paillier_sk *g_sk;  /* 512 bits */
