@@ -40,120 +40,6 @@ static void die(const char *what, const struct fs_err *err)
         }                                                                                          \
     } while (0)
 
-/* One job; returns the parties' mask CPU seconds (summed), *setup_s the
- * key setup's CPU seconds of all parties and the server together. */
-static double run(uint32_t n, uint64_t len, int plus, uint32_t *degree, double *setup_s)
-{
-    struct fs_err err = {0};
-    struct fs_secagg_config cfg;
-    fs_secagg_server *s = NULL;
-    fs_secagg_client **c = calloc(n + 1, sizeof *c);
-    uint64_t *x = malloc(len * sizeof *x);
-    uint64_t *want = calloc(len, sizeof *want);
-    const struct fs_secagg_adv *roster;
-    const uint32_t *set;
-    const uint64_t *sum = NULL;
-    size_t k = 0, na = 0, n3 = 0, n4 = 0;
-    double mask_s = 0.0;
-    double t0 = cpu_now();
-
-    if (c == NULL || x == NULL || want == NULL) {
-        fprintf(stderr, "bench_secagg_plus: out of memory\n");
-        exit(1);
-    }
-    memset(&cfg, 0, sizeof cfg);
-    cfg.n = n;
-    cfg.t = n / 2 + 1;
-    cfg.aggregations = 1;
-    cfg.chunk_words = 1u << 16;
-    TRY(fs_rand_bytes(cfg.job_id, 32, &err), "job id");
-    if (plus) {
-        TRY(fs_secagg_config_plus(&cfg, &err), "SecAgg+ parameters");
-    }
-    *degree = plus ? cfg.degree : n - 1;
-    TRY(fs_secagg_server_new(&cfg, NULL, &s, &err), "server");
-    for (uint32_t i = 1; i <= n; i++) {
-        uint8_t sk[32], pk[32];
-        struct fs_secagg_adv a;
-        TRY(fs_ed25519_keygen(sk, pk, &err), "identity");
-        TRY(fs_secagg_client_new(&cfg, i, sk, &c[i], &err), "client");
-        TRY(fs_secagg_client_advertise(c[i], &a, &err), "advertise");
-        TRY(fs_secagg_server_add_adv(s, &a, &err), "add_adv");
-    }
-    TRY(fs_secagg_server_close_adv(s, &err), "close_adv");
-    roster = fs_secagg_server_roster(s, &k);
-    for (uint32_t i = 1; i <= n; i++) {
-        struct fs_secagg_share_ct *cts = NULL;
-        size_t nct = 0;
-        TRY(fs_secagg_client_share_keys(c[i], roster, k, &cts, &nct, &err), "share_keys");
-        TRY(fs_secagg_server_add_shares(s, i, cts, nct, &err), "add_shares");
-        fs_secagg_share_cts_free(cts, nct);
-    }
-    TRY(fs_secagg_server_close_shares(s, &err), "close_shares");
-    for (uint32_t i = 1; i <= n; i++) {
-        const struct fs_secagg_share_ct **mine = NULL;
-        struct fs_secagg_share_ct *flat;
-        size_t km = 0;
-        TRY(fs_secagg_server_shares_for(s, i, &mine, &km, &err), "shares_for");
-        flat = calloc(km + 1, sizeof *flat);
-        for (size_t q = 0; q < km; q++) {
-            flat[q] = *mine[q];
-        }
-        TRY(fs_secagg_client_receive_shares(c[i], flat, km, &err), "receive_shares");
-        free(flat);
-        free(mine);
-    }
-    *setup_s = cpu_now() - t0;
-    TRY(fs_secagg_server_begin(s, 0, len, &err), "begin");
-    set = fs_secagg_server_set(s, 0, &na);
-    for (uint32_t i = 1; i <= n; i++) {
-        double m0;
-        for (uint64_t w = 0; w < len; w++) {
-            x[w] = (uint64_t)i * 2654435761u + w;
-            want[w] += x[w];
-        }
-        m0 = cpu_now();
-        TRY(fs_secagg_client_begin(c[i], 0, len, set, na, &err), "client begin");
-        TRY(fs_secagg_client_mask(c[i], 0, x, x, (size_t)len, &err), "mask");
-        mask_s += cpu_now() - m0;
-        for (uint64_t off = 0; off < len; off += cfg.chunk_words) {
-            size_t m = (size_t)(len - off < cfg.chunk_words ? len - off : cfg.chunk_words);
-            TRY(fs_secagg_server_add_masked(s, i, off / cfg.chunk_words, x + off, m, &err),
-                "add_masked");
-        }
-    }
-    TRY(fs_secagg_server_close_masked(s, &err), "close_masked");
-    set = fs_secagg_server_set(s, 3, &n3);
-    for (size_t q = 0; q < n3; q++) {
-        uint8_t sig[FS_SECAGG_SIG_LEN];
-        TRY(fs_secagg_client_consistency(c[set[q]], set, n3, sig, &err), "consistency");
-        TRY(fs_secagg_server_add_consistency(s, set[q], sig, &err), "add_consistency");
-    }
-    TRY(fs_secagg_server_close_consistency(s, &err), "close_consistency");
-    set = fs_secagg_server_set(s, 4, &n4);
-    for (size_t q = 0; q < n4; q++) {
-        struct fs_secagg_reveal *rv = NULL;
-        size_t nrv = 0;
-        TRY(fs_secagg_client_unmask(c[set[q]], set, fs_secagg_server_sigs(s), n4, &rv, &nrv, &err),
-            "unmask");
-        TRY(fs_secagg_server_add_reveals(s, set[q], rv, nrv, &err), "add_reveals");
-        free(rv);
-    }
-    TRY(fs_secagg_server_finish(s, &sum, &err), "finish");
-    if (memcmp(sum, want, len * sizeof *sum) != 0) {
-        fprintf(stderr, "bench_secagg_plus: the %s sum is wrong\n", plus ? "plus" : "full");
-        exit(1);
-    }
-    fs_secagg_server_free(s);
-    for (uint32_t i = 1; i <= n; i++) {
-        fs_secagg_client_free(c[i]);
-    }
-    free(c);
-    free(x);
-    free(want);
-    return mask_s;
-}
-
 /* CPU seconds of each step of a whole SecAgg+ job as the services run it
  * (deterministic clients, as the agents build them), summed over the
  * parties (client side) or the server's, one column per round. */
@@ -233,37 +119,27 @@ static void phases_round(fs_secagg_server *s, fs_secagg_client **c, uint32_t n, 
     }
 }
 
-static void run_phases(uint32_t n, uint64_t len, uint32_t aggs, double *cl, double *sv)
+/* The key setup of a job (advertise, share keys, receive shares) for
+ * parties 1..cfg->n (deterministic clients, as the agents build them), with
+ * the CPU seconds of each step added to cl and sv. */
+static fs_secagg_server *setup_job(const struct fs_secagg_config *cfg, fs_secagg_client **c,
+                                   double *cl, double *sv)
 {
     struct fs_err err = {0};
-    struct fs_secagg_config cfg;
     fs_secagg_server *s = NULL;
-    fs_secagg_client **c = calloc(n + 1, sizeof *c);
-    uint64_t *x = malloc(len * sizeof *x);
-    uint64_t *want = malloc(len * sizeof *want);
     const struct fs_secagg_adv *roster;
+    uint32_t n = cfg->n;
     size_t k = 0;
     double t;
 
-    if (c == NULL || x == NULL || want == NULL) {
-        fprintf(stderr, "bench_secagg_plus: out of memory\n");
-        exit(1);
-    }
-    memset(&cfg, 0, sizeof cfg);
-    cfg.n = n;
-    cfg.t = n / 2 + 1;
-    cfg.aggregations = aggs;
-    cfg.chunk_words = 1u << 16;
-    TRY(fs_rand_bytes(cfg.job_id, 32, &err), "job id");
-    TRY(fs_secagg_config_plus(&cfg, &err), "SecAgg+ parameters");
-    TRY(fs_secagg_server_new(&cfg, NULL, &s, &err), "server");
+    TRY(fs_secagg_server_new(cfg, NULL, &s, &err), "server");
     for (uint32_t i = 1; i <= n; i++) {
         uint8_t sk[32], pk[32], secret[32];
         struct fs_secagg_adv a;
         TRY(fs_ed25519_keygen(sk, pk, &err), "identity");
         TRY(fs_rand_bytes(secret, 32, &err), "secret");
         t = cpu_now();
-        TRY(fs_secagg_client_new_det(&cfg, i, sk, secret, &c[i], &err), "client");
+        TRY(fs_secagg_client_new_det(cfg, i, sk, secret, &c[i], &err), "client");
         TRY(fs_secagg_client_advertise(c[i], &a, &err), "advertise");
         cl[PH_ADV] += cpu_now() - t;
         t = cpu_now();
@@ -303,6 +179,38 @@ static void run_phases(uint32_t n, uint64_t len, uint32_t aggs, double *cl, doub
         free(flat);
         free(mine);
     }
+    return s;
+}
+
+/* A job of `aggregations` rounds over len words (SecAgg+ or full), step
+ * CPU seconds added to cl and sv. */
+static void run_job(uint32_t n, uint64_t len, uint32_t aggs, int plus, uint32_t *degree, double *cl,
+                    double *sv)
+{
+    struct fs_err err = {0};
+    struct fs_secagg_config cfg;
+    fs_secagg_server *s;
+    fs_secagg_client **c = calloc(n + 1, sizeof *c);
+    uint64_t *x = malloc(len * sizeof *x);
+    uint64_t *want = malloc(len * sizeof *want);
+
+    if (c == NULL || x == NULL || want == NULL) {
+        fprintf(stderr, "bench_secagg_plus: out of memory\n");
+        exit(1);
+    }
+    memset(&cfg, 0, sizeof cfg);
+    cfg.n = n;
+    cfg.t = n / 2 + 1;
+    cfg.aggregations = aggs;
+    cfg.chunk_words = 1u << 16;
+    TRY(fs_rand_bytes(cfg.job_id, 32, &err), "job id");
+    if (plus) {
+        TRY(fs_secagg_config_plus(&cfg, &err), "SecAgg+ parameters");
+    }
+    if (degree != NULL) {
+        *degree = plus ? cfg.degree : n - 1;
+    }
+    s = setup_job(&cfg, c, cl, sv);
     for (uint32_t r = 0; r < aggs; r++) {
         phases_round(s, c, n, len, cfg.chunk_words, r, x, want, cl, sv);
     }
@@ -315,6 +223,18 @@ static void run_phases(uint32_t n, uint64_t len, uint32_t aggs, double *cl, doub
     free(want);
 }
 
+/* One aggregation; returns the parties' mask CPU seconds (begin and mask,
+ * summed), *setup_s the key setup's CPU seconds of all parties and the
+ * server together. */
+static double run(uint32_t n, uint64_t len, int plus, uint32_t *degree, double *setup_s)
+{
+    double cl[PH_NCLIENT] = {0}, sv[SV_N] = {0};
+
+    run_job(n, len, 1, plus, degree, cl, sv);
+    *setup_s = cl[PH_ADV] + cl[PH_SHARE] + cl[PH_RECV] + sv[SV_ADV] + sv[SV_SHARES];
+    return cl[PH_BEGIN] + cl[PH_MASK];
+}
+
 static void phases(uint32_t n, uint64_t len, uint32_t aggs)
 {
     static const char *cname[PH_NCLIENT] = {
@@ -324,7 +244,7 @@ static void phases(uint32_t n, uint64_t len, uint32_t aggs)
     double cl[PH_NCLIENT] = {0}, sv[SV_N] = {0};
     double ctot = 0, stot = 0;
 
-    run_phases(n, len, aggs, cl, sv);
+    run_job(n, len, aggs, 1, NULL, cl, sv);
     printf("SecAgg+ job by step, %u parties, %u aggregations of %llu words (deterministic "
            "clients), CPU ms\n",
            n, aggs, (unsigned long long)len);

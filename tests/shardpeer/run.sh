@@ -230,6 +230,15 @@ peer_restart() { # kill -9 the peer, start it again on its port and data
     --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
   PPID_=$SVC_PID
 }
+# poll the peer's window $1 (at most 5 s) until its state is $2; the last
+# answer stays in $T/body for jget
+window_state() {
+  for _ in $(seq 100); do
+    http GET "$PURL/v1/shards/$1" "$PEER"
+    [ "$(jget .state)" = "$2" ] && return
+    sleep 0.05
+  done
+}
 create "$(spec 2)"
 JOB3=$(jget .job.id)
 T3A=$(jget '.invitations[0].token')
@@ -248,11 +257,7 @@ up_is "restart: party 2's chunk after the restart: 204" 204 "$T3B" 0 "$T/c2.npy"
 K3=AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8
 fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": [{\"key\": \"$K3\", \"sign\": 1}, {\"key\": \"$K3\", \"sign\": -1}]}"
 check "restart: the finish: 202" test "$CODE" = 202
-for _ in $(seq 100); do
-  http GET "$PURL/v1/shards/$JOB3" "$PEER"
-  [ "$(jget .state)" = done ] && break
-  sleep 0.05
-done
+window_state "$JOB3" done
 http GET "$PURL/v1/shards/$JOB3/r.npy" "$PEER"
 cp "$T/body" "$T/r3.npy"
 check "restart: R of the reloaded window: 200" test "$CODE" = 200 -a -s "$T/r3.npy"
@@ -277,11 +282,7 @@ JOB=$JOBF
 up_is "failure: party 1's chunk: 204" 204 "$T3A" 0 "$T/c1.npy"
 fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": [{\"key\": \"$K3\", \"sign\": 1}, {\"key\": \"$K3\", \"sign\": -1}]}"
 check "failure: a finish with party 2 in U3: 202 (checked by the worker)" test "$CODE" = 202
-for _ in $(seq 100); do
-  http GET "$PURL/v1/shards/$JOBF" "$PEER"
-  [ "$(jget .state)" = failed ] && break
-  sleep 0.05
-done
+window_state "$JOBF" failed
 FERR=$(jget .error)
 check "failure: the window failed, naming party 2 ($FERR)" \
   test "$(jget .state)" = failed -a -n "$(printf '%s' "$FERR" | grep -o 'party 2')"
