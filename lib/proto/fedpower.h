@@ -599,7 +599,8 @@ const struct fs_fedpower_privacy *fs_fedpower_server_privacy(const fs_fedpower_s
 /** Free, wiping the Paillier key. Accepts NULL. */
 void fs_fedpower_server_free(fs_fedpower_server *s);
 
-/** Threads for regenerating the seeded noise at a noise exchange (default 1). */
+/** Threads for regenerating the seeded noise at a noise exchange (default 1) and for
+ *  decrypting its seed groups (default: the online CPUs). */
 void fs_fedpower_server_set_threads(fs_fedpower_server *s, unsigned threads);
 
 /* --------------------------------------------------------- metrics */

@@ -932,6 +932,8 @@ void fs_fedpower_server_set_threads(fs_fedpower_server *s, unsigned threads)
 {
     if (s != NULL) {
         s->threads = threads > 0 ? threads : 1;
+        /* and the seed groups' decryptions, in the background as they fill */
+        fs_noisex_server_set_threads(s->nx, s->threads, 1);
     }
 }
 

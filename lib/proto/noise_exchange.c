@@ -6,10 +6,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../crypto/derive.h"
 #include "../crypto/paillier.h"
 #include "../crypto/rand.h"
+#include "noisex_dec.h"
 
 #define NX_SEED_BITS (8u * FS_NOISEX_SEED_LEN)
 /* 256-bit seed slots per plaintext at FS_PAILLIER_MAX_BITS */
@@ -25,6 +27,8 @@ struct fs_noisex_server {
     size_t groups; /* ciphertexts per response */
     size_t slots;  /* values (elementwise) or seeds (seed mode) per plaintext */
     mpz_t n2;
+    unsigned threads; /* seed mode: threads that decrypt the groups */
+    int ahead;        /* seed mode: decrypt complete groups as the answers come */
     /* current round */
     int open;
     int started; /* a round has been begun (for strictly increasing rounds) */
@@ -32,8 +36,9 @@ struct fs_noisex_server {
     uint32_t chosen;
     uint32_t *ids; /* ascending */
     size_t k;
-    uint8_t *sel;   /* k * ct_size */
-    uint8_t **resp; /* k, each response_size bytes or NULL */
+    uint8_t *sel;    /* k * ct_size */
+    uint8_t **resp;  /* k, each response_size bytes or NULL */
+    struct nxd *dec; /* seed mode: the round's background decryptions, or NULL */
 };
 
 struct fs_noisex_client {
@@ -151,6 +156,8 @@ static int layout(const struct fs_noisex_params *p, const fs_paillier_pk *pk,
 
 static void round_reset(fs_noisex_server *s)
 {
+    nxd_free(s->dec); /* before the responses it reads */
+    s->dec = NULL;
     if (s->resp != NULL) {
         for (size_t q = 0; q < s->k; q++) {
             free(s->resp[q]);
@@ -204,11 +211,22 @@ static int server_make(const struct fs_noisex_params *p, unsigned key_bits, cons
     }
     s->ct_size = fs_paillier_ct_size(s->pk);
     mpz_mul(s->n2, fs_paillier_pk_n(s->pk), fs_paillier_pk_n(s->pk));
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+    s->threads = cpus < 1 ? 1u : (unsigned)(cpus > 64 ? 64 : cpus);
+    s->ahead = 1;
     *out = s;
     s = NULL;
 out:
     fs_noisex_server_free(s);
     return rc;
+}
+
+void fs_noisex_server_set_threads(fs_noisex_server *s, unsigned threads, int ahead)
+{
+    if (s != NULL) {
+        s->threads = threads < 1 ? 1u : threads > 64 ? 64u : threads;
+        s->ahead = ahead != 0;
+    }
 }
 
 int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_bits,
@@ -588,6 +606,59 @@ int fs_noisex_server_selector(const fs_noisex_server *s, uint32_t id, uint8_t *b
     return 0;
 }
 
+/* Seed mode: what the round's decryptions read. */
+static void dec_src(const fs_noisex_server *s, struct nxd_src *src)
+{
+    memset(src, 0, sizeof *src);
+    src->sk = s->sk;
+    src->pk = s->pk;
+    src->resp = s->resp;
+    src->ct_size = s->ct_size;
+    src->slots = s->slots;
+    /* modulo p^2 and p alone when the slots fit below p (every key of 1024
+     * bits or more), else modulo both primes */
+    src->mod_p = s->slots * NX_SEED_BITS <= fs_paillier_pk_bits(s->pk) / 2 - 1;
+    src->threads = s->threads;
+}
+
+/* Seed mode: party index q answered; the groups of every party but j that
+ * are complete decrypt in the background (when that fails to start, they
+ * decrypt at the end). */
+static void dec_answered(fs_noisex_server *s, size_t q)
+{
+    struct fs_err err = {0};
+    struct nxd_src src;
+    size_t *plan;
+    size_t np = 0;
+
+    if (s->p.mode != FS_NOISEX_SEED || !s->ahead) {
+        return;
+    }
+    if (s->dec != NULL) {
+        nxd_answered(s->dec, q);
+        return;
+    }
+    plan = malloc(s->k * sizeof *plan);
+    if (plan == NULL) {
+        return;
+    }
+    for (size_t i = 0; i < s->k; i++) {
+        if (s->ids[i] != s->chosen) {
+            plan[np++] = i;
+        }
+    }
+    dec_src(s, &src);
+    if (nxd_new(&src, plan, np, s->k, &s->dec, &err) != 0) {
+        s->dec = NULL;
+    }
+    free(plan);
+}
+
+size_t fs_noisex_server_ahead(const fs_noisex_server *s)
+{
+    return s != NULL ? nxd_ahead(s->dec) : 0;
+}
+
 int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_t *buf, size_t len,
                                   struct fs_err *err)
 {
@@ -636,6 +707,7 @@ int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_
         return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
     }
     memcpy(s->resp[q], buf, want);
+    dec_answered(s, (size_t)q);
     return 0;
 }
 
@@ -683,62 +755,20 @@ void fs_noisex_result_clear(struct fs_noisex_result *r)
 /* Seed mode: groups of `slots` responders; slot t's ciphertext is raised to
  * 2^(256 t) (public squarings) and the group multiplied, by Horner's rule
  * (acc = acc^(2^256) c_t from the top slot down: 256 squarings per
- * ciphertext), then decrypted once per group: modulo p^2 and p alone when
- * the slots fit below p (every key of 1024 bits or more), else modulo both
- * primes. */
+ * ciphertext), then decrypted once per group (noisex_dec.c: the groups on
+ * several threads, those complete before the end in the background). */
 static int finish_seeds(const fs_noisex_server *s, const size_t *who, size_t nw,
                         struct fs_noisex_result *out, struct fs_err *err)
 {
-    mpz_t c[NX_MAX_SLOTS];
-    mpz_srcptr cs[NX_MAX_SLOTS];
-    mpz_t m, part;
-    int rc = 0;
+    struct nxd_src src;
 
+    _Static_assert(FS_NOISEX_SEED_LEN == NXD_SEED_LEN, "seed length");
     if (s->slots > NX_MAX_SLOTS) {
         return fs_err_set(err, FS_EINTERNAL, "noise exchange: %zu slots", s->slots);
     }
-    for (size_t t = 0; t < s->slots; t++) {
-        mpz_init(c[t]);
-        cs[t] = c[t];
-    }
-    mpz_init(m);
-    mpz_init(part);
-    for (size_t g0 = 0; g0 < nw && rc == 0; g0 += s->slots) {
-        size_t cnt = nw - g0 < s->slots ? nw - g0 : s->slots;
-        /* the product of c_t^(2^(256 t)) decrypted at once */
-        for (size_t t = 0; t < cnt && rc == 0; t++) {
-            rc = fs_paillier_ct_import(s->pk, c[t], s->resp[who[g0 + t]], s->ct_size, err);
-        }
-        if (rc == 0) {
-            rc = s->slots * NX_SEED_BITS <= fs_paillier_pk_bits(s->pk) / 2 - 1
-                     ? fs_paillier_decrypt_packed_p(s->sk, m, cs, cnt, NX_SEED_BITS, err)
-                     : fs_paillier_decrypt_packed(s->sk, m, cs, cnt, NX_SEED_BITS, err);
-            out->decryptions++;
-        }
-        if (rc == 0 && mpz_sizeinbase(m, 2) > NX_SEED_BITS * cnt) {
-            rc = fs_err_set(err, FS_EFORMAT,
-                            "noise exchange: a decrypted seed group exceeds its slots (round %u)",
-                            s->round);
-        }
-        for (size_t t = 0; t < cnt && rc == 0; t++) {
-            uint8_t *dst = out->seeds[g0 + t];
-            size_t count = 0;
-            mpz_tdiv_q_2exp(part, m, (mp_bitcnt_t)(NX_SEED_BITS * t));
-            mpz_tdiv_r_2exp(part, part, NX_SEED_BITS);
-            memset(dst, 0, FS_NOISEX_SEED_LEN);
-            /* big-endian, right-aligned in 32 bytes */
-            size_t nb = (mpz_sizeinbase(part, 2) + 7) / 8;
-            if (mpz_sgn(part) != 0) {
-                mpz_export(dst + FS_NOISEX_SEED_LEN - nb, &count, 1, 1, 1, 0, part);
-            }
-        }
-    }
-    mpz_wipe_clear(part);
-    mpz_wipe_clear(m);
-    for (size_t t = 0; t < s->slots; t++) {
-        mpz_clear(c[t]);
-    }
-    return rc;
+    dec_src(s, &src);
+    return nxd_seeds(s->dec, &src, who, nw, s->round, out->seeds, &out->decryptions, &out->ahead,
+                     err);
 }
 
 /* Elementwise: per packed plaintext, the product of all responders' ciphertexts, decrypted once. */

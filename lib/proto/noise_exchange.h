@@ -90,6 +90,7 @@ struct fs_noisex_result {
     int64_t *noise_sum; /* elementwise: noise_len sums over the removed parties, owned */
     size_t noise_len;
     unsigned decryptions; /* decryptions this round cost */
+    unsigned ahead;       /* seed mode: of them, done in the background before the round closed */
 };
 
 /**
@@ -207,6 +208,18 @@ FS_WUR int fs_noisex_server_selector(const fs_noisex_server *s, uint32_t id, uin
 FS_WUR int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_t *buf,
                                          size_t len, struct fs_err *err);
 
+/**
+ * Seed mode: decrypt a round's seed groups on up to `threads` threads
+ * (1..64; default: the online CPUs) and, when ahead is non-zero (the
+ * default), every group of the parties but j as soon as all of its
+ * members answered, in the background, so that finish decrypts only the
+ * groups still open. The seeds are the same either way.
+ */
+void fs_noisex_server_set_threads(fs_noisex_server *s, unsigned threads, int ahead);
+
+/** Seed groups of the open round decrypted in the background so far. */
+size_t fs_noisex_server_ahead(const fs_noisex_server *s);
+
 /** The ids of the open round (ascending, borrowed), *k of them; NULL when none is open. */
 const uint32_t *fs_noisex_server_ids(const fs_noisex_server *s, size_t *k);
 
@@ -228,9 +241,10 @@ FS_WUR int fs_noisex_server_finish(fs_noisex_server *s, struct fs_noisex_result 
 
 /**
  * What fs_noisex_server_finish would return now, without closing the round
- * or changing s (it reads the key and the responses only: another thread
- * may run it while the owner adds no response and does not end the round).
- * With fs_noisex_server_end after it, the same as finish.
+ * (it reads the key and the responses, and takes or keeps the seed groups
+ * decrypted ahead under their own lock: another thread may run it while
+ * the owner adds no response and does not end the round). With
+ * fs_noisex_server_end after it, the same as finish.
  */
 FS_WUR int fs_noisex_server_peek(const fs_noisex_server *s, struct fs_noisex_result *out,
                                  struct fs_err *err);
