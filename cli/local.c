@@ -280,21 +280,41 @@ static int check_children(struct local *L)
     return CLI_OK;
 }
 
+/* Follow the job until it ends, firing the --restart options on the way.
+ * With none pending it long-polls the job (the server answers when the
+ * phase or aggregation changes, at the latest after LOCAL_LONG_POLL_MS);
+ * a restart timed by the polls (an agent's, the masking server's, a shard
+ * peer's) polls every LOCAL_POLL_MS or faster; one of the aggregation
+ * server's waits for its stop point's marker, looked for every 2 ms. */
 int local_follow_job(struct local *L)
 {
     struct fs_err err;
     double t0 = cli_now();
+    long pause = -1;
     int rc;
 
     fs_err_clear(&err);
     for (;;) {
         json_t *job = NULL;
-        long pause = -1;
+        const int stop = local_stop_pending(L);
+        /* long poll: no restart to time, and the last poll saw the job */
+        const long wait = !stop && pause < 0 && L->job != NULL ? LOCAL_LONG_POLL_MS : 0;
+        const enum fs_job_phase seen = L->status->phase_id;
+        const uint32_t seen_r = L->status->aggregation;
+        const double t_poll = cli_now();
 
-        if ((rc = check_children(L)) != CLI_OK) {
+        if ((rc = check_children(L)) != CLI_OK || (rc = local_fire_stopped(L)) != CLI_OK) {
+            orch_progress_done(&L->prog);
             return rc;
         }
-        if (orch_job_poll(L->server.http, L->job_id, &job, L->status, &err) != 0) {
+        /* a server held at its stop point may leave a poll unanswered (an
+         * HTTP thread of its may wait for the held job): give up after 3 s
+         * (a busy host answers well within that), then the marker says
+         * whether to kill it */
+        if (local_job_poll(L, wait, stop ? 3000 : wait > 0 ? 5000 : 0, &job, &err) != 0) {
+            if (stop && local_stop_reached(L)) {
+                continue;
+            }
             orch_progress_done(&L->prog);
             return cli_fs_error(L->cmd, &err);
         }
@@ -319,7 +339,13 @@ int local_follow_job(struct local *L)
             return cli_runtime_error(L->cmd, "timed out after %.0f s in phase %s (--timeout)",
                                      L->timeout, L->status->phase);
         }
-        orch_sleep_ms(pause >= 0 ? pause : LOCAL_POLL_MS);
+        /* a long poll answered at once with nothing new (a server without
+         * them) is no wait: the next poll comes after LOCAL_POLL_MS */
+        if (pause >= 0 || stop || wait == 0 ||
+            (seen == L->status->phase_id && seen_r == L->status->aggregation &&
+             cli_now() - t_poll < 0.001 * LOCAL_POLL_MS)) {
+            local_pause(L, pause >= 0 ? pause : LOCAL_POLL_MS);
+        }
     }
 }
 
@@ -870,6 +896,10 @@ int local_drive(struct local *L, const json_t *invs, char *error, size_t error_c
 
     if (L->nrestarts > 0 && (rc = check_restart_rounds(L)) != CLI_OK) {
         snprintf(error, error_cap, "job setup failed");
+        return rc;
+    }
+    if ((rc = local_fire_created(L)) != CLI_OK) { /* aggregation-server@waiting_for_parties */
+        snprintf(error, error_cap, "run interrupted");
         return rc;
     }
     if ((rc = local_join_agents(L, invs)) != CLI_OK) {

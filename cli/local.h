@@ -22,9 +22,10 @@
 #include "orch.h"
 #include "phase.h"
 
-#define LOCAL_MAX_PARTIES 100
-#define LOCAL_PATH        4096
-#define LOCAL_POLL_MS     50 /* between two polls of the job or the agents */
+#define LOCAL_MAX_PARTIES  100
+#define LOCAL_PATH         4096
+#define LOCAL_POLL_MS      50  /* between two polls of the job or the agents */
+#define LOCAL_LONG_POLL_MS 500 /* the longest wait of a long poll of the job */
 
 /* --fail-party phases: the first LOCAL_FAIL_SECAGG are those of every
  * secure sum; the power methods add noise_exchange and plain_upload. */
@@ -60,8 +61,9 @@ struct local_restart {
     int masker;                    /* 1: the masking-server (agent -1, masker 0: the server) */
     int shard; /* 1..S-1: the shard peer aggregation-shard-N (--shards), else 0 */
     enum fs_job_phase phase;
-    long round;                     /* the aggregation R, or -1: the first time PHASE is entered */
-    int fired;                      /* 1 once the service was killed */
+    int begin;  /* PHASE begin (server only): share_keys closed, aggregation 0 not begun */
+    long round; /* the aggregation R, or -1: the first time PHASE is entered */
+    int fired;  /* 1 once the service was killed */
     enum fs_job_phase killed_phase; /* the phase the job was seen in at the kill */
     uint32_t killed_round;
     double after_s;  /* seconds from the agents' joining (t_created) to the kill */
@@ -215,8 +217,60 @@ json_t *local_restarts_json(const struct local *L);
 /** The text summary's lines of the --restart options (stdout; none without). */
 void local_print_restarts(const struct local *L);
 /** Kill and restart the services whose --restart phase the job reached
- * (local_restart.c); *pause gets the next poll's wait in ms. */
+ * (local_restart.c); *pause gets the next poll's wait in ms, -1 when no
+ * restart is pending that the job's polls must time. A restart of the
+ * aggregation server is not timed by polls: see local_fire_stopped. */
 int local_fire_restarts(struct local *L, long *pause);
+
+/* The aggregation server's --restart (but at waiting_for_parties) uses its
+ * testing stop point (services/aggregation-server/teststop.h): the server
+ * is started with FEDSVD_TEST_STOP_AT_PHASE=PHASE[:R] of the next such
+ * restart, holds the job once that phase is persisted and writes the
+ * marker LOCAL_STOP_MARKER in its data directory; the restart fires when
+ * the marker is there. */
+#define LOCAL_STOP_ENV    "FEDSVD_TEST_STOP_AT_PHASE"
+#define LOCAL_STOP_MARKER "test-stop-point"
+
+/** Fire the server's --restart whose stop point was reached (its marker is
+ * there); nothing when none was. */
+int local_fire_stopped(struct local *L);
+/** Fire the server's --restart at waiting_for_parties: the job was just
+ * created (and stored) and no agent has joined it yet. */
+int local_fire_created(struct local *L);
+/** Sleep ms milliseconds, less when the server's stop point is reached. */
+void local_pause(const struct local *L, long ms);
+
+/* ---- the job's polls and the restarts' timeline (local_poll.c) ---- */
+
+/** Position of (phase, aggregation r) on the timeline of a job of n
+ * aggregations: per aggregation exponents, masked input (or the plain
+ * upload), consistency, unmasking, noise exchange; factorizing after the
+ * last; done (and anything else) UINT64_MAX. */
+uint64_t local_timeline_pos(enum fs_job_phase ph, uint32_t r, uint32_t n);
+/** Where restart r fires: its phase at aggregation R (the first time: 0). */
+uint64_t local_restart_target(const struct local_restart *r, uint32_t n);
+/** 1 for a restart of the aggregation server (not a --shards peer). */
+int local_restart_of_server(const struct local_restart *r);
+/** The server's next --restart placed by its stop point (the first on the
+ * job's timeline), or NULL. */
+struct local_restart *local_stop_restart(const struct local *L);
+/** Its stop point ("masked_input:2") into buf. @return 1, or 0 when none. */
+int local_server_stop_at(const struct local *L, char *buf, size_t cap);
+/** 1 while an aggregation server --restart waits for its stop point. */
+int local_stop_pending(const struct local *L);
+/** 1 when the server's stop point marker is in its data directory. */
+int local_stop_marker(const struct local *L);
+
+/**
+ * GET the job into *out (new reference) and L->status. wait_ms > 0: a long
+ * poll, answered once the job leaves the phase and aggregation of
+ * L->status (or after wait_ms). limit_ms > 0: the request's limit beyond
+ * wait_ms (else the low-speed limit only). @return 0 or an FS_E* code.
+ */
+FS_WUR int local_job_poll(struct local *L, long wait_ms, long limit_ms, json_t **out,
+                          struct fs_err *err);
+/** 1 when a server --restart is pending and its stop point's marker is there. */
+int local_stop_reached(const struct local *L);
 /** Say on stderr which --restart never fired. */
 void local_warn_unfired(const struct local *L);
 

@@ -372,11 +372,29 @@ static int parse_restart(struct local *L, enum fs_algo algo, const char *s, stru
                                s, L->k, svc);
     }
     algo_phase_list(algo, list, sizeof list);
-    if (fs_job_phase_parse(phase, &r->phase) != 0 || r->phase >= FS_JOB_DONE) {
+    /* begin: the aggregation server's key sharing closed (logged), its
+     * aggregation 0 not begun yet (its stop point) */
+    if (strcmp(phase, "begin") == 0) {
+        if (r->agent >= 0 || r->masker || r->shard > 0 || colon != NULL) {
+            return cli_usage_error(cmd,
+                                   "--restart %s: PHASE begin is for the aggregation-server "
+                                   "only, without :R (it comes once, before aggregation 0)",
+                                   s);
+        }
+        r->phase = FS_JOB_SHARE_KEYS;
+        r->begin = 1;
+        return CLI_OK;
+    }
+    if (fs_job_phase_parse(phase, &r->phase) != 0 || r->phase > FS_JOB_DONE) {
         return cli_usage_error(cmd, "--restart %s: unknown phase '%s' (%s passes through %s)", s,
                                phase, fs_algo_name(algo), list);
     }
-    if (!algo_enters(algo, r->phase)) {
+    /* done: the aggregation server's end logged but not yet stored (its stop point) */
+    if (r->phase == FS_JOB_DONE && (r->agent >= 0 || r->masker || r->shard > 0)) {
+        return cli_usage_error(cmd, "--restart %s: PHASE done is for the aggregation-server only",
+                               s);
+    }
+    if (r->phase != FS_JOB_DONE && !algo_enters(algo, r->phase)) {
         return cli_usage_error(cmd, "--restart %s: a %s job never enters %s (it passes through %s)",
                                s, fs_algo_name(algo), phase, list);
     }
@@ -393,11 +411,11 @@ static int parse_restart(struct local *L, enum fs_algo algo, const char *s, stru
             return cli_usage_error(cmd, "--restart %s: %s happens once, in aggregation 0", s,
                                    phase);
         }
-        if (r->phase == FS_JOB_FACTORIZING) {
+        if (r->phase == FS_JOB_FACTORIZING || r->phase == FS_JOB_DONE) {
             return cli_usage_error(cmd,
-                                   "--restart %s: factorizing happens once, after the last "
+                                   "--restart %s: %s happens once, after the last "
                                    "aggregation: no :R",
-                                   s);
+                                   s, phase);
         }
         r->round = (long)round;
     }

@@ -1,6 +1,8 @@
 /* fedsvd local --restart SERVICE@PHASE[:R]: when the job reaches the
  * phase, SIGKILL the service and start it again on the same port with the
- * same data directory; summary.json records each restart. */
+ * same data directory; summary.json records each restart. The aggregation
+ * server's restarts are placed by its testing stop point (it holds the job
+ * there and says so with a marker file), the others by the job's polls. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,33 +18,6 @@
 #include "orch.h"
 
 /* ---- --restart: kill a service when the job reaches a phase ---- */
-
-/* Position of (phase, aggregation r) on the timeline of a job of n
- * aggregations: per aggregation exponents, masked input (or the plain
- * upload), consistency, unmasking, noise exchange; factorizing after the
- * last. */
-static uint64_t timeline_pos(enum fs_job_phase ph, uint32_t r, uint32_t n)
-{
-    switch (ph) {
-    case FS_JOB_ADVERTISE:
-        return 0;
-    case FS_JOB_SHARE_KEYS:
-        return 1;
-    case FS_JOB_EXPONENTS:
-    case FS_JOB_MASKED_INPUT:
-    case FS_JOB_CONSISTENCY:
-    case FS_JOB_UNMASKING:
-        return 10 + 5 * (uint64_t)r + (uint64_t)(ph - FS_JOB_EXPONENTS);
-    case FS_JOB_PLAIN_UPLOAD:
-        return 10 + 5 * (uint64_t)r + 1;
-    case FS_JOB_NOISE_EXCHANGE:
-        return 10 + 5 * (uint64_t)r + 4;
-    case FS_JOB_FACTORIZING:
-        return 10 + 5 * (uint64_t)n;
-    default:
-        return UINT64_MAX;
-    }
-}
 
 /* The wall clock: seconds since the epoch. */
 static double wall_now(void)
@@ -65,12 +40,6 @@ static void iso8601(double t, char *buf, size_t cap)
         return;
     }
     snprintf(buf, cap, "%s.%03dZ", base, (int)((t - (double)sec) * 1000.0) % 1000);
-}
-
-/* Where restart r fires: its phase at aggregation R (the first time: 0). */
-static uint64_t restart_target(const struct local_restart *r, uint32_t n)
-{
-    return timeline_pos(r->phase, r->round >= 0 ? (uint32_t)r->round : 0, n);
 }
 
 static struct proc *restart_proc(struct local *L, const struct local_restart *r)
@@ -163,8 +132,30 @@ static int kill_and_restart(struct local *L, struct proc *p, double *down_s)
     return rc;
 }
 
+/* Kill and restart r's service, killed in phase ph of aggregation agg. */
+static int fire(struct local *L, struct local_restart *r, enum fs_job_phase ph, uint32_t agg)
+{
+    struct proc *p = restart_proc(L, r);
+    char buf[160];
+    int rc;
+
+    r->fired = 1;
+    r->killed_phase = ph;
+    r->killed_round = agg;
+    r->after_s = L->t_created > 0 ? cli_now() - L->t_created : 0.0;
+    r->at_epoch = wall_now();
+    if ((rc = kill_and_restart(L, p, &r->down_s)) != CLI_OK) {
+        return rc;
+    }
+    snprintf(buf, sizeof buf, "restarted %s in %s (aggregation %u), down %.2f s", p->name,
+             fs_job_phase_name(r->killed_phase), (unsigned)r->killed_round, r->down_s);
+    orch_progress_text(&L->prog, buf);
+    return CLI_OK;
+}
+
 /* Fire every --restart whose phase the job has reached: the phase itself,
- * or, when the polls missed it (a short phase), the first later one seen.
+ * or, when the polls missed it (a short phase), the first later one seen;
+ * but the aggregation server's, which its stop point places exactly.
  * *pause: milliseconds to the next poll while a restart is pending: none
  * to speak of when its phase is at most two aggregations away (a small
  * job's phases last milliseconds, the whole job less than one 50 ms poll),
@@ -178,33 +169,67 @@ int local_fire_restarts(struct local *L, long *pause)
     if (L->nrestarts == 0 || !st->phase_known || st->state != FS_JOB_STATE_RUNNING) {
         return CLI_OK;
     }
-    now = timeline_pos(st->phase_id, st->aggregation, st->aggregations);
+    now = local_timeline_pos(st->phase_id, st->aggregation, st->aggregations);
     for (size_t i = 0; i < L->nrestarts; i++) {
         struct local_restart *r = &L->restarts[i];
-        uint64_t target = restart_target(r, st->aggregations);
-        struct proc *p = restart_proc(L, r);
-        char buf[160];
+        uint64_t target = local_restart_target(r, st->aggregations);
         int rc;
 
-        if (r->fired) {
-            continue;
+        if (r->fired || local_restart_of_server(r)) {
+            continue; /* the server's: local_fire_stopped, local_fire_created */
         }
         if (now < target) {
             long ms = target - now <= 10 ? 1 : 10;
             *pause = *pause < 0 || ms < *pause ? ms : *pause;
             continue;
         }
-        r->fired = 1;
-        r->killed_phase = st->phase_id;
-        r->killed_round = st->aggregation;
-        r->after_s = cli_now() - L->t_created;
-        r->at_epoch = wall_now();
-        if ((rc = kill_and_restart(L, p, &r->down_s)) != CLI_OK) {
+        if ((rc = fire(L, r, st->phase_id, st->aggregation)) != CLI_OK) {
             return rc;
         }
-        snprintf(buf, sizeof buf, "restarted %s in %s (aggregation %u), down %.2f s", p->name,
-                 fs_job_phase_name(r->killed_phase), (unsigned)r->killed_round, r->down_s);
-        orch_progress_text(&L->prog, buf);
+    }
+    return CLI_OK;
+}
+
+int local_fire_stopped(struct local *L)
+{
+    struct local_restart *r = local_stop_restart(L);
+    char path[LOCAL_PATH + 32];
+    json_t *m;
+    const char *ph = NULL;
+    json_int_t agg = 0;
+    enum fs_job_phase phase;
+
+    if (r == NULL) {
+        return CLI_OK;
+    }
+    snprintf(path, sizeof path, "%s/%s", L->server.dir, LOCAL_STOP_MARKER);
+    m = json_load_file(path, 0, NULL);
+    if (m == NULL) {
+        return CLI_OK; /* not there (yet) */
+    }
+    /* {"job", "phase", "aggregation", "pid"}: where the server holds the job */
+    if (json_unpack(m, "{s:s, s:I}", "phase", &ph, "aggregation", &agg) != 0 ||
+        fs_job_phase_parse(ph, &phase) != 0 || agg < 0 || agg > (json_int_t)UINT32_MAX) {
+        json_decref(m);
+        return cli_runtime_error(L->cmd, "--restart %s: %s is not the server's stop point marker",
+                                 r->spec, path);
+    }
+    json_decref(m);
+    /* gone before the server starts again: it may be armed for the next one */
+    (void)unlink(path);
+    return fire(L, r, phase, (uint32_t)agg);
+}
+
+int local_fire_created(struct local *L)
+{
+    for (size_t i = 0; i < L->nrestarts; i++) {
+        struct local_restart *r = &L->restarts[i];
+        int rc;
+
+        if (!r->fired && local_restart_of_server(r) && r->phase == FS_JOB_ADVERTISE &&
+            (rc = fire(L, r, FS_JOB_ADVERTISE, 0)) != CLI_OK) {
+            return rc;
+        }
     }
     return CLI_OK;
 }
@@ -218,7 +243,7 @@ json_t *local_restarts_json(const struct local *L)
         const struct local_restart *r = &L->restarts[i];
         json_t *o = json_pack(
             "{s:s, s:s, s:s, s:o, s:b}", "spec", r->spec, "service", restart_name(L, r), "phase",
-            fs_job_phase_name(r->phase), "aggregation",
+            r->begin ? "begin" : fs_job_phase_name(r->phase), "aggregation",
             r->round >= 0 ? json_integer((json_int_t)r->round) : json_null(), "fired", r->fired);
 
         if (o == NULL) {
@@ -251,7 +276,7 @@ void local_print_restarts(const struct local *L)
 
         if (!r->fired) {
             printf("  --restart %s: not done, the job ended before %s\n", r->spec,
-                   fs_job_phase_name(r->phase));
+                   r->begin ? "begin" : fs_job_phase_name(r->phase));
             continue;
         }
         printf("  --restart %s: %s killed in %s (aggregation %u) after %.2f s, down %.2f s\n",
@@ -267,7 +292,20 @@ void local_warn_unfired(const struct local *L)
         if (!L->restarts[i].fired) {
             fprintf(stderr,
                     "fedsvd %s: --restart %s: the job ended before %s; nothing was killed\n",
-                    L->cmd, L->restarts[i].spec, fs_job_phase_name(L->restarts[i].phase));
+                    L->cmd, L->restarts[i].spec,
+                    L->restarts[i].begin ? "begin" : fs_job_phase_name(L->restarts[i].phase));
         }
+    }
+}
+
+void local_pause(const struct local *L, long ms)
+{
+    if (!local_stop_pending(L)) {
+        orch_sleep_ms(ms);
+        return;
+    }
+    /* the server may reach its stop point meanwhile: look every 2 ms */
+    for (long t = 0; t < ms && !local_stop_marker(L) && local_interrupted() == 0; t += 2) {
+        orch_sleep_ms(ms - t < 2 ? ms - t : 2);
     }
 }

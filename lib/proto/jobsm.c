@@ -691,8 +691,14 @@ int fs_jobsm_advance(struct fs_jobsm *s, const fs_secagg_server *sa, const struc
     case FS_JOB_ADVERTISE:
         return next_from_flags(s, s->joined, FS_JOB_SHARE_KEYS, at, st, err);
     case FS_JOB_SHARE_KEYS:
-        st->action = FS_JOBSM_BEGIN; /* the round stays masked input until begin, moments later */
-        return next_from_flags(s, s->shared, FS_JOB_MASKED_INPUT, at, st, err);
+        /* The service begins aggregation 0 next, outside the status lock:
+         * meanwhile the job shows the phase that begin opens, never one
+         * past it. A fedsvd/fedpca job shown in masked input there would
+         * tell a party polling then that its exponents round is over
+         * (fs_agent_driver_next: "dropped by the server"). */
+        st->action = FS_JOBSM_BEGIN;
+        return next_from_flags(s, s->shared, s->fed ? FS_JOB_EXPONENTS : FS_JOB_MASKED_INPUT, at,
+                               st, err);
     case FS_JOB_EXPONENTS: {
         size_t k = 0;
         uint32_t *ids = fs_jobsm_ids(s, s->has_sealed, &k);

@@ -83,6 +83,13 @@ static const struct fs_svc_opt OPTS[] = {
      "as a shard peer: remove a window (and its files) that neither its coordinator nor a party "
      "has used for this many seconds, at start and while running (its job ended while the "
      "coordinator could not delete it, or the coordinator is gone); 0 = never"},
+    {"--shard-deletion-max-age-s", "FEDSVD_SHARD_DELETION_MAX_AGE_S", FS_SVC_U32,
+     OFF(shard_deletion_max_age_s), 0, "2592000", 0, 315360000,
+     "as a coordinator: a peer's window deletion that the peer has not taken (it is down or "
+     "gone) is sent again with pauses up to 60 s for this many seconds, then given up: kept in "
+     "shard-deletions/abandoned/, logged once, counted on /metrics and listed by "
+     "GET /v1/shard-deletions (default: the peers' default --shard-window-ttl-s, after which a "
+     "peer removes the window itself); 0 = never give up"},
 };
 
 #define NOPTS (sizeof OPTS / sizeof OPTS[0])

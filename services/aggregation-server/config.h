@@ -43,6 +43,8 @@ struct agg_config {
     uint32_t npeers;
     char peer_token_file[AGG_PATH_MAX]; /* "" = the /v1/shards routes answer 403 */
     uint32_t shard_window_ttl_s; /* a peer's window untouched this long is removed; 0 = never */
+    uint32_t shard_deletion_max_age_s; /* coordinator: give up a peer's pending window deletion
+                                         after this long; 0 = never */
 };
 
 /**

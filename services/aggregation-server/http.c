@@ -23,6 +23,7 @@
 #include "net/svc.h"
 #include "powerjob.h"
 #include "proto/secagg.h"
+#include "shardgc.h"
 #include "shardwin.h"
 
 #define SMALL_BODY       (16 * 1024) /* adverts, signatures */
@@ -334,10 +335,13 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
     struct agg_app *app = rc_->app;
     struct agg_counts c;
     struct fs_text b;
+    uint64_t del_pending;
+    uint64_t del_abandoned;
 
     (void)req;
     fs_text_init(&b, METRICS_TEXT_MAX);
     agg_mgr_counts(app->mgr, &c);
+    agg_del_counts(app->cfg->data_dir, &del_pending, &del_abandoned);
     fs_text_printf(&b,
                    "# HELP fedsvd_jobs Jobs known to the server, by state.\n"
                    "# TYPE fedsvd_jobs gauge\n"
@@ -361,6 +365,14 @@ static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
                    "# TYPE fedsvd_secagg_chunks_accepted_total counter\n"
                    "fedsvd_secagg_chunks_accepted_total %llu\n",
                    (unsigned long long)c.chunks_accepted);
+    fs_text_printf(&b,
+                   "# HELP fedsvd_shard_window_deletions Deletions of shard peers' windows this "
+                   "coordinator keeps, by state (pending: sent again until the peer takes it; "
+                   "abandoned: given up after --shard-deletion-max-age-s).\n"
+                   "# TYPE fedsvd_shard_window_deletions gauge\n"
+                   "fedsvd_shard_window_deletions{state=\"pending\"} %llu\n"
+                   "fedsvd_shard_window_deletions{state=\"abandoned\"} %llu\n",
+                   (unsigned long long)del_pending, (unsigned long long)del_abandoned);
     fs_http_metrics_write(app->metrics, app->srv, &b);
     return fs_http_metrics_respond(resp, &b);
 }
@@ -1273,6 +1285,7 @@ static const struct route_def ROUTES[] = {
     {"PUT", "/v1/shards/{job}/masked/{chunk}", 7, A_PARTY, chunk_done},
     {"POST", "/v1/shards/{job}/finish", 8, A_PEER, agg_shard_h_finish},
     {"GET", "/v1/shards/{job}/r.npy", 0, A_PEER, agg_shard_h_r},
+    {"GET", "/v1/shard-deletions", 0, A_ADMIN, agg_shard_h_deletions},
 };
 
 #define NROUTES (sizeof ROUTES / sizeof ROUTES[0])

@@ -52,6 +52,9 @@ int agg_shard_h_get(fs_http_req *req, fs_http_resp *resp, void *ctx);
 int agg_shard_h_delete(fs_http_req *req, fs_http_resp *resp, void *ctx);
 int agg_shard_h_finish(fs_http_req *req, fs_http_resp *resp, void *ctx);
 int agg_shard_h_r(fs_http_req *req, fs_http_resp *resp, void *ctx);
+/* GET /v1/shard-deletions (admin; shardhttp.c): the coordinator's pending and
+ * abandoned deletions of its peers' windows. */
+int agg_shard_h_deletions(fs_http_req *req, fs_http_resp *resp, void *ctx);
 
 /** The server's on_request hook (hook_ctx = app): counts requests and bytes. */
 void agg_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx);

@@ -14,6 +14,7 @@
 #include "la/mat.h"
 #include "net/log.h"
 #include "proto/fedpca.h"
+#include "teststop.h"
 
 /* ------------------------------------------------------------ beginning */
 
@@ -133,6 +134,10 @@ int agg_begin_fed(agg_job *j, uint32_t r, double at, struct fs_err *err)
     json_array_set_new(j->aggs, r, doc != NULL ? doc : json_null());
     fs_jobsm_opened(&j->st, r, active, na, at);
     j->deadline_mono = agg_now_mono() + (double)j->spec.round_timeout_s;
+    /* (on the worker, after a statistics aggregation) the new round is open
+     * from now on: its status shows it, so its messages must not be refused
+     * as closed while the worker still persists the job */
+    fs_jobsm_set_finishing(&j->st, 0);
     pthread_mutex_unlock(&j->mu);
     free(active);
     return doc == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
@@ -466,7 +471,7 @@ static void next_stats(agg_job *j)
     int rc = agg_finish_stats(j, at, &err);
 
     if (rc == 0) {
-        rc = agg_begin_fed(j, j->st.r + 1, at, &err); /* finishing ends with the worker */
+        rc = agg_begin_fed(j, j->st.r + 1, at, &err); /* it ends finishing */
     }
     if (rc != 0) {
         fail_after_finish(j, agg_is_internal(rc) ? "unmasking failed" : "statistics round", &err);
@@ -498,6 +503,7 @@ static void finish_job(agg_job *j)
         free(res_s);
         return;
     }
+    agg_teststop_reached(j->id, FS_JOB_DONE, j->st.r); /* FEDSVD_TEST_STOP_AT_PHASE=done */
     pthread_mutex_lock(&j->mu);
     fs_jobsm_record_timing(&j->st, j->st.phase, at);
     fs_jobsm_done(&j->st);
@@ -519,8 +525,14 @@ static void finish_job(agg_job *j)
 static void *finish_worker(void *arg)
 {
     agg_job *j = arg;
+    enum fs_job_phase ph;
+    uint32_t r;
 
     pthread_mutex_lock(&j->sm_mu);
+    pthread_mutex_lock(&j->mu);
+    ph = j->st.phase;
+    r = j->st.r;
+    pthread_mutex_unlock(&j->mu);
     if (j->sm == NULL) {
         /* the job ended meanwhile */
     } else if (j->ops != NULL) {
@@ -530,6 +542,9 @@ static void *finish_worker(void *arg)
     } else {
         finish_job(j);
     }
+    pthread_mutex_lock(&j->mu);
+    agg_round_clock_locked(j, ph, r); /* a round it opened (fedpca: the next exponents) */
+    pthread_mutex_unlock(&j->mu);
     pthread_mutex_unlock(&j->sm_mu);
     pthread_mutex_lock(&j->mu);
     fs_jobsm_set_finishing(&j->st, 0);

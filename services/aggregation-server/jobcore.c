@@ -513,6 +513,22 @@ void agg_next_round_locked(agg_job *j, enum fs_job_phase ph, const uint32_t *set
     j->deadline_mono = agg_now_mono() + (double)j->spec.round_timeout_s;
 }
 
+/*
+ * A round opened under sm_mu (by a close or the worker) is set up with its
+ * deadline, then the server goes on with its own I/O under that lock (the
+ * begin event, the job's snapshot), which can take seconds on a loaded
+ * host. No party message can be taken meanwhile (each needs sm_mu), so the
+ * round's clock starts again when sm_mu is let go: a party is given the
+ * whole round timeout, counted from when it can be heard, and is never
+ * dropped for the server's own delay.
+ */
+void agg_round_clock_locked(agg_job *j, enum fs_job_phase ph, uint32_t r)
+{
+    if (fs_jobsm_running(&j->st) && !j->st.finishing && (j->st.phase != ph || j->st.r != r)) {
+        j->deadline_mono = agg_now_mono() + (double)j->spec.round_timeout_s;
+    }
+}
+
 int agg_check_locked(const agg_job *j, enum fs_job_phase want, uint32_t r, uint32_t party,
                      struct fs_err *err)
 {

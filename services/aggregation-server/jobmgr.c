@@ -475,6 +475,8 @@ static void tick_job(agg_job *j)
 static void tick_close(agg_job *j, int by_deadline)
 {
     struct fs_err err = {0};
+    enum fs_job_phase ph;
+    uint32_t r;
     int due;
 
     pthread_mutex_lock(&j->sm_mu);
@@ -483,9 +485,14 @@ static void tick_close(agg_job *j, int by_deadline)
     due = fs_jobsm_running(&j->st) && !j->st.finishing && j->sm != NULL &&
           ((fs_jobsm_round_complete(&j->st) && agg_shard_round_ready(j)) ||
            agg_now_mono() >= j->deadline_mono);
+    ph = j->st.phase;
+    r = j->st.r;
     pthread_mutex_unlock(&j->mu);
     if (due) {
         (void)agg_close_round(j, agg_now_wall(), by_deadline, &err);
+        pthread_mutex_lock(&j->mu);
+        agg_round_clock_locked(j, ph, r); /* the next round's clock starts as sm_mu goes */
+        pthread_mutex_unlock(&j->mu);
     }
     pthread_mutex_unlock(&j->sm_mu);
 }

@@ -54,6 +54,7 @@ struct agg_mgr_config {
     const char *peer_token_file;
     const char *peer_ca_file;
     int insecure_http;
+    uint32_t shard_deletion_max_age_s; /* pending window deletions given up after; 0 = never */
 };
 
 struct agg_counts {

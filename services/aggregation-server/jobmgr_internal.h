@@ -202,6 +202,9 @@ void agg_fail_no_dropouts(agg_job *j, enum fs_job_phase ph, uint32_t who, uint32
 /* mu held: open phase ph expecting set (and restart the round deadline) */
 void agg_next_round_locked(agg_job *j, enum fs_job_phase ph, const uint32_t *set, size_t k,
                            double at, int record);
+/* mu held, as sm_mu is let go after a close or the worker: a round opened
+ * since (ph, r) gets its whole timeout from now (see jobcore.c) */
+void agg_round_clock_locked(agg_job *j, enum fs_job_phase ph, uint32_t r);
 /* mu held: may party act in phase want of aggregation r now? */
 int agg_check_locked(const agg_job *j, enum fs_job_phase want, uint32_t r, uint32_t party,
                      struct fs_err *err);

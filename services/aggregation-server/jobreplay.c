@@ -229,7 +229,12 @@ static int replay_event(void *ctx, const struct agg_event *ev, struct fs_err *er
         rc = j->fed ? replay_begin_fed(j, ev, body, err) : replay_begin_sum(j, ev, body, err);
         break;
     case FS_JOBSM_EV_DONE:
-        rc = fs_err_set(err, FS_ESTATE, "job finished but is marked running");
+        /* The end was logged but the server stopped before it stored the
+         * job's state and result: the replay ends in the last unmasking as
+         * before it, and the worker (load_job) finishes the job again. */
+        fs_log_pack(FS_LOG_INFO, "job's end logged but not stored: finishing it again",
+                    "{s:s, s:I}", "job", j->id, "event", (json_int_t)ev->seq);
+        rc = 0;
         break;
     default:
         rc = replay_msg(j, kind, ev, body, err);
@@ -434,23 +439,35 @@ static void resume(agg_mgr *m, agg_job *j, const char *status)
     }
 }
 
-/* A power-method job stopped after its key setup closed but before its
- * first round began (the begin is an event of its own): begin it now. */
+/* A job stopped after its key-sharing round's close was logged but before
+ * aggregation 0's begin was (the begin is an event of its own, which the
+ * replay waits for): the job shows the phase begin opens, with no
+ * aggregation document. Begin aggregation 0 now, once; it logs its begin
+ * event, so a later replay takes that instead. */
 static void begin_if_due(agg_job *j)
 {
     struct fs_err jerr = {0};
+    double at = agg_now_wall();
     int due;
+    int rc;
 
     pthread_mutex_lock(&j->sm_mu);
     pthread_mutex_lock(&j->mu);
     due = j->sm != NULL && fs_jobsm_running(&j->st) && !j->st.finishing &&
-          j->st.phase == FS_JOB_MASKED_INPUT && j->st.r == 0 &&
+          j->st.phase == (j->fed ? FS_JOB_EXPONENTS : FS_JOB_MASKED_INPUT) && j->st.r == 0 &&
           !json_is_object(json_array_get(j->aggs, 0));
     pthread_mutex_unlock(&j->mu);
-    if (due && j->ops->begin(j, 0, agg_now_wall(), &jerr) != 0) {
-        char reason[700];
-        snprintf(reason, sizeof reason, "cannot resume after restart: %s", jerr.msg);
-        agg_fail_job(j, reason);
+    if (due) {
+        fs_log_pack(FS_LOG_INFO, "key sharing closed before the restart: beginning aggregation 0",
+                    "{s:s}", "job", j->id);
+        rc = j->fed           ? agg_begin_fed(j, 0, at, &jerr)
+             : j->ops != NULL ? j->ops->begin(j, 0, at, &jerr)
+                              : agg_begin_sum(j, NULL, at, &jerr);
+        if (rc != 0) { /* (a failure the begin did not record already) */
+            char reason[700];
+            snprintf(reason, sizeof reason, "cannot resume after restart: %s", jerr.msg);
+            agg_fail_job(j, reason);
+        }
     }
     pthread_mutex_unlock(&j->sm_mu);
 }
@@ -500,9 +517,7 @@ static int load_job(void *ctx, const struct agg_job_row *row, struct fs_err *err
         pthread_mutex_unlock(&j->sm_mu);
     } else {
         resume(m, j, row->status);
-        if (j->ops != NULL) {
-            begin_if_due(j);
-        }
+        begin_if_due(j);
     }
     rc = agg_mgr_register(m, j, err);
     if (rc != 0) {

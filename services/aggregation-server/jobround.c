@@ -9,6 +9,7 @@
 #include "../../api/wire.h"
 #include "jobmgr_internal.h"
 #include "net/log.h"
+#include "teststop.h"
 
 /* ------------------------------------------------------------ messages */
 
@@ -233,6 +234,7 @@ static int act(agg_job *j, const struct fs_jobsm_close *c, const struct fs_jobsm
         if (j->replaying) {
             return 0; /* the begin is an event of its own */
         }
+        agg_teststop_before_begin(j->id); /* a testing aid, off by default */
         return j->fed           ? agg_begin_fed(j, 0, at, err)
                : j->ops != NULL ? j->ops->begin(j, 0, at, err)
                                 : agg_begin_sum(j, NULL, at, err);

@@ -4,10 +4,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../../api/phase.h"
 #include "jobmgr_internal.h"
 #include "net/log.h"
+#include "teststop.h"
 
 static json_t *timings_json(const agg_job *j)
 {
@@ -246,12 +248,31 @@ static void changed(agg_mgr *m)
     pthread_mutex_unlock(&g_change_mu);
 }
 
+/* Tests only (tests/agent/partner_test.sh): FEDSVD_TEST_PERSIST_DELAY_MS=MS@PHASE
+ * makes persisting a running job's state in phase PHASE take MS ms longer
+ * (at most 10 s), as a loaded disk would, with the job's state-machine lock
+ * held as every caller that opens a round holds it. */
+static void test_persist_delay(enum fs_job_phase ph)
+{
+    const char *v = getenv("FEDSVD_TEST_PERSIST_DELAY_MS");
+    char *end = NULL;
+    unsigned long ms = v != NULL ? strtoul(v, &end, 10) : 0;
+    enum fs_job_phase want;
+
+    if (ms > 0 && end != NULL && *end == '@' && fs_job_phase_parse(end + 1, &want) == 0 &&
+        want == ph) {
+        usleep((useconds_t)(ms < 10000 ? ms : 10000) * 1000);
+    }
+}
+
 void agg_persist_state(agg_job *j, const char *result_json)
 {
     struct fs_err err = {0};
     const char *state;
     char *snap;
     char error[FS_JOBSM_REASON_MAX];
+    enum fs_job_phase ph;
+    uint32_t r;
     int rc;
 
     changed(j->mgr); /* long polls see the change now, not at their next check */
@@ -259,7 +280,12 @@ void agg_persist_state(agg_job *j, const char *result_json)
     state = agg_state_locked(j);
     snap = snapshot_locked(j);
     snprintf(error, sizeof error, "%s", j->st.error);
+    ph = j->st.phase;
+    r = j->st.r;
     pthread_mutex_unlock(&j->mu);
+    if (strcmp(state, "running") == 0) {
+        test_persist_delay(ph);
+    }
     rc = agg_store_job_update(j->mgr->st, j->id, state, error[0] != '\0' ? error : NULL,
                               result_json, snap, &err);
     if (rc != 0 && rc != FS_ESTORAGE) { /* a storage episode is logged once, elsewhere */
@@ -270,6 +296,9 @@ void agg_persist_state(agg_job *j, const char *result_json)
     j->persist_dirty = rc != 0; /* agg_mgr_tick tries again */
     pthread_mutex_unlock(&j->mu);
     free(snap);
+    if (rc == 0 && strcmp(state, "running") == 0) {
+        agg_teststop_reached(j->id, ph, r); /* FEDSVD_TEST_STOP_AT_PHASE: may not return */
+    }
 }
 
 json_t *agg_cur_doc(const agg_job *j)

@@ -31,6 +31,7 @@
 #include "powerjob.h"
 #include "shardwin.h"
 #include "store.h"
+#include "teststop.h"
 
 static atomic_int g_stop_driver;
 
@@ -102,6 +103,7 @@ static int open_state(struct agg_app *app, const struct agg_config *cfg, struct 
     mcfg.peer_token_file = cfg->peer_token_file;
     mcfg.peer_ca_file = cfg->masking_ca_file;
     mcfg.insecure_http = cfg->insecure_http;
+    mcfg.shard_deletion_max_age_s = cfg->shard_deletion_max_age_s;
     if (agg_mgr_new(&mcfg, app->st, &app->mgr, err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err->msg);
         return -1;
@@ -201,6 +203,12 @@ int main(int argc, char **argv)
     if (open_state(&app, &cfg, &err) != 0 || setup_http(&app, &cfg, host, port, &err) != 0) {
         goto out;
     }
+    /* A testing aid, off unless set; before the load, whose workers (a
+     * resumed job's) may reach the stop point at once. */
+    if (agg_teststop_arm(cfg.data_dir, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
+        goto out;
+    }
     /* Load (and replay) before serving: nothing may race the rebuild. */
     if (agg_mgr_load(app.mgr, &err) != 0) {
         fs_log_pack(FS_LOG_ERROR, "cannot load jobs", "{s:s}", "error", err.msg);
@@ -233,9 +241,11 @@ int main(int argc, char **argv)
 
     (void)fs_svc_wait_signal(&sigs);
     atomic_store(&app.ready, 0);
+    agg_teststop_release(); /* before the requests waiting on a held job are drained */
     fs_http_server_stop(app.srv, cfg.shutdown_grace_ms);
     status = 0;
 out:
+    agg_teststop_release(); /* a thread held at the stop point goes on, to stop */
     agg_maskend_stop(maskend);
     if (have_driver) {
         atomic_store(&g_stop_driver, 1);

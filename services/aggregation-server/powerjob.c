@@ -27,6 +27,7 @@
 #include "proto/fedpower.h"
 #include "proto/secagg.h"
 #include "store.h"
+#include "teststop.h"
 
 /* The job's sealed server secret (fs_fedpower_server_secret_export) in its
  * directory, and the key it is sealed under in the data directory. */
@@ -713,6 +714,9 @@ static void finish_job(agg_job *j, double at)
         agg_fail_job(j, reason);
         return;
     }
+    if (!j->replaying) {
+        agg_teststop_reached(j->id, FS_JOB_DONE, j->st.r); /* FEDSVD_TEST_STOP_AT_PHASE=done */
+    }
     pthread_mutex_lock(&j->mu);
     fs_jobsm_done(&j->st);
     j->result = res;
@@ -721,8 +725,13 @@ static void finish_job(agg_job *j, double at)
     }
     j->pw->sync = j->pw->syncs;
     j->pw->iter = j->pw->cfg.iterations;
+    /* replaying a "done" whose state was not stored before a restart: the
+     * store is busy with the replay, the driver stores it (agg_mgr_tick) */
+    j->persist_dirty = j->replaying;
     pthread_mutex_unlock(&j->mu);
-    agg_persist_state(j, res_s);
+    if (!j->replaying) {
+        agg_persist_state(j, res_s);
+    }
     free(res_s);
     fs_log_pack(FS_LOG_INFO, "job done", "{s:s, s:s}", "job", j->id, "algorithm",
                 fs_algo_name(j->spec.algo));

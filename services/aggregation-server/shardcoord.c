@@ -24,6 +24,7 @@
 #include "net/http_client.h"
 #include "net/log.h"
 #include "proto/fedsvd_shard.h"
+#include "shardgc.h"
 
 #define POLL_MS      250   /* masked_input: how often the peers are asked */
 #define PEER_TIMEOUT 30000 /* ms, one request */
@@ -203,18 +204,22 @@ static json_t *window_body(const struct fs_job_spec *spec, uint32_t chunk_words,
  * A window is deleted on its peer when the job ends (or its creation
  * fails). A peer that is down then must not keep the window's files for
  * ever: the deletion is first recorded, durably, in
- * <data>/shard-deletions/<job>.<shard>.json ({"job", "shard", "url"}: no
- * token), and a thread of the coordinator sends the DELETE, again and
- * again with a growing pause (DEL_BACKOFF_MIN doubling to DEL_BACKOFF_MAX
- * seconds) until the peer answers 204 or 404, also after a restart of the
- * coordinator (the records are read again at its start). */
+ * <data>/shard-deletions/<job>.<shard>.json (shardgc.h: no token), and a
+ * thread of the coordinator sends the DELETE, again and again with a
+ * growing pause (DEL_BACKOFF_MIN doubling to DEL_BACKOFF_MAX seconds) until
+ * the peer answers 204 or 404, also after a restart of the coordinator (the
+ * records are read again at its start). A record older than
+ * --shard-deletion-max-age-s whose try fails is given up: moved to
+ * shard-deletions/abandoned/ with its last error, logged once (warning),
+ * counted on /metrics and listed by GET /v1/shard-deletions, and never
+ * tried again (by then the peer's --shard-window-ttl-s removes the window
+ * by itself). */
 
-#define DEL_DIR         "shard-deletions"
 #define DEL_BACKOFF_MIN 1.0  /* s, after the first failed try */
 #define DEL_BACKOFF_MAX 60.0 /* s */
 #define DEL_IDLE        3600 /* s, the thread's sleep without a pending record */
-#define DEL_RECORD_MAX  4096 /* bytes of one record */
 #define DEL_TRACKED_MAX 4096 /* records whose pauses are kept (more: tried every pass) */
+#define DEL_DOWN_MAX    16   /* peers found unreachable in one pass, remembered */
 
 struct del_track {
     char name[64];
@@ -233,6 +238,14 @@ struct agg_shardgc {
     pthread_t thread;
     struct del_track *t;
     size_t nt;
+    /* the peers no connection reached in this pass: their other records
+     * are not sent in it (each try may take POLL_TIMEOUT), and fail as
+     * these did */
+    struct {
+        char url[FS_JOB_URL_MAX + 1];
+        char error[FS_ERR_MSG_MAX];
+    } down[DEL_DOWN_MAX];
+    size_t ndown;
 };
 
 static int gc_stopping(struct agg_shardgc *g)
@@ -250,25 +263,24 @@ static int del_record(const agg_mgr *m, const char *id, uint32_t s, const char *
                       struct fs_err *err)
 {
     char path[4400];
-    json_t *doc = json_pack("{s:s, s:i, s:s}", "job", id, "shard", (int)s, "url", url);
-    char *txt = doc != NULL ? json_dumps(doc, JSON_COMPACT) : NULL;
+    struct agg_del_rec r;
     int rc;
 
-    json_decref(doc);
-    if (txt == NULL) {
-        return fs_err_set(err, FS_ENOMEM, "out of memory");
-    }
-    rc = (size_t)snprintf(path, sizeof path, "%s/%s", m->data_dir, DEL_DIR) >= sizeof path
+    memset(&r, 0, sizeof r);
+    snprintf(r.job, sizeof r.job, "%s", id);
+    snprintf(r.url, sizeof r.url, "%s", url);
+    r.shard = s;
+    r.recorded = (int64_t)time(NULL);
+    rc = (size_t)snprintf(path, sizeof path, "%s/%s", m->data_dir, AGG_DEL_DIR) >= sizeof path
              ? fs_err_set(err, FS_EINVAL, "data directory path too long")
              : fs_mkdir_p(path, err);
-    if (rc == 0 && (size_t)snprintf(path, sizeof path, "%s/%s/%s.%u.json", m->data_dir, DEL_DIR, id,
-                                    s) >= sizeof path) {
+    if (rc == 0 && (size_t)snprintf(path, sizeof path, "%s/%s/%s.%u.json", m->data_dir, AGG_DEL_DIR,
+                                    id, s) >= sizeof path) {
         rc = fs_err_set(err, FS_EINVAL, "data directory path too long");
     }
     if (rc == 0) {
-        rc = fs_write_file_atomic(path, txt, strlen(txt), err);
+        rc = agg_del_write(path, &r, err);
     }
-    free(txt);
     return rc;
 }
 
@@ -287,38 +299,6 @@ static int del_send(const agg_mgr *m, const char *id, const char *url, long *st,
     }
     fs_httpc_free(c);
     return rc == 0 || *st == 404 ? 0 : -1;
-}
-
-/* Read the record file name of dir: 0 and the job, shard and url, or -1 (malformed). */
-static int del_read(const char *dir, const char *name, char id[FS_JOB_ID_MAX + 1], uint32_t *shard,
-                    char url[FS_JOB_URL_MAX + 1])
-{
-    char path[4400];
-    struct stat st;
-    json_error_t je;
-    json_t *doc;
-    const char *j;
-    const char *u;
-    json_int_t s;
-    int rc = -1;
-
-    if ((size_t)snprintf(path, sizeof path, "%s/%s", dir, name) >= sizeof path ||
-        stat(path, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > DEL_RECORD_MAX) {
-        return -1;
-    }
-    doc = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-    j = json_string_value(json_object_get(doc, "job"));
-    u = json_string_value(json_object_get(doc, "url"));
-    s = json_integer_value(json_object_get(doc, "shard"));
-    if (j != NULL && fs_job_id_valid(j) && u != NULL && u[0] != '\0' &&
-        strlen(u) <= FS_JOB_URL_MAX && s >= 1 && s < FS_JOB_MAX_SHARDS) {
-        snprintf(id, FS_JOB_ID_MAX + 1, "%s", j);
-        snprintf(url, FS_JOB_URL_MAX + 1, "%s", u);
-        *shard = (uint32_t)s;
-        rc = 0;
-    }
-    json_decref(doc);
-    return rc;
 }
 
 static struct del_track *del_track_of(struct agg_shardgc *g, const char *name)
@@ -348,10 +328,11 @@ static void del_one(struct agg_shardgc *g, const char *name, double now, double 
 {
     struct del_track *t = del_track_of(g, name);
     struct fs_err err = {0};
-    char id[FS_JOB_ID_MAX + 1];
-    char url[FS_JOB_URL_MAX + 1];
+    struct agg_del_rec r;
     char path[4400];
-    uint32_t s = 0;
+    int64_t max = (int64_t)g->m->cfg.shard_deletion_max_age_s;
+    int64_t age;
+    double pause;
     long st = 0;
 
     if (t != NULL) {
@@ -364,32 +345,76 @@ static void del_one(struct agg_shardgc *g, const char *name, double now, double 
     if ((size_t)snprintf(path, sizeof path, "%s/%s", g->dir, name) >= sizeof path) {
         return;
     }
-    if (del_read(g->dir, name, id, &s, url) != 0) {
+    if (agg_del_read(g->dir, name, &r) != 0) {
         fs_log_pack(FS_LOG_WARN, "malformed shard deletion record removed", "{s:s}", "file", name);
         (void)unlink(path);
         return;
     }
-    if (del_send(g->m, id, url, &st, &err) == 0) {
+    for (size_t i = 0; i < g->ndown; i++) {
+        if (strcmp(g->down[i].url, r.url) == 0) {
+            fs_err_set(&err, FS_EUNAVAILABLE,
+                       "DELETE /v1/shards/%s: not sent, the peer was unreachable a moment "
+                       "before: %s",
+                       r.job, g->down[i].error);
+            break;
+        }
+    }
+    if (err.msg[0] == '\0' && del_send(g->m, r.job, r.url, &st, &err) == 0) {
         fs_log_pack(t != NULL && t->pause > 0 ? FS_LOG_INFO : FS_LOG_DEBUG, "shard window deleted",
-                    "{s:s, s:i}", "job", id, "shard", (int)s);
+                    "{s:s, s:i}", "job", r.job, "shard", (int)r.shard);
         (void)unlink(path);
         if (t != NULL) {
             t->seen = 0; /* forgotten at the end of the pass */
         }
         return;
     }
-    fs_log_pack(t == NULL || t->pause == 0 ? FS_LOG_WARN : FS_LOG_DEBUG,
-                "cannot delete a shard window; tried again later", "{s:s, s:i, s:s}", "job", id,
-                "shard", (int)s, "error", err.msg);
-    if (t != NULL) {
-        t->pause = t->pause == 0                    ? DEL_BACKOFF_MIN
-                   : 2 * t->pause < DEL_BACKOFF_MAX ? 2 * t->pause
-                                                    : DEL_BACKOFF_MAX;
-        t->next = agg_now_mono() + t->pause;
-        *next = t->next < *next ? t->next : *next;
-    } else {
-        *next = now + DEL_BACKOFF_MAX < *next ? now + DEL_BACKOFF_MAX : *next;
+    if (st == 0 && g->ndown < DEL_DOWN_MAX && err.msg[0] != '\0') { /* unreachable */
+        int known = 0;
+        for (size_t i = 0; i < g->ndown; i++) {
+            known = known || strcmp(g->down[i].url, r.url) == 0;
+        }
+        if (!known) {
+            snprintf(g->down[g->ndown].url, sizeof g->down[0].url, "%s", r.url);
+            const char *why = strstr(err.msg, ": "); /* without "DELETE /v1/shards/<job>" */
+            snprintf(g->down[g->ndown].error, sizeof g->down[0].error, "%s",
+                     why != NULL ? why + 2 : err.msg);
+            g->ndown++;
+        }
     }
+    age = (int64_t)time(NULL) - r.recorded;
+    if (max > 0 && age >= max) { /* given up: kept, listed, counted; never tried again */
+        struct fs_err e2 = {0};
+        if (agg_del_abandon(g->dir, name, &r, err.msg, &e2) == 0) {
+            fs_log_pack(FS_LOG_WARN,
+                        "shard window deletion abandoned after --shard-deletion-max-age-s "
+                        "(listed by GET /v1/shard-deletions)",
+                        "{s:s, s:i, s:s, s:I, s:s}", "job", r.job, "shard", (int)r.shard, "peer",
+                        r.url, "age_s", (json_int_t)age, "error", err.msg);
+            if (t != NULL) {
+                t->seen = 0;
+            }
+            return;
+        }
+        fs_log_pack(FS_LOG_WARN, "cannot record a shard window deletion as abandoned",
+                    "{s:s, s:i, s:s}", "job", r.job, "shard", (int)r.shard, "error", e2.msg);
+    }
+    fs_log_pack(t == NULL || t->pause == 0 ? FS_LOG_WARN : FS_LOG_DEBUG,
+                "cannot delete a shard window; tried again later", "{s:s, s:i, s:s}", "job", r.job,
+                "shard", (int)r.shard, "error", err.msg);
+    pause = t == NULL                        ? DEL_BACKOFF_MAX
+            : t->pause == 0                  ? DEL_BACKOFF_MIN
+            : 2 * t->pause < DEL_BACKOFF_MAX ? 2 * t->pause
+                                             : DEL_BACKOFF_MAX;
+    if (t != NULL) {
+        t->pause = pause;
+    }
+    if (max > 0 && max - age > 0 && max - age < pause) { /* the last try at the age */
+        pause = (double)(max - age);
+    }
+    if (t != NULL) {
+        t->next = agg_now_mono() + pause;
+    }
+    *next = now + pause < *next ? now + pause : *next;
 }
 
 /* One pass over the records: each due one tried. @return seconds until the next try. */
@@ -404,6 +429,7 @@ static double del_pass(struct agg_shardgc *g)
     for (size_t i = 0; i < g->nt; i++) {
         g->t[i].seen = 0;
     }
+    g->ndown = 0;
     while (d != NULL && (e = readdir(d)) != NULL && !gc_stopping(g)) {
         size_t len = strlen(e->d_name);
         if (e->d_name[0] == '.') {
@@ -466,7 +492,8 @@ void agg_shard_gc_start(agg_mgr *m)
     }
     g = calloc(1, sizeof *g);
     if (g == NULL ||
-        (size_t)snprintf(g->dir, sizeof g->dir, "%s/%s", m->data_dir, DEL_DIR) >= sizeof g->dir ||
+        (size_t)snprintf(g->dir, sizeof g->dir, "%s/%s", m->data_dir, AGG_DEL_DIR) >=
+            sizeof g->dir ||
         (m->cfg.npeers == 0 && stat(g->dir, &st) != 0)) {
         free(g); /* no peers and nothing pending: no thread */
         return;

@@ -10,6 +10,7 @@
 #include "crypto/ct.h"
 #include "http.h"
 #include "net/reply.h"
+#include "shardgc.h"
 #include "shardwin.h"
 
 /* The window of {job}, or a 404 (NULL). */
@@ -129,4 +130,13 @@ int agg_shard_h_r(fs_http_req *req, fs_http_resp *resp, void *ctx)
         return fs_http_problem_err(resp, &err);
     }
     return 0;
+}
+
+int agg_shard_h_deletions(fs_http_req *req, fs_http_resp *resp, void *ctx)
+{
+    struct agg_app *app = agg_http_app(ctx);
+
+    (void)req;
+    return fs_http_reply_json(
+        resp, 200, agg_del_doc(app->cfg->data_dir, app->cfg->shard_deletion_max_age_s), NULL);
 }

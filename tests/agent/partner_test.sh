@@ -13,6 +13,9 @@
 # run with a 3 s stall limit, which does not apply while the job waits), its
 # join deadline is a day away, Ctrl-C stops `join --wait` without stopping
 # the participation, and the job completes once the third party joins.
+# Last, a `fedsvd local` fedpca job whose server is held up (a test hook,
+# as by a slow disk) for longer than the round timeout each time it opens an
+# exponents round: every party's exponent is still taken, nobody dropped.
 #
 #   tests/agent/partner_test.sh [BIN_DIR]      (default build/bin)
 # Ends with "N passed, N failed".
@@ -217,5 +220,20 @@ done
 "$F" participation result --agent "${AURL[3]}" "${OPT[@]}" "$(head -n 1 "$T/slow3.id")" --out "$T/rs" >/dev/null
 v=$("$F" compare --a "$T/rs/components.npy" --b "$T/ref/V.npy" --metric subspace --k 3)
 check "slow: party 3's components vs LAPACK ($v)" below "$v" 1e-10
+
+echo "== a round opened while the server is held up (a slow disk) keeps its whole round timeout"
+# FEDSVD_TEST_PERSIST_DELAY_MS (a test hook) makes the server take 2.5 s longer, holding the
+# job's lock, to persist the job as it enters exponents: aggregation 0 at the close of
+# share_keys, aggregation 1 on the worker that publishes the mean. The parties see each
+# round open and send at once; their messages wait for the lock past the 2 s round timeout.
+FEDSVD_TEST_PERSIST_DELAY_MS=2500@exponents TMPDIR="$T" "$F" local --algorithm fedpca --k 3 \
+  --party "$T/d/party-1.npy" --party "$T/d/party-2.npy" --party "$T/d/party-3.npy" \
+  --round-timeout 2 --timeout 60 --out "$T/held" >"$T/held.log" 2>&1
+check "held server: the job is done with every party (exit 0, nobody dropped)" \
+  bash -c '[ "$1" = 0 ] && [ "$(node "$2" get "$3/summary.json" .dropped)" = "[]" ] &&
+    [ "$(node "$2" get "$3/summary.json" .survivors)" = "[1,2,3]" ]' _ $? "$JLIB" "$T/held"
+[ -f "$T/held/components.npy" ] || tail -n 2 "$T/held.log"
+v=$("$F" compare --a "$T/held/components.npy" --b "$T/ref/V.npy" --metric subspace --k 3 2>/dev/null)
+check "held server: components vs LAPACK ($v)" below "$v" 1e-10
 
 svc_summary

@@ -15,8 +15,18 @@
 #                 exactly one entry for the job, spent, counted once;
 #   fail-cleanly  the job fails with a reason (or the killed agent's
 #                 participation error) starting "cannot resume after restart:".
-# A kill that came late (the phase was over before a status poll saw it) is
-# run once more; the table shows the phase the service was really killed in.
+# The aggregation server is killed at its testing stop point
+# (FEDSVD_TEST_STOP_AT_PHASE, which fedsvd local sets for it): it holds the
+# job once the phase is persisted, so its kill lands exactly there, every
+# time (a server case asserts that its log says the stop point was reached,
+# and fails when the kill came late or never). PHASE done kills it once the
+# job's end is logged but before it is stored; PHASE begin once the key-sharing
+# round's close is logged but before aggregation 0's begin is (the restarted
+# server must begin it, once). An agent or the masking
+# server is killed when the CLI's polls see the phase: a kill of theirs that
+# came late (the phase was over before a poll saw it) is run once more; the
+# table shows the phase the service was really killed in. After the matrix,
+# one fedpca run with four restarts of the aggregation server.
 # Before the matrix: --restart's usage errors (exit 2, one line, the reason).
 # With fedpca's uninterrupted run, one more without --test-mask-seed: its
 # random masks must change the last bits of its result files (only within
@@ -102,8 +112,13 @@ PPARTS=(--party "$T/d/pw/party-1.npy" --party "$T/d/pw/party-2.npy" --party "$T/
 args_for() {
   case $1 in
     secure-sum) ARGS=(--algorithm secure-sum "${SPARTS[@]}" --round-timeout "$RT") ;;
-    fedpca) ARGS=(--algorithm fedpca --k 3 "${SPARTS[@]}" --round-timeout "$RT"
+    fedpca | fedsvd) ARGS=(--algorithm "$1" --k 3 "${SPARTS[@]}" --round-timeout "$RT"
       --test-mask-seed "$TSEED") ;;
+    fedpower) ARGS=(--algorithm fedpower --k 3 --iterations 4 --sync-every 2 "${PPARTS[@]}"
+      --round-timeout "$RT") ;;
+    fedpower-private)
+      ARGS=(--algorithm fedpower-private --k 3 --iterations 4 --sync-every 2 --epsilon 4
+        --clip-z 1 --bound-m 1 --bound-mode clip "${PPARTS[@]}" --round-timeout "$RT") ;;
     fedpower-utility)
       ARGS=(--algorithm fedpower-utility --k 3 --iterations 4 --sync-every 2 --epsilon 4
         --paillier-bits 1024 "${PPARTS[@]}" --round-timeout "$RT") ;;
@@ -150,6 +165,12 @@ usage "masking-server without one" "only fedsvd and fedpca use a masking-server"
 usage "R on a once-per-job phase" "share_keys happens once" fedpca aggregation-server@share_keys:1
 usage "R on factorizing" "factorizing happens once, after the last aggregation" fedpca \
   aggregation-server@factorizing:1
+usage "R on done" "done happens once, after the last aggregation" fedpca \
+  aggregation-server@done:1
+usage "done for an agent" "PHASE done is for the aggregation-server only" secure-sum agent-1@done
+usage "begin for an agent" "PHASE begin is for the aggregation-server only" fedpca agent-1@begin
+usage "R on begin" "PHASE begin is for the aggregation-server only, without :R" dp-ppm \
+  aggregation-server@begin:0
 usage "R not a number" "the aggregation R" dp-ppm aggregation-server@masked_input:x
 usage "no @" "expected SERVICE@PHASE[:R]" dp-ppm aggregation-server
 # --test-mask-seed: hex only, and only where there is a masking server
@@ -177,6 +198,20 @@ fi
 "$F" local --algorithm secure-sum "${SPARTS[@]}" --out "$T/u" --restart >"$T/u.out" 2>"$T/u.err"
 [ $? -eq 2 ] && grep -q "needs a value" "$T/u.err" && ok "usage: --restart without a value" ||
   bad "usage: --restart without a value: $(cat "$T/u.err")"
+# the server's stop point: a value that is not one is refused at start
+for v in waiting_for_parties masked_input:x begin:0; do
+  mkdir -p "$T/sp"
+  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/sp/tok"
+  chmod 600 "$T/sp/tok"
+  FEDSVD_TEST_STOP_AT_PHASE=$v timeout 10 "$BIN/aggregation-server" --listen 127.0.0.1:0 \
+    --data-dir "$T/sp/d" --admin-token-file "$T/sp/tok" >"$T/sp.log" 2>&1
+  rc=$?
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "FEDSVD_TEST_STOP_AT_PHASE: " "$T/sp.log"; then
+    ok "usage: aggregation-server refuses FEDSVD_TEST_STOP_AT_PHASE=$v"
+  else
+    bad "usage: aggregation-server with FEDSVD_TEST_STOP_AT_PHASE=$v: exit $rc, $(tail -n 1 "$T/sp.log")"
+  fi
+done
 "$F" local --help >"$T/help" 2>&1
 grep -q -- "--restart SERVICE@PHASE\[:R\]" "$T/help" && ok "--help documents --restart" ||
   bad "--help lacks --restart"
@@ -264,6 +299,10 @@ same_result() {
           return
         fi
       done ;;
+    fedsvd) # every result file, as fedpca's
+      for f in $(cd "$b" && find . -name '*.npy' | sort); do
+        cmp -s "$out/$f" "$b/$f" || { WHY="$f differs from the uninterrupted run's"; return; }
+      done ;;
   esac
 }
 
@@ -307,7 +346,7 @@ ledger_once() {
 
 # Run one case; GOT (finish | fail-cleanly | what happened instead), KILLED, DOWN, SECS.
 run_case() { # ALGORITHM SERVICE PHASE
-  local alg=$1 svc=$2 ph=$3 out=$T/case root job state err perr fired idx f
+  local alg=$1 svc=$2 ph=$3 out=$T/case root job state err perr fired idx f n
   rm -rf "$out"
   args_for "$alg"
   local t0=$SECONDS
@@ -356,6 +395,27 @@ run_case() { # ALGORITHM SERVICE PHASE
   else
     GOT="failed: ${err:-exit $rc}${perr:+ (party: $perr)}"
   fi
+  # the server's kill: at its stop point (but at waiting_for_parties, which
+  # fedsvd local places itself, right after it created the job), exactly
+  if [ "$svc" = aggregation-server ] && { [ "$GOT" = finish ] || [ "$GOT" = fail-cleanly ]; }; then
+    if [ -n "$LATE" ]; then
+      GOT="killed late, in $KILLED"
+    elif [ "$ph" != waiting_for_parties ] &&
+      ! grep -q '"msg":"test stop point reached' "$root/aggregation-server.log" 2>/dev/null; then
+      GOT="$GOT, but not at its stop point (its log does not say it reached it)"
+    fi
+  fi
+  # begin: the restarted server began aggregation 0 itself, exactly once
+  if [ "$svc" = aggregation-server ] && [ "$ph" = begin ] && [ "$GOT" = finish ]; then
+    if ! grep -q '"msg":"key sharing closed before the restart: beginning aggregation 0"' \
+      "$root/aggregation-server.log" 2>/dev/null; then
+      GOT="finish, but the restarted server did not begin aggregation 0 itself"
+    elif command -v sqlite3 >/dev/null; then
+      n=$(sqlite3 "$root/aggregation-server/server.db" "SELECT count(*) FROM events WHERE
+        kind = 'begin' AND json_extract(CAST(body AS TEXT), '\$.r') = 0" 2>/dev/null)
+      [ "$n" = 1 ] || GOT="finish, but aggregation 0 has ${n:-no} begin events in the server's log"
+    fi
+  fi
   [ -n "$root" ] && rm -rf "$root"
 }
 
@@ -363,7 +423,7 @@ echo "== the crash matrix (${#CASES[@]} cases$([ "${CHAOS_FULL:-0}" = 1 ] || ech
 : >"$T/table"
 for c in "${CASES[@]}"; do
   read -r alg svc ph expect <<<"$c"
-  [ "$alg" = secure-sum ] || [ "$alg" = fedpca ] && baseline "$alg"
+  case $alg in secure-sum | fedpca | fedsvd) baseline "$alg" ;; esac
   if [ "${BASE[$alg]:-}" = none ]; then
     bad "$alg $svc@$ph: no uninterrupted run to compare with"
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$alg" "$svc" "$ph" "$expect" "-" "-" "-" \
@@ -371,9 +431,11 @@ for c in "${CASES[@]}"; do
     continue
   fi
   run_case "$alg" "$svc" "$ph"
-  if [ -n "$LATE" ] || [ "${GOT#restart never fired}" != "$GOT" ]; then
+  if [ "$svc" != aggregation-server ] &&
+    { [ -n "$LATE" ] || [ "${GOT#restart never fired}" != "$GOT" ]; }; then
     # once more: the phase may be seen this time (on a busy host a short last
-    # phase can end, and the job with it, between two of the CLI's polls)
+    # phase can end, and the job with it, between two of the CLI's polls;
+    # the server's kills are placed by its stop point instead)
     run_case "$alg" "$svc" "$ph"
   fi
   if [ "$GOT" = "$expect" ]; then
@@ -389,6 +451,34 @@ for c in "${CASES[@]}"; do
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$alg" "$svc" "$ph" "$expect" \
     "$(printf '%s' "$GOT" | cut -c1-60)" "$KILLED${LATE:+ (late)}" "$DOWN" "$SECS" "$verdict" >>"$T/table"
 done
+
+# Several restarts of the aggregation server in one fedpca run, given out of
+# order: the server is started again with the next one's stop point each
+# time, so each lands exactly in its phase, in the job's order, and the
+# result files are still byte-identical to the uninterrupted run's.
+if [ -z "${CHAOS_ONLY:-}" ] || printf 'fedpca aggregation-server several\n' | grep -Eq -- "$CHAOS_ONLY"; then
+  baseline fedpca
+  args_for fedpca
+  rm -rf "$T/multi"
+  "$F" local "${ARGS[@]}" --out "$T/multi" --restart aggregation-server@done \
+    --restart aggregation-server@exponents:1 --restart aggregation-server@unmasking \
+    --restart aggregation-server@factorizing >"$T/multi.out" 2>"$T/multi.err"
+  rc=$?
+  got=$(node -e '
+    let s = {};
+    try { s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); } catch (e) {}
+    const r = (s.restarts || []).filter((x) => x.fired && !x.late)
+      .sort((a, b) => a.after_s - b.after_s).map((x) => x.spec);
+    console.log(s.state + " " + r.join(","));' "$T/multi/summary.json" 2>/dev/null)
+  WHY=
+  [ "${BASE[fedpca]:-none}" != none ] && same_result fedpca "$T/multi"
+  want="done aggregation-server@unmasking,aggregation-server@exponents:1,aggregation-server@factorizing,aggregation-server@done"
+  if [ "$rc" -eq 0 ] && [ "$got" = "$want" ] && [ -z "$WHY" ]; then
+    ok "fedpca: four aggregation-server restarts in one run, each exactly in its phase, same result"
+  else
+    bad "fedpca: four aggregation-server restarts in one run: exit $rc, got '$got'${WHY:+, $WHY}: $(tail -n 1 "$T/multi.err")"
+  fi
+fi
 
 if [ -s "$T/table" ]; then
   echo

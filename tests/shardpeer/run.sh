@@ -15,7 +15,11 @@
 # still failed, with its error, after a restart; a peer that lost its
 # files failing the job; windows nobody uses removed by a peer with
 # --shard-window-ttl-s (running, and at its start); a peer down at
-# creation; and, with agents, a coordinator killed in a sharded
+# creation; a creation that fails after a peer (then killed) made its
+# window, the deletion kept pending across a coordinator restart and taken
+# once the peer is back, and deletions given up after
+# --shard-deletion-max-age-s (abandoned: listed by GET /v1/shard-deletions,
+# counted on /metrics, logged once, kept across a restart); and, with agents, a coordinator killed in a sharded
 # masked_input that resumes the job, then the peer killed while it
 # finishes, sent the finish again.
 # The math (windows, plans, TSQR) is tested in tests/unit.
@@ -52,6 +56,13 @@ http() {
   CODE=$(curl -s -o "$T/body" -w '%{http_code}' -X "$m" ${tok:+-H "Authorization: Bearer $tok"} "$@" "$u")
 }
 jget() { node "$JLIB" get "$T/body" "$1" 2>/dev/null; }
+# schema_check DESC SCHEMA: $T/body matches openapi.yaml's SCHEMA (skipped
+# without node and the contract suite's validator)
+schema_check() {
+  if command -v node >/dev/null && [ -d "$(dirname "$0")/../contract/node_modules/ajv" ]; then
+    check "$1" node "$JLIB" schema "$(dirname "$0")/../../openapi.yaml" "$2" "$T/body"
+  fi
+}
 # npy FILE WORDS FILL: a 1-D <u8 .npy of WORDS words, every byte FILL (0..255)
 npy() {
   node -e '
@@ -163,11 +174,8 @@ check "finish again: 202 (a repeat)" test "$CODE" = 202
 http GET "$PURL/v1/shards/$JOB/r.npy" "$PEER"
 check "R: a 4 x 4 float64 .npy" \
   test "$CODE" = 200 -a -n "$(grep -a -o "'descr': '<f8'.*'shape': (4, 4)" "$T/body")"
-if command -v node >/dev/null && [ -d "$(dirname "$0")/../contract/node_modules/ajv" ]; then
-  http GET "$PURL/v1/shards/$JOB" "$PEER"
-  check "the window document matches ShardWindow in openapi.yaml" \
-    node "$JLIB" schema "$(dirname "$0")/../../openapi.yaml" ShardWindow "$T/body"
-fi
+http GET "$PURL/v1/shards/$JOB" "$PEER"
+schema_check "the window document matches ShardWindow in openapi.yaml" ShardWindow
 http DELETE "$PURL/v1/shards/$JOB" "$PEER"
 check "DELETE: 204" test "$CODE" = 204
 http GET "$PURL/v1/shards/$JOB" "$PEER"
@@ -335,9 +343,9 @@ JOB3=$(jget .job.id)
 svc_stop "$PPID_" KILL
 rm -rf "$T/peer/shards/$JOB3"
 # (FEDSVD_TEST_SHARD_FINISH_DELAY_MS, a test hook: this peer holds its
-# windows in finishing for five seconds, for the restart below: the kill
-# cuts it short)
-FEDSVD_TEST_SHARD_FINISH_DELAY_MS=5000 svc_start peer PPORT "$BIN/aggregation-server" \
+# windows in finishing for ten seconds, for the restart below: the kill
+# cuts it short, and a slow machine still kills it there)
+FEDSVD_TEST_SHARD_FINISH_DELAY_MS=10000 svc_start peer PPORT "$BIN/aggregation-server" \
   --data-dir "$T/peer" --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
 PPID_=$SVC_PID
 for _ in $(seq 120); do
@@ -462,5 +470,177 @@ svc_stop "$PPID_"
 create "$(spec 2)"
 check "peer down at creation: 503 naming shard 1" \
   test "$CODE" = 503 -a -n "$(grep -o 'shard 1' "$T/body")"
+
+# ---- deletions a coordinator owes its peers: a second coordinator (c2)
+# with two peers, the peer (shard 1) and a stand-in for shard 2 (node) that
+# holds the creation's PUT until shard 1 is killed (-9), then answers 500
+# (the window made, perhaps) and takes every DELETE (204). The creation
+# fails (503) after shard 1 made its window; both deletions are recorded,
+# shard 2's goes at once, shard 1's stays pending (GET /v1/shard-deletions,
+# /metrics), survives c2's restart (-9), and is taken once the peer is
+# back: window and record gone, nothing listed. Then, with
+# --shard-deletion-max-age-s 1 and the peer down: a record written by an
+# older server (no "recorded": its mtime, an hour back) and the deletion of
+# another failed creation are given up: moved to abandoned/, logged once
+# as a warning, listed and counted as abandoned, never tried again, also
+# after another restart of c2
+node -e '
+  const http = require("http"), fs = require("fs"), T = process.argv[1];
+  const srv = http.createServer((req, res) => {
+    req.on("data", () => {});
+    req.on("end", () => {
+      const m = /^\/v1\/shards\/([^/?]+)$/.exec(req.url);
+      if (!m) { res.writeHead(404); return res.end(); }
+      if (req.method === "DELETE") {
+        fs.appendFileSync(`${T}/fake.deletes`, m[1] + "\n");
+        res.writeHead(204);
+        return res.end();
+      }
+      fs.writeFileSync(`${T}/fake.job`, m[1]);
+      const fail = (n) => fs.existsSync(`${T}/fake.release`) || n <= 0
+        ? res.writeHead(500, { "content-type": "application/problem+json" }).end(
+            "{\"type\":\"about:blank\",\"title\":\"internal\",\"status\":500,\"detail\":\"shard 2 fails\"}")
+        : setTimeout(() => fail(n - 1), 20);
+      fail(1000);
+    });
+  });
+  srv.listen(0, "127.0.0.1", () => fs.writeFileSync(`${T}/fake.port`, String(srv.address().port)));
+' "$T" >>"$T/fake.log" 2>&1 &
+FAKEPID=$!
+PIDS+=("$FAKEPID")
+FURL=http://127.0.0.1:$(svc_wait_port "$T/fake.port")
+c2() { # [ARGS...]: (re)start the second coordinator -> C2PID, C2URL
+  svc_start c2 C2PORT "$BIN/aggregation-server" --data-dir "$T/c2" \
+    --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token" \
+    --shard-peer "$PURL" --shard-peer "$FURL" "$@"
+  C2PID=$SVC_PID
+  C2URL=$SVC_URL
+}
+# dels: GET /v1/shard-deletions (the list in $T/body, its status in CODE),
+# summed up in DELS: "PENDING/ABANDONED/MAX_AGE PENDING-RECORDS ABANDONED-RECORDS",
+# a record as JOB.SHARD, +g with give_up_at, +a with abandoned_at and an error
+dels() {
+  http GET "$C2URL/v1/shard-deletions" "$ADMIN"
+  DELS=$(node -e '
+    const d = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
+    const f = (r) => `${r.job}.${r.shard}${r.give_up_at ? "+g" : ""}${r.abandoned_at && r.error ? "+a" : ""}`;
+    console.log(`${d.pending_count}/${d.abandoned_count}/${d.max_age_s} ` +
+      `${d.pending.map(f).sort().join(",")} ${d.abandoned.map(f).sort().join(",")}`);
+  ' "$T/body" 2>/dev/null)
+}
+metric() { # STATE: c2's fedsvd_shard_window_deletions{state=STATE}
+  curl -s "$C2URL/metrics" | sed -n "s/^fedsvd_shard_window_deletions{state=\"$1\"} //p"
+}
+C2D=$T/c2/shard-deletions
+svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
+  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
+PPID_=$SVC_PID
+c2
+curl -s -o "$T/c2.body" -w '%{http_code}' -X POST -H "Authorization: Bearer $ADMIN" \
+  -H 'Content-Type: application/json' --data-binary "$(spec 3)" "$C2URL/v1/jobs" >"$T/c2.code" &
+CREQ=$!
+for _ in $(seq 300); do [ -s "$T/fake.job" ] && break; sleep 0.05; done
+JOBC=$(cat "$T/fake.job" 2>/dev/null)
+check "failed creation: shard 1 made its window before shard 2 was asked" \
+  test -n "$JOBC" -a -s "$T/peer/shards/$JOBC/window.json"
+svc_stop "$PPID_" KILL
+touch "$T/fake.release"
+wait "$CREQ"
+check "failed creation: 503 naming shard 2" \
+  test "$(cat "$T/c2.code")" = 503 -a -n "$(grep -o 'shard 2' "$T/c2.body")"
+for _ in $(seq 300); do
+  grep -qx "$JOBC" "$T/fake.deletes" 2>/dev/null && [ ! -e "$C2D/$JOBC.2.json" ] && break
+  sleep 0.05
+done
+check "failed creation: shard 2 (no answer but 500: made, perhaps) is sent the DELETE, its record gone" \
+  eval 'grep -qx "$JOBC" "$T/fake.deletes" && test ! -e "$C2D/$JOBC.2.json"'
+check "failed creation: the deletion on shard 1 (down) is recorded" test -s "$C2D/$JOBC.1.json"
+http GET "$C2URL/v1/jobs/$JOBC" "$ADMIN"
+check "failed creation: no job is left of it (404)" test "$CODE" = 404
+dels
+check "failed creation: GET /v1/shard-deletions lists it pending (shard 1, its URL, give_up_at)" \
+  test "$CODE" = 200 -a "$DELS" = "1/0/2592000 $JOBC.1+g " \
+  -a -n "$(grep -F "\"url\":\"$PURL\"" "$T/body")"
+schema_check "... the list matches ShardDeletions in openapi.yaml" ShardDeletions
+http GET "$C2URL/v1/shard-deletions" ""
+check "GET /v1/shard-deletions without the admin token: 401" test "$CODE" = 401
+http GET "$C2URL/v1/shard-deletions" "$PEER"
+check "GET /v1/shard-deletions with the peer token: 401" test "$CODE" = 401
+check "failed creation: /metrics counts 1 pending, 0 abandoned" \
+  test "$(metric pending)/$(metric abandoned)" = 1/0
+svc_stop "$C2PID" KILL
+c2
+check "failed creation: the pending deletion survives c2's restart" test -s "$C2D/$JOBC.1.json"
+svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
+  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
+PPID_=$SVC_PID
+for _ in $(seq 300); do
+  [ ! -e "$T/peer/shards/$JOBC" ] && [ ! -e "$C2D/$JOBC.1.json" ] && break
+  sleep 0.1
+done
+http GET "$PURL/v1/shards/$JOBC" "$PEER"
+check "failed creation: once the peer is back its window is deleted (404, files and record gone)" \
+  test "$CODE" = 404 -a ! -e "$T/peer/shards/$JOBC" -a ! -e "$C2D/$JOBC.1.json"
+dels
+check "... nothing pending any more (list and /metrics)" \
+  test "$DELS/$(metric pending)" = "0/0/2592000  /0"
+svc_stop "$PPID_" KILL
+svc_stop "$C2PID" KILL
+
+# the give-up: an older server's record (no "recorded"), an hour old
+JOBO=j-$(printf 'c%.0s' $(seq 32))
+printf '{"job":"%s","shard":1,"url":"%s"}' "$JOBO" "$PURL" >"$C2D/$JOBO.1.json"
+touch -m -d '1 hour ago' "$C2D/$JOBO.1.json"
+c2 --shard-deletion-max-age-s 1
+http POST "$C2URL/v1/jobs" "$ADMIN" -H 'Content-Type: application/json' --data-binary "$(spec 3)"
+check "give-up: creation with shard 1 down: 503" test "$CODE" = 503
+JOBD=$(ls "$C2D" | sed -n "s/^\(j-[0-9a-f]*\)\.1\.json$/\1/p" | grep -v "$JOBO" | head -1)
+ab_logged() { # JOB: the warnings that its deletion was abandoned
+  grep "shard window deletion abandoned" "$T/c2.log" | grep '"level":"warn"' | grep -c "\"job\":\"$1\""
+}
+gone() { # JOB...: each one's deletion abandoned (its record moved, then the warning)
+  local j
+  for j in "$@"; do
+    [ -s "$C2D/abandoned/$j.1.json" ] && [ ! -e "$C2D/$j.1.json" ] &&
+      [ "$(ab_logged "$j")" -ge 1 ] || return 1
+  done
+}
+for _ in $(seq 300); do gone "$JOBD" "$JOBO" && break; sleep 0.05; done
+check "give-up: both deletions abandoned after --shard-deletion-max-age-s 1 (moved to abandoned/)" \
+  test -n "$JOBD" -a -s "$C2D/abandoned/$JOBD.1.json" -a -s "$C2D/abandoned/$JOBO.1.json" \
+  -a ! -e "$C2D/$JOBD.1.json" -a ! -e "$C2D/$JOBO.1.json"
+check "give-up: logged once each, as a warning" test "$(ab_logged "$JOBD")/$(ab_logged "$JOBO")" = 1/1
+dels
+check "give-up: listed as abandoned with the last error, nothing pending" \
+  test "$DELS" = "0/2/1  $(printf '%s\n' "$JOBD.1+a" "$JOBO.1+a" | sort | paste -sd,)"
+schema_check "... the list matches ShardDeletions in openapi.yaml" ShardDeletions
+check "give-up: /metrics counts 0 pending, 2 abandoned" \
+  test "$(metric pending)/$(metric abandoned)" = 0/2
+cp "$C2D/abandoned/$JOBD.1.json" "$T/abandoned.json" 2>/dev/null
+svc_stop "$C2PID" KILL
+N1=$(wc -l <"$T/c2.log")
+# two pending records long past the age, for the same peer (down): given up
+# at the restarted c2's first pass (the second not sent: its peer was
+# unreachable a moment before), which must not try the abandoned ones again
+JOBE=j-$(printf 'e%.0s' $(seq 32))
+JOBF=j-$(printf 'f%.0s' $(seq 32))
+for J in "$JOBE" "$JOBF"; do
+  printf '{"job":"%s","shard":1,"url":"%s","recorded":1}' "$J" "$PURL" >"$C2D/$J.1.json"
+done
+c2 --shard-deletion-max-age-s 1
+for _ in $(seq 300); do gone "$JOBE" "$JOBF" && break; sleep 0.05; done
+dels
+check "give-up, after c2's restart: still listed and counted as abandoned (4 with the new ones)" \
+  test "${DELS%% *}/$(metric abandoned)" = 0/4/1/4
+check "... one of the two sent, the other not (its peer unreachable in the same pass)" \
+  test "$(grep -l "not sent, the peer was unreachable" "$C2D/abandoned/$JOBE.1.json" \
+    "$C2D/abandoned/$JOBF.1.json" 2>/dev/null | wc -l)" = 1
+check "... the records unchanged, never tried again (only the new record's try logged)" \
+  eval 'cmp -s "$T/abandoned.json" "$C2D/abandoned/$JOBD.1.json" &&
+    test "$(tail -n +$((N1 + 1)) "$T/c2.log" | grep "cannot delete a shard window\|abandoned" |
+      grep -c -e "$JOBD" -e "$JOBO")" = 0 &&
+    test "$(ab_logged "$JOBD")/$(ab_logged "$JOBE")/$(ab_logged "$JOBF")" = 1/1/1'
+svc_stop "$C2PID"
+svc_stop "$FAKEPID"
 
 svc_summary

@@ -644,6 +644,56 @@ static void test_fed_exponent_threshold(void)
     h_free(&h);
 }
 
+/* Between the close of R1 and the begin of aggregation 0 (the service
+ * begins it outside its status lock, with I/O) the job shows the phase that
+ * begin opens: fedsvd/fedpca exponents, whose messages are taken (once
+ * begun), not a later phase that says the exponents round is over. */
+static void test_share_keys_close_to_begin(void)
+{
+    static const enum fs_algo algos[] = {FS_ALGO_FEDSVD, FS_ALGO_FEDPCA, FS_ALGO_SECURE_SUM};
+
+    for (size_t q = 0; q < sizeof algos / sizeof *algos; q++) {
+        struct h h;
+        struct fs_jobsm_close c;
+        struct fs_jobsm_step st;
+        struct fs_err err = {0};
+        int fed = algos[q] != FS_ALGO_SECURE_SUM;
+        enum fs_job_phase opens = fed ? FS_JOB_EXPONENTS : FS_JOB_MASKED_INPUT;
+        double at;
+
+        h_init(&h, algos[q], 3, 2, algos[q] == FS_ALGO_FEDPCA ? 2 : 1, 0);
+        round_adv(&h);
+        CHECK(close_expect(&h, FS_JOB_ADVERTISE, 0, 0) == FS_JOBSM_NEXT);
+        round_share(&h);
+        at = tick(&h);
+        CHECK_OK(fs_jobsm_close_secagg(&h.s, h.sa, &err), &err);
+        CHECK_OK(fs_jobsm_close(&h.s, &c, &err), &err);
+        record(&h, EV_CLOSE, NULL, 0, 0, at);
+        CHECK_OK(fs_jobsm_advance(&h.s, h.sa, &c, at, &st, &err), &err);
+        CHECK(st.action == FS_JOBSM_BEGIN);
+        /* not begun yet: what a status poll sees now */
+        CHECK_MSG(h.s.phase == opens && h.s.r == 0, "algo %d: phase %d before begin", (int)algos[q],
+                  (int)h.s.phase);
+        for (uint32_t i = 1; i <= 3; i++) {
+            CHECK(fs_jobsm_check(&h.s, opens, 0, i) == FS_JOBSM_OK);
+            CHECK(fs_jobsm_waits_for(&h.s, i));
+        }
+        CHECK(!fed || fs_jobsm_check(&h.s, FS_JOB_MASKED_INPUT, 0, 1) == FS_JOBSM_NOT_YET);
+        fs_jobsm_step_clear(&st);
+        fs_jobsm_close_clear(&c);
+        h_begin(&h, 0);
+        CHECK(h.s.phase == opens && h.s.r == 0);
+        if (fed) {
+            receive(&h);
+            round_exp(&h);
+            CHECK(close_expect(&h, FS_JOB_EXPONENTS, 0, 0) == FS_JOBSM_NEXT);
+            CHECK(h.s.phase == FS_JOB_MASKED_INPUT && h.s.r == 0);
+        }
+        check_replay(&h);
+        h_free(&h);
+    }
+}
+
 /* Public exponents that differ mean the relayed sealed exponents differed. */
 static void test_exponent_disagreement(void)
 {
@@ -782,6 +832,7 @@ int main(void)
     RUN(test_fed_through);
     RUN(test_fed_dropout_rules);
     RUN(test_fed_exponent_threshold);
+    RUN(test_share_keys_close_to_begin);
     RUN(test_exponent_disagreement);
     RUN(test_plain_power);
     RUN(test_checks);
