@@ -96,6 +96,13 @@ out:
     return rc;
 }
 
+int agg_begin_first(agg_job *j, double at, struct fs_err *err)
+{
+    return j->fed           ? agg_begin_fed(j, 0, at, err)
+           : j->ops != NULL ? j->ops->begin(j, 0, at, err)
+                            : agg_begin_sum(j, NULL, at, err);
+}
+
 /* fedsvd/fedpca: begin aggregation r; it opens with the exponents round.
  * Parties keep their own fixed point (lib/proto/fedsvd.h, fedpca.h). */
 int agg_begin_fed(agg_job *j, uint32_t r, double at, struct fs_err *err)

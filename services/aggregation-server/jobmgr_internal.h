@@ -220,6 +220,8 @@ int agg_exists(const agg_job *j, uint32_t r, struct fs_err *err);
 /* ---- jobagg.c: aggregations, the worker (sm_mu held) */
 int agg_begin_sum(agg_job *j, const struct fs_fixedpt *given, double at, struct fs_err *err);
 int agg_begin_fed(agg_job *j, uint32_t r, double at, struct fs_err *err);
+/* aggregation 0 of any algorithm, once key sharing closed */
+int agg_begin_first(agg_job *j, double at, struct fs_err *err);
 int agg_finish_stats(agg_job *j, double at, struct fs_err *err);
 int agg_start_worker(agg_job *j);
 

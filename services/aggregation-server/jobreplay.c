@@ -449,7 +449,6 @@ static void begin_if_due(agg_job *j)
     struct fs_err jerr = {0};
     double at = agg_now_wall();
     int due;
-    int rc;
 
     pthread_mutex_lock(&j->sm_mu);
     pthread_mutex_lock(&j->mu);
@@ -460,10 +459,7 @@ static void begin_if_due(agg_job *j)
     if (due) {
         fs_log_pack(FS_LOG_INFO, "key sharing closed before the restart: beginning aggregation 0",
                     "{s:s}", "job", j->id);
-        rc = j->fed           ? agg_begin_fed(j, 0, at, &jerr)
-             : j->ops != NULL ? j->ops->begin(j, 0, at, &jerr)
-                              : agg_begin_sum(j, NULL, at, &jerr);
-        if (rc != 0) { /* (a failure the begin did not record already) */
+        if (agg_begin_first(j, at, &jerr) != 0) { /* (a failure the begin did not record already) */
             char reason[700];
             snprintf(reason, sizeof reason, "cannot resume after restart: %s", jerr.msg);
             agg_fail_job(j, reason);

@@ -235,9 +235,7 @@ static int act(agg_job *j, const struct fs_jobsm_close *c, const struct fs_jobsm
             return 0; /* the begin is an event of its own */
         }
         agg_teststop_before_begin(j->id); /* a testing aid, off by default */
-        return j->fed           ? agg_begin_fed(j, 0, at, err)
-               : j->ops != NULL ? j->ops->begin(j, 0, at, err)
-                                : agg_begin_sum(j, NULL, at, err);
+        return agg_begin_first(j, at, err);
     case FS_JOBSM_WORK:
         if (!j->replaying && agg_start_worker(j) != 0) {
             agg_fail_job(j, c->phase == FS_JOB_UNMASKING ? "cannot start the unmasking worker"
