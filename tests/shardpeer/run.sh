@@ -38,10 +38,16 @@ printf '%s\n' "$PEER" >"$T/peer.token"
 chmod 600 "$T/peer.token"
 
 # the peer (shard 1), then the coordinator pointing at it
-svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
-  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token" ||
-  { bad "peer starts"; svc_summary; exit 1; }
-PPID_=$SVC_PID
+# start_peer: the peer (shard 1, data $T/peer) on PPORT -> PPID_, SVC_URL;
+# the status of svc_start
+start_peer() {
+  svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
+    --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
+  local rc=$?
+  PPID_=$SVC_PID
+  return $rc
+}
+start_peer || { bad "peer starts"; svc_summary; exit 1; }
 PURL=$SVC_URL
 svc_server --shard-peer "$PURL/" --peer-token-file "$T/peer.token" ||
   { bad "coordinator starts"; svc_summary; exit 1; }
@@ -215,9 +221,7 @@ for _ in $(seq 100); do # the restarted coordinator tried (and failed) while the
   [ "$(grep -c "cannot delete a shard window" "$T/server.log")" -gt "$N0" ] && break
   sleep 0.1
 done
-svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
-  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
-PPID_=$SVC_PID
+start_peer
 check "... the restarted peer reloads the window" \
   grep -q "\"shard window reloaded\",\"job\":\"$JOB2\"" "$T/peer.log"
 for _ in $(seq 150); do
@@ -234,9 +238,7 @@ check "... and the restarted coordinator deletes it once the peer is back (404, 
 # unmask plan, and deletes the files with the window
 peer_restart() { # kill -9 the peer, start it again on its port and data
   svc_stop "$PPID_" KILL
-  svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
-    --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
-  PPID_=$SVC_PID
+  start_peer
 }
 # poll the peer's window $1 (at most 5 s) until its state is $2; the last
 # answer stays in $T/body for jget
@@ -345,9 +347,7 @@ rm -rf "$T/peer/shards/$JOB3"
 # (FEDSVD_TEST_SHARD_FINISH_DELAY_MS, a test hook: this peer holds its
 # windows in finishing for ten seconds, for the restart below: the kill
 # cuts it short, and a slow machine still kills it there)
-FEDSVD_TEST_SHARD_FINISH_DELAY_MS=10000 svc_start peer PPORT "$BIN/aggregation-server" \
-  --data-dir "$T/peer" --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
-PPID_=$SVC_PID
+FEDSVD_TEST_SHARD_FINISH_DELAY_MS=10000 start_peer
 for _ in $(seq 120); do
   http GET "$SURL/v1/jobs/$JOB3" "$ADMIN"
   [ "$(jget .state)" = failed ] && break
@@ -405,9 +405,7 @@ EOF2
   check "the peer's window is finishing (the coordinator resumed and sent the plan)" \
     test "$(jget .state)" = finishing
   svc_stop "$PPID_" KILL
-  svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
-    --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
-  PPID_=$SVC_PID
+  start_peer
   for _ in $(seq 150); do
     http GET "$SURL/v1/jobs/$JOB4" "$ADMIN"
     [ "$(jget .state)" != running ] && break
@@ -532,9 +530,7 @@ metric() { # STATE: c2's fedsvd_shard_window_deletions{state=STATE}
   curl -s "$C2URL/metrics" | sed -n "s/^fedsvd_shard_window_deletions{state=\"$1\"} //p"
 }
 C2D=$T/c2/shard-deletions
-svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
-  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
-PPID_=$SVC_PID
+start_peer
 c2
 curl -s -o "$T/c2.body" -w '%{http_code}' -X POST -H "Authorization: Bearer $ADMIN" \
   -H 'Content-Type: application/json' --data-binary "$(spec 3)" "$C2URL/v1/jobs" >"$T/c2.code" &
@@ -571,9 +567,7 @@ check "failed creation: /metrics counts 1 pending, 0 abandoned" \
 svc_stop "$C2PID" KILL
 c2
 check "failed creation: the pending deletion survives c2's restart" test -s "$C2D/$JOBC.1.json"
-svc_start peer PPORT "$BIN/aggregation-server" --data-dir "$T/peer" \
-  --admin-token-file "$T/admin.token" --peer-token-file "$T/peer.token"
-PPID_=$SVC_PID
+start_peer
 for _ in $(seq 300); do
   [ ! -e "$T/peer/shards/$JOBC" ] && [ ! -e "$C2D/$JOBC.1.json" ] && break
   sleep 0.1
