@@ -38,6 +38,23 @@ printf '%s\n' "$PEER" >"$T/peer.token"
 chmod 600 "$T/peer.token"
 
 # the peer (shard 1), then the coordinator pointing at it
+# until_ok TRIES PAUSE COMMAND...: run COMMAND until it succeeds, at most
+# TRIES times PAUSE seconds apart; its last status
+until_ok() {
+  local n=$1 p=$2
+  shift 2
+  for _ in $(seq "$n"); do
+    "$@" && return 0
+    sleep "$p"
+  done
+  return 1
+}
+absent() { local f; for f; do [ ! -e "$f" ] || return 1; done; } # FILE...: none exists
+# job_state JOB STATE: the coordinator's job JOB is in STATE (its document in $T/body)
+job_state() {
+  http GET "$SURL/v1/jobs/$1" "$ADMIN"
+  [ "$(jget .state)" = "$2" ]
+}
 # start_peer: the peer (shard 1, data $T/peer) on PPORT -> PPID_, SVC_URL;
 # the status of svc_start
 start_peer() {
@@ -224,10 +241,7 @@ done
 start_peer
 check "... the restarted peer reloads the window" \
   grep -q "\"shard window reloaded\",\"job\":\"$JOB2\"" "$T/peer.log"
-for _ in $(seq 150); do
-  [ ! -e "$T/peer/shards/$JOB2" ] && [ ! -e "$DREC" ] && break
-  sleep 0.1
-done
+until_ok 150 0.1 absent "$T/peer/shards/$JOB2" "$DREC"
 http GET "$PURL/v1/shards/$JOB2" "$PEER"
 check "... and the restarted coordinator deletes it once the peer is back (404, files and record gone)" \
   test "$CODE" = 404 -a ! -e "$T/peer/shards/$JOB2" -a ! -e "$DREC"
@@ -325,11 +339,7 @@ JOB=$(jget .job.id)
 JOBG=$JOB
 up_is "failure: party 1's chunk to a job's window: 204" 204 "$(jget '.invitations[0].token')" 0 "$T/c1.npy"
 fin "{\"u3\": [1, 2], \"exponent\": 0, \"plan\": [{\"key\": \"$K3\", \"sign\": 1}, {\"key\": \"$K3\", \"sign\": -1}]}"
-for _ in $(seq 60); do
-  http GET "$SURL/v1/jobs/$JOBG" "$ADMIN"
-  [ "$(jget .state)" = failed ] && break
-  sleep 0.1
-done
+until_ok 60 0.1 job_state "$JOBG" failed
 check "failure: the coordinator fails the job with the shard's error" \
   test "$(jget .state)" = failed -a -n "$(jget .error | grep -o 'shard 1 failed: unmasking: .*party 2')"
 JOB=$JOB3
@@ -348,11 +358,7 @@ rm -rf "$T/peer/shards/$JOB3"
 # windows in finishing for ten seconds, for the restart below: the kill
 # cuts it short, and a slow machine still kills it there)
 FEDSVD_TEST_SHARD_FINISH_DELAY_MS=10000 start_peer
-for _ in $(seq 120); do
-  http GET "$SURL/v1/jobs/$JOB3" "$ADMIN"
-  [ "$(jget .state)" = failed ] && break
-  sleep 0.1
-done
+until_ok 120 0.1 job_state "$JOB3" failed
 check "a peer restarted without its files: the job fails with 'shard 1 lost its state after a restart'" \
   test "$(jget .error)" = "shard 1 lost its state after a restart"
 
@@ -535,7 +541,7 @@ c2
 curl -s -o "$T/c2.body" -w '%{http_code}' -X POST -H "Authorization: Bearer $ADMIN" \
   -H 'Content-Type: application/json' --data-binary "$(spec 3)" "$C2URL/v1/jobs" >"$T/c2.code" &
 CREQ=$!
-for _ in $(seq 300); do [ -s "$T/fake.job" ] && break; sleep 0.05; done
+until_ok 300 0.05 test -s "$T/fake.job"
 JOBC=$(cat "$T/fake.job" 2>/dev/null)
 check "failed creation: shard 1 made its window before shard 2 was asked" \
   test -n "$JOBC" -a -s "$T/peer/shards/$JOBC/window.json"
@@ -568,10 +574,7 @@ svc_stop "$C2PID" KILL
 c2
 check "failed creation: the pending deletion survives c2's restart" test -s "$C2D/$JOBC.1.json"
 start_peer
-for _ in $(seq 300); do
-  [ ! -e "$T/peer/shards/$JOBC" ] && [ ! -e "$C2D/$JOBC.1.json" ] && break
-  sleep 0.1
-done
+until_ok 300 0.1 absent "$T/peer/shards/$JOBC" "$C2D/$JOBC.1.json"
 http GET "$PURL/v1/shards/$JOBC" "$PEER"
 check "failed creation: once the peer is back its window is deleted (404, files and record gone)" \
   test "$CODE" = 404 -a ! -e "$T/peer/shards/$JOBC" -a ! -e "$C2D/$JOBC.1.json"
@@ -599,7 +602,7 @@ gone() { # JOB...: each one's deletion abandoned (its record moved, then the war
       [ "$(ab_logged "$j")" -ge 1 ] || return 1
   done
 }
-for _ in $(seq 300); do gone "$JOBD" "$JOBO" && break; sleep 0.05; done
+until_ok 300 0.05 gone "$JOBD" "$JOBO"
 check "give-up: both deletions abandoned after --shard-deletion-max-age-s 1 (moved to abandoned/)" \
   test -n "$JOBD" -a -s "$C2D/abandoned/$JOBD.1.json" -a -s "$C2D/abandoned/$JOBO.1.json" \
   -a ! -e "$C2D/$JOBD.1.json" -a ! -e "$C2D/$JOBO.1.json"
@@ -622,7 +625,7 @@ for J in "$JOBE" "$JOBF"; do
   printf '{"job":"%s","shard":1,"url":"%s","recorded":1}' "$J" "$PURL" >"$C2D/$J.1.json"
 done
 c2 --shard-deletion-max-age-s 1
-for _ in $(seq 300); do gone "$JOBE" "$JOBF" && break; sleep 0.05; done
+until_ok 300 0.05 gone "$JOBE" "$JOBF"
 dels
 check "give-up, after c2's restart: still listed and counted as abandoned (4 with the new ones)" \
   test "${DELS%% *}/$(metric abandoned)" = 0/4/1/4
