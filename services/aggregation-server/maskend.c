@@ -1,13 +1,12 @@
 /* Ending mask sets when their job ends: see maskend.h. */
 #include "maskend.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
-#include <time.h>
 
+#include "core/bgthread.h"
 #include "net/http_client.h"
 #include "net/log.h"
 
@@ -19,10 +18,7 @@ struct agg_maskend {
     agg_store *st;
     char ca_file[4096];
     int insecure_http; /* the server's --insecure-http: plain http to a non-loopback host */
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop;
+    struct fs_bgthread bt;
 };
 
 static double wall_s(void)
@@ -105,22 +101,14 @@ static void *loop(void *arg)
 {
     agg_maskend *e = arg;
 
-    pthread_mutex_lock(&e->mu);
-    while (!e->stop) {
+    while (!fs_bgthread_stopping(&e->bt)) {
         struct fs_err err = {0};
-        struct timespec until;
 
-        pthread_mutex_unlock(&e->mu);
         if (agg_store_maskset_due(e->st, wall_s(), AGG_MASKEND_ATTEMPTS, on_due, e, &err) != 0) {
             fs_log_pack(FS_LOG_WARN, "mask set end calls", "{s:s}", "error", err.msg);
         }
-        pthread_mutex_lock(&e->mu);
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += POLL_S;
-        while (!e->stop && pthread_cond_timedwait(&e->cv, &e->mu, &until) == 0) {
-        }
+        (void)fs_bgthread_wait(&e->bt, POLL_S * 1000);
     }
-    pthread_mutex_unlock(&e->mu);
     return NULL;
 }
 
@@ -136,11 +124,9 @@ int agg_maskend_start(agg_store *st, const char *ca_file, int insecure_http, agg
     e->st = st;
     e->insecure_http = insecure_http != 0;
     snprintf(e->ca_file, sizeof e->ca_file, "%s", ca_file != NULL ? ca_file : "");
-    pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
-    if (pthread_create(&e->thread, NULL, loop, e) != 0) {
-        pthread_cond_destroy(&e->cv);
-        pthread_mutex_destroy(&e->mu);
+    fs_bgthread_init(&e->bt);
+    if (fs_bgthread_start(&e->bt, loop, e, NULL) != 0) {
+        fs_bgthread_stop(&e->bt);
         free(e);
         return fs_err_set(err, FS_EIO, "cannot start the mask-set end thread");
     }
@@ -153,12 +139,6 @@ void agg_maskend_stop(agg_maskend *e)
     if (e == NULL) {
         return;
     }
-    pthread_mutex_lock(&e->mu);
-    e->stop = 1;
-    pthread_cond_signal(&e->cv);
-    pthread_mutex_unlock(&e->mu);
-    pthread_join(e->thread, NULL);
-    pthread_cond_destroy(&e->cv);
-    pthread_mutex_destroy(&e->mu);
+    fs_bgthread_stop(&e->bt);
     free(e);
 }

@@ -17,6 +17,7 @@
 #include "../../api/phase.h"
 #include "../../api/shardwire.h"
 #include "../../api/wire.h"
+#include "core/bgthread.h"
 #include "crypto/ct.h"
 #include "io/matio.h"
 #include "jobmgr_internal.h"
@@ -37,11 +38,7 @@ struct agg_shardjob {
     struct fs_job_shard sh[FS_JOB_MAX_SHARDS];
     uint8_t *elsewhere; /* [1..n]: complete on every peer (mu) */
     int polled;         /* elsewhere holds a verdict of every peer (mu) */
-    pthread_mutex_t stop_mu;
-    pthread_cond_t stop_cv;
-    int stop;
-    int poller_running;
-    pthread_t poller;
+    struct fs_bgthread poller;
 };
 
 /* ------------------------------------------------------------ peers */
@@ -231,11 +228,7 @@ struct del_track {
 struct agg_shardgc {
     agg_mgr *m;
     char dir[4200];
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop;
-    int kick;
-    pthread_t thread;
+    struct fs_bgthread bt; /* woken when a deletion was recorded */
     struct del_track *t;
     size_t nt;
     /* the peers no connection reached in this pass: their other records
@@ -247,16 +240,6 @@ struct agg_shardgc {
     } down[DEL_DOWN_MAX];
     size_t ndown;
 };
-
-static int gc_stopping(struct agg_shardgc *g)
-{
-    int stop;
-
-    pthread_mutex_lock(&g->mu);
-    stop = g->stop;
-    pthread_mutex_unlock(&g->mu);
-    return stop;
-}
 
 /* Record the deletion of job id's window on shard s at url (fsync, rename). */
 static int del_record(const agg_mgr *m, const char *id, uint32_t s, const char *url,
@@ -430,7 +413,7 @@ static double del_pass(struct agg_shardgc *g)
         g->t[i].seen = 0;
     }
     g->ndown = 0;
-    while (d != NULL && (e = readdir(d)) != NULL && !gc_stopping(g)) {
+    while (d != NULL && (e = readdir(d)) != NULL && !fs_bgthread_stopping(&g->bt)) {
         size_t len = strlen(e->d_name);
         if (e->d_name[0] == '.') {
             continue;
@@ -465,20 +448,10 @@ static void *gc_main(void *arg)
 {
     struct agg_shardgc *g = arg;
 
-    pthread_mutex_lock(&g->mu);
-    while (!g->stop) {
-        double wait;
-        g->kick = 0;
-        pthread_mutex_unlock(&g->mu);
-        wait = del_pass(g);
-        pthread_mutex_lock(&g->mu);
-        if (!g->stop && !g->kick) {
-            struct timespec ts;
-            agg_deadline_in(&ts, (unsigned)(wait * 1000) + 1);
-            (void)pthread_cond_timedwait(&g->cv, &g->mu, &ts);
-        }
+    while (!fs_bgthread_stopping(&g->bt)) {
+        double wait = del_pass(g);
+        (void)fs_bgthread_wait(&g->bt, (unsigned)(wait * 1000) + 1);
     }
-    pthread_mutex_unlock(&g->mu);
     return NULL;
 }
 
@@ -499,12 +472,10 @@ void agg_shard_gc_start(agg_mgr *m)
         return;
     }
     g->m = m;
-    pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
-    if (pthread_create(&g->thread, NULL, gc_main, g) != 0) {
+    fs_bgthread_init(&g->bt);
+    if (fs_bgthread_start(&g->bt, gc_main, g, NULL) != 0) {
         fs_log(FS_LOG_WARN, "cannot start the shard deletion thread", NULL);
-        pthread_mutex_destroy(&g->mu);
-        pthread_cond_destroy(&g->cv);
+        fs_bgthread_stop(&g->bt);
         free(g);
         return;
     }
@@ -518,13 +489,7 @@ void agg_shard_gc_stop(agg_mgr *m)
     if (g == NULL) {
         return;
     }
-    pthread_mutex_lock(&g->mu);
-    g->stop = 1;
-    pthread_cond_broadcast(&g->cv);
-    pthread_mutex_unlock(&g->mu);
-    pthread_join(g->thread, NULL);
-    pthread_mutex_destroy(&g->mu);
-    pthread_cond_destroy(&g->cv);
+    fs_bgthread_stop(&g->bt);
     free(g->t);
     free(g);
     m->sgc = NULL;
@@ -559,10 +524,7 @@ static void delete_windows(agg_mgr *m, const char *id, const struct fs_job_shard
         }
     }
     if (kick) {
-        pthread_mutex_lock(&m->sgc->mu);
-        m->sgc->kick = 1;
-        pthread_cond_broadcast(&m->sgc->cv);
-        pthread_mutex_unlock(&m->sgc->mu);
+        fs_bgthread_wake(&m->sgc->bt);
     }
 }
 
@@ -627,15 +589,7 @@ static void shard_detach(agg_job *j)
     if (sj == NULL) {
         return;
     }
-    pthread_mutex_lock(&sj->stop_mu);
-    sj->stop = 1;
-    pthread_cond_broadcast(&sj->stop_cv);
-    pthread_mutex_unlock(&sj->stop_mu);
-    if (sj->poller_running) {
-        pthread_join(sj->poller, NULL);
-    }
-    pthread_mutex_destroy(&sj->stop_mu);
-    pthread_cond_destroy(&sj->stop_cv);
+    fs_bgthread_stop(&sj->poller);
     free(sj->elsewhere);
     free(sj);
     j->sj = NULL;
@@ -655,8 +609,7 @@ int agg_shard_attach(agg_job *j, int strict, struct fs_err *err)
         return fs_err_set(err, FS_ENOMEM, "out of memory");
     }
     sj->S = j->spec.fed.shards;
-    pthread_mutex_init(&sj->stop_mu, NULL);
-    pthread_cond_init(&sj->stop_cv, NULL);
+    fs_bgthread_init(&sj->poller);
     j->sj = sj;
     j->sj_detach = shard_detach;
     rc = layout(j->mgr, &j->fj, j->server_url, sj->sh, sj->S, strict, err);
@@ -788,21 +741,6 @@ int agg_shard_replay_close(agg_job *j, const void *body, size_t len, struct fs_e
 
 /* ------------------------------------------------------------ the poller */
 
-static int poller_wait(struct agg_shardjob *sj, unsigned ms)
-{
-    struct timespec ts;
-    int stop;
-
-    agg_deadline_in(&ts, ms);
-    pthread_mutex_lock(&sj->stop_mu);
-    if (!sj->stop) {
-        (void)pthread_cond_timedwait(&sj->stop_cv, &sj->stop_mu, &ts);
-    }
-    stop = sj->stop;
-    pthread_mutex_unlock(&sj->stop_mu);
-    return stop;
-}
-
 /* Fail the job for shard s: why is the shard's own error when its window
  * failed, else "" (its window is gone, or it has no peer). */
 static void fail_lost(agg_job *j, uint32_t s, const char *why)
@@ -895,7 +833,7 @@ static void *poller_main(void *arg)
     char why[FS_SHARDWIRE_ERROR_MAX];
     unsigned idle = 0;
 
-    while (acc != NULL && !poller_wait(sj, POLL_MS)) {
+    while (acc != NULL && !fs_bgthread_wait(&sj->poller, POLL_MS)) {
         int running;
         int masked;
         int rc;
@@ -942,12 +880,10 @@ void agg_shard_tick(agg_job *j)
 
     /* once per job and run: a job that ended while this server was down
      * gets its windows deleted now (the poller does it and exits) */
-    if (sj == NULL || sj->poller_running || j->replaying) {
+    if (sj == NULL || fs_bgthread_started(&sj->poller) || j->replaying) {
         return;
     }
-    if (pthread_create(&sj->poller, NULL, poller_main, j) == 0) {
-        sj->poller_running = 1;
-    } else {
+    if (fs_bgthread_start(&sj->poller, poller_main, j, NULL) != 0) {
         fs_log_pack(FS_LOG_WARN, "cannot start the shard poller", "{s:s}", "job", j->id);
     }
 }

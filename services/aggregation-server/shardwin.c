@@ -15,6 +15,7 @@
 
 #include "../../api/shardwire.h"
 #include "../../api/wire.h"
+#include "core/bgthread.h"
 #include "core/fdio.h"
 #include "crypto/ct.h"
 #include "io/matio.h"
@@ -39,10 +40,7 @@ struct agg_shards {
     size_t n;
     /* windows unused for ttl_s seconds are removed (0: never) by the sweeper */
     uint32_t ttl_s;
-    pthread_cond_t cv; /* the sweeper's sleep (mu) */
-    int stop;
-    int sweeper_running;
-    pthread_t sweeper;
+    struct fs_bgthread sweeper;
 };
 
 struct agg_shardwin {
@@ -117,15 +115,13 @@ int agg_shards_new(const char *data_dir, int fsync, uint32_t ttl_s, agg_shards *
         return fs_err_set(err, FS_EINVAL, "data directory path too long");
     }
     pthread_mutex_init(&r->mu, NULL);
-    pthread_cond_init(&r->cv, NULL);
+    fs_bgthread_init(&r->sweeper);
     r->fsync = fsync;
     r->ttl_s = ttl_s;
     shards_reload(r); /* the windows of the previous run, as they were persisted */
     if (ttl_s > 0) {
         shards_sweep(r); /* before the first request could renew an expired one */
-        if (pthread_create(&r->sweeper, NULL, sweeper_main, r) == 0) {
-            r->sweeper_running = 1;
-        } else {
+        if (fs_bgthread_start(&r->sweeper, sweeper_main, r, NULL) != 0) {
             fs_log(FS_LOG_WARN, "cannot start the shard window sweeper", NULL);
         }
     }
@@ -179,17 +175,10 @@ void agg_shards_free(agg_shards *r)
     if (r == NULL) {
         return;
     }
-    pthread_mutex_lock(&r->mu);
-    r->stop = 1;
-    pthread_cond_broadcast(&r->cv);
-    pthread_mutex_unlock(&r->mu);
-    if (r->sweeper_running) {
-        pthread_join(r->sweeper, NULL);
-    }
+    fs_bgthread_stop(&r->sweeper);
     for (size_t i = 0; i < r->n; i++) {
         agg_shardwin_unref(r->w[i]);
     }
-    pthread_cond_destroy(&r->cv);
     pthread_mutex_destroy(&r->mu);
     free(r);
 }
@@ -258,19 +247,9 @@ static void *sweeper_main(void *arg)
     agg_shards *r = arg;
     unsigned every = r->ttl_s / 4 < 1 ? 1 : r->ttl_s / 4 > 600 ? 600 : r->ttl_s / 4;
 
-    pthread_mutex_lock(&r->mu);
-    while (!r->stop) {
-        struct timespec ts;
-        agg_deadline_in(&ts, every * 1000);
-        (void)pthread_cond_timedwait(&r->cv, &r->mu, &ts);
-        if (r->stop) {
-            break;
-        }
-        pthread_mutex_unlock(&r->mu);
+    while (!fs_bgthread_wait(&r->sweeper, every * 1000)) {
         shards_sweep(r);
-        pthread_mutex_lock(&r->mu);
     }
-    pthread_mutex_unlock(&r->mu);
     return NULL;
 }
 
