@@ -283,9 +283,10 @@ static int check_children(struct local *L)
 /* Follow the job until it ends, firing the --restart options on the way.
  * With none pending it long-polls the job (the server answers when the
  * phase or aggregation changes, at the latest after LOCAL_LONG_POLL_MS);
- * a restart timed by the polls (an agent's, the masking server's, a shard
- * peer's) polls every LOCAL_POLL_MS or faster; one of the aggregation
- * server's waits for its stop point's marker, looked for every 2 ms. */
+ * a restart timed by the polls (the masking server's at a job phase, a
+ * shard peer's) polls every LOCAL_POLL_MS or faster; one placed by a
+ * service's stop point (the aggregation server's, an agent's, the masking
+ * server's at keys) waits for its marker, looked for every 2 ms. */
 int local_follow_job(struct local *L)
 {
     struct fs_err err;
@@ -322,9 +323,12 @@ int local_follow_job(struct local *L)
         L->job = job;
         orch_progress_job(&L->prog, L->status);
         if (L->status->state != FS_JOB_STATE_RUNNING) {
+            /* an agent held at its stop point after its last message (in
+             * factorizing): restarted, it fetches the result */
+            rc = local_fire_stopped(L);
             orch_progress_done(&L->prog);
             local_warn_unfired(L);
-            return CLI_OK;
+            return rc;
         }
         if ((rc = local_fire_restarts(L, &pause)) != CLI_OK) {
             orch_progress_done(&L->prog);
@@ -403,8 +407,11 @@ int local_settle_agents(struct local *L, double wait_s)
 
     for (;;) {
         size_t open = 0;
-        int rc = local_poll_agents(L, &open);
+        int rc = local_fire_stopped(L); /* an agent held at its stop point */
 
+        if (rc == CLI_OK) {
+            rc = local_poll_agents(L, &open);
+        }
         if (rc != CLI_OK) {
             return rc;
         }

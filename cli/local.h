@@ -62,6 +62,8 @@ struct local_restart {
     int shard; /* 1..S-1: the shard peer aggregation-shard-N (--shards), else 0 */
     enum fs_job_phase phase;
     int begin;  /* PHASE begin (server only): share_keys closed, aggregation 0 not begun */
+    int keys;   /* PHASE keys[:P] (masking-server only): a party's masks sent (its stop point) */
+    long party; /* keys:P: the party P (1-based), or -1: the first party served */
     long round; /* the aggregation R, or -1: the first time PHASE is entered */
     int fired;  /* 1 once the service was killed */
     enum fs_job_phase killed_phase; /* the phase the job was seen in at the kill */
@@ -222,22 +224,24 @@ void local_print_restarts(const struct local *L);
  * aggregation server is not timed by polls: see local_fire_stopped. */
 int local_fire_restarts(struct local *L, long *pause);
 
-/* The aggregation server's --restart (but at waiting_for_parties) uses its
- * testing stop point (services/aggregation-server/teststop.h): the server
- * is started with FEDSVD_TEST_STOP_AT_PHASE=PHASE[:R] of the next such
- * restart, holds the job once that phase is persisted and writes the
- * marker LOCAL_STOP_MARKER in its data directory; the restart fires when
- * the marker is there. */
+/* The --restart options placed by the services' testing stop points
+ * (lib/net/teststop.h): the aggregation server's (but at
+ * waiting_for_parties), every agent's, and the masking server's at keys.
+ * The service is started with FEDSVD_TEST_STOP_AT_PHASE set to the point
+ * of its next such restart (PHASE[:R], or keys[:P]), holds there and
+ * writes the marker LOCAL_STOP_MARKER in its data directory; the restart
+ * fires when the marker is there, and the service starts again with the
+ * point of its next one, if any. */
 #define LOCAL_STOP_ENV    "FEDSVD_TEST_STOP_AT_PHASE"
 #define LOCAL_STOP_MARKER "test-stop-point"
 
-/** Fire the server's --restart whose stop point was reached (its marker is
- * there); nothing when none was. */
+/** Fire each --restart whose stop point was reached (its service's marker
+ *  is there); nothing when none was. */
 int local_fire_stopped(struct local *L);
 /** Fire the server's --restart at waiting_for_parties: the job was just
  * created (and stored) and no agent has joined it yet. */
 int local_fire_created(struct local *L);
-/** Sleep ms milliseconds, less when the server's stop point is reached. */
+/** Sleep ms milliseconds, less when a stop point is reached. */
 void local_pause(const struct local *L, long ms);
 
 /* ---- the job's polls and the restarts' timeline (local_poll.c) ---- */
@@ -251,14 +255,18 @@ uint64_t local_timeline_pos(enum fs_job_phase ph, uint32_t r, uint32_t n);
 uint64_t local_restart_target(const struct local_restart *r, uint32_t n);
 /** 1 for a restart of the aggregation server (not a --shards peer). */
 int local_restart_of_server(const struct local_restart *r);
-/** The server's next --restart placed by its stop point (the first on the
- * job's timeline), or NULL. */
-struct local_restart *local_stop_restart(const struct local *L);
-/** Its stop point ("masked_input:2") into buf. @return 1, or 0 when none. */
-int local_server_stop_at(const struct local *L, char *buf, size_t cap);
-/** 1 while an aggregation server --restart waits for its stop point. */
+/** 1 for a restart placed by its service's testing stop point. */
+int local_restart_by_stop(const struct local_restart *r);
+/** The service (a struct proc of L) restart r kills. */
+struct proc *local_restart_proc(struct local *L, const struct local_restart *r);
+/** p's next --restart placed by its stop point (the first on the job's
+ *  timeline), or NULL. */
+struct local_restart *local_stop_restart(const struct local *L, const struct proc *p);
+/** Its stop point ("masked_input:2", "keys:1") into buf. @return 1, or 0 when none. */
+int local_stop_at(const struct local *L, const struct proc *p, char *buf, size_t cap);
+/** 1 while a --restart waits for a stop point. */
 int local_stop_pending(const struct local *L);
-/** 1 when the server's stop point marker is in its data directory. */
+/** 1 when a service with a pending stop point has its marker in its data directory. */
 int local_stop_marker(const struct local *L);
 
 /**
@@ -269,7 +277,7 @@ int local_stop_marker(const struct local *L);
  */
 FS_WUR int local_job_poll(struct local *L, long wait_ms, long limit_ms, json_t **out,
                           struct fs_err *err);
-/** 1 when a server --restart is pending and its stop point's marker is there. */
+/** 1 when a --restart waits for a stop point and a marker is there. */
 int local_stop_reached(const struct local *L);
 /** Say on stderr which --restart never fired. */
 void local_warn_unfired(const struct local *L);

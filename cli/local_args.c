@@ -310,6 +310,32 @@ static void algo_phase_list(enum fs_algo a, char *buf, size_t cap)
     }
 }
 
+/* masking-server@keys[:P] (s, colon: the ':' of P or NULL) into *r: its
+ * stop point, once party P's masks (the first party's) were sent. */
+static int parse_keys(struct local *L, const char *s, const char *colon, struct local_restart *r)
+{
+    size_t party = 0;
+    char what[64];
+    int rc;
+
+    if (!r->masker) {
+        return cli_usage_error(L->cmd, "--restart %s: PHASE keys is for the masking-server only",
+                               s);
+    }
+    r->keys = 1;
+    r->party = -1;
+    r->phase = FS_JOB_ADVERTISE; /* first on the timeline: the keys restarts in the order given */
+    if (colon == NULL) {
+        return CLI_OK;
+    }
+    snprintf(what, sizeof what, "--restart %s: the party P of keys:P", s);
+    if ((rc = cli_parse_size(L->cmd, what, colon + 1, 1, L->k, &party)) != CLI_OK) {
+        return rc;
+    }
+    r->party = (long)party;
+    return CLI_OK;
+}
+
 /* One SERVICE@PHASE[:R] into *r (L->k parties, algorithm algo). */
 static int parse_restart(struct local *L, enum fs_algo algo, const char *s, struct local_restart *r)
 {
@@ -341,13 +367,14 @@ static int parse_restart(struct local *L, enum fs_algo algo, const char *s, stru
                                    s);
         }
         r->masker = 1;
-    } else if (strncmp(svc, "agent-", 6) == 0) {
+    } else if (strncmp(svc, "agent-", 6) == 0 || strncmp(svc, "client-agent-", 13) == 0) {
         size_t idx = 0;
         char what[64];
         int rc;
 
         snprintf(what, sizeof what, "--restart %s: the agent number", svc);
-        if ((rc = cli_parse_size(cmd, what, svc + 6, 1, L->k, &idx)) != CLI_OK) {
+        if ((rc = cli_parse_size(cmd, what, svc[0] == 'c' ? svc + 13 : svc + 6, 1, L->k, &idx)) !=
+            CLI_OK) {
             return rc;
         }
         r->agent = (int)idx - 1;
@@ -367,8 +394,8 @@ static int parse_restart(struct local *L, enum fs_algo algo, const char *s, stru
     } else if (strcmp(svc, "aggregation-server") != 0) {
         return cli_usage_error(cmd,
                                "--restart %s: SERVICE must be aggregation-server, "
-                               "masking-server or agent-I (I = 1..%zu), or with --shards S "
-                               "aggregation-shard-N (N = 1..S-1), got '%s'",
+                               "masking-server or client-agent-I (or agent-I; I = 1..%zu), or "
+                               "with --shards S aggregation-shard-N (N = 1..S-1), got '%s'",
                                s, L->k, svc);
     }
     algo_phase_list(algo, list, sizeof list);
@@ -384,6 +411,9 @@ static int parse_restart(struct local *L, enum fs_algo algo, const char *s, stru
         r->phase = FS_JOB_SHARE_KEYS;
         r->begin = 1;
         return CLI_OK;
+    }
+    if (strcmp(phase, "keys") == 0) {
+        return parse_keys(L, s, colon, r);
     }
     if (fs_job_phase_parse(phase, &r->phase) != 0 || r->phase > FS_JOB_DONE) {
         return cli_usage_error(cmd, "--restart %s: unknown phase '%s' (%s passes through %s)", s,

@@ -53,13 +53,26 @@ int local_job_poll(struct local *L, long wait_ms, long limit_ms, json_t **out, s
     return rc;
 }
 
-/* 1 when the server's stop point marker is there. */
-int local_stop_marker(const struct local *L)
+/* 1 when p's stop point marker is there. */
+static int marker_of(const struct proc *p)
 {
     char path[LOCAL_PATH + 32];
 
-    snprintf(path, sizeof path, "%s/%s", L->server.dir, LOCAL_STOP_MARKER);
+    snprintf(path, sizeof path, "%s/%s", p->dir, LOCAL_STOP_MARKER);
     return access(path, F_OK) == 0;
+}
+
+int local_stop_marker(const struct local *L)
+{
+    for (size_t i = 0; i < L->nrestarts; i++) {
+        const struct local_restart *r = &L->restarts[i];
+
+        if (!r->fired && local_restart_by_stop(r) &&
+            marker_of(local_restart_proc((struct local *)L, r))) {
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int local_stop_reached(const struct local *L)
@@ -103,14 +116,22 @@ int local_restart_of_server(const struct local_restart *r)
     return r->agent < 0 && !r->masker && r->shard == 0;
 }
 
-/* 1 for a restart that the server's testing stop point places: the
- * aggregation server's, but at waiting_for_parties (local_fire_created). */
-static int restart_by_stop(const struct local_restart *r)
+struct proc *local_restart_proc(struct local *L, const struct local_restart *r)
 {
-    return local_restart_of_server(r) && r->phase != FS_JOB_ADVERTISE;
+    return r->agent >= 0                      ? &L->agents[r->agent]
+           : r->masker                        ? &L->masker
+           : r->shard > 0 && L->peers != NULL ? &L->peers[r->shard - 1]
+                                              : &L->server;
 }
 
-struct local_restart *local_stop_restart(const struct local *L)
+/* The aggregation server's (but at waiting_for_parties, local_fire_created),
+ * every agent's, and the masking server's at keys. */
+int local_restart_by_stop(const struct local_restart *r)
+{
+    return (local_restart_of_server(r) && r->phase != FS_JOB_ADVERTISE) || r->agent >= 0 || r->keys;
+}
+
+struct local_restart *local_stop_restart(const struct local *L, const struct proc *p)
 {
     struct local_restart *next = NULL;
 
@@ -118,8 +139,10 @@ struct local_restart *local_stop_restart(const struct local *L)
         struct local_restart *r = &L->restarts[i];
 
         /* n = UINT32_MAX: factorizing comes after every aggregation (and
-         * done, UINT64_MAX, after everything) */
-        if (!r->fired && restart_by_stop(r) &&
+         * done, UINT64_MAX, after everything); the masking server's keys
+         * in the order given */
+        if (!r->fired && local_restart_by_stop(r) &&
+            local_restart_proc((struct local *)L, r) == p &&
             (next == NULL ||
              local_restart_target(r, UINT32_MAX) < local_restart_target(next, UINT32_MAX))) {
             next = r;
@@ -128,15 +151,17 @@ struct local_restart *local_stop_restart(const struct local *L)
     return next;
 }
 
-int local_server_stop_at(const struct local *L, char *buf, size_t cap)
+int local_stop_at(const struct local *L, const struct proc *p, char *buf, size_t cap)
 {
-    const struct local_restart *r = local_stop_restart(L);
+    const struct local_restart *r = local_stop_restart(L, p);
 
     if (r == NULL) {
         return 0;
     }
-    if (r->begin) {
-        snprintf(buf, cap, "begin");
+    if (r->keys && r->party > 0) {
+        snprintf(buf, cap, "keys:%ld", r->party);
+    } else if (r->keys || r->begin) {
+        snprintf(buf, cap, "%s", r->keys ? "keys" : "begin");
     } else if (r->round >= 0) {
         snprintf(buf, cap, "%s:%ld", fs_job_phase_name(r->phase), r->round);
     } else {
@@ -147,5 +172,10 @@ int local_server_stop_at(const struct local *L, char *buf, size_t cap)
 
 int local_stop_pending(const struct local *L)
 {
-    return local_stop_restart(L) != NULL;
+    for (size_t i = 0; i < L->nrestarts; i++) {
+        if (!L->restarts[i].fired && local_restart_by_stop(&L->restarts[i])) {
+            return 1;
+        }
+    }
+    return 0;
 }

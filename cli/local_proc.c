@@ -450,10 +450,10 @@ int local_start_proc(struct local *L, struct proc *p, uint16_t port, int is_serv
     if (test_seed) {
         setenv("FEDSVD_INSECURE_TEST_MASK_SEED", L->test_mask_seed, 1);
     }
-    /* --restart aggregation-server@PHASE: the server's testing stop point,
-     * set for the server while a restart of it is pending (never inherited) */
+    /* --restart SERVICE@PHASE: the service's testing stop point, set for
+     * it while a restart of it placed there is pending (never inherited) */
     char stop_at[64];
-    if (p == &L->server && local_server_stop_at(L, stop_at, sizeof stop_at)) {
+    if (local_stop_at(L, p, stop_at, sizeof stop_at)) {
         setenv(LOCAL_STOP_ENV, stop_at, 1);
     } else {
         unsetenv(LOCAL_STOP_ENV);

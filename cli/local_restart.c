@@ -1,8 +1,9 @@
 /* fedsvd local --restart SERVICE@PHASE[:R]: when the job reaches the
  * phase, SIGKILL the service and start it again on the same port with the
  * same data directory; summary.json records each restart. The aggregation
- * server's restarts are placed by its testing stop point (it holds the job
- * there and says so with a marker file), the others by the job's polls. */
+ * server's, the agents' and the masking server's keys restarts are placed
+ * by their testing stop points (the service holds there and says so with a
+ * marker file), the others by the job's polls. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -42,17 +43,15 @@ static void iso8601(double t, char *buf, size_t cap)
     snprintf(buf, cap, "%s.%03dZ", base, (int)((t - (double)sec) * 1000.0) % 1000);
 }
 
-static struct proc *restart_proc(struct local *L, const struct local_restart *r)
-{
-    return r->agent >= 0                      ? &L->agents[r->agent]
-           : r->masker                        ? &L->masker
-           : r->shard > 0 && L->peers != NULL ? &L->peers[r->shard - 1]
-                                              : &L->server;
-}
-
 static const char *restart_name(const struct local *L, const struct local_restart *r)
 {
-    return restart_proc((struct local *)L, r)->name;
+    return local_restart_proc((struct local *)L, r)->name;
+}
+
+/* The PHASE of r's spec: a job phase, begin or keys. */
+static const char *restart_phase(const struct local_restart *r)
+{
+    return r->keys ? "keys" : r->begin ? "begin" : fs_job_phase_name(r->phase);
 }
 
 /* SIGKILL p, start it again on its port with its data directory and
@@ -135,7 +134,7 @@ static int kill_and_restart(struct local *L, struct proc *p, double *down_s)
 /* Kill and restart r's service, killed in phase ph of aggregation agg. */
 static int fire(struct local *L, struct local_restart *r, enum fs_job_phase ph, uint32_t agg)
 {
-    struct proc *p = restart_proc(L, r);
+    struct proc *p = local_restart_proc(L, r);
     char buf[160];
     int rc;
 
@@ -175,8 +174,8 @@ int local_fire_restarts(struct local *L, long *pause)
         uint64_t target = local_restart_target(r, st->aggregations);
         int rc;
 
-        if (r->fired || local_restart_of_server(r)) {
-            continue; /* the server's: local_fire_stopped, local_fire_created */
+        if (r->fired || local_restart_of_server(r) || local_restart_by_stop(r)) {
+            continue; /* local_fire_stopped, local_fire_created */
         }
         if (now < target) {
             long ms = target - now <= 10 ? 1 : 10;
@@ -190,34 +189,61 @@ int local_fire_restarts(struct local *L, long *pause)
     return CLI_OK;
 }
 
-int local_fire_stopped(struct local *L)
+/* Fire p's --restart whose stop point p reached (its marker is there). */
+static int fire_stopped(struct local *L, struct proc *p)
 {
-    struct local_restart *r = local_stop_restart(L);
+    struct local_restart *r = local_stop_restart(L, p);
     char path[LOCAL_PATH + 32];
     json_t *m;
     const char *ph = NULL;
     json_int_t agg = 0;
-    enum fs_job_phase phase;
+    enum fs_job_phase phase = L->status->phase_known ? L->status->phase_id : FS_JOB_ADVERTISE;
+    int bad;
 
     if (r == NULL) {
         return CLI_OK;
     }
-    snprintf(path, sizeof path, "%s/%s", L->server.dir, LOCAL_STOP_MARKER);
+    snprintf(path, sizeof path, "%s/%s", p->dir, LOCAL_STOP_MARKER);
     m = json_load_file(path, 0, NULL);
     if (m == NULL) {
         return CLI_OK; /* not there (yet) */
     }
-    /* {"job", "phase", "aggregation", "pid"}: where the server holds the job */
-    if (json_unpack(m, "{s:s, s:I}", "phase", &ph, "aggregation", &agg) != 0 ||
-        fs_job_phase_parse(ph, &phase) != 0 || agg < 0 || agg > (json_int_t)UINT32_MAX) {
-        json_decref(m);
-        return cli_runtime_error(L->cmd, "--restart %s: %s is not the server's stop point marker",
-                                 r->spec, path);
+    if (r->keys) {
+        /* {"maskset", "job", "phase": "keys", "party", "pid"}: killed in
+         * the job's phase as last seen */
+        bad = json_unpack(m, "{s:s}", "phase", &ph) != 0 || strcmp(ph, "keys") != 0;
+        agg = (json_int_t)L->status->aggregation;
+    } else {
+        /* {"job", "phase", "aggregation", "pid"} (an agent's also
+         * "participation"): where the service holds the job */
+        bad = json_unpack(m, "{s:s, s:I}", "phase", &ph, "aggregation", &agg) != 0 ||
+              fs_job_phase_parse(ph, &phase) != 0 || agg < 0 || agg > (json_int_t)UINT32_MAX;
     }
     json_decref(m);
-    /* gone before the server starts again: it may be armed for the next one */
+    if (bad) {
+        return cli_runtime_error(L->cmd, "--restart %s: %s is not %s's stop point marker", r->spec,
+                                 path, p->name);
+    }
+    /* gone before the service starts again: it may be armed for the next one */
     (void)unlink(path);
     return fire(L, r, phase, (uint32_t)agg);
+}
+
+int local_fire_stopped(struct local *L)
+{
+    int rc = CLI_OK;
+
+    if (!local_stop_pending(L)) {
+        return CLI_OK;
+    }
+    rc = fire_stopped(L, &L->server);
+    for (size_t i = 0; rc == CLI_OK && i < L->k; i++) {
+        rc = fire_stopped(L, &L->agents[i]);
+    }
+    if (rc == CLI_OK && L->fed) {
+        rc = fire_stopped(L, &L->masker);
+    }
+    return rc;
 }
 
 int local_fire_created(struct local *L)
@@ -241,10 +267,10 @@ json_t *local_restarts_json(const struct local *L)
 
     for (size_t i = 0; a != NULL && i < L->nrestarts; i++) {
         const struct local_restart *r = &L->restarts[i];
-        json_t *o = json_pack(
-            "{s:s, s:s, s:s, s:o, s:b}", "spec", r->spec, "service", restart_name(L, r), "phase",
-            r->begin ? "begin" : fs_job_phase_name(r->phase), "aggregation",
-            r->round >= 0 ? json_integer((json_int_t)r->round) : json_null(), "fired", r->fired);
+        json_t *o = json_pack("{s:s, s:s, s:s, s:o, s:b}", "spec", r->spec, "service",
+                              restart_name(L, r), "phase", restart_phase(r), "aggregation",
+                              r->round >= 0 ? json_integer((json_int_t)r->round) : json_null(),
+                              "fired", r->fired);
 
         if (o == NULL) {
             continue;
@@ -256,9 +282,11 @@ json_t *local_restarts_json(const struct local *L)
             json_object_set_new(o, "killed_in",
                                 json_pack("{s:s, s:I}", "phase", fs_job_phase_name(r->killed_phase),
                                           "aggregation", (json_int_t)r->killed_round));
-            json_object_set_new(o, "late",
-                                json_boolean(r->killed_phase != r->phase ||
-                                             (r->round >= 0 && r->killed_round != r->round)));
+            /* keys: placed by the masking server's stop point, never late */
+            json_object_set_new(
+                o, "late",
+                json_boolean(!r->keys && (r->killed_phase != r->phase ||
+                                          (r->round >= 0 && r->killed_round != r->round))));
             json_object_set_new(o, "at", json_string(when));
             json_object_set_new(o, "after_s", json_real(r->after_s));
             json_object_set_new(o, "down_s", json_real(r->down_s));
@@ -276,7 +304,7 @@ void local_print_restarts(const struct local *L)
 
         if (!r->fired) {
             printf("  --restart %s: not done, the job ended before %s\n", r->spec,
-                   r->begin ? "begin" : fs_job_phase_name(r->phase));
+                   restart_phase(r));
             continue;
         }
         printf("  --restart %s: %s killed in %s (aggregation %u) after %.2f s, down %.2f s\n",
@@ -292,8 +320,7 @@ void local_warn_unfired(const struct local *L)
         if (!L->restarts[i].fired) {
             fprintf(stderr,
                     "fedsvd %s: --restart %s: the job ended before %s; nothing was killed\n",
-                    L->cmd, L->restarts[i].spec,
-                    L->restarts[i].begin ? "begin" : fs_job_phase_name(L->restarts[i].phase));
+                    L->cmd, L->restarts[i].spec, restart_phase(&L->restarts[i]));
         }
     }
 }
@@ -304,7 +331,7 @@ void local_pause(const struct local *L, long ms)
         orch_sleep_ms(ms);
         return;
     }
-    /* the server may reach its stop point meanwhile: look every 2 ms */
+    /* a service may reach its stop point meanwhile: look every 2 ms */
     for (long t = 0; t < ms && !local_stop_marker(L) && local_interrupted() == 0; t += 2) {
         orch_sleep_ms(ms - t < 2 ? ms - t : 2);
     }

@@ -1601,6 +1601,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     e.bytes_in = req->received;
     e.bytes_out = req->bytes_out;
     e.completed = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+    e.req = req;
     if (s->cfg.on_request != NULL) {
         s->cfg.on_request(&e, s->cfg.hook_ctx);
     }

@@ -115,13 +115,14 @@ struct fs_http_route {
 
 /** What the request log and the on_request hook see. No tokens, no bodies. */
 struct fs_http_log_entry {
-    const char *method; /* "GET", ... or "OTHER" */
-    const char *route;  /* the matched pattern, or "-" when none matched */
-    unsigned status;    /* status sent; 0 if none was (client went away) */
-    double ms;          /* from headers received to request completed */
-    uint64_t bytes_in;  /* body bytes received (including discarded ones) */
-    uint64_t bytes_out; /* response body bytes (as queued) */
-    int completed;      /* 1 when the response was sent completely */
+    const char *method;     /* "GET", ... or "OTHER" */
+    const char *route;      /* the matched pattern, or "-" when none matched */
+    unsigned status;        /* status sent; 0 if none was (client went away) */
+    double ms;              /* from headers received to request completed */
+    uint64_t bytes_in;      /* body bytes received (including discarded ones) */
+    uint64_t bytes_out;     /* response body bytes (as queued) */
+    int completed;          /* 1 when the response was sent completely */
+    const fs_http_req *req; /* the request, to tell it from others (gone after the hook) */
 };
 
 struct fs_http_server_config {

@@ -1,6 +1,7 @@
 /* A testing aid for crash tests (`fedsvd local --restart
  * aggregation-server@PHASE[:R]`, tests/chaos), off by default and set only
- * through the environment, never over the network:
+ * through the environment, never over the network (net/teststop.h holds
+ * what it shares with the agent's and the masking server's):
  * FEDSVD_TEST_STOP_AT_PHASE=PHASE[:R]. The first time a job of this server
  * enters PHASE (of aggregation R; without R, of any aggregation) and that
  * state change is durably persisted, the thread that made it (the round
@@ -25,10 +26,11 @@
 #include <stdint.h>
 
 #include "core/err.h"
+#include "net/teststop.h"
 #include "proto/jobsm.h"
 
-#define AGG_TESTSTOP_ENV    "FEDSVD_TEST_STOP_AT_PHASE"
-#define AGG_TESTSTOP_MARKER "test-stop-point"
+#define AGG_TESTSTOP_ENV    FS_TESTSTOP_ENV
+#define AGG_TESTSTOP_MARKER FS_TESTSTOP_MARKER
 #define AGG_TESTSTOP_BEGIN  "begin"
 
 /**

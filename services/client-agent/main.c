@@ -2,6 +2,7 @@
  * modules and the data directory, docs/wire-secure-sum.md for the API. */
 #include "agent.h"
 #include "net/svc.h"
+#include "teststop.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -94,6 +95,10 @@ static int open_state(struct ca_agent *ag)
         return fail("cannot open agent.db", &err);
     }
     remove_stale_tokens(ag->cfg.data_dir);
+    /* a testing aid, off unless set; before any participation resumes */
+    if (ca_teststop_arm(ag->cfg.data_dir, &err) != 0) {
+        return fail("cannot start", &err);
+    }
     if (ca_ledger_init(ag->db, &err) != 0) {
         return fail("cannot open the privacy ledger", &err);
     }
@@ -216,6 +221,7 @@ int main(int argc, char **argv)
         (void)fs_svc_wait_signal(&sigs);
     }
     atomic_store(&ag->stopping, 1);
+    ca_teststop_release(); /* a worker held at the stop point goes on, to stop */
     if (ag->http != NULL) {
         fs_http_server_stop(ag->http, 5000);
     }

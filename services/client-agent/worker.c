@@ -16,6 +16,7 @@
 #include "net/http_client.h"
 #include "proto/agent_driver.h"
 #include "proto/secagg.h"
+#include "teststop.h"
 #include "wire.h"
 
 #include <errno.h>
@@ -829,6 +830,8 @@ static int run(struct ca_wk *w, struct fs_err *err)
             act = l.next;
             rc = 0;
         } else if ((rc = look(w, &l, &job, err)) == 0) {
+            /* FEDSVD_TEST_STOP_AT_PHASE (a testing aid, off by default): may not return */
+            ca_teststop_seen(w->p->rec.id, w->p->rec.job_id, job.phase_name, job.aggregation);
             next_action(w, &l, &job, &act);
         }
         if (rc == 0 && act.act == FS_AGENT_DO) {

@@ -20,6 +20,7 @@
 #include "net/storage.h"
 #include "net/svc.h"
 #include "spec.h"
+#include "teststop.h"
 
 #define SPEC_BODY        (256 * 1024) /* MaskSetSpec: 1000 parties fit many times */
 #define METRIC_SERIES    256
@@ -363,6 +364,7 @@ void mask_http_on_request(const struct fs_http_log_entry *e, void *hook_ctx)
     if (app->metrics != NULL) {
         fs_http_metrics_record(app->metrics->http, e);
     }
+    mask_teststop_sent(e->req); /* FEDSVD_TEST_STOP_AT_PHASE: a testing aid, off by default */
 }
 
 static int h_metrics(fs_http_req *req, fs_http_resp *resp, void *ctx)
@@ -1003,6 +1005,7 @@ static int h_keys(fs_http_req *req, fs_http_resp *resp, void *ctx)
     char at[32];
     int rc;
 
+    mask_teststop_gate(); /* FEDSVD_TEST_STOP_AT_PHASE: may not return */
     if (keys_load(app, req, resp, SIZE_MAX, &k) != 0) {
         keys_req_clear(app, &k);
         return 0;
@@ -1043,6 +1046,7 @@ static int keyfile(fs_http_req *req, fs_http_resp *resp, struct mask_app *app,
     int rc;
 
     memset(&k, 0, sizeof k);
+    mask_teststop_gate(); /* FEDSVD_TEST_STOP_AT_PHASE: may not return */
     if (parse_piece(fs_http_req_param(req, "piece"), &piece) != 0) {
         piece = SIZE_MAX - 1; /* authenticate first, then 404 */
     }
@@ -1071,6 +1075,8 @@ static int keyfile(fs_http_req *req, fs_http_resp *resp, struct mask_app *app,
         rc = send_blob(resp, "application/x-npy", &b, k.row.job_id, mask_keyset_id(k.ks));
         if (rc == 0) {
             count_served(app, 0, len);
+            mask_teststop_served(req, k.id, k.row.job_id, k.party,
+                                 mask_keyset_all_served(app->kg, k.ks));
         }
     }
 out:

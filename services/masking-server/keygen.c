@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/bgthread.h"
 #include "core/fdio.h"
 #include "core/hex.h"
 #include "la/mask.h"
@@ -73,9 +74,7 @@ struct mask_keygen {
     pthread_cond_t cv;
     unsigned slots; /* free generation slots */
     int closing;
-    int stop_sweeper;
-    pthread_t sweeper;
-    int have_sweeper;
+    struct fs_bgthread sweeper; /* on mu and cv: also sweeps when cv is broadcast */
     uint64_t cap;
     double ttl;
     mask_keyset *list;
@@ -347,15 +346,11 @@ static void *sweeper_main(void *arg)
 {
     mask_keygen *kg = arg;
 
-    pthread_mutex_lock(&kg->mu);
-    while (!kg->stop_sweeper) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += SWEEP_EVERY_S;
-        (void)pthread_cond_timedwait(&kg->cv, &kg->mu, &ts);
+    while (!fs_bgthread_wait(&kg->sweeper, SWEEP_EVERY_S * 1000)) {
+        pthread_mutex_lock(&kg->mu);
         sweep_locked(kg, now_s());
+        pthread_mutex_unlock(&kg->mu);
     }
-    pthread_mutex_unlock(&kg->mu);
     return NULL;
 }
 
@@ -370,14 +365,14 @@ int mask_keygen_new(const struct mask_keygen_opts *o, mask_keygen **out, struct 
     }
     pthread_mutex_init(&kg->mu, NULL);
     pthread_cond_init(&kg->cv, NULL);
+    fs_bgthread_init_shared(&kg->sweeper, &kg->mu, &kg->cv);
     kg->slots = o->concurrency > 0 ? o->concurrency : 1;
     kg->cap = o->cache_bytes;
     kg->ttl = o->ttl_s > 0 ? (double)o->ttl_s : 1.0;
-    if (pthread_create(&kg->sweeper, NULL, sweeper_main, kg) != 0) {
+    if (fs_bgthread_start(&kg->sweeper, sweeper_main, kg, NULL) != 0) {
         mask_keygen_free(kg);
         return fs_err_set(err, FS_ENOMEM, "cannot start the key cache sweeper");
     }
-    kg->have_sweeper = 1;
     *out = kg;
     return 0;
 }
@@ -398,13 +393,7 @@ void mask_keygen_free(mask_keygen *kg)
     if (kg == NULL) {
         return;
     }
-    pthread_mutex_lock(&kg->mu);
-    kg->stop_sweeper = 1;
-    pthread_cond_broadcast(&kg->cv);
-    pthread_mutex_unlock(&kg->mu);
-    if (kg->have_sweeper) {
-        pthread_join(kg->sweeper, NULL);
-    }
+    fs_bgthread_stop(&kg->sweeper);
     while (kg->list != NULL) {
         unlink_locked(kg, kg->list);
     }
@@ -766,4 +755,14 @@ int mask_keyset_file(mask_keygen *kg, mask_keyset *ks, size_t p, enum fs_fedsvd_
     }
     pthread_mutex_unlock(&kg->mu);
     return 0;
+}
+
+int mask_keyset_all_served(mask_keygen *kg, const mask_keyset *ks)
+{
+    int all;
+
+    pthread_mutex_lock(&kg->mu);
+    all = ks->nserved == 2 * ks->man.npieces;
+    pthread_mutex_unlock(&kg->mu);
+    return all;
 }

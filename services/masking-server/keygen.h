@@ -133,4 +133,7 @@ struct mask_keygen_stats {
 /** A snapshot of the counters (for /metrics). */
 void mask_keygen_stats(mask_keygen *kg, struct mask_keygen_stats *out);
 
+/** 1 once every file of the entry was handed out (mask_keyset_file). */
+int mask_keyset_all_served(mask_keygen *kg, const mask_keyset *ks);
+
 #endif

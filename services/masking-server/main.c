@@ -34,6 +34,7 @@
 #include "net/log.h"
 #include "net/svc.h"
 #include "store.h"
+#include "teststop.h"
 
 #define EXPIRE_EVERY_S 5
 
@@ -96,6 +97,11 @@ static int start(struct mask_app *app, struct mask_config *cfg, const char *host
     if (swept > 0) {
         fs_log_pack(FS_LOG_WARN, "destroyed seed files without an active mask set", "{s:I}",
                     "count", (json_int_t)swept);
+    }
+    /* a testing aid, off unless set */
+    if (mask_teststop_arm(cfg->data_dir, &err) != 0) {
+        fs_log_pack(FS_LOG_ERROR, "cannot start", "{s:s}", "error", err.msg);
+        return -1;
     }
     (void)fs_svc_find_openapi(cfg->openapi, app->openapi_path, sizeof app->openapi_path);
     if (app->openapi_path[0] == '\0') {
@@ -246,10 +252,12 @@ int main(int argc, char **argv)
 
     (void)fs_svc_wait_signal(&sigs);
     atomic_store(&app.ready, 0);
+    mask_teststop_release();   /* requests held at the stop point go on, to stop */
     mask_keygen_close(app.kg); /* downloads still waiting for a slot get 503 */
     fs_http_server_stop(app.srv, cfg.shutdown_grace_ms);
     status = 0;
 out:
+    mask_teststop_release();
     if (exp_started) {
         pthread_mutex_lock(&exp.mu);
         exp.stop = 1;

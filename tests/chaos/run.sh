@@ -22,12 +22,21 @@
 # and fails when the kill came late or never). PHASE done kills it once the
 # job's end is logged but before it is stored; PHASE begin once the key-sharing
 # round's close is logged but before aggregation 0's begin is (the restarted
-# server must begin it, once). An agent or the masking
-# server is killed when the CLI's polls see the phase: a kill of theirs that
-# came late (the phase was over before a poll saw it) is run once more; the
-# table shows the phase the service was really killed in. After the matrix,
-# one fedpca run with four restarts of the aggregation server.
-# Before the matrix: --restart's usage errors (exit 2, one line, the reason).
+# server must begin it, once). An agent (agent-I or client-agent-I) is
+# killed at its own stop point, set the same way: it holds its participation
+# the first time a poll of its shows the job in PHASE, before it sends
+# anything of that phase; the masking server at PHASE keys[:P] at its stop
+# point too, once it sent party P's masks (the first party's), after which
+# it holds every key request. Those cases too must be killed exactly there
+# (their log says so), but an agent's in factorizing, where it has nothing
+# to send and a poll of its may miss the phase. The masking server at a job
+# phase (it does not know them) is killed when the CLI's polls see the
+# phase: a kill that came late (the phase was over before a poll saw it) is
+# run once more; the table shows the phase the service was really killed
+# in. After the matrix, one fedpca run with four restarts of the
+# aggregation server.
+# Before the matrix: --restart's usage errors (exit 2, one line, the reason),
+# and the services refusing a FEDSVD_TEST_STOP_AT_PHASE that is not theirs.
 # With fedpca's uninterrupted run, one more without --test-mask-seed: its
 # random masks must change the last bits of its result files (only within
 # 1e-12), which shows that the test seed is what makes the cmp hold.
@@ -198,18 +207,28 @@ fi
 "$F" local --algorithm secure-sum "${SPARTS[@]}" --out "$T/u" --restart >"$T/u.out" 2>"$T/u.err"
 [ $? -eq 2 ] && grep -q "needs a value" "$T/u.err" && ok "usage: --restart without a value" ||
   bad "usage: --restart without a value: $(cat "$T/u.err")"
-# the server's stop point: a value that is not one is refused at start
-for v in waiting_for_parties masked_input:x begin:0; do
-  mkdir -p "$T/sp"
-  head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/sp/tok"
-  chmod 600 "$T/sp/tok"
-  FEDSVD_TEST_STOP_AT_PHASE=$v timeout 10 "$BIN/aggregation-server" --listen 127.0.0.1:0 \
-    --data-dir "$T/sp/d" --admin-token-file "$T/sp/tok" >"$T/sp.log" 2>&1
+usage "client-agent-I out of range" "agent number: must be between 1 and 3" secure-sum \
+  client-agent-4@masked_input
+usage "keys for an agent" "PHASE keys is for the masking-server only" fedpca client-agent-1@keys
+usage "keys:P beyond the parties" "the party P of keys:P: must be between 1 and 3" fedsvd \
+  masking-server@keys:4
+# the services' stop points: a value that is not one is refused at start
+mkdir -p "$T/sp"
+head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$T/sp/tok"
+chmod 600 "$T/sp/tok"
+for sv in aggregation-server:waiting_for_parties aggregation-server:masked_input:x \
+  aggregation-server:begin:0 client-agent:done client-agent:begin client-agent:masked_input:x \
+  masking-server:masked_input masking-server:keys:0 masking-server:keys:x; do
+  s=${sv%%:*} v=${sv#*:} tf=--admin-token-file
+  [ "$s" = client-agent ] && tf=--operator-token-file
+  rm -rf "$T/sp/d"
+  FEDSVD_TEST_STOP_AT_PHASE=$v timeout 10 "$BIN/$s" --listen 127.0.0.1:0 \
+    --data-dir "$T/sp/d" "$tf" "$T/sp/tok" >"$T/sp.log" 2>&1
   rc=$?
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] && grep -q "FEDSVD_TEST_STOP_AT_PHASE: " "$T/sp.log"; then
-    ok "usage: aggregation-server refuses FEDSVD_TEST_STOP_AT_PHASE=$v"
+    ok "usage: $s refuses FEDSVD_TEST_STOP_AT_PHASE=$v"
   else
-    bad "usage: aggregation-server with FEDSVD_TEST_STOP_AT_PHASE=$v: exit $rc, $(tail -n 1 "$T/sp.log")"
+    bad "usage: $s with FEDSVD_TEST_STOP_AT_PHASE=$v: exit $rc, $(tail -n 1 "$T/sp.log")"
   fi
 done
 "$F" local --help >"$T/help" 2>&1
@@ -344,6 +363,21 @@ ledger_once() {
   AGENT_PID=
 }
 
+# 0 when the restart of service $1 at $2 is placed exactly by the service's
+# testing stop point: the aggregation server's, an agent's (but in
+# factorizing, where it has nothing to send: its stop point fires only when
+# one of its polls falls in that phase, which may be over first), the
+# masking server's at keys
+by_stop() {
+  case $1@$2 in
+    agent-*@factorizing | client-agent-*@factorizing) return 1 ;;
+    aggregation-server@* | agent-*@* | client-agent-*@* | masking-server@keys*) return 0 ;;
+  esac
+  return 1
+}
+# the process (and log) name of service $1: client-agent-N is agent-N
+proc_name() { echo "${1#client-}"; }
+
 # Run one case; GOT (finish | fail-cleanly | what happened instead), KILLED, DOWN, SECS.
 run_case() { # ALGORITHM SERVICE PHASE
   local alg=$1 svc=$2 ph=$3 out=$T/case root job state err perr fired idx f n
@@ -356,7 +390,7 @@ run_case() { # ALGORITHM SERVICE PHASE
   root=$(sed -n 's/^fedsvd local: kept \(.*\) (data dirs, tokens, logs)$/\1/p' "$T/case.err")
   GOT= KILLED=- DOWN=- LATE=
   idx=-1
-  case $svc in agent-*) idx=$((${svc#agent-} - 1)) ;; esac
+  case $svc in agent-* | client-agent-*) idx=$((${svc##*-} - 1)) ;; esac
   # the fields of summary.json, one a line (one node process: it starts slowly on a busy host)
   f=()
   [ -s "$out/summary.json" ] && mapfile -t f < <(node -e '
@@ -395,13 +429,15 @@ run_case() { # ALGORITHM SERVICE PHASE
   else
     GOT="failed: ${err:-exit $rc}${perr:+ (party: $perr)}"
   fi
-  # the server's kill: at its stop point (but at waiting_for_parties, which
-  # fedsvd local places itself, right after it created the job), exactly
-  if [ "$svc" = aggregation-server ] && { [ "$GOT" = finish ] || [ "$GOT" = fail-cleanly ]; }; then
+  # the kills placed by a stop point: the server's (but at
+  # waiting_for_parties, which fedsvd local places itself, right after it
+  # created the job), every agent's and the masking server's at keys,
+  # exactly there: not late, and the service's log says it reached it
+  if by_stop "$svc" "$ph" && { [ "$GOT" = finish ] || [ "$GOT" = fail-cleanly ]; }; then
     if [ -n "$LATE" ]; then
       GOT="killed late, in $KILLED"
-    elif [ "$ph" != waiting_for_parties ] &&
-      ! grep -q '"msg":"test stop point reached' "$root/aggregation-server.log" 2>/dev/null; then
+    elif [ "$svc@$ph" != aggregation-server@waiting_for_parties ] &&
+      ! grep -q '"msg":"test stop point reached' "$root/$(proc_name "$svc").log" 2>/dev/null; then
       GOT="$GOT, but not at its stop point (its log does not say it reached it)"
     fi
   fi
@@ -431,11 +467,11 @@ for c in "${CASES[@]}"; do
     continue
   fi
   run_case "$alg" "$svc" "$ph"
-  if [ "$svc" != aggregation-server ] &&
+  if ! by_stop "$svc" "$ph" &&
     { [ -n "$LATE" ] || [ "${GOT#restart never fired}" != "$GOT" ]; }; then
     # once more: the phase may be seen this time (on a busy host a short last
     # phase can end, and the job with it, between two of the CLI's polls;
-    # the server's kills are placed by its stop point instead)
+    # the kills placed by a stop point are exact instead)
     run_case "$alg" "$svc" "$ph"
   fi
   if [ "$GOT" = "$expect" ]; then
@@ -452,32 +488,53 @@ for c in "${CASES[@]}"; do
     "$(printf '%s' "$GOT" | cut -c1-60)" "$KILLED${LATE:+ (late)}" "$DOWN" "$SECS" "$verdict" >>"$T/table"
 done
 
+# several NAME ALGORITHM ORDER WANT SPEC...: one run of ALGORITHM with a
+# --restart per SPEC passes when it ends done, every restart fired and none
+# late (each killed exactly in its phase), WANT lists them (ORDER time: in
+# the order they fired; spec: sorted) and the result files are
+# byte-identical to the uninterrupted run's
+several() {
+  local name=$1 alg=$2 order=$3 want=$4 out=$T/several a=() sp got rc
+  shift 4
+  for sp in "$@"; do a+=(--restart "$sp"); done
+  baseline "$alg"
+  args_for "$alg"
+  rm -rf "$out"
+  "$F" local "${ARGS[@]}" --out "$out" "${a[@]}" >"$out.out" 2>"$out.err"
+  rc=$?
+  got=$(node -e '
+    let s = {};
+    try { s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); } catch (e) {}
+    const r = (s.restarts || []).filter((x) => x.fired && !x.late);
+    if (process.argv[2] === "time") r.sort((a, b) => a.after_s - b.after_s);
+    const l = r.map((x) => x.spec);
+    if (process.argv[2] !== "time") l.sort();
+    console.log(s.state + " " + l.join(","));' "$out/summary.json" "$order" 2>/dev/null)
+  WHY=
+  [ "${BASE[$alg]:-none}" != none ] && same_result "$alg" "$out"
+  if [ "$rc" -eq 0 ] && [ "$got" = "done $want" ] && [ -z "$WHY" ]; then
+    ok "$name"
+  else
+    bad "$name: exit $rc, got '$got'${WHY:+, $WHY}: $(tail -n 1 "$out.err")"
+  fi
+}
 # Several restarts of the aggregation server in one fedpca run, given out of
 # order: the server is started again with the next one's stop point each
 # time, so each lands exactly in its phase, in the job's order, and the
 # result files are still byte-identical to the uninterrupted run's.
 if [ -z "${CHAOS_ONLY:-}" ] || printf 'fedpca aggregation-server several\n' | grep -Eq -- "$CHAOS_ONLY"; then
-  baseline fedpca
-  args_for fedpca
-  rm -rf "$T/multi"
-  "$F" local "${ARGS[@]}" --out "$T/multi" --restart aggregation-server@done \
-    --restart aggregation-server@exponents:1 --restart aggregation-server@unmasking \
-    --restart aggregation-server@factorizing >"$T/multi.out" 2>"$T/multi.err"
-  rc=$?
-  got=$(node -e '
-    let s = {};
-    try { s = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8")); } catch (e) {}
-    const r = (s.restarts || []).filter((x) => x.fired && !x.late)
-      .sort((a, b) => a.after_s - b.after_s).map((x) => x.spec);
-    console.log(s.state + " " + r.join(","));' "$T/multi/summary.json" 2>/dev/null)
-  WHY=
-  [ "${BASE[fedpca]:-none}" != none ] && same_result fedpca "$T/multi"
-  want="done aggregation-server@unmasking,aggregation-server@exponents:1,aggregation-server@factorizing,aggregation-server@done"
-  if [ "$rc" -eq 0 ] && [ "$got" = "$want" ] && [ -z "$WHY" ]; then
-    ok "fedpca: four aggregation-server restarts in one run, each exactly in its phase, same result"
-  else
-    bad "fedpca: four aggregation-server restarts in one run: exit $rc, got '$got'${WHY:+, $WHY}: $(tail -n 1 "$T/multi.err")"
-  fi
+  several "fedpca: four aggregation-server restarts in one run, each exactly in its phase, same result" \
+    fedpca time "aggregation-server@unmasking,aggregation-server@exponents:1,aggregation-server@factorizing,aggregation-server@done" \
+    aggregation-server@done aggregation-server@exponents:1 aggregation-server@unmasking \
+    aggregation-server@factorizing
+fi
+# An agent restarted twice and the masking server once (at keys) in one
+# fedsvd run: the agent is started again with its next stop point, each
+# restart lands exactly in its phase, and the result is the same.
+if [ -z "${CHAOS_ONLY:-}" ] || printf 'fedsvd client-agent several\n' | grep -Eq -- "$CHAOS_ONLY"; then
+  several "fedsvd: two client-agent-2 restarts and one masking-server@keys:2 in one run, each exactly in its phase, same result" \
+    fedsvd spec "client-agent-2@share_keys,client-agent-2@unmasking:0,masking-server@keys:2" \
+    client-agent-2@unmasking:0 masking-server@keys:2 client-agent-2@share_keys
 fi
 
 if [ -s "$T/table" ]; then

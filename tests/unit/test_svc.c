@@ -877,7 +877,7 @@ struct rec_arg {
 static void *record_many(void *p)
 {
     struct rec_arg *a = p;
-    struct fs_http_log_entry e = {"POST", "/v1/jobs/{job}/chunks", 201, 1.0, 10, 3, 1};
+    struct fs_http_log_entry e = {"POST", "/v1/jobs/{job}/chunks", 201, 1.0, 10, 3, 1, NULL};
 
     for (int i = 0; i < a->n; i++) {
         fs_http_metrics_record(a->m, &e);
@@ -888,7 +888,7 @@ static void *record_many(void *p)
 static void test_metrics(void)
 {
     fs_http_metrics *m = fs_http_metrics_new(3);
-    struct fs_http_log_entry e = {"GET", "/v1/jobs", 200, 1.0, 0, 100, 1};
+    struct fs_http_log_entry e = {"GET", "/v1/jobs", 200, 1.0, 0, 100, 1, NULL};
     struct rec_arg arg;
     pthread_t th[2];
     struct fs_text t;
