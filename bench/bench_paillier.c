@@ -7,8 +7,10 @@
  * server base, 20 selectors, 19 seeds decrypted; CPU ms and ratio, and one
  * product modulo n^2 by mpz and by Montgomery); a window-width sweep for the
  * DJN table; CRT decryption on two threads; the server's decryption of a
- * sync's 19 seeds on 1 and N threads and ahead; peak RSS. Asserts nothing;
- * about 45 s. */
+ * sync's 19 seeds on 1 and N threads and ahead; the same exchange in ot
+ * mode (Bellare-Micali oblivious transfer on P-256) next to seed mode, per
+ * job and per sync, through noise_exchange.h; peak RSS. Asserts nothing;
+ * about 50 s. */
 #include "crypto/paillier.h"
 #include "crypto/paillier_mont.h"
 #include "crypto/rand.h"
@@ -607,6 +609,194 @@ static void noise_exchange_section(struct ctx *c, const fs_paillier_djn *server_
     fs_paillier_djn_free(server_new);
 }
 
+/* ---- ot mode next to seed mode, through noise_exchange.h ---------------- */
+
+/* One mode's server, a party and a sync of NX_PARTIES parties. */
+struct nxm {
+    struct fs_noisex_params p;
+    const uint8_t *sk; /* seed mode: the bench's key (the server without keygen) */
+    size_t sk_len;
+    fs_noisex_server *s;
+    fs_noisex_client *c;
+    uint8_t *pk, *sel, *resp;
+    size_t pk_len, cs, rs;
+    uint32_t ids[NX_PARTIES];
+    uint32_t round;
+    uint8_t seeds[NX_PARTIES][32];
+};
+
+static void m_server_new(void *p)
+{
+    struct nxm *m = p;
+    struct fs_err err = {0};
+    fs_noisex_server *s = NULL;
+
+    nx_die(m->sk != NULL ? fs_noisex_server_new_from_key(&m->p, m->sk, m->sk_len, &s, &err)
+                         : fs_noisex_server_new(&m->p, BITS, &s, &err),
+           "server", &err);
+    fs_noisex_server_free(s);
+}
+
+static void m_client_new(void *p)
+{
+    struct nxm *m = p;
+    struct fs_err err = {0};
+    fs_noisex_client *c = NULL;
+
+    nx_die(fs_noisex_client_new(&m->p, m->pk, m->pk_len, &c, &err), "client", &err);
+    fs_noisex_client_free(c);
+}
+
+static void m_begin(void *p)
+{
+    struct nxm *m = p;
+    struct fs_err err = {0};
+
+    nx_die(fs_noisex_server_begin(m->s, ++m->round, m->ids, NX_PARTIES, &err), "begin", &err);
+}
+
+static void m_respond(void *p)
+{
+    struct nxm *m = p;
+    struct fs_err err = {0};
+
+    nx_die(fs_noisex_client_respond_seed(m->c, m->sel, m->cs, m->seeds[0], m->resp, m->rs, &err),
+           "respond", &err);
+}
+
+static void m_peek(void *p)
+{
+    struct nxm *m = p;
+    struct fs_err err = {0};
+    struct fs_noisex_result res = {0};
+
+    nx_die(fs_noisex_server_peek(m->s, &res, &err), "peek", &err);
+    fs_noisex_result_clear(&res);
+}
+
+/* m's server and party, and a round every party answered; 1 if the server
+ * opens exactly the seeds of the parties but j. */
+static int nxm_setup(struct nxm *m)
+{
+    struct fs_err err = {0};
+    struct fs_noisex_result res = {0};
+    int ok;
+
+    nx_die(m->sk != NULL ? fs_noisex_server_new_from_key(&m->p, m->sk, m->sk_len, &m->s, &err)
+                         : fs_noisex_server_new(&m->p, BITS, &m->s, &err),
+           "server", &err);
+    fs_noisex_server_set_threads(m->s, 1, 0); /* CPU of one thread, nothing ahead */
+    m->pk_len = fs_noisex_server_pk_size(m->s);
+    m->cs = fs_noisex_server_ct_size(m->s);
+    m->rs = fs_noisex_server_response_size(m->s);
+    m->pk = malloc(m->pk_len);
+    m->sel = malloc(m->cs);
+    m->resp = malloc(m->rs);
+    if (m->pk == NULL || m->sel == NULL || m->resp == NULL) {
+        die("setup", &err);
+    }
+    nx_die(fs_noisex_server_pk_export(m->s, m->pk, m->pk_len, &err), "pk", &err);
+    nx_die(fs_noisex_client_new(&m->p, m->pk, m->pk_len, &m->c, &err), "client", &err);
+    nx_die(fs_rand_bytes(m->seeds, sizeof m->seeds, &err), "rand", &err);
+    for (uint32_t i = 0; i < NX_PARTIES; i++) {
+        m->ids[i] = i + 1;
+    }
+    m_begin(m);
+    for (uint32_t i = 0; i < NX_PARTIES; i++) {
+        nx_die(fs_noisex_server_selector(m->s, i + 1, m->sel, m->cs, &err), "selector", &err);
+        nx_die(
+            fs_noisex_client_respond_seed(m->c, m->sel, m->cs, m->seeds[i], m->resp, m->rs, &err),
+            "respond", &err);
+        nx_die(fs_noisex_server_add_response(m->s, i + 1, m->resp, m->rs, &err), "add", &err);
+    }
+    nx_die(fs_noisex_server_peek(m->s, &res, &err), "peek", &err);
+    ok = res.removed == NX_PARTIES - 1;
+    for (size_t q = 0; ok && q < res.removed; q++) {
+        ok = memcmp(res.seeds[q], m->seeds[res.ids[q] - 1], 32) == 0;
+    }
+    fs_noisex_result_clear(&res);
+    return ok;
+}
+
+static void nxm_free(struct nxm *m)
+{
+    fs_noisex_client_free(m->c);
+    fs_noisex_server_free(m->s);
+    free(m->pk);
+    free(m->sel);
+    free(m->resp);
+}
+
+static void ot_row(const char *what, double seed_s, double ot_s)
+{
+    printf("| %-46s | %11.1f | %9.1f | %8.0f |\n", what, 1e6 * seed_s, 1e6 * ot_s, seed_s / ot_s);
+}
+
+/* Seed mode (Paillier at BITS bits) and ot mode (Bellare-Micali OT on
+ * P-256) through the public API, NX_PARTIES parties: what a job and a sync
+ * cost the server and a party (CPU us, best of several runs). keygen_s:
+ * the Paillier key generation measured above (seed mode's per-job key). */
+static void ot_section(const fs_paillier_sk *sk, double keygen_s)
+{
+    static struct nxm m[2];
+    struct fs_err err = {0};
+    double t[2];
+    int ok[2];
+    size_t skl = fs_paillier_sk_size(sk);
+    uint8_t *skb = malloc(skl);
+
+    if (skb == NULL) {
+        die("setup", &err);
+    }
+    nx_die(fs_paillier_sk_export(sk, skb, skl, &err), "sk", &err);
+    memset(m, 0, sizeof m);
+    for (int k = 0; k < 2; k++) {
+        m[k].p.mode = k == 0 ? FS_NOISEX_SEED : FS_NOISEX_OT;
+        m[k].p.parties = NX_PARTIES;
+        m[k].sk = k == 0 ? skb : NULL;
+        m[k].sk_len = skl;
+        ok[k] = nxm_setup(&m[k]);
+    }
+    printf("\nnoise exchange, seed (Paillier %u) vs ot (Bellare-Micali OT, P-256), %d parties, "
+           "through noise_exchange.h (CPU us, best of 5; 1 thread, nothing ahead):\n\n",
+           BITS, NX_PARTIES);
+    printf("| %-46s | %11s | %9s | %8s |\n|---|---|---|---|\n", "operation", "seed us", "ot us",
+           "seed/ot");
+    for (int k = 0; k < 2; k++) {
+        t[k] = best_cpu(m_server_new, &m[k], k == 0 ? 3 : 20);
+    }
+    ot_row("job, server: key (seed: keygen + DJN tables)", keygen_s + t[0], t[1]);
+    for (int k = 0; k < 2; k++) {
+        t[k] = best_cpu(m_client_new, &m[k], k == 0 ? 3 : 20);
+    }
+    ot_row("job, party: client from the public key", t[0], t[1]);
+    for (int k = 0; k < 2; k++) {
+        t[k] = best_cpu(m_respond, &m[k], k == 0 ? 7 : 50);
+    }
+    ot_row("sync, party: one response", t[0], t[1]);
+    for (int k = 0; k < 2; k++) {
+        t[k] = best_cpu(m_peek, &m[k], 5);
+    }
+    ot_row("sync, server: open 19 seeds (finish)", t[0], t[1]);
+    printf("| %-46s | %11.1f | %9.1f |          |\n", "  the same, per seed", 1e6 * t[0] / 19,
+           1e6 * t[1] / 19);
+    for (int k = 0; k < 2; k++) {
+        t[k] = best_cpu(m_begin, &m[k], 5);
+    }
+    ot_row("sync, server: 20 selectors (begin)", t[0], t[1]);
+    printf("| %-46s | %11.1f | %9.1f |          |\n", "  the same, per selector",
+           1e6 * t[0] / NX_PARTIES, 1e6 * t[1] / NX_PARTIES);
+    printf("  (sizes seed / ot: public key %zu / %zu, selector %zu / %zu, response %zu / %zu "
+           "bytes; the seeds of all parties but j recovered: seed %s, ot %s)\n",
+           m[0].pk_len, m[1].pk_len, m[0].cs, m[1].cs, m[0].rs, m[1].rs, ok[0] ? "yes" : "NO",
+           ok[1] ? "yes" : "NO");
+    for (int k = 0; k < 2; k++) {
+        nxm_free(&m[k]);
+    }
+    OPENSSL_cleanse(skb, skl);
+    free(skb);
+}
+
 int main(void)
 {
     static struct ctx x;
@@ -726,6 +916,7 @@ int main(void)
 
     noise_exchange_section(&x, djn_table);
     nx_threads_section(x.sk);
+    ot_section(x.sk, t_kg.cpu);
     window_sweep(&x);
 
     getrusage(RUSAGE_SELF, &ru);

@@ -12,6 +12,7 @@
 #include "../crypto/paillier.h"
 #include "../crypto/rand.h"
 #include "noisex_dec.h"
+#include "noisex_ot.h"
 
 #define NX_SEED_BITS (8u * FS_NOISEX_SEED_LEN)
 /* 256-bit seed slots per plaintext at FS_PAILLIER_MAX_BITS */
@@ -22,8 +23,10 @@ struct fs_noisex_server {
     fs_paillier_sk *sk;
     const fs_paillier_pk *pk; /* borrowed from sk */
     fs_paillier_djn *djn;
+    struct nxot *ot;               /* ot mode (instead of the Paillier key) */
     struct fs_paillier_packing pp; /* elementwise */
     size_t ct_size;
+    size_t resp_size;
     size_t groups; /* ciphertexts per response */
     size_t slots;  /* values (elementwise) or seeds (seed mode) per plaintext */
     mpz_t n2;
@@ -45,8 +48,10 @@ struct fs_noisex_client {
     struct fs_noisex_params p;
     fs_paillier_pk *pk;
     fs_paillier_djn *djn;
+    struct nxot *ot; /* ot mode */
     struct fs_paillier_packing pp;
     size_t ct_size;
+    size_t resp_size;
     size_t groups;
     size_t slots;
     mpz_t n2;
@@ -83,7 +88,7 @@ int fs_noisex_params_check(const struct fs_noisex_params *p, struct fs_err *err)
     if (p == NULL) {
         return fs_err_set(err, FS_EINVAL, "noise exchange: params is NULL");
     }
-    if (p->mode != FS_NOISEX_SEED && p->mode != FS_NOISEX_ELEMENTWISE) {
+    if (p->mode != FS_NOISEX_SEED && p->mode != FS_NOISEX_ELEMENTWISE && p->mode != FS_NOISEX_OT) {
         return fs_err_set(err, FS_EINVAL, "noise exchange: unknown mode %d", (int)p->mode);
     }
     if (p->parties < 1 || p->parties > FS_NOISEX_MAX_PARTIES) {
@@ -106,7 +111,7 @@ int fs_noisex_params_check(const struct fs_noisex_params *p, struct fs_err *err)
 
 const char *fs_noisex_mode_name(enum fs_noisex_mode m)
 {
-    return m == FS_NOISEX_ELEMENTWISE ? "elementwise" : "seed";
+    return m == FS_NOISEX_ELEMENTWISE ? "elementwise" : m == FS_NOISEX_OT ? "ot" : "seed";
 }
 
 int fs_noisex_mode_parse(const char *s, enum fs_noisex_mode *out, struct fs_err *err)
@@ -119,7 +124,11 @@ int fs_noisex_mode_parse(const char *s, enum fs_noisex_mode *out, struct fs_err 
         *out = FS_NOISEX_ELEMENTWISE;
         return 0;
     }
-    return fs_err_set(err, FS_EINVAL, "noise_exchange: expected seed or elementwise");
+    if (s != NULL && strcmp(s, "ot") == 0) {
+        *out = FS_NOISEX_OT;
+        return 0;
+    }
+    return fs_err_set(err, FS_EINVAL, "noise_exchange: expected seed, ot or elementwise");
 }
 
 /* Shared layout: slots per plaintext and ciphertexts per response. */
@@ -173,6 +182,42 @@ static void round_reset(fs_noisex_server *s)
     s->open = 0;
 }
 
+/* The Paillier key (fresh when sk_buf is NULL), its layout and selector table. */
+static int server_paillier(fs_noisex_server *s, unsigned key_bits, const uint8_t *sk_buf,
+                           size_t sk_len, struct fs_err *err)
+{
+    int rc = sk_buf != NULL ? fs_paillier_sk_import(&s->sk, sk_buf, sk_len, err)
+                            : fs_paillier_keygen(&s->sk, key_bits, err);
+
+    if (rc != 0) {
+        return rc;
+    }
+    s->pk = fs_paillier_sk_pub(s->sk);
+    rc = layout(&s->p, s->pk, &s->pp, &s->slots, &s->groups, err);
+    if (rc != 0) {
+        return rc;
+    }
+    /* selectors: hs^a modulo p^2 and q^2 with the private key */
+    rc = fs_paillier_djn_new_crt(&s->djn, s->sk, 0, FS_PAILLIER_DJN_WINDOW, NULL, err);
+    if (rc != 0) {
+        return rc;
+    }
+    s->ct_size = fs_paillier_ct_size(s->pk);
+    s->resp_size = s->groups * s->ct_size;
+    mpz_mul(s->n2, fs_paillier_pk_n(s->pk), fs_paillier_pk_n(s->pk));
+    return 0;
+}
+
+/* ot mode: the secret (fresh when sk_buf is NULL); key_bits does not apply. */
+static int server_ot(fs_noisex_server *s, const uint8_t *sk_buf, size_t sk_len, struct fs_err *err)
+{
+    s->ct_size = FS_ECOT_POINT_LEN;
+    s->resp_size = FS_ECOT_RESP_LEN;
+    s->slots = 1;
+    s->groups = 1;
+    return nxot_new(1, sk_buf, sk_len, &s->ot, err);
+}
+
 /* A server around a fresh (sk_buf NULL) or an exported private key. */
 static int server_make(const struct fs_noisex_params *p, unsigned key_bits, const uint8_t *sk_buf,
                        size_t sk_len, fs_noisex_server **out, struct fs_err *err)
@@ -194,23 +239,11 @@ static int server_make(const struct fs_noisex_params *p, unsigned key_bits, cons
     }
     mpz_init(s->n2);
     s->p = *p;
-    rc = sk_buf != NULL ? fs_paillier_sk_import(&s->sk, sk_buf, sk_len, err)
-                        : fs_paillier_keygen(&s->sk, key_bits, err);
+    rc = p->mode == FS_NOISEX_OT ? server_ot(s, sk_buf, sk_len, err)
+                                 : server_paillier(s, key_bits, sk_buf, sk_len, err);
     if (rc != 0) {
         goto out;
     }
-    s->pk = fs_paillier_sk_pub(s->sk);
-    rc = layout(p, s->pk, &s->pp, &s->slots, &s->groups, err);
-    if (rc != 0) {
-        goto out;
-    }
-    /* selectors: hs^a modulo p^2 and q^2 with the private key */
-    rc = fs_paillier_djn_new_crt(&s->djn, s->sk, 0, FS_PAILLIER_DJN_WINDOW, NULL, err);
-    if (rc != 0) {
-        goto out;
-    }
-    s->ct_size = fs_paillier_ct_size(s->pk);
-    mpz_mul(s->n2, fs_paillier_pk_n(s->pk), fs_paillier_pk_n(s->pk));
     long cpus = sysconf(_SC_NPROCESSORS_ONLN);
     s->threads = cpus < 1 ? 1u : (unsigned)(cpus > 64 ? 64 : cpus);
     s->ahead = 1;
@@ -246,23 +279,29 @@ int fs_noisex_server_new_from_key(const struct fs_noisex_params *p, const uint8_
 
 size_t fs_noisex_server_sk_size(const fs_noisex_server *s)
 {
-    return fs_paillier_sk_size(s->sk);
+    return s->ot != NULL ? FS_ECOT_SECRET_LEN : fs_paillier_sk_size(s->sk);
 }
 
 int fs_noisex_server_sk_export(const fs_noisex_server *s, uint8_t *buf, size_t len,
                                struct fs_err *err)
 {
+    if (s->ot != NULL) {
+        return nxot_sk_export(s->ot, buf, len, err);
+    }
     return fs_paillier_sk_export(s->sk, buf, len, err);
 }
 
 size_t fs_noisex_server_pk_size(const fs_noisex_server *s)
 {
-    return fs_paillier_pk_size(s->pk);
+    return s->ot != NULL ? FS_ECOT_POINT_LEN : fs_paillier_pk_size(s->pk);
 }
 
 int fs_noisex_server_pk_export(const fs_noisex_server *s, uint8_t *buf, size_t len,
                                struct fs_err *err)
 {
+    if (s->ot != NULL) {
+        return nxot_pk_export(s->ot, buf, len, err);
+    }
     return fs_paillier_pk_export(s->pk, buf, len, err);
 }
 
@@ -273,7 +312,7 @@ size_t fs_noisex_server_ct_size(const fs_noisex_server *s)
 
 size_t fs_noisex_server_response_size(const fs_noisex_server *s)
 {
-    return s->groups * s->ct_size;
+    return s->resp_size;
 }
 
 size_t fs_noisex_server_slots(const fs_noisex_server *s)
@@ -440,7 +479,8 @@ int fs_noisex_server_prepare(const fs_noisex_server *s, uint32_t round, const ui
     }
     if (rc == 0) {
         x->chosen = x->ids[pick];
-        rc = encrypt_selectors(s, x, err);
+        rc = s->ot != NULL ? nxot_selectors(s->ot, round, x->ids, k, x->chosen, x->sel, err)
+                           : encrypt_selectors(s, x, err);
     }
     if (rc != 0) {
         fs_noisex_prepared_free(x);
@@ -575,7 +615,8 @@ int fs_noisex_server_restore(fs_noisex_server *s, uint32_t round, const uint32_t
     if (rc != 0) {
         return rc;
     }
-    rc = restored_choice(s, err);
+    rc = s->ot != NULL ? nxot_chosen(s->ot, s->round, s->ids, s->k, s->sel, &s->chosen, err)
+                       : restored_choice(s, err);
     if (rc != 0) {
         round_reset(s);
     }
@@ -678,7 +719,7 @@ int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_
         return fs_err_set(err, FS_ENOTFOUND, "noise exchange: party %u is not in round %u", id,
                           s->round);
     }
-    want = s->groups * s->ct_size;
+    want = s->resp_size;
     if (len != want) {
         return fs_err_set(err, FS_EFORMAT,
                           "noise exchange: response of party %u is %zu bytes, expected %zu", id,
@@ -692,7 +733,13 @@ int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_
         return 0;
     }
     mpz_init(c);
-    for (size_t g = 0; g < s->groups && rc == 0; g++) {
+    if (s->ot != NULL) {
+        rc = nxot_check_response(s->ot, buf, err);
+        if (rc != 0) {
+            fs_err_prefix(err, "noise exchange: party %u: ", id);
+        }
+    }
+    for (size_t g = 0; g < s->groups && rc == 0 && s->ot == NULL; g++) {
         rc = fs_paillier_ct_import(s->pk, c, buf + g * s->ct_size, s->ct_size, err);
         if (rc != 0) {
             fs_err_prefix(err, "noise exchange: party %u ciphertext %zu: ", id, g);
@@ -858,7 +905,7 @@ int fs_noisex_server_peek(const fs_noisex_server *s, struct fs_noisex_result *ou
     out->chosen = s->chosen;
     out->removed = nw;
     out->ids = malloc((nw > 0 ? nw : 1) * sizeof *out->ids);
-    if (s->p.mode == FS_NOISEX_SEED) {
+    if (s->p.mode != FS_NOISEX_ELEMENTWISE) {
         out->seeds = calloc(nw > 0 ? nw : 1, sizeof *out->seeds);
     } else {
         out->noise_len = s->p.noise_len;
@@ -871,7 +918,10 @@ int fs_noisex_server_peek(const fs_noisex_server *s, struct fs_noisex_result *ou
     for (size_t q = 0; q < nw; q++) {
         out->ids[q] = s->ids[who[q]];
     }
-    if (s->p.mode == FS_NOISEX_SEED) {
+    if (s->ot != NULL) {
+        rc = nxot_seeds(s->ot, s->round, s->ids, s->sel, s->resp, who, nw, out->seeds, err);
+        out->decryptions = (unsigned)nw;
+    } else if (s->p.mode == FS_NOISEX_SEED) {
         rc = finish_seeds(s, who, nw, out, err);
     } else {
         rc = finish_elementwise(s, who, nw, out, err);
@@ -890,6 +940,7 @@ void fs_noisex_server_free(fs_noisex_server *s)
         return;
     }
     round_reset(s);
+    nxot_free(s->ot);
     fs_paillier_djn_free(s->djn);
     fs_paillier_sk_free(s->sk);
     mpz_clear(s->n2);
@@ -937,6 +988,18 @@ static int client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_
     }
     mpz_init(c->n2);
     c->p = *p;
+    if (p->mode == FS_NOISEX_OT) {
+        /* base_key does not apply: r comes from the CSPRNG or the re-randomizer key */
+        rc = nxot_new(0, NULL, 0, &c->ot, err);
+        if (rc == 0) {
+            rc = nxot_check_pk(c->ot, pk, pk_len, err);
+        }
+        c->ct_size = FS_ECOT_POINT_LEN;
+        c->resp_size = FS_ECOT_RESP_LEN;
+        c->groups = 1;
+        c->slots = 1;
+        goto out;
+    }
     rc = fs_paillier_pk_import(&c->pk, pk, pk_len, err);
     if (rc == 0) {
         rc = layout(p, c->pk, &c->pp, &c->slots, &c->groups, err);
@@ -956,12 +1019,16 @@ static int client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_
                                   : fs_paillier_djn_new(&c->djn, c->pk, 0, w, err);
         }
     }
+    if (rc == 0) {
+        c->ct_size = fs_paillier_ct_size(c->pk);
+        c->resp_size = c->groups * c->ct_size;
+        mpz_mul(c->n2, fs_paillier_pk_n(c->pk), fs_paillier_pk_n(c->pk));
+    }
+out:
     if (rc != 0) {
         fs_noisex_client_free(c);
         return rc;
     }
-    c->ct_size = fs_paillier_ct_size(c->pk);
-    mpz_mul(c->n2, fs_paillier_pk_n(c->pk), fs_paillier_pk_n(c->pk));
     *out = c;
     return 0;
 }
@@ -973,7 +1040,7 @@ size_t fs_noisex_client_ct_size(const fs_noisex_client *c)
 
 size_t fs_noisex_client_response_size(const fs_noisex_client *c)
 {
-    return c->groups * c->ct_size;
+    return c->resp_size;
 }
 
 /* out_ct = sel^w * R' with a secret exponent w (mpz_powm_sec; w = 0 gives a fresh Enc(0)). */
@@ -1018,9 +1085,9 @@ static int check_respond(const fs_noisex_client *c, enum fs_noisex_mode mode, co
         return fs_err_set(err, FS_EFORMAT, "noise exchange: selector of %zu bytes, expected %zu",
                           sel_len, c->ct_size);
     }
-    if (out_len != c->groups * c->ct_size) {
+    if (out_len != c->resp_size) {
         return fs_err_set(err, FS_EINVAL, "noise exchange: response buffer of %zu bytes, need %zu",
-                          out_len, c->groups * c->ct_size);
+                          out_len, c->resp_size);
     }
     return 0;
 }
@@ -1030,13 +1097,17 @@ int fs_noisex_client_respond_seed(const fs_noisex_client *c, const uint8_t *sel,
                                   size_t out_len, struct fs_err *err)
 {
     mpz_t s, w, res;
-    int rc = check_respond(c, FS_NOISEX_SEED, sel, sel_len, out, out_len, err);
+    int rc = check_respond(c, c != NULL && c->ot != NULL ? FS_NOISEX_OT : FS_NOISEX_SEED, sel,
+                           sel_len, out, out_len, err);
 
     if (rc != 0) {
         return rc;
     }
     if (seed == NULL) {
         return fs_err_set(err, FS_EINVAL, "noise exchange: seed is NULL");
+    }
+    if (c->ot != NULL) {
+        return nxot_respond(c->ot, sel, c->has_rr ? c->rr_key : NULL, seed, out, err);
     }
     mpz_init(s);
     mpz_init2(w, NX_SEED_BITS + 64);
@@ -1106,6 +1177,7 @@ void fs_noisex_client_free(fs_noisex_client *c)
         return;
     }
     OPENSSL_cleanse(c->rr_key, sizeof c->rr_key);
+    nxot_free(c->ot);
     fs_paillier_djn_free(c->djn);
     fs_paillier_pk_free(c->pk);
     mpz_clear(c->n2);

@@ -35,6 +35,33 @@
  *    one ciphertext per packed plaintext; the server multiplies all returned
  *    ciphertexts slot-wise and decrypts each product once, learning only the
  *    SUM of the noise of all parties but j.
+ *  - FS_NOISEX_OT (opt-in): as seed mode for the caller (the result
+ *    carries the seeds of the removed ids), but the exchange is an
+ *    oblivious transfer in the style of M. Bellare and S. Micali,
+ *    "Non-interactive oblivious transfer and applications" (CRYPTO 1989),
+ *    on P-256 (lib/crypto/ecot.h) instead of Paillier: the server is the
+ *    receiver with choice "learn the seed" for every party but j. There is
+ *    no key generation beyond a 32-byte secret; the exported public key is
+ *    the fixed point C (hashed to the curve, so nobody knows its discrete
+ *    logarithm), the same for every job. Party i's selector in round t is
+ *    k0 G for j and C - k1 G for everyone else, with k0, k1 derived from
+ *    the secret, t, i and the choice (HKDF-SHA256); a response is R = r G
+ *    and the seed masked with SHA-256 of (selector, R, r (C - selector)).
+ *    The server computes that mask as k1 R exactly where the selector was
+ *    C - k1 G; for j it would need log_G C. Sizes: public key and selector 33 bytes
+ *    (compressed points), response 65, exported secret 32; one slot, no
+ *    groups; key_bits, set_threads and base_key do not apply.
+ *    Assumptions, compared with seed mode: a party learns nothing about
+ *    whether it is j even against unbounded computation (both selectors
+ *    are uniformly distributed points), where seed mode relies on DCR;
+ *    the server cannot recover j's seed unless it solves computational
+ *    Diffie-Hellman on P-256 (SHA-256 taken as a random oracle), where
+ *    seed mode relies on j's ciphertext hiding a zero. A round's selectors
+ *    are a function of (secret, t, i, j): persist them before sending and
+ *    restore them after a restart, so that a party sees one selector per
+ *    round (two would still be unrelated points, k0 and k1 being
+ *    independent, but a fresh j per attempt is a second draw of who keeps
+ *    its noise).
  *
  * The paper's selector is an r x r all-ones matrix P' used as N . P', which
  * multiplies the noise by a matrix of ones (N 1 != N); the selector here is
@@ -42,13 +69,15 @@
  *
  * Threat model: honest-but-curious server (a malicious one could send
  * Enc(2^k) and shift the seeds around; parties cannot check a selector's
- * plaintext), no collusion between the server and a party. A party that
- * does not respond keeps its noise in the aggregate (less accuracy, never
- * less privacy).
+ * plaintext; in ot mode it could send C - k1 G to every party and open all
+ * seeds, which no party can detect either), no collusion between the
+ * server and a party. A party that does not respond keeps its noise in
+ * the aggregate (less accuracy, never less privacy).
  *
  * Serialization: public key and ciphertexts as in lib/crypto/paillier.h
  * (fixed width, big-endian). A response is the concatenation of its
- * ciphertexts. */
+ * ciphertexts. ot mode: compressed SEC1 points (33 bytes); a response is
+ * R (33 bytes) || masked seed (32 bytes). */
 #ifndef FS_PROTO_NOISE_EXCHANGE_H
 #define FS_PROTO_NOISE_EXCHANGE_H
 
@@ -61,7 +90,7 @@
 #define FS_NOISEX_MAX_PARTIES   1000
 #define FS_NOISEX_MAX_NOISE_LEN (1u << 26) /* values per party (elementwise) */
 
-enum fs_noisex_mode { FS_NOISEX_SEED = 0, FS_NOISEX_ELEMENTWISE = 1 };
+enum fs_noisex_mode { FS_NOISEX_SEED = 0, FS_NOISEX_ELEMENTWISE = 1, FS_NOISEX_OT = 2 };
 
 struct fs_noisex_params {
     enum fs_noisex_mode mode;
@@ -73,7 +102,7 @@ struct fs_noisex_params {
 /** Check parameters (ranges, caps; elementwise: value_bits + ceil(log2 parties) <= 64). */
 FS_WUR int fs_noisex_params_check(const struct fs_noisex_params *p, struct fs_err *err);
 
-/** "seed" / "elementwise"; parse returns 0 or FS_EINVAL. */
+/** "seed" / "elementwise" / "ot"; parse returns 0 or FS_EINVAL. */
 const char *fs_noisex_mode_name(enum fs_noisex_mode m);
 FS_WUR int fs_noisex_mode_parse(const char *s, enum fs_noisex_mode *out, struct fs_err *err);
 
@@ -86,7 +115,7 @@ struct fs_noisex_result {
     uint32_t chosen; /* j (server-private; never send it to parties) */
     size_t removed;  /* parties whose noise was recovered: responders other than j */
     uint32_t *ids;   /* the removed ids, ascending, owned */
-    uint8_t (*seeds)[FS_NOISEX_SEED_LEN]; /* seed mode: seeds[q] of ids[q], owned, wiped on clear */
+    uint8_t (*seeds)[FS_NOISEX_SEED_LEN]; /* seed, ot: seeds[q] of ids[q], owned, wiped on clear */
     int64_t *noise_sum; /* elementwise: noise_len sums over the removed parties, owned */
     size_t noise_len;
     unsigned decryptions; /* decryptions this round cost */
@@ -96,7 +125,8 @@ struct fs_noisex_result {
 /**
  * New server with a fresh Paillier key of key_bits bits (FS_PAILLIER_MIN_BITS..
  * FS_PAILLIER_MAX_BITS; 3072 for production, 1024 in tests) and a DJN
- * fixed-base table for the selector encryptions.
+ * fixed-base table for the selector encryptions. ot mode: a fresh 32-byte
+ * secret from the CSPRNG; key_bits is ignored.
  * @param out new state, free with fs_noisex_server_free.
  * @return 0, FS_EINVAL, FS_ERANGE (elementwise: no slot fits), FS_ENOMEM, FS_ECRYPTO.
  */
@@ -106,6 +136,7 @@ FS_WUR int fs_noisex_server_new(const struct fs_noisex_params *p, unsigned key_b
 /**
  * New server around a private key written by fs_noisex_server_sk_export
  * (a server that restarts with the key it had), else as fs_noisex_server_new.
+ * ot mode: the key is the 32-byte secret (another length is FS_EFORMAT).
  * @return 0, FS_EINVAL, FS_EFORMAT (not a valid key), FS_ERANGE, FS_ENOMEM, FS_ECRYPTO.
  */
 FS_WUR int fs_noisex_server_new_from_key(const struct fs_noisex_params *p, const uint8_t *sk,
@@ -184,7 +215,8 @@ const uint8_t *fs_noisex_server_selectors(const fs_noisex_server *s, size_t *len
  * Reopen round `round` over ids with the selectors it had (len = k *
  * ct_size bytes, ascending ids, as fs_noisex_server_selectors gave them):
  * j is recovered by decrypting them (exactly one must be Enc(0), the others
- * Enc(1)). Discards any open round; round may repeat the last one begun.
+ * Enc(1); ot mode: exactly one k0 G, the others C - k1 G, recomputed from
+ * the secret). Discards any open round; round may repeat the last one begun.
  * Responses are taken afresh.
  * @return 0, FS_EINVAL, FS_EFORMAT (not this key's selectors), FS_ENOMEM.
  */
@@ -201,19 +233,21 @@ FS_WUR int fs_noisex_server_selector(const fs_noisex_server *s, uint32_t id, uin
 
 /**
  * Party id's response (fs_noisex_server_response_size bytes). Every
- * ciphertext is checked (range, invertibility). A repeat with the same
- * bytes is accepted; different bytes are FS_ECONFLICT.
+ * ciphertext is checked (range, invertibility; ot mode: R is a point).
+ * A repeat with the same bytes is accepted; different bytes are
+ * FS_ECONFLICT.
  * @return 0, FS_ESTATE, FS_ENOTFOUND, FS_EFORMAT, FS_ECONFLICT, FS_ENOMEM.
  */
 FS_WUR int fs_noisex_server_add_response(fs_noisex_server *s, uint32_t id, const uint8_t *buf,
                                          size_t len, struct fs_err *err);
 
 /**
- * Seed mode: decrypt a round's seed groups on up to `threads` threads
- * (1..64; default: the online CPUs) and, when ahead is non-zero (the
- * default), every group of the parties but j as soon as all of its
- * members answered, in the background, so that finish decrypts only the
- * groups still open. The seeds are the same either way.
+ * Seed mode (no effect in ot mode, whose finish costs one scalar
+ * multiplication per seed): decrypt a round's seed groups on up to
+ * `threads` threads (1..64; default: the online CPUs) and, when ahead is
+ * non-zero (the default), every group of the parties but j as soon as all
+ * of its members answered, in the background, so that finish decrypts
+ * only the groups still open. The seeds are the same either way.
  */
 void fs_noisex_server_set_threads(fs_noisex_server *s, unsigned threads, int ahead);
 
@@ -264,7 +298,9 @@ typedef struct fs_noisex_client fs_noisex_client;
 
 /**
  * New client for the server's exported public key (checked on import), with
- * its own DJN randomizer table built from the public n.
+ * its own DJN randomizer table built from the public n. ot mode: the key
+ * must be the constant C (else FS_EFORMAT, "not this protocol's OT
+ * constant").
  * @param out new state, free with fs_noisex_client_free.
  */
 FS_WUR int fs_noisex_client_new(const struct fs_noisex_params *p, const uint8_t *pk, size_t pk_len,
@@ -274,7 +310,8 @@ FS_WUR int fs_noisex_client_new(const struct fs_noisex_params *p, const uint8_t 
  * Like fs_noisex_client_new, but the DJN base hs is derived from base_key
  * (32 bytes, secret) instead of drawn from the CSPRNG: with
  * fs_noisex_client_set_rerand_key, a client rebuilt after a restart then
- * answers a selector with the same bytes.
+ * answers a selector with the same bytes. ot mode: base_key is not used
+ * (the same as fs_noisex_client_new).
  */
 FS_WUR int fs_noisex_client_new_det(const struct fs_noisex_params *p, const uint8_t *pk,
                                     size_t pk_len, const uint8_t base_key[32],
@@ -287,7 +324,8 @@ size_t fs_noisex_client_response_size(const fs_noisex_client *c);
  * Take the re-randomizers of the following responses from AES-256-CTR
  * under keys derived from key (32 bytes, copied; NULL: back to the CSPRNG):
  * the same selector and noise then give the same response bytes. The key
- * must be secret and serve one response (one sync) only.
+ * must be secret and serve one response (one sync) only. ot mode: r is
+ * HKDF-SHA256(key, "fedsvd/noisex-ot/r") modulo the group order.
  * @return 0 or FS_EINVAL.
  */
 FS_WUR int fs_noisex_client_set_rerand_key(fs_noisex_client *c, const uint8_t key[32],
@@ -295,7 +333,9 @@ FS_WUR int fs_noisex_client_set_rerand_key(fs_noisex_client *c, const uint8_t ke
 
 /**
  * Seed mode: out = Enc(b)^seed * R' for the selector Enc(b) (seed read as a
- * big-endian 256-bit integer). @param out_len must be the response size.
+ * big-endian 256-bit integer). ot mode: out = R || seed XOR pad for the
+ * selector PK0 (FS_EFORMAT when it is not a point, or is C itself).
+ * @param out_len must be the response size.
  * @return 0, FS_EFORMAT (selector malformed), FS_EINVAL, FS_ESTATE (wrong mode), FS_ECRYPTO.
  */
 FS_WUR int fs_noisex_client_respond_seed(const fs_noisex_client *c, const uint8_t *sel,
@@ -306,7 +346,7 @@ FS_WUR int fs_noisex_client_respond_seed(const fs_noisex_client *c, const uint8_
  * Elementwise mode: noise[0..n) (n = noise_len) packed, and for every packed
  * plaintext m_g one ciphertext Enc(b)^{m_g} * R'_g.
  * @return 0, FS_EFORMAT, FS_EINVAL, FS_ERANGE (a value outside value_bits,
- *         naming its index), FS_ESTATE, FS_ECRYPTO.
+ *         naming its index), FS_ESTATE (also in ot mode), FS_ECRYPTO.
  */
 FS_WUR int fs_noisex_client_respond_noise(const fs_noisex_client *c, const uint8_t *sel,
                                           size_t sel_len, const int64_t *noise, size_t n,

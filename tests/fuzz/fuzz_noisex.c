@@ -1,8 +1,10 @@
 /* The noise-exchange messages of fedpower-utility (lib/proto/noise_exchange.c)
- * in both modes (seed, elementwise), on one small fixed Paillier key (the
+ * in the modes seed and elementwise, on one small fixed Paillier key (the
  * smallest size a seed fits in: every modular operation is cheap, and the
- * corpus stays valid from run to run). The first input byte b picks the
- * message, the rest is its bytes:
+ * corpus stays valid from run to run), and ot, on a fixed secret. The first
+ * input byte b picks the message, the rest is its bytes (b in 240..248:
+ * ot mode, (b - 240) % 3 picks the message as b % 6 / 2 does below, with
+ * parties 2 and 3 when (b - 240) / 3 is even; other b:
  *   b % 6 = 0 / 1  a public key the party imports (fs_noisex_client_new), seed / elementwise;
  *   b % 6 = 2 / 3  a selector the party answers (respond_seed / respond_noise);
  *   b % 6 = 4 / 5  party 1's response in a fresh round the server closes
@@ -35,7 +37,11 @@ struct nx {
     uint32_t round;
 };
 
-static struct nx g_nx[2];
+/* The ot server's secret (32 bytes; protects nothing). */
+static const uint8_t g_ot_sk[32] = {0x6f, 0x74, 0x2d, 0x66, 0x75, 0x7a, 0x7a, 1,
+                                    2,    3,    4,    5,    6,    7,    8,    9};
+
+static struct nx g_nx[3];
 static uint8_t g_seed[FS_NOISEX_SEED_LEN] = {1, 2, 3};
 static int64_t g_noise[NX_LEN] = {1, -1, 500, -500, 0, 77, -77, 3};
 
@@ -48,7 +54,7 @@ static void die(const char *what, const struct fs_err *err)
 static int respond(struct nx *x, const uint8_t *sel, size_t sel_len, uint8_t *out,
                    struct fs_err *err)
 {
-    if (x->p.mode == FS_NOISEX_SEED) {
+    if (x->p.mode != FS_NOISEX_ELEMENTWISE) {
         return fs_noisex_client_respond_seed(x->c, sel, sel_len, g_seed, out, x->resp_len, err);
     }
     return fs_noisex_client_respond_noise(x->c, sel, sel_len, g_noise, NX_LEN, out, x->resp_len,
@@ -78,14 +84,19 @@ static void setup(void)
         return;
     }
     done = 1;
-    for (int m = 0; m < 2; m++) {
+    for (int m = 0; m < 3; m++) {
+        static const char *names[3] = {"seed", "elementwise", "ot"};
+        static const uint8_t ops[3][3] = {{0, 2, 4}, {1, 3, 5}, {240, 241, 242}};
         struct nx *x = &g_nx[m];
         uint32_t ids[NX_PARTIES] = {1, 2, 3};
-        x->p.mode = m == 0 ? FS_NOISEX_SEED : FS_NOISEX_ELEMENTWISE;
+        char name[64];
+        x->p.mode = m == 0 ? FS_NOISEX_SEED : m == 1 ? FS_NOISEX_ELEMENTWISE : FS_NOISEX_OT;
         x->p.parties = NX_PARTIES;
         x->p.noise_len = NX_LEN;
         x->p.value_bits = 20;
-        if (fs_noisex_server_new_from_key(&x->p, g_sk, sizeof g_sk, &x->s, &err) != 0) {
+        if (fs_noisex_server_new_from_key(&x->p, m == 2 ? g_ot_sk : g_sk,
+                                          m == 2 ? sizeof g_ot_sk : sizeof g_sk, &x->s,
+                                          &err) != 0) {
             die("server", &err);
         }
         x->pk_len = fs_noisex_server_pk_size(x->s);
@@ -106,11 +117,12 @@ static void setup(void)
                 respond(x, sel, x->ct_len, resp, &err) != 0) {
                 die("seed", &err);
             }
-            write_seed(dir, m == 0 ? "pk-seed" : "pk-elementwise", (uint8_t)m, x->pk, x->pk_len);
-            write_seed(dir, m == 0 ? "selector-seed" : "selector-elementwise", (uint8_t)(2 + m),
-                       sel, x->ct_len);
-            write_seed(dir, m == 0 ? "response-seed" : "response-elementwise", (uint8_t)(4 + m),
-                       resp, x->resp_len);
+            snprintf(name, sizeof name, "pk-%s", names[m]);
+            write_seed(dir, name, ops[m][0], x->pk, x->pk_len);
+            snprintf(name, sizeof name, "selector-%s", names[m]);
+            write_seed(dir, name, ops[m][1], sel, x->ct_len);
+            snprintf(name, sizeof name, "response-%s", names[m]);
+            write_seed(dir, name, ops[m][2], resp, x->resp_len);
             free(sel);
             free(resp);
         }
@@ -193,6 +205,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     setup();
+    if (data[0] >= 240 && data[0] <= 248) {
+        unsigned b = data[0] - 240u;
+        if (b % 3 == 0) {
+            import_pk(&g_nx[2], data + 1, size - 1);
+        } else if (b % 3 == 1) {
+            answer(&g_nx[2], data + 1, size - 1);
+        } else {
+            round_with(&g_nx[2], NX_PARTIES - (uint32_t)(b / 3 % 2), data + 1, size - 1);
+        }
+        return 0;
+    }
     switch (data[0] % 6) {
     case 0:
     case 1:
