@@ -1,6 +1,7 @@
 /* Job spec, invitation and job-id codecs: see jobs.h. */
 #include "jobs.h"
 #include "../lib/core/hex.h"
+#include "jsonfield.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -15,29 +16,6 @@
 #include "../lib/proto/secagg.h"
 
 #define POWER_LIST "fedpower, fedpower-utility, fedpower-private or dp-ppm"
-
-/* Wire names, indexed by enum fs_algo. */
-static const char *const ALGO_NAMES[FS_ALGO_COUNT] = {
-    "secure-sum", "fedsvd", "fedpca", "fedpower", "fedpower-utility", "fedpower-private", "dp-ppm"};
-
-const char *fs_algo_name(enum fs_algo a)
-{
-    if ((int)a < 0 || (int)a >= FS_ALGO_COUNT) {
-        return "unknown";
-    }
-    return ALGO_NAMES[a];
-}
-
-int fs_algo_parse(const char *name, enum fs_algo *out)
-{
-    for (int a = 0; name != NULL && a < FS_ALGO_COUNT; a++) {
-        if (strcmp(name, ALGO_NAMES[a]) == 0) {
-            *out = (enum fs_algo)a;
-            return 0;
-        }
-    }
-    return -1;
-}
 
 const char *fs_job_partition_name(int partition)
 {
@@ -74,127 +52,6 @@ void fs_job_party_shape(const struct fs_job_spec *s, uint32_t party, uint64_t *r
     }
 }
 
-static int printable(const char *s)
-{
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c < 0x20 || c == 0x7f) {
-            return 0;
-        }
-    }
-    return 1;
-}
-
-/* Optional string field copied into buf (cap bytes incl. NUL). */
-static int opt_string(const json_t *obj, const char *key, char *buf, size_t cap, struct fs_err *err)
-{
-    json_t *v = json_object_get(obj, key);
-    const char *s;
-
-    buf[0] = '\0';
-    if (v == NULL || json_is_null(v)) {
-        return 0;
-    }
-    if (!json_is_string(v)) {
-        return fs_err_set(err, FS_EFORMAT, "%s: expected a string", key);
-    }
-    s = json_string_value(v);
-    if (strlen(s) >= cap || json_string_length(v) != strlen(s)) {
-        return fs_err_set(err, FS_EINVAL, "%s: longer than %zu bytes or contains NUL", key,
-                          cap - 1);
-    }
-    if (!printable(s)) {
-        return fs_err_set(err, FS_EINVAL, "%s: contains control characters", key);
-    }
-    memcpy(buf, s, strlen(s) + 1);
-    return 0;
-}
-
-static int req_string(const json_t *obj, const char *key, char *buf, size_t cap, struct fs_err *err)
-{
-    if (json_object_get(obj, key) == NULL) {
-        return fs_err_set(err, FS_EFORMAT, "%s: missing", key);
-    }
-    return opt_string(obj, key, buf, cap, err);
-}
-
-/* Integer field in lo..hi; *present = 0 (and no error) when absent/null and present != NULL. */
-static int int_field(const json_t *obj, const char *key, long long lo, long long hi, long long *out,
-                     int *present, struct fs_err *err)
-{
-    json_t *v = json_object_get(obj, key);
-
-    if (present != NULL) {
-        *present = 0;
-    }
-    if (v == NULL || json_is_null(v)) {
-        if (present != NULL) {
-            return 0;
-        }
-        return fs_err_set(err, FS_EFORMAT, "%s: missing", key);
-    }
-    if (!json_is_integer(v)) {
-        return fs_err_set(err, FS_EFORMAT, "%s: expected an integer", key);
-    }
-    if ((long long)json_integer_value(v) < lo || (long long)json_integer_value(v) > hi) {
-        return fs_err_set(err, FS_EINVAL, "%s: %lld outside %lld..%lld", key,
-                          (long long)json_integer_value(v), lo, hi);
-    }
-    *out = (long long)json_integer_value(v);
-    if (present != NULL) {
-        *present = 1;
-    }
-    return 0;
-}
-
-static int shape_field(const json_t *obj, uint64_t max_elements, uint64_t *rows, uint64_t *cols,
-                       struct fs_err *err)
-{
-    json_t *v = json_object_get(obj, "shape");
-    json_t *r;
-    json_t *c;
-
-    if (v == NULL) {
-        return fs_err_set(err, FS_EFORMAT, "shape: missing");
-    }
-    if (!json_is_array(v) || json_array_size(v) != 2) {
-        return fs_err_set(err, FS_EFORMAT, "shape: expected [rows, cols]");
-    }
-    r = json_array_get(v, 0);
-    c = json_array_get(v, 1);
-    if (!json_is_integer(r) || !json_is_integer(c)) {
-        return fs_err_set(err, FS_EFORMAT, "shape: expected two integers");
-    }
-    if (json_integer_value(r) < 1 || json_integer_value(c) < 1) {
-        return fs_err_set(err, FS_EINVAL, "shape: dimensions must be positive");
-    }
-    *rows = (uint64_t)json_integer_value(r);
-    *cols = (uint64_t)json_integer_value(c);
-    if (*rows > max_elements || *cols > max_elements || *rows > max_elements / *cols) {
-        return fs_err_set(err, FS_EINVAL,
-                          "shape: %llu x %llu is over the server's limit of "
-                          "%llu elements",
-                          (unsigned long long)*rows, (unsigned long long)*cols,
-                          (unsigned long long)max_elements);
-    }
-    return 0;
-}
-
-static int bool_field(const json_t *obj, const char *key, int *out, struct fs_err *err)
-{
-    json_t *v = json_object_get(obj, key);
-
-    *out = 0;
-    if (v == NULL || json_is_null(v)) {
-        return 0;
-    }
-    if (!json_is_boolean(v)) {
-        return fs_err_set(err, FS_EFORMAT, "%s: expected true or false", key);
-    }
-    *out = json_is_true(v);
-    return 0;
-}
-
 /* The fedsvd/fedpca parameters of a spec or invitation: partition, party_sizes
  * (K entries adding up to N or d), k, method, standardize, allow_dropouts. */
 int fs_job_fedsvd_decode(const json_t *j, enum fs_algo algo, uint32_t parties, uint64_t rows,
@@ -209,7 +66,7 @@ int fs_job_fedsvd_decode(const json_t *j, enum fs_algo algo, uint32_t parties, u
     int rc;
 
     memset(out, 0, sizeof *out);
-    rc = opt_string(j, "partition", buf, sizeof buf, err);
+    rc = fs_json_opt_string(j, "partition", buf, sizeof buf, err);
     if (rc != 0) {
         return rc;
     }
@@ -249,12 +106,12 @@ int fs_job_fedsvd_decode(const json_t *j, enum fs_algo algo, uint32_t parties, u
             (unsigned long long)total, (unsigned long long)part_dim,
             out->partition == FS_JOB_SAMPLES ? "rows (shape[0])" : "columns (shape[1])");
     }
-    rc = int_field(j, "k", 1, (long long)(rows < cols ? rows : cols), &x, &present, err);
+    rc = fs_json_int_field(j, "k", 1, (long long)(rows < cols ? rows : cols), &x, &present, err);
     if (rc != 0) {
         return rc;
     }
     out->k = present ? (uint64_t)x : 0;
-    rc = opt_string(j, "method", buf, sizeof buf, err);
+    rc = fs_json_opt_string(j, "method", buf, sizeof buf, err);
     if (rc != 0) {
         return rc;
     }
@@ -268,15 +125,15 @@ int fs_job_fedsvd_decode(const json_t *j, enum fs_algo algo, uint32_t parties, u
     if (out->method == FS_JOB_RANDOMIZED && out->k == 0) {
         return fs_err_set(err, FS_EINVAL, "method: randomized needs k");
     }
-    rc = bool_field(j, "standardize", &out->standardize, err);
+    rc = fs_json_bool_field(j, "standardize", &out->standardize, err);
     if (rc == 0 && out->standardize && algo != FS_ALGO_FEDPCA) {
         rc = fs_err_set(err, FS_EINVAL, "standardize: only for fedpca");
     }
     if (rc == 0) {
-        rc = bool_field(j, "allow_dropouts", &out->allow_dropouts, err);
+        rc = fs_json_bool_field(j, "allow_dropouts", &out->allow_dropouts, err);
     }
     if (rc == 0) {
-        rc = int_field(j, "shards", 1, FS_JOB_MAX_SHARDS, &x, &present, err);
+        rc = fs_json_int_field(j, "shards", 1, FS_JOB_MAX_SHARDS, &x, &present, err);
     }
     if (rc != 0) {
         return rc;
@@ -315,421 +172,19 @@ static int fed_encode(json_t *obj, uint32_t parties, const struct fs_job_fedsvd 
     return bad ? -1 : 0;
 }
 
-/* ---------------------------------------------------------- power method */
-
-/* Optional number (integer or real) field; *present = 0 when absent/null. */
-static int num_field(const json_t *obj, const char *key, double *out, int *present,
-                     struct fs_err *err)
-{
-    json_t *v = json_object_get(obj, key);
-
-    *present = 0;
-    if (v == NULL || json_is_null(v)) {
-        return 0;
-    }
-    if (!json_is_number(v)) {
-        return fs_err_set(err, FS_EFORMAT, "%s: expected a number", key);
-    }
-    *out = json_number_value(v);
-    if (!isfinite(*out)) {
-        return fs_err_set(err, FS_EINVAL, "%s: not finite", key);
-    }
-    *present = 1;
-    return 0;
-}
-
-/* A field that only some algorithms take: FS_EINVAL when present (non-null) otherwise. */
-static int only_for(const json_t *obj, const char *key, int ok, const char *what,
-                    struct fs_err *err)
-{
-    json_t *v = json_object_get(obj, key);
-
-    if (!ok && v != NULL && !json_is_null(v)) {
-        return fs_err_set(err, FS_EINVAL, "%s: only for %s jobs", key, what);
-    }
-    return 0;
-}
-
-static int seed_field(const json_t *obj, int need, struct fs_job_fedpower *out, struct fs_err *err)
-{
-    char buf[80];
-    int rc = opt_string(obj, "z0_seed", buf, sizeof buf, err);
-
-    if (rc != 0) {
-        return rc == FS_EINVAL ? fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits") : rc;
-    }
-    if (buf[0] == '\0') {
-        return need ? fs_err_set(err, FS_EFORMAT, "z0_seed: missing") : 0;
-    }
-    if (strlen(buf) != 64) {
-        return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
-    }
-    if (fs_hex_decode(buf, out->z0_seed, 32) != 0) {
-        return fs_err_set(err, FS_EINVAL, "z0_seed: expected 64 hex digits");
-    }
-    out->has_z0_seed = 1;
-    return 0;
-}
-
-/* The lib/proto configuration of the parameters (z0_seed zero when absent). */
-static int power_config(enum fs_algo algo, uint32_t parties, uint32_t threshold, uint64_t cols,
-                        const struct fs_job_fedpower *p, struct fs_fedpower_config *cfg,
-                        uint64_t *rows, struct fs_err *err)
-{
-    enum fs_fedpower_alg alg = fs_algo_fedpower_alg(algo);
-
-    if (!fs_algo_is_power(algo)) {
-        return fs_err_set(err, FS_EINVAL, "algorithm: expected " POWER_LIST);
-    }
-    if (parties < 1 || parties > FS_JOB_MAX_PARTIES || cols < 1 || cols > FS_FEDPOWER_MAX_DIM) {
-        return fs_err_set(err, FS_EINVAL, "fedpower job: parties or cols out of range");
-    }
-    fs_fedpower_config_default(cfg, alg);
-    cfg->parties = parties;
-    cfg->threshold = threshold;
-    cfg->d = (uint32_t)cols;
-    cfg->r = p->rank;
-    cfg->k = p->k;
-    cfg->iterations = p->iterations;
-    cfg->sync_every = p->sync_every;
-    cfg->align = (enum fs_fedpower_align)p->align;
-    memcpy(cfg->z0_seed, p->z0_seed, sizeof cfg->z0_seed);
-    cfg->eigenvalues = p->eigenvalues;
-    cfg->calib = p->has_epsilon ? FS_FEDPOWER_SIGMA_FROM_EPS : FS_FEDPOWER_SIGMA_GIVEN;
-    cfg->eps = p->has_epsilon ? p->epsilon : 0.0;
-    cfg->delta = p->delta;
-    cfg->sigma = p->has_sigma ? p->sigma : 0.0;
-    cfg->sigma_server = p->has_sigma_server ? p->sigma_server : 0.0;
-    cfg->m_hat = p->bound_m;
-    cfg->z_hat = p->clip_z;
-    cfg->m_hat_mode = (enum fs_fedpower_bound_mode)p->bound_mode;
-    cfg->value_bound = p->value_bound;
-    cfg->noise_exchange = (enum fs_noisex_mode)p->noise_exchange;
-    cfg->paillier_bits = p->paillier_bits;
-    cfg->allow_weak_privacy = p->allow_weak_privacy;
-    if (rows != NULL) {
-        memset(rows, 0, FS_JOB_MAX_PARTIES * sizeof *rows);
-        memcpy(rows, p->party_rows, parties * sizeof *rows);
-    }
-    return fs_fedpower_config_check(cfg, err);
-}
-
-int fs_job_fedpower_decode(const json_t *j, enum fs_algo algo, uint32_t parties, uint32_t threshold,
-                           uint64_t cols, int need_seed, struct fs_job_fedpower *out,
-                           struct fs_err *err)
-{
-    struct fs_fedpower_config cfg;
-    enum fs_fedpower_alg alg;
-    json_t *pr = json_object_get(j, "party_rows");
-    char buf[32];
-    long long x = 0;
-    int present = 0;
-    int plain, util, priv, dp;
-    int rc;
-
-    memset(out, 0, sizeof *out);
-    if (!fs_algo_is_power(algo)) {
-        return fs_err_set(err, FS_EINVAL, "algorithm: expected " POWER_LIST);
-    }
-    alg = fs_algo_fedpower_alg(algo);
-    plain = alg == FS_FEDPOWER_PLAIN;
-    util = alg == FS_FEDPOWER_UTILITY;
-    priv = alg == FS_FEDPOWER_PRIVATE;
-    dp = priv || alg == FS_FEDPOWER_DPPPM;
-    if (cols < 1 || cols > FS_FEDPOWER_MAX_DIM) {
-        return fs_err_set(err, FS_EINVAL, "cols: %llu outside 1..%u", (unsigned long long)cols,
-                          FS_FEDPOWER_MAX_DIM);
-    }
-    if (pr == NULL || json_is_null(pr)) {
-        return fs_err_set(err, FS_EFORMAT, "party_rows: missing");
-    }
-    if (!json_is_array(pr)) {
-        return fs_err_set(err, FS_EFORMAT, "party_rows: expected an array of integers");
-    }
-    if (json_array_size(pr) != parties) {
-        return fs_err_set(err, FS_EINVAL, "party_rows: %zu entries for %u parties",
-                          json_array_size(pr), parties);
-    }
-    for (uint32_t i = 0; i < parties; i++) {
-        json_t *v = json_array_get(pr, i);
-        if (!json_is_integer(v)) {
-            return fs_err_set(err, FS_EFORMAT, "party_rows[%u]: expected an integer", i);
-        }
-        if (json_integer_value(v) < 1 || json_integer_value(v) > (json_int_t)1 << 53) {
-            return fs_err_set(err, FS_EINVAL, "party_rows[%u]: outside 1..2^53", i);
-        }
-        out->party_rows[i] = (uint64_t)json_integer_value(v);
-    }
-    rc = int_field(j, "k", 1, (long long)cols, &x, NULL, err);
-    if (rc != 0) {
-        return rc;
-    }
-    out->k = (uint32_t)x;
-    rc = int_field(j, "rank", out->k,
-                   (long long)(cols < FS_FEDPOWER_MAX_RANK ? cols : FS_FEDPOWER_MAX_RANK), &x,
-                   &present, err);
-    if (rc != 0) {
-        return rc;
-    }
-    out->rank = present ? (uint32_t)x : out->k;
-    rc = int_field(j, "iterations", 1, FS_FEDPOWER_MAX_ITERATIONS, &x, &present, err);
-    if (rc != 0) {
-        return rc;
-    }
-    out->iterations = present ? (uint32_t)x : 92;
-    rc = int_field(j, "sync_every", 1, FS_FEDPOWER_MAX_ITERATIONS, &x, &present, err);
-    if (rc != 0) {
-        return rc;
-    }
-    out->sync_every = present ? (uint32_t)x : (alg == FS_FEDPOWER_DPPPM ? 1 : 4);
-    if (alg == FS_FEDPOWER_DPPPM && out->sync_every != 1) {
-        return fs_err_set(err, FS_EINVAL, "sync_every: dp-ppm aggregates every iteration (1)");
-    }
-    if (out->sync_every > out->iterations) {
-        return fs_err_set(err, FS_EINVAL, "sync_every: %u is more than iterations (%u)",
-                          out->sync_every, out->iterations);
-    }
-    rc = opt_string(j, "align", buf, sizeof buf, err);
-    if (rc != 0) {
-        return rc;
-    }
-    out->align = FS_FEDPOWER_ALIGN_GLOBAL;
-    if (buf[0] != '\0') {
-        enum fs_fedpower_align a;
-        rc = fs_fedpower_align_parse(buf, &a, err);
-        if (rc != 0) {
-            return rc;
-        }
-        out->align = (int)a;
-    }
-    rc = num_field(j, "sigma", &out->sigma, &out->has_sigma, err);
-    if (rc == 0) {
-        rc = only_for(j, "sigma_server", plain, "fedpower", err);
-    }
-    if (rc == 0) {
-        rc = num_field(j, "sigma_server", &out->sigma_server, &out->has_sigma_server, err);
-    }
-    if (rc == 0) {
-        rc = num_field(j, "epsilon", &out->epsilon, &out->has_epsilon, err);
-    }
-    if (rc == 0) {
-        rc = num_field(j, "delta", &out->delta, &present, err);
-        if (!present) {
-            out->delta = 1e-5;
-        }
-    }
-    if (rc != 0) {
-        return rc;
-    }
-    if ((out->has_sigma && out->sigma < 0.0) ||
-        (out->has_sigma_server && out->sigma_server < 0.0)) {
-        return fs_err_set(err, FS_EINVAL, "sigma: must be >= 0");
-    }
-    if (out->has_epsilon && !(out->epsilon > 0.0)) {
-        return fs_err_set(err, FS_EINVAL, "epsilon: must be > 0");
-    }
-    if (!(out->delta > 0.0 && out->delta < 1.0)) {
-        return fs_err_set(err, FS_EINVAL, "delta: must be in (0, 1)");
-    }
-    if (out->has_epsilon && (out->has_sigma || out->has_sigma_server)) {
-        return fs_err_set(err, FS_EINVAL,
-                          "epsilon: give either sigma (and sigma_server) or epsilon, not both");
-    }
-    if (dp && !out->has_sigma && !out->has_epsilon) {
-        return fs_err_set(err, FS_EINVAL, "sigma: %s needs sigma or epsilon", fs_algo_name(algo));
-    }
-    rc = only_for(j, "clip_z", priv, "fedpower-private", err);
-    if (rc == 0) {
-        rc = only_for(j, "bound_m", priv, "fedpower-private", err);
-    }
-    if (rc == 0) {
-        rc = only_for(j, "bound_mode", priv, "fedpower-private", err);
-    }
-    if (rc == 0) {
-        rc = num_field(j, "clip_z", &out->clip_z, &present, err);
-    }
-    if (rc == 0 && priv && !present) {
-        rc = fs_err_set(err, FS_EFORMAT, "clip_z: missing (fedpower-private needs it)");
-    }
-    if (rc == 0) {
-        rc = num_field(j, "bound_m", &out->bound_m, &present, err);
-    }
-    if (rc == 0 && priv && !present) {
-        rc = fs_err_set(err, FS_EFORMAT, "bound_m: missing (fedpower-private needs it)");
-    }
-    if (rc == 0 && priv && !(out->clip_z > 0.0 && out->bound_m > 0.0)) {
-        rc = fs_err_set(err, FS_EINVAL, "clip_z, bound_m: must be > 0");
-    }
-    if (rc == 0) {
-        rc = opt_string(j, "bound_mode", buf, sizeof buf, err);
-    }
-    if (rc != 0) {
-        return rc;
-    }
-    if (buf[0] == '\0' || strcmp(buf, "clip") == 0) {
-        out->bound_mode = FS_FEDPOWER_MHAT_CLIP;
-    } else if (strcmp(buf, "reject") == 0) {
-        out->bound_mode = FS_FEDPOWER_MHAT_REJECT;
-    } else {
-        return fs_err_set(err, FS_EINVAL, "bound_mode: expected clip or reject");
-    }
-    rc = num_field(j, "value_bound", &out->value_bound, &present, err);
-    if (rc == 0 && present && !(out->value_bound > 0.0)) {
-        rc = fs_err_set(err, FS_EINVAL, "value_bound: must be > 0");
-    }
-    if (rc == 0) {
-        rc = only_for(j, "noise_exchange", util, "fedpower-utility", err);
-    }
-    if (rc == 0) {
-        rc = only_for(j, "paillier_bits", util, "fedpower-utility", err);
-    }
-    if (rc == 0) {
-        rc = opt_string(j, "noise_exchange", buf, sizeof buf, err);
-    }
-    if (rc != 0) {
-        return rc;
-    }
-    out->noise_exchange = FS_NOISEX_SEED;
-    if (buf[0] != '\0') {
-        enum fs_noisex_mode m;
-        rc = fs_noisex_mode_parse(buf, &m, err);
-        if (rc != 0) {
-            return fs_err_set(err, FS_EINVAL, "noise_exchange: expected seed or elementwise");
-        }
-        out->noise_exchange = (int)m;
-    }
-    rc = int_field(j, "paillier_bits", 1024, FS_PAILLIER_MAX_BITS, &x, &present, err);
-    if (rc != 0) {
-        return rc;
-    }
-    out->paillier_bits = util ? (present ? (uint32_t)x : FS_PAILLIER_DEFAULT_BITS) : 0;
-    if (out->paillier_bits % 2 != 0) {
-        return fs_err_set(err, FS_EINVAL, "paillier_bits: must be even");
-    }
-    out->eigenvalues = 1;
-    if (json_object_get(j, "eigenvalues") != NULL &&
-        !json_is_null(json_object_get(j, "eigenvalues"))) {
-        rc = bool_field(j, "eigenvalues", &out->eigenvalues, err);
-    }
-    if (rc == 0) {
-        rc = bool_field(j, "allow_weak_privacy", &out->allow_weak_privacy, err);
-    }
-    if (rc == 0) {
-        rc = bool_field(j, "allow_dropouts", &out->allow_dropouts, err);
-    }
-    if (rc == 0) {
-        rc = seed_field(j, need_seed, out, err);
-    }
-    if (rc == 0) {
-        /* FS_EINVAL "fedpower config: ..." from lib/proto: a bad combination */
-        rc = power_config(algo, parties, threshold, cols, out, &cfg, NULL, err);
-    }
-    return rc;
-}
-
-static json_t *num_or_null(int has, double v)
-{
-    return has ? json_real(v) : json_null();
-}
-
-int fs_job_fedpower_encode(json_t *obj, enum fs_algo algo, uint32_t parties,
-                           const struct fs_job_fedpower *p)
-{
-    int plain = algo == FS_ALGO_FEDPOWER;
-    int util = algo == FS_ALGO_FEDPOWER_UTILITY;
-    int priv = algo == FS_ALGO_FEDPOWER_PRIVATE;
-    json_t *pr = json_array();
-    int bad = pr == NULL;
-
-    for (uint32_t i = 0; !bad && i < parties; i++) {
-        bad |= json_array_append_new(pr, json_integer((json_int_t)p->party_rows[i])) != 0;
-    }
-    bad |= json_object_set_new(obj, "party_rows", pr);
-    bad |= json_object_set_new(obj, "k", json_integer(p->k));
-    bad |= json_object_set_new(obj, "rank", json_integer(p->rank > 0 ? p->rank : p->k));
-    bad |= json_object_set_new(obj, "iterations", json_integer(p->iterations));
-    bad |= json_object_set_new(obj, "sync_every", json_integer(p->sync_every));
-    bad |= json_object_set_new(
-        obj, "align", json_string(fs_fedpower_align_name((enum fs_fedpower_align)p->align)));
-    bad |= json_object_set_new(obj, "sigma", num_or_null(p->has_sigma, p->sigma));
-    if (plain) {
-        bad |= json_object_set_new(obj, "sigma_server",
-                                   num_or_null(p->has_sigma_server, p->sigma_server));
-    }
-    bad |= json_object_set_new(obj, "epsilon", num_or_null(p->has_epsilon, p->epsilon));
-    bad |= json_object_set_new(obj, "delta", json_real(p->delta));
-    if (priv) {
-        bad |= json_object_set_new(obj, "clip_z", json_real(p->clip_z));
-        bad |= json_object_set_new(obj, "bound_m", json_real(p->bound_m));
-        bad |= json_object_set_new(
-            obj, "bound_mode",
-            json_string(p->bound_mode == FS_FEDPOWER_MHAT_REJECT ? "reject" : "clip"));
-    }
-    bad |=
-        json_object_set_new(obj, "value_bound", num_or_null(p->value_bound > 0.0, p->value_bound));
-    if (util) {
-        bad |= json_object_set_new(
-            obj, "noise_exchange",
-            json_string(fs_noisex_mode_name((enum fs_noisex_mode)p->noise_exchange)));
-        bad |= json_object_set_new(obj, "paillier_bits", json_integer(p->paillier_bits));
-    }
-    bad |= json_object_set_new(obj, "eigenvalues", json_boolean(p->eigenvalues));
-    bad |= json_object_set_new(obj, "allow_weak_privacy", json_boolean(p->allow_weak_privacy));
-    bad |= json_object_set_new(obj, "allow_dropouts", json_boolean(p->allow_dropouts));
-    if (p->has_z0_seed) {
-        char hex[65];
-        fs_hex_encode(p->z0_seed, 32, hex);
-        bad |= json_object_set_new(obj, "z0_seed", json_string(hex));
-    }
-    return bad ? -1 : 0;
-}
-
-int fs_job_fedpower_config(const struct fs_job_spec *spec, struct fs_fedpower_config *cfg,
-                           uint64_t *rows, struct fs_err *err)
-{
-    if (!fs_algo_is_power(spec->algo)) {
-        return fs_err_set(err, FS_EINVAL, "fedpower config: %s is not a power-method job",
-                          fs_algo_name(spec->algo));
-    }
-    return power_config(spec->algo, spec->parties, spec->threshold, spec->cols, &spec->power, cfg,
-                        rows, err);
-}
-
-/* The algorithm of an invitation: its string is what the server sent (also
- * for an algorithm this build does not know, then secure-sum here and
- * is_fedsvd/is_fedpower 0), and callers that build one set only the string. */
-static enum fs_algo invitation_algo(const struct fs_invitation *inv)
-{
-    enum fs_algo a = FS_ALGO_SECURE_SUM;
-
-    (void)fs_algo_parse(inv->algorithm, &a);
-    return a;
-}
-
-int fs_invitation_fedpower_config(const struct fs_invitation *inv, struct fs_fedpower_config *cfg,
-                                  uint64_t *rows, struct fs_err *err)
-{
-    if (!inv->is_fedpower) {
-        return fs_err_set(err, FS_EINVAL, "fedpower config: %s is not a power-method job",
-                          inv->algorithm);
-    }
-    return power_config(invitation_algo(inv), inv->parties, inv->threshold, inv->cols, &inv->power,
-                        cfg, rows, err);
-}
-
 /* d of a power-method spec: "cols", or the second entry of "shape" (both: equal). */
 static int power_shape(const json_t *j, uint64_t max_elements, struct fs_job_spec *out,
                        struct fs_err *err)
 {
     long long x = 0;
     int present = 0;
-    int rc = int_field(j, "cols", 1, FS_FEDPOWER_MAX_DIM, &x, &present, err);
+    int rc = fs_json_int_field(j, "cols", 1, FS_FEDPOWER_MAX_DIM, &x, &present, err);
 
     if (rc != 0) {
         return rc;
     }
     if (json_object_get(j, "shape") != NULL) {
-        rc = shape_field(j, max_elements, &out->rows, &out->cols, err);
+        rc = fs_json_shape_field(j, max_elements, &out->rows, &out->cols, err);
         if (rc != 0) {
             return rc;
         }
@@ -805,7 +260,7 @@ json_t *fs_job_party_keys_encode(const uint8_t (*keys)[FS_JOB_KEY_LEN], uint32_t
 /* party_keys and allow_unpinned of a spec: one of the two is required. */
 static int spec_pins(const json_t *j, struct fs_job_spec *out, struct fs_err *err)
 {
-    int rc = bool_field(j, "allow_unpinned", &out->allow_unpinned, err);
+    int rc = fs_json_bool_field(j, "allow_unpinned", &out->allow_unpinned, err);
 
     if (rc == 0) {
         rc = fs_job_party_keys_decode(j, out->parties, &out->has_pins, out->party_keys, err);
@@ -965,27 +420,27 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
             return fs_err_set(err, FS_EINVAL, "job spec: unknown field \"%.64s\"", key);
         }
     }
-    rc = req_string(j, "algorithm", algorithm, sizeof algorithm, err);
+    rc = fs_json_req_string(j, "algorithm", algorithm, sizeof algorithm, err);
     if (rc != 0) {
         return rc;
     }
     if (fs_algo_parse(algorithm, &out->algo) != 0) {
         return fs_err_set(err, FS_EINVAL, "algorithm: unknown \"%.32s\"", algorithm);
     }
-    rc = opt_string(j, "name", out->name, sizeof out->name, err);
+    rc = fs_json_opt_string(j, "name", out->name, sizeof out->name, err);
     if (rc == 0) {
-        rc = int_field(j, "parties", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
+        rc = fs_json_int_field(j, "parties", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
     }
     if (rc != 0) {
         return rc;
     }
     out->parties = (uint32_t)x;
-    rc = int_field(j, "threshold", 1, out->parties, &x, &present, err);
+    rc = fs_json_int_field(j, "threshold", 1, out->parties, &x, &present, err);
     if (rc != 0) {
         return rc;
     }
     out->threshold = present ? (uint32_t)x : out->parties / 2 + 1;
-    rc = bool_field(j, "allow_low_threshold", &out->allow_low_threshold, err);
+    rc = fs_json_bool_field(j, "allow_low_threshold", &out->allow_low_threshold, err);
     if (rc != 0) {
         return rc;
     }
@@ -1008,21 +463,21 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
     if (fs_algo_is_power(out->algo)) {
         rc = power_shape(j, max_elements, out, err);
     } else {
-        rc = shape_field(j, max_elements, &out->rows, &out->cols, err);
+        rc = fs_json_shape_field(j, max_elements, &out->rows, &out->cols, err);
     }
     if (rc == 0) {
-        rc = int_field(j, "round_timeout_s", 1, FS_JOB_MAX_TIMEOUT, &x, &present, err);
+        rc = fs_json_int_field(j, "round_timeout_s", 1, FS_JOB_MAX_TIMEOUT, &x, &present, err);
     }
     if (rc != 0) {
         return rc;
     }
     out->round_timeout_s = present ? (uint32_t)x : FS_JOB_DEFAULT_TIMEOUT;
-    rc = int_field(j, "join_timeout_s", 1, FS_JOB_MAX_JOIN_TIMEOUT, &x, &present, err);
+    rc = fs_json_int_field(j, "join_timeout_s", 1, FS_JOB_MAX_JOIN_TIMEOUT, &x, &present, err);
     if (rc != 0) {
         return rc;
     }
     out->join_timeout_s = present ? (uint32_t)x : FS_JOB_DEFAULT_JOIN_TIMEOUT;
-    rc = opt_string(j, "server_url", out->server_url, sizeof out->server_url, err);
+    rc = fs_json_opt_string(j, "server_url", out->server_url, sizeof out->server_url, err);
     if (rc != 0) {
         return rc;
     }
@@ -1053,7 +508,7 @@ static int spec_decode(const json_t *j, uint64_t max_elements, struct fs_job_spe
     }
     if (json_object_get(j, "shards") != NULL && !json_is_null(json_object_get(j, "shards"))) {
         long long sh = 0;
-        rc = int_field(j, "shards", 1, FS_JOB_MAX_SHARDS, &sh, NULL, err);
+        rc = fs_json_int_field(j, "shards", 1, FS_JOB_MAX_SHARDS, &sh, NULL, err);
         if (rc != 0) {
             return rc;
         }
@@ -1177,12 +632,13 @@ json_t *fs_job_spec_encode(const struct fs_job_spec *s)
     return o;
 }
 
-/* A seed-mode fedpower-utility job: the server regenerates each party's
- * noise from its seed, so both must map seeds to samples the same way. */
+/* A seed- or ot-mode fedpower-utility job: the server regenerates each
+ * party's noise from its seed, so both must map seeds to samples the same
+ * way. */
 static int invitation_seeded_noise(const struct fs_invitation *inv)
 {
-    return inv->is_fedpower && invitation_algo(inv) == FS_ALGO_FEDPOWER_UTILITY &&
-           inv->power.noise_exchange == FS_NOISEX_SEED;
+    return inv->is_fedpower && fs_invitation_algo(inv) == FS_ALGO_FEDPOWER_UTILITY &&
+           inv->power.noise_exchange != FS_NOISEX_ELEMENTWISE;
 }
 
 json_t *fs_invitation_encode(const struct fs_invitation *inv)
@@ -1192,7 +648,7 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv)
                   "job_id", inv->job_id, "job_url", inv->job_url, "party", (int)inv->party, "token",
                   inv->token, "algorithm", inv->algorithm, "parties", (int)inv->parties,
                   "threshold", (int)inv->threshold, "shape", shape_json(inv->rows, inv->cols));
-    enum fs_algo algo = invitation_algo(inv);
+    enum fs_algo algo = fs_invitation_algo(inv);
     int bad = 0;
 
     if (o != NULL && inv->has_pins &&
@@ -1246,9 +702,9 @@ static int invitation_fed(const json_t *j, struct fs_invitation *out, struct fs_
     }
     {
         json_t *tmp = json_pack("{s:O}", "shape", gs);
-        rc = tmp == NULL
-                 ? fs_err_set(err, FS_ENOMEM, "out of memory")
-                 : shape_field(tmp, UINT64_MAX / 2, &out->global_rows, &out->global_cols, err);
+        rc = tmp == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory")
+                         : fs_json_shape_field(tmp, UINT64_MAX / 2, &out->global_rows,
+                                               &out->global_cols, err);
         json_decref(tmp);
         if (rc != 0) {
             return fs_err_prefix(err, "global_");
@@ -1270,7 +726,7 @@ static int invitation_fed(const json_t *j, struct fs_invitation *out, struct fs_
                           (unsigned long long)out->rows, (unsigned long long)out->cols, out->party,
                           (unsigned long long)rows, (unsigned long long)cols);
     }
-    rc = opt_string(j, "masking_url", out->masking_url, sizeof out->masking_url, err);
+    rc = fs_json_opt_string(j, "masking_url", out->masking_url, sizeof out->masking_url, err);
     if (rc == 0 && out->masking_url[0] != '\0') {
         /* trailing '/' trimmed before the check, so "http:///" is refused
          * rather than kept as "http:" */
@@ -1287,7 +743,7 @@ static int invitation_fed(const json_t *j, struct fs_invitation *out, struct fs_
         }
     }
     if (rc == 0) {
-        rc = opt_string(j, "maskset", out->maskset, sizeof out->maskset, err);
+        rc = fs_json_opt_string(j, "maskset", out->maskset, sizeof out->maskset, err);
     }
     return rc;
 }
@@ -1381,44 +837,44 @@ int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_e
     if (!json_is_object(j)) {
         return fs_err_set(err, FS_EFORMAT, "invitation: expected an object");
     }
-    rc = int_field(j, "version", 1, 1000, &x, NULL, err);
+    rc = fs_json_int_field(j, "version", 1, 1000, &x, NULL, err);
     if (rc == 0 && x != FS_INVITATION_VERSION) {
         rc = fs_err_set(err, FS_EINVAL, "invitation: version %lld not supported", x);
     }
     out->version = (int)x;
     if (rc == 0) {
-        rc = req_string(j, "job_id", out->job_id, sizeof out->job_id, err);
+        rc = fs_json_req_string(j, "job_id", out->job_id, sizeof out->job_id, err);
     }
     if (rc == 0 && !fs_job_id_valid(out->job_id)) {
         rc = fs_err_set(err, FS_EINVAL, "job_id: not a job id");
     }
     if (rc == 0) {
-        rc = req_string(j, "job_url", out->job_url, sizeof out->job_url, err);
+        rc = fs_json_req_string(j, "job_url", out->job_url, sizeof out->job_url, err);
     }
     if (rc == 0) {
-        rc = int_field(j, "party", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
+        rc = fs_json_int_field(j, "party", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
         out->party = (uint32_t)x;
     }
     if (rc == 0) {
-        rc = req_string(j, "token", out->token, sizeof out->token, err);
+        rc = fs_json_req_string(j, "token", out->token, sizeof out->token, err);
     }
     if (rc == 0 && !fs_auth_token_valid(out->token, strlen(out->token))) {
         rc = fs_err_set(err, FS_EINVAL, "token: not a valid token");
     }
     if (rc == 0) {
-        rc = req_string(j, "algorithm", out->algorithm, sizeof out->algorithm, err);
+        rc = fs_json_req_string(j, "algorithm", out->algorithm, sizeof out->algorithm, err);
     }
     if (rc == 0) {
         out->algo_known = fs_algo_parse(out->algorithm, &out->algo) == 0;
-        rc = int_field(j, "parties", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
+        rc = fs_json_int_field(j, "parties", 1, FS_SECAGG_MAX_PARTIES, &x, NULL, err);
         out->parties = (uint32_t)x;
     }
     if (rc == 0) {
-        rc = int_field(j, "threshold", 1, out->parties, &x, NULL, err);
+        rc = fs_json_int_field(j, "threshold", 1, out->parties, &x, NULL, err);
         out->threshold = (uint32_t)x;
     }
     if (rc == 0) {
-        rc = shape_field(j, UINT64_MAX / 2, &out->rows, &out->cols, err);
+        rc = fs_json_shape_field(j, UINT64_MAX / 2, &out->rows, &out->cols, err);
     }
     if (rc == 0 && out->party > out->parties) {
         rc = fs_err_set(err, FS_EINVAL, "party: %u outside 1..%u", out->party, out->parties);
@@ -1555,12 +1011,12 @@ int fs_job_maskset_decode(const json_t *j, struct fs_job_maskset *out, struct fs
             return fs_err_set(err, FS_EINVAL, "unknown field \"%.64s\"", key);
         }
     }
-    rc = req_string(j, "masking_url", out->masking_url, sizeof out->masking_url, err);
+    rc = fs_json_req_string(j, "masking_url", out->masking_url, sizeof out->masking_url, err);
     if (rc == 0) {
-        rc = req_string(j, "maskset", out->maskset, sizeof out->maskset, err);
+        rc = fs_json_req_string(j, "maskset", out->maskset, sizeof out->maskset, err);
     }
     if (rc == 0) {
-        rc = req_string(j, "end_token", out->end_token, sizeof out->end_token, err);
+        rc = fs_json_req_string(j, "end_token", out->end_token, sizeof out->end_token, err);
     }
     if (rc != 0) {
         return rc;

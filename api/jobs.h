@@ -82,7 +82,7 @@ struct fs_job_fedpower {
     int bound_mode;         /* enum fs_fedpower_bound_mode, default clip (private) */
     double value_bound;     /* public bound on ||M'_i||_2; 0 = absent */
     int noise_exchange;     /* enum fs_noisex_mode, default seed (utility) */
-    uint32_t paillier_bits; /* utility: default 3072 */
+    uint32_t paillier_bits; /* utility seed/elementwise: default 3072; ot: 0 (no key) */
     int eigenvalues;        /* default 1 */
     int allow_weak_privacy; /* default 0 */
     int allow_dropouts;     /* default 0: a party missing from a round fails the job */
@@ -265,6 +265,9 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv);
  * @return 0, FS_EFORMAT, FS_EINVAL.
  */
 FS_WUR int fs_invitation_decode(const json_t *j, struct fs_invitation *out, struct fs_err *err);
+
+/** The invitation's algorithm (FS_ALGO_SECURE_SUM when its name is unknown). */
+enum fs_algo fs_invitation_algo(const struct fs_invitation *inv);
 
 /** As fs_job_fedpower_config, from an invitation (identical configuration). */
 FS_WUR int fs_invitation_fedpower_config(const struct fs_invitation *inv,

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# fedpower against fedpower-utility (seed exchange) at Netflix size, on one
-# machine without network: generates the synthetic ratings (324 468 users x
-# 17 711 items, 96 000 000 ratings, 100 parties as real processes; r = k =
-# 10, T = 92, p = 4, sigma = 0.1; bench/scale_fedpower.sh does the work) and
-# prints both job times and their ratio. Made for a machine with many cores
+# fedpower against fedpower-utility (seed exchange, then ot) at Netflix
+# size, on one machine without network: generates the synthetic ratings
+# (324 468 users x 17 711 items, 96 000 000 ratings, 100 parties as real
+# processes; r = k = 10, T = 92, p = 4, sigma = 0.1; bench/scale_fedpower.sh
+# does the work) and prints the job times and the ratios. Made for a machine with many cores
 # and a time limit: it prints as it goes (the data generation, each run's
 # job time as it ends, and every 30 s the progress of the run under way).
 #
@@ -14,7 +14,8 @@
 #          SIZE, items times sqrt(SIZE); e.g. 0.01 for a quick check
 # Environment: NETFLIX_PARTIES [100], NETFLIX_TIMEOUT seconds per run [300],
 #   NETFLIX_DIR data and runs [/tmp/fedsvd-netflix], NETFLIX_ALGORITHMS
-#   ["fedpower fedpower-utility"].
+#   ["fedpower fedpower-utility"], NETFLIX_EXCHANGES the noise exchanges of
+#   fedpower-utility, one run each ["seed ot"].
 # Needs about 1.2 GB of disk and 8-12 GB of memory at SIZE 1.
 set -u
 cd "$(dirname "$0")/.." || exit 2
@@ -40,6 +41,7 @@ export FEDSVD_SCALE_DIR="$dir"
 export SCALE_USERS="$users" SCALE_ITEMS="$items" SCALE_RATINGS="$ratings"
 export SCALE_PARTIES="$parties" SCALE_ITERATIONS=92 SCALE_SYNC_EVERY=4 SCALE_K=10
 export SCALE_ALGORITHMS="${NETFLIX_ALGORITHMS:-fedpower fedpower-utility}"
+export SCALE_EXCHANGES="${NETFLIX_EXCHANGES:-seed ot}"
 export SCALE_REFERENCE=none SCALE_TIMEOUT="${NETFLIX_TIMEOUT:-300}"
 
 echo "== netflix_scale: size $size ($(nproc) cores, $(date +%T))"

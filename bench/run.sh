@@ -10,7 +10,8 @@
 # power methods is separate: bench/scale_fedpower.sh (see its header).
 # Last, bench/bench_fedsvd_services.sh: FedSVD with the real services (the
 # wall time, critical path, bytes and peak memory of every process), and the
-# fedpower-utility / fedpower job-time ratio at 20 parties (scale_fedpower.sh).
+# fedpower-utility / fedpower job-time ratio at 20 parties (scale_fedpower.sh),
+# once with the seed (Paillier) exchange and once with ot.
 # Prints figures and ratios; asserts nothing. Exits non-zero only if a
 # benchmark program fails or a step cannot run.
 #
@@ -77,15 +78,17 @@ awk -v t0="$t0" -v t1="$t1" -v t2="$t2" -v f="$(num seconds)" \
 # 2 x 10000; see the script's header for the columns and the critical path)
 echo "== fedsvd with the real services (bench/bench_fedsvd_services.sh)"
 bench/bench_fedsvd_services.sh "$build" || status=1
-# fedpower-utility (seed exchange) against fedpower as real processes at a
-# size this machine runs in well under a minute: 20 parties, 40 000 x 6 000,
-# 4 000 000 ratings, r = k = 10, T = 24, p = 4, sigma = 0.1.
+# fedpower-utility (seed exchange, then ot) against fedpower as real
+# processes at a size this machine runs in well under a minute each: 20
+# parties, 40 000 x 6 000, 4 000 000 ratings, r = k = 10, T = 24, p = 4,
+# sigma = 0.1.
 echo "== fedpower-utility / fedpower job time (bench/scale_fedpower.sh: 20 parties, 40000 x 6000," \
-    "4 M ratings, k = r = 10, T = 24, p = 4, sigma 0.1, seed exchange)"
+    "4 M ratings, k = r = 10, T = 24, p = 4, sigma 0.1, seed and ot exchanges)"
 ratio_dir=$(mktemp -d)
 FEDSVD_SCALE_DIR="$ratio_dir" SCALE_USERS=40000 SCALE_ITEMS=6000 SCALE_RATINGS=4000000 \
     SCALE_PARTIES=20 SCALE_ITERATIONS=24 SCALE_SYNC_EVERY=4 SCALE_K=10 \
-    SCALE_ALGORITHMS="fedpower fedpower-utility" SCALE_REFERENCE=none SCALE_TIMEOUT=600 \
+    SCALE_ALGORITHMS="fedpower fedpower-utility" SCALE_EXCHANGES="seed ot" SCALE_REFERENCE=none \
+    SCALE_TIMEOUT=600 \
     bench/scale_fedpower.sh "$build" || status=1
 rm -rf "$ratio_dir"
 echo "== scale experiment of the power methods (not run here: 1.2 GB of synthetic Netflix-sized"

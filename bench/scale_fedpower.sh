@@ -28,6 +28,10 @@
 #                       subspace errors (the pooled matrix is too large for
 #                       `fedsvd svd`, which is dense); none; or a d x k V.npy
 #                       [auto]
+#   SCALE_EXCHANGES     the noise exchanges fedpower-utility runs with, each a
+#                       run of its own: seed (Paillier; the run named
+#                       fedpower-utility) and ot (oblivious transfer; the run
+#                       fedpower-utility-ot) ["seed ot"]
 #   SCALE_TIMEOUT       seconds per run [3600]
 #   SCALE_EXTRA         extra options for every `fedsvd local` []
 #
@@ -44,8 +48,9 @@
 # server, and the sum over all processes), total epsilon, final projection
 # distance and sin theta to the reference, last convergence change (node
 # reads summary.json; without node only exit status, wall and job times), and
-# the fedpower-utility / fedpower job-time ratio when both ran. Each
-# run's summary.json stays in $FEDSVD_SCALE_DIR/runs/<algorithm>/.
+# the fedpower-utility / fedpower job-time ratio when both ran, one line per
+# noise exchange (seed, then ot). Each run's summary.json stays in
+# $FEDSVD_SCALE_DIR/runs/<run>/.
 set -u
 cd "$(dirname "$0")/.."
 build=${1:-build}
@@ -63,6 +68,7 @@ every=${SCALE_SYNC_EVERY:-4}
 algs=${SCALE_ALGORITHMS:-fedpower fedpower-private fedpower-utility}
 reference=${SCALE_REFERENCE:-auto}
 timeout=${SCALE_TIMEOUT:-3600}
+exchanges=${SCALE_EXCHANGES:-seed ot}
 read -r -a extra <<<"${SCALE_EXTRA:-}"
 
 if [ ! -x "$fedsvd" ]; then
@@ -194,19 +200,34 @@ none) ;;
 *) ref_args=(--reference "$reference") ;;
 esac
 
+# run_alg NAME ALG OPTIONS...: one timed run, listed in the table
+run_alg() {
+    local name=$1 alg=$2
+    shift 2
+    echo "  running $name ..."
+    run "$name" "$alg" "$@" "${ref_args[@]}" || status=1
+    names+=("$name")
+    echo "    $name: exit $(cat "$dir/runs/$name/rc"), job $(job_seconds "$name") s," \
+        "wall $(cat "$dir/runs/$name/wall") s ($(date +%T))"
+}
+
 status=0
 for alg in $algs; do
-    echo "  running $alg ..."
     case "$alg" in
-    fedpower) opts=(--sigma 0.1 --sigma-server 0.1) ;;
-    fedpower-utility) opts=(--sigma 0.1 --noise-exchange seed) ;;
-    fedpower-private) opts=(--sigma 0.1 --clip-z 0.2 --bound-m 25 --allow-weak-privacy) ;;
-    *) opts=(--sigma 0.1 --allow-weak-privacy) ;;
+    fedpower) run_alg "$alg" "$alg" --sigma 0.1 --sigma-server 0.1 ;;
+    fedpower-utility)
+        # one run per noise exchange: seed keeps the name fedpower-utility
+        for x in $exchanges; do
+            if [ "$x" = seed ]; then
+                run_alg "$alg" "$alg" --sigma 0.1 --noise-exchange seed
+            else
+                run_alg "$alg-$x" "$alg" --sigma 0.1 --noise-exchange "$x"
+            fi
+        done
+        ;;
+    fedpower-private) run_alg "$alg" "$alg" --sigma 0.1 --clip-z 0.2 --bound-m 25 --allow-weak-privacy ;;
+    *) run_alg "$alg" "$alg" --sigma 0.1 --allow-weak-privacy ;;
     esac
-    run "$alg" "$alg" "${opts[@]}" "${ref_args[@]}" || status=1
-    names+=("$alg")
-    echo "    $alg: exit $(cat "$dir/runs/$alg/rc"), job $(job_seconds "$alg") s," \
-        "wall $(cat "$dir/runs/$alg/wall") s ($(date +%T))"
 done
 
 echo
@@ -220,17 +241,26 @@ for n in "${names[@]}"; do
 done
 echo "  (runs in $dir/runs/<name>/: summary.json, stdout.txt, stderr.txt; the paper's Table 3:" \
     "45 min, 25.6 h, 75 min on 40 cores)"
-jf=$(job_seconds fedpower)
-ju=$(job_seconds fedpower-utility)
-if [ "$jf" != "-" ] && [ "$ju" != "-" ]; then
-    awk -v f="$jf" -v u="$ju" 'BEGIN { if (f > 0) printf "  job time fedpower-utility / fedpower: %.2f (%.2f s / %.2f s)\n", u / f, u, f }'
-    # the CPU both runs used (every process, start-up included): on a busy
-    # machine the job times follow the share of the cores the runs get, the
-    # CPU seconds much less
-    cf=$(cpu_seconds fedpower)
-    cu=$(cpu_seconds fedpower-utility)
-    if [ "$cf" != "-" ] && [ "$cu" != "-" ]; then
-        awk -v f="$cf" -v u="$cu" 'BEGIN { if (f > 0) printf "  CPU seconds (all processes) fedpower-utility / fedpower: %.2f (%.2f s / %.2f s)\n", u / f, u, f }'
+# ratio_lines RUN LABEL: the job-time and CPU ratios of RUN against fedpower
+ratio_lines() {
+    local run=$1 label=$2 jf ju cf cu
+    jf=$(job_seconds fedpower)
+    ju=$(job_seconds "$run")
+    if [ "$jf" != "-" ] && [ "$ju" != "-" ]; then
+        awk -v f="$jf" -v u="$ju" -v l="$label" 'BEGIN { if (f > 0) printf "  job time %s / fedpower: %.2f (%.2f s / %.2f s)\n", l, u / f, u, f }'
+        # the CPU both runs used (every process, start-up included): on a busy
+        # machine the job times follow the share of the cores the runs get, the
+        # CPU seconds much less
+        cf=$(cpu_seconds fedpower)
+        cu=$(cpu_seconds "$run")
+        if [ "$cf" != "-" ] && [ "$cu" != "-" ]; then
+            awk -v f="$cf" -v u="$cu" -v l="$label" 'BEGIN { if (f > 0) printf "  CPU seconds (all processes) %s / fedpower: %.2f (%.2f s / %.2f s)\n", l, u / f, u, f }'
+        fi
     fi
-fi
+}
+# seed keeps the line it always had; every other exchange gets its own
+ratio_lines fedpower-utility fedpower-utility
+for x in $exchanges; do
+    [ "$x" = seed ] || ratio_lines "fedpower-utility-$x" "fedpower-utility ($x)"
+done
 exit "$status"

@@ -55,9 +55,10 @@ void orch_power_help(void)
            "  --value-bound V      public bound on ||M_i^T M_i / s_i||_2 for the fixed-point\n"
            "                       encoding of secure aggregation (utility, private, dp-ppm;\n"
            "                       private defaults to d*M)\n"
-           "  --noise-exchange X   fedpower-utility: seed (default) or elementwise\n"
-           "  --paillier-bits N    fedpower-utility: the exchange key size, 1024..8192\n"
-           "                       (default 3072)\n"
+           "  --noise-exchange X   fedpower-utility: seed (default: Paillier), ot (oblivious\n"
+           "                       transfer on P-256, much cheaper) or elementwise\n"
+           "  --paillier-bits N    fedpower-utility, seed or elementwise: the exchange key\n"
+           "                       size, 1024..8192 (default 3072)\n"
            "  --allow-weak-privacy run a job whose total epsilon is above 10 (refused by\n"
            "                       default)\n"
            "  --no-eigenvalues     skip the final Rayleigh-Ritz release (no eigenvalues; V\n"
@@ -164,9 +165,14 @@ static int power_combinations(const char *cmd, enum fs_algo algo, const struct o
                                o->bound_mode);
     }
     if (o->noise_exchange != NULL && strcmp(o->noise_exchange, "seed") != 0 &&
-        strcmp(o->noise_exchange, "elementwise") != 0) {
-        return cli_usage_error(cmd, "--noise-exchange: expected seed or elementwise, got '%s'",
+        strcmp(o->noise_exchange, "ot") != 0 && strcmp(o->noise_exchange, "elementwise") != 0) {
+        return cli_usage_error(cmd, "--noise-exchange: expected seed, ot or elementwise, got '%s'",
                                o->noise_exchange);
+    }
+    if (o->noise_exchange != NULL && strcmp(o->noise_exchange, "ot") == 0 &&
+        o->paillier_bits != NULL) {
+        return cli_usage_error(cmd, "--paillier-bits: does not apply to --noise-exchange ot (no "
+                                    "Paillier key)");
     }
     if ((rc = only_for(cmd, o->align != NULL && strcmp(o->align, "client1") == 0, plain,
                        "--align client1", "fedpower")) != CLI_OK ||
@@ -239,11 +245,16 @@ int orch_power_params(const char *cmd, enum fs_algo algo, const struct orch_powe
     }
     out->value_bound = o->value_bound != NULL ? v.vb : 0.0;
     if (algo == FS_ALGO_FEDPOWER_UTILITY) {
-        out->noise_exchange =
-            o->noise_exchange != NULL && strcmp(o->noise_exchange, "elementwise") == 0
-                ? FS_NOISEX_ELEMENTWISE
-                : FS_NOISEX_SEED;
-        out->paillier_bits = o->paillier_bits != NULL ? (uint32_t)v.bits : FS_PAILLIER_DEFAULT_BITS;
+        out->noise_exchange = FS_NOISEX_SEED;
+        if (o->noise_exchange != NULL && strcmp(o->noise_exchange, "elementwise") == 0) {
+            out->noise_exchange = FS_NOISEX_ELEMENTWISE;
+        } else if (o->noise_exchange != NULL && strcmp(o->noise_exchange, "ot") == 0) {
+            out->noise_exchange = FS_NOISEX_OT;
+        }
+        /* ot has no Paillier key: no key size (the job spec omits it) */
+        out->paillier_bits = out->noise_exchange == FS_NOISEX_OT ? 0
+                             : o->paillier_bits != NULL          ? (uint32_t)v.bits
+                                                                 : FS_PAILLIER_DEFAULT_BITS;
     }
     out->eigenvalues = !o->no_eigenvalues;
     out->allow_weak_privacy = o->allow_weak_privacy;

@@ -163,8 +163,8 @@ struct fs_fedpower_config {
     enum fs_fedpower_bound_mode m_hat_mode;
     double value_bound; /* secagg variants: public bound on ||M'_i||_2 of every party;
                            0 = d * m_hat for private (a Gershgorin bound), required otherwise */
-    enum fs_noisex_mode noise_exchange; /* utility: seed (default) or elementwise */
-    unsigned paillier_bits;             /* utility: key size (default 3072) */
+    enum fs_noisex_mode noise_exchange; /* utility: seed (default), ot or elementwise */
+    unsigned paillier_bits;             /* utility: key size (default 3072; ot: unused) */
     int allow_weak_privacy;
     enum fs_fedpower_cov cov;
 };
@@ -360,7 +360,7 @@ size_t fs_fedpower_party_exchange_size(const fs_fedpower_party *p);
 
 /**
  * Utility: answer this sync's selector ciphertext with the noise of the
- * pending upload (seed or elementwise per the job). A retry with the same
+ * pending upload (seed, ot or elementwise per the job). A retry with the same
  * selector returns the same bytes (the server accepts identical repeats); a
  * different selector in the same sync is FS_ECONFLICT. The noise secret is
  * wiped at the next receive.

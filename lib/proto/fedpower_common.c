@@ -203,10 +203,13 @@ int fs_fedpower_config_check(const struct fs_fedpower_config *cfg, struct fs_err
         }
     }
     if (cfg->alg == FS_FEDPOWER_UTILITY) {
-        if (cfg->noise_exchange != FS_NOISEX_SEED && cfg->noise_exchange != FS_NOISEX_ELEMENTWISE) {
+        if (cfg->noise_exchange != FS_NOISEX_SEED && cfg->noise_exchange != FS_NOISEX_ELEMENTWISE &&
+            cfg->noise_exchange != FS_NOISEX_OT) {
             return fs_err_set(err, FS_EINVAL, "%s: unknown noise exchange", fn);
         }
-        if (cfg->paillier_bits < 256 || cfg->paillier_bits > 8192 || cfg->paillier_bits % 2) {
+        /* ot has no Paillier key: paillier_bits is not used */
+        if (cfg->noise_exchange != FS_NOISEX_OT &&
+            (cfg->paillier_bits < 256 || cfg->paillier_bits > 8192 || cfg->paillier_bits % 2)) {
             return fs_err_set(err, FS_EINVAL, "%s: paillier_bits %u", fn, cfg->paillier_bits);
         }
     }

@@ -35,7 +35,7 @@ struct fs_fedpower_party {
     size_t ring_len; /* 0 = nothing pending */
     int64_t *noise;  /* the noise of the pending ring upload (units of 2^-f) */
     size_t noise_len;
-    uint8_t seed[FS_NOISEX_SEED_LEN]; /* utility seed mode */
+    uint8_t seed[FS_NOISEX_SEED_LEN]; /* utility seed and ot modes */
     int exchange_pending;             /* utility: a sync upload whose noise may be exchanged */
     uint8_t *resp_sel;                /* the selector last answered (this sync), or NULL */
     uint8_t *resp;                    /* and the response sent: a retry gets the same bytes */
@@ -510,8 +510,8 @@ static int sync_upload(fs_fedpower_party *p, uint32_t iter, struct fs_err *err)
         /* N(0, sigma^2) on this party's own Y, as in Alg. 1: w_i sigma on w_i Y */
         rc = ring_encode(p, p->y, err);
         if (rc == 0) {
-            rc = ring_noise(p, dr, p->weight * p->plan.sigma, c->noise_exchange == FS_NOISEX_SEED,
-                            NZ_SYNC, iter, err);
+            rc = ring_noise(p, dr, p->weight * p->plan.sigma,
+                            c->noise_exchange != FS_NOISEX_ELEMENTWISE, NZ_SYNC, iter, err);
         }
         p->exchange_pending = rc == 0;
         break;
@@ -763,7 +763,8 @@ int fs_fedpower_party_exchange(fs_fedpower_party *p, const uint8_t *sel, size_t 
             return rc;
         }
     }
-    if (p->cfg.noise_exchange == FS_NOISEX_SEED) {
+    if (p->cfg.noise_exchange != FS_NOISEX_ELEMENTWISE) {
+        /* seed and ot: the 32-byte seed this sync's noise was expanded from */
         rc = fs_noisex_client_respond_seed(p->nx, sel, sel_len, p->seed, out, out_len, err);
     } else {
         rc = fs_noisex_client_respond_noise(p->nx, sel, sel_len, p->noise, p->noise_len, out,

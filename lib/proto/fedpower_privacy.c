@@ -233,7 +233,7 @@ static void fill_nonformal(const struct fs_fedpower_config *cfg, struct fpw_plan
         set_text(pv->server_learns, sizeof pv->server_learns,
                  "the weighted sum of the updates plus one party's noise (that of j, chosen by "
                  "the server and hidden from the parties) at each sync; each other party's noise "
-                 "(seed mode: individually; elementwise: their sum); the exact sum of "
+                 "(seed and ot modes: individually; elementwise: their sum); the exact sum of "
                  "w_i Q^T M'_i Q for the eigenvalues");
     }
     if (pl->sigma > 0.0 && isfinite(pl->sens)) {

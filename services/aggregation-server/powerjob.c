@@ -349,7 +349,8 @@ static int attach_with(agg_job *j, int with_server, const uint8_t *secret, size_
                 pj_free(pw);
                 return fs_err_set(err, FS_ENOMEM, "out of memory");
             }
-            pw->pk_bits = pw->cfg.paillier_bits;
+            /* ot: the group's size (P-256), there is no Paillier key */
+            pw->pk_bits = pw->cfg.noise_exchange == FS_NOISEX_OT ? 256u : pw->cfg.paillier_bits;
             pw->sel_size = fs_fedpower_server_selector_size(pw->srv);
             pw->resp_size = fs_fedpower_server_response_size(pw->srv);
             pw->crypto_s = agg_now_mono() - t0;
@@ -906,7 +907,8 @@ int agg_job_exchange_key(agg_job *j, json_t **out, struct fs_err *err)
     if (j->pw->pk_b64 == NULL) {
         return fs_err_set(err, FS_ECONFLICT, "the exchange key is gone (server restarted)");
     }
-    *out = json_pack("{s:s, s:i}", "public_key", j->pw->pk_b64, "bits", (int)j->pw->pk_bits);
+    *out = json_pack("{s:s, s:i, s:s}", "public_key", j->pw->pk_b64, "bits", (int)j->pw->pk_bits,
+                     "noise_exchange", fs_noisex_mode_name(j->pw->cfg.noise_exchange));
     return *out == NULL ? fs_err_set(err, FS_ENOMEM, "out of memory") : 0;
 }
 

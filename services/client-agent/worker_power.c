@@ -19,7 +19,8 @@
 static int get_b64(const json_t *j, const char *key, size_t cap, uint8_t **out, size_t *n,
                    const char *what, struct fs_err *err);
 
-/* fedpower-utility: GET exchange-key, the server's Paillier public key. */
+/* fedpower-utility: GET exchange-key, the server's exchange public key
+ * (Paillier; ot: the protocol's public point, checked on import). */
 static int xkey_fetch(struct ca_wk *w, uint8_t **buf, size_t *n, struct fs_err *err)
 {
     json_t *j = NULL;
@@ -45,8 +46,9 @@ static double thread_cpu_s(void)
 }
 
 /* The costly half of the exchange key (the party's own DJN base, a
- * full-length exponentiation, and its table), at low priority: it takes the
- * moments the party waits for the others rather than delaying them. */
+ * full-length exponentiation, and its table; next to nothing in ot mode),
+ * at low priority: it takes the moments the party waits for the others
+ * rather than delaying them. */
 static void *xkey_main(void *arg)
 {
     struct ca_wk *w = arg;

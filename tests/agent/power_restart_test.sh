@@ -12,7 +12,8 @@
 #                     every broadcast Z byte for byte (else the job fails)
 #   fedpower-utility  noise_exchange of sync 1 (party 3 does not answer its
 #                     selector), 1024-bit Paillier key restored from the
-#                     sealed secret
+#                     sealed secret; then the same with noise_exchange ot
+#                     (the oblivious-transfer secret restored)
 #   fedpower-private  consistency of aggregation 1
 #   dp-ppm            masked_input of aggregation 2 (a later sync)
 # Each phase is held open by one party that stops there (fail_at, with
@@ -94,6 +95,20 @@ check "fedpower-utility: sync 1 summed parties 1-3 and removed the noise of a re
   node -e 'const c = JSON.parse(require("fs").readFileSync(process.argv[1])).convergence[1];
     process.exit(JSON.stringify(c.parties) === "[1,2,3]" && [1, 2].includes(c.noises_left) ? 0 : 1)' \
   "$T/util.result.json"
+
+echo "== fedpower-utility (ot): killed in noise_exchange of sync 1"
+# the OT secret comes back from the sealed secret, j from the persisted selectors
+job_start util_ot "{\"algorithm\":\"fedpower-utility\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
+  \"noise_exchange\":\"ot\",\"allow_weak_privacy\":true}" - - noise_exchange:1
+check "fedpower-utility (ot): killed in noise_exchange of sync 1" kill_at util_ot noise_exchange 1
+wait_job util_ot
+check "fedpower-utility (ot): job done after the restart" job_done util_ot
+check "fedpower-utility (ot): the server resumed it" resumed util_ot
+for i in 0 1; do check "fedpower-utility (ot): party $((i + 1)) done" party_done util_ot $i; done
+check "fedpower-utility (ot): sync 1 summed parties 1-3 and removed the noise of a responder" \
+  node -e 'const c = JSON.parse(require("fs").readFileSync(process.argv[1])).convergence[1];
+    process.exit(JSON.stringify(c.parties) === "[1,2,3]" && [1, 2].includes(c.noises_left) ? 0 : 1)' \
+  "$T/util_ot.result.json"
 
 echo "== fedpower-private: killed in consistency of aggregation 1"
 job_start priv "{\"algorithm\":\"fedpower-private\",$COMMON,\"sigma\":0.001,\"clip_z\":1.0,

@@ -10,7 +10,8 @@
 #   fedpower-utility  agent 1 killed in noise_exchange of sync 1 after its
 #                     noise response was written ahead: after the restart the
 #                     rebuilt response matches the recorded digest (the noise
-#                     is never drawn again), the job finishes
+#                     is never drawn again), the job finishes; then the
+#                     same with noise_exchange ot
 #   dp-ppm            agent 1 killed in masked_input of aggregation 2: the
 #                     job finishes and the privacy ledger holds one spent
 #                     charge for the participation
@@ -152,6 +153,25 @@ wait_job util
 check "fedpower-utility: job done after the agent's restart" job_done util
 for i in 0 1; do check "fedpower-utility: party $((i + 1)) done" party_done util $i; done
 check "fedpower-utility: the rebuilt noise response matches the one sent (noise not drawn again)" \
+  grep -q "message matches its write-ahead digest.*$UJOB/aggregations/1/noise-response" \
+  "$T/agent1.log"
+
+echo "== fedpower-utility (ot): agent 1 killed in noise_exchange of sync 1"
+# the oblivious-transfer answer is as deterministic as the Paillier one
+job_start util_ot "{\"algorithm\":\"fedpower-utility\",$COMMON,\"round_timeout_s\":4,\"sigma\":0.001,
+  \"value_bound\":$VB,\"noise_exchange\":\"ot\",\"allow_weak_privacy\":true}" - - noise_exchange:1
+UJOB=$(job_of util_ot 2>/dev/null)
+check "fedpower-utility (ot): job created" test -n "$UJOB"
+UJOB=${UJOB:-no-such-job}
+for _ in $(seq 1000); do resp_logged && break; sleep 0.01; done
+check "fedpower-utility (ot): agent 1 wrote its sync-1 response ahead" resp_logged
+check "fedpower-utility (ot): the job is in noise_exchange of sync 1" in_phase util_ot noise_exchange 1
+kill_agent 1
+restart_agent 1
+wait_job util_ot
+check "fedpower-utility (ot): job done after the agent's restart" job_done util_ot
+for i in 0 1; do check "fedpower-utility (ot): party $((i + 1)) done" party_done util_ot $i; done
+check "fedpower-utility (ot): the rebuilt noise response matches the one sent" \
   grep -q "message matches its write-ahead digest.*$UJOB/aggregations/1/noise-response" \
   "$T/agent1.log"
 

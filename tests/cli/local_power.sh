@@ -104,6 +104,11 @@ power_usage "--noise-exchange bogus" --algorithm fedpower-utility "${PARTS[@]}" 
     --k 3 --noise-exchange bogus
 power_usage "--paillier-bits 1000" --algorithm fedpower-utility "${PARTS[@]}" --out "$PW/u" \
     --k 3 --paillier-bits 1000
+power_usage "--paillier-bits with --noise-exchange ot" --algorithm fedpower-utility "${PARTS[@]}" \
+    --out "$PW/u" --k 3 --noise-exchange ot --paillier-bits 2048
+grep -q 'does not apply to --noise-exchange ot' "$ERR" &&
+    ok "local power usage: --paillier-bits with ot says why" ||
+    fail "local power usage: --paillier-bits with ot: '$(head -c 200 "$ERR")'"
 power_usage "--value-bound for fedpower" --algorithm fedpower "${PARTS[@]}" --out "$PW/u" \
     --k 3 --value-bound 5
 power_usage "--fail-party bad phase" --algorithm fedpower "${PARTS[@]}" --out "$PW/u" --k 3 \
@@ -305,6 +310,18 @@ if [ "$have_services" -eq 1 ]; then
             ok "job create: a weak dp-ppm job is refused by the server (exit 1)"
         else
             fail "job create weak dp-ppm: exit $RC"
+        fi
+        # fedpower-utility with the oblivious-transfer exchange: no Paillier key size
+        run job create --server "http://127.0.0.1:$port" --admin-token-file "$root/admin.token" \
+            --algorithm fedpower-utility --party-sizes 80,80,80 --cols 30 --k 3 --iterations 8 \
+            --sigma 0.01 --value-bound 10 --noise-exchange ot --out-dir "$PW/inv-ot" --format json \
+            --allow-unpinned --allow-weak-privacy
+        if [ "$RC" -eq 0 ] && [ "$(jget "$PW/inv-ot/invitation-2.json" .noise_exchange)" = ot ] &&
+            [ -z "$(jget "$PW/inv-ot/invitation-2.json" .paillier_bits)" ] &&
+            [ -n "$(jget "$PW/inv-ot/invitation-2.json" .noise_sampler)" ]; then
+            ok "job create --noise-exchange ot: invitations name ot and the sampler, no paillier_bits"
+        else
+            fail "job create --noise-exchange ot: exit $RC $(head -c 300 "$ERR")"
         fi
         # a threshold below a majority: refused with the reason, unless asked for
         run job create --server "http://127.0.0.1:$port" --admin-token-file "$root/admin.token" \

@@ -373,6 +373,51 @@ run_job utility "{\"algorithm\": \"fedpower-utility\", $ALL, \"sigma\": $S_UT, \
     fi
 }
 
+echo "== fedpower-utility, sigma 1e-3, ot noise exchange (oblivious transfer on P-256)"
+# the same job with the seeds through oblivious transfer: the same accuracy
+# bound, every sync leaves exactly j's noise in (all four parties answer)
+run_job utility_ot "{\"algorithm\": \"fedpower-utility\", $ALL, \"sigma\": $S_UT, \"value_bound\": $VB,
+    \"noise_exchange\": \"ot\"}" && {
+    check_parties utility_ot "$T/ref" "$(tol "$(awk -v w="$WMAX" -v s=$S_UT 'BEGIN { print w * s }')" "$GAP")" 1,2,3,4
+    J=$(node "$JLIB" get "$T/utility_ot.ids.json" .job)
+    curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$J/result" >"$T/uot.result.json"
+    r=$(node -e 'const r = JSON.parse(require("fs").readFileSync(process.argv[1]));
+        const c = r.convergence || [];
+        console.log(c.length + " " + c.filter((x) => x.noises_left === 1 &&
+            JSON.stringify(x.parties) === "[1,2,3,4]").length)' "$T/uot.result.json" 2>&1)
+    [ "$r" = "$TT $TT" ] && ok "fedpower-utility ot: all $TT syncs removed every noise but j's" ||
+        fail "fedpower-utility ot: syncs / syncs with one noise left: '$r' (want $TT $TT)"
+    [ "$(node "$JLIB" get "$T/utility_ot.status.json" .noise_exchange)" = ot ] &&
+        [ -z "$(node "$JLIB" get "$T/utility_ot.status.json" .paillier_bits 2>/dev/null)" ] &&
+        ok "fedpower-utility ot: the job says noise_exchange ot, no paillier_bits" ||
+        fail "fedpower-utility ot: job noise_exchange '$(node "$JLIB" get "$T/utility_ot.status.json" .noise_exchange)'"
+    # the key is the protocol's public point: 33 bytes, no Paillier modulus
+    curl -s -H "Authorization: Bearer $ADMIN" "$SURL/v1/jobs/$J/exchange-key" >"$T/uot.key.json"
+    r=$(node -e 'const k = JSON.parse(require("fs").readFileSync(process.argv[1]));
+        console.log(Buffer.from(k.public_key, "base64url").length + " " + k.bits + " " + k.noise_exchange)' \
+        "$T/uot.key.json" 2>&1)
+    [ "$r" = "33 256 ot" ] && ok "fedpower-utility ot: exchange key 33 bytes, bits 256" ||
+        fail "fedpower-utility ot: exchange key: '$r' ($(head -c 200 "$T/uot.key.json"))"
+    if [ -f "$(dirname "$JLIB")/../contract/node_modules/ajv/package.json" ]; then
+        for pair in "Job utility_ot.status.json" "Result uot.result.json" "ExchangeKey uot.key.json"; do
+            set -- $pair
+            if node "$JLIB" schema "$OPENAPI" "$1" "$T/$2" >"$T/schema.out" 2>&1; then
+                ok "fedpower-utility ot: $2 matches openapi.yaml's $1"
+            else
+                fail "fedpower-utility ot: $2 vs openapi.yaml's $1: $(head -c 600 "$T/schema.out")"
+            fi
+        done
+    fi
+}
+# a Paillier key size does not apply to ot
+curl -s -o "$T/ot422.json" -w '%{http_code}' -H "Authorization: Bearer $ADMIN" \
+    -H 'Content-Type: application/json' -d "{\"algorithm\": \"fedpower-utility\", $ALL,
+    \"sigma\": $S_UT, \"value_bound\": $VB, \"noise_exchange\": \"ot\", \"paillier_bits\": 2048}" \
+    "$SURL/v1/jobs" >"$T/ot422.code"
+[ "$(cat "$T/ot422.code")" = 422 ] && grep -q 'does not apply to noise_exchange ot' "$T/ot422.json" &&
+    ok "fedpower-utility ot with paillier_bits: 422" ||
+    fail "fedpower-utility ot with paillier_bits: $(cat "$T/ot422.code") $(head -c 300 "$T/ot422.json")"
+
 echo "== fedpower-private, sigma 1e-3 (clip_z 1, bound_m = value bound: nothing clipped)"
 S_PR=1e-3
 run_job private "{\"algorithm\": \"fedpower-private\", $ALL, \"sigma\": $S_PR, \"clip_z\": 1.0,

@@ -981,6 +981,39 @@ static void test_utility_seed(void)
     data_free(&D);
 }
 
+/* fedpower-utility, ot mode (seeds by oblivious transfer, no Paillier key):
+ * as seed mode, exactly j's noise left after every exchange, bit for bit,
+ * also with the exchange opened before the sum. */
+static void test_utility_ot(void)
+{
+    static const uint64_t rows[4] = {40, 55, 35, 50};
+    struct data D;
+    struct fs_fedpower_config cfg;
+    struct fs_fedpower_result res = {0};
+    struct run_opts o;
+
+    gen_data(&D, 4, rows, 24, 4, LAM + 1, 1, 2, 43);
+    base_cfg(&cfg, FS_FEDPOWER_UTILITY, &D, 4, 12, 2);
+    cfg.threshold = 3;
+    cfg.sigma = 0.01;
+    cfg.noise_exchange = FS_NOISEX_OT;
+    cfg.paillier_bits = 0; /* not used by ot */
+    for (int e = 0; e <= 1 && !t_case_failed; e++) {
+        memset(&o, 0, sizeof o);
+        o.check_one_noise = 1;
+        o.early = e;
+        run_secagg(&D, &cfg, &o, &res);
+        CHECK(res.syncs == 6 && final_dist(&D, &res) < 0.05);
+        for (uint32_t q = 0; q < res.syncs; q++) {
+            CHECK_MSG(res.survivors[q] == 4 && res.noises_left[q] == 1,
+                      "ot, early %d, sync %u: %u noises left", e, q, res.noises_left[q]);
+        }
+        fs_fedpower_result_clear(&res);
+        fs_mat_free(o.qt);
+    }
+    data_free(&D);
+}
+
 /* fedpower-utility, elementwise (the paper's form): the same exactness. */
 static void test_utility_elementwise(void)
 {
@@ -1566,6 +1599,7 @@ int main(void)
     RUN(test_plain_p4_global);
     RUN(test_plain_noisy);
     RUN(test_utility_seed);
+    RUN(test_utility_ot);
     RUN(test_utility_elementwise);
     RUN(test_dropout_renormalises);
     RUN(test_private);

@@ -101,6 +101,46 @@ static void test_spec_utility(void)
     json_decref(j);
 }
 
+/* noise_exchange "ot": decoded, encoded back without a Paillier key size,
+ * and a key size given with it is refused */
+static void test_spec_ot(void)
+{
+    struct fs_err err = {0};
+    struct fs_job_spec s;
+    struct fs_job_spec back;
+    struct fs_fedpower_config cfg;
+    uint64_t rows[FS_JOB_MAX_PARTIES];
+    json_t *j = parse("{\"algorithm\":\"fedpower-utility\"," BASE
+                      ",\"value_bound\":4,\"noise_exchange\":\"ot\"}");
+    json_t *e;
+
+    CHECK_OK(fs_job_spec_decode(j, 1 << 28, &s, &err), &err);
+    CHECK(s.power.noise_exchange == FS_NOISEX_OT && s.power.paillier_bits == 0);
+    CHECK_OK(fs_job_fedpower_config(&s, &cfg, rows, &err), &err);
+    CHECK(cfg.noise_exchange == FS_NOISEX_OT);
+    json_decref(j);
+    e = fs_job_spec_encode(&s);
+    CHECK(e != NULL);
+    CHECK(strcmp(json_string_value(json_object_get(e, "noise_exchange")), "ot") == 0);
+    CHECK(json_object_get(e, "paillier_bits") == NULL);
+    CHECK_OK(fs_job_spec_decode(e, 1 << 28, &back, &err), &err);
+    CHECK(back.power.noise_exchange == FS_NOISEX_OT && back.power.paillier_bits == 0);
+    json_decref(e);
+    j = parse("{\"algorithm\":\"fedpower-utility\"," BASE
+              ",\"value_bound\":4,\"noise_exchange\":\"ot\",\"paillier_bits\":2048}");
+    CHECK(fs_job_spec_decode(j, 1 << 28, &s, &err) == FS_EINVAL &&
+          strstr(err.msg, "paillier_bits: does not apply to noise_exchange ot"));
+    json_decref(j);
+    j = parse("{\"algorithm\":\"fedpower-utility\"," BASE
+              ",\"value_bound\":4,\"noise_exchange\":\"xor\"}");
+    CHECK(fs_job_spec_decode(j, 1 << 28, &s, &err) == FS_EINVAL &&
+          strstr(err.msg, "expected seed, ot or elementwise"));
+    json_decref(j);
+    /* the library took ot without a key size above; seed still needs one */
+    cfg.noise_exchange = FS_NOISEX_SEED;
+    CHECK(fs_fedpower_config_check(&cfg, &err) == FS_EINVAL && strstr(err.msg, "paillier_bits"));
+}
+
 static void test_spec_bad(void)
 {
     const char *bad[][2] = {
@@ -243,6 +283,29 @@ static void test_invitation(void)
               strstr(err.msg, "unknown field \"noise_sampler\""));
         json_decref(e);
     }
+    {
+        /* ot regenerates the noise from seeds as seed mode does: the sampler
+         * is named; the mode and the absent key size survive the round trip */
+        struct fs_invitation ot = inv;
+        struct fs_fedpower_config c3;
+        json_t *e;
+
+        ot.power.noise_exchange = FS_NOISEX_OT;
+        ot.power.paillier_bits = 0;
+        e = fs_invitation_encode(&ot);
+        CHECK(e != NULL &&
+              json_integer_value(json_object_get(e, "noise_sampler")) == FS_DGAUSS_STREAM_VERSION);
+        CHECK(json_object_get(e, "paillier_bits") == NULL);
+        CHECK_OK(fs_invitation_decode(e, &back, &err), &err);
+        CHECK(back.power.noise_exchange == FS_NOISEX_OT && back.power.paillier_bits == 0);
+        CHECK_OK(fs_invitation_fedpower_config(&back, &c3, r1, &err), &err);
+        CHECK(c3.noise_exchange == FS_NOISEX_OT);
+        fs_invitation_wipe(&back);
+        json_object_del(e, "noise_sampler");
+        CHECK(fs_invitation_decode(e, &back, &err) == FS_EINVAL &&
+              strstr(err.msg, "noise_sampler: missing"));
+        json_decref(e);
+    }
     /* the seed is required in an invitation */
     json_object_del(j, "z0_seed");
     CHECK(fs_invitation_decode(j, &back, &err) == FS_EFORMAT && strstr(err.msg, "z0_seed"));
@@ -263,6 +326,7 @@ int main(void)
 {
     RUN(test_spec_defaults);
     RUN(test_spec_utility);
+    RUN(test_spec_ot);
     RUN(test_spec_bad);
     RUN(test_invitation);
     return TEST_END("test_jobs_fedpower");
