@@ -26,6 +26,7 @@
 #include <openssl/crypto.h>
 
 #include "config.h"
+#include "core/bgthread.h"
 #include "http.h"
 #include "keygen.h"
 #include "net/auth.h"
@@ -41,27 +42,16 @@
 /* The expiry thread: deletes expired mask sets until told to stop. */
 struct expirer {
     struct mask_app *app;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int stop;
+    struct fs_bgthread bt;
 };
 
 static void *expire_loop(void *arg)
 {
     struct expirer *e = arg;
 
-    pthread_mutex_lock(&e->mu);
-    while (!e->stop) {
-        struct timespec until;
-        pthread_mutex_unlock(&e->mu);
+    do {
         mask_http_expire_due(e->app);
-        pthread_mutex_lock(&e->mu);
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += EXPIRE_EVERY_S;
-        while (!e->stop && pthread_cond_timedwait(&e->cv, &e->mu, &until) == 0) {
-        }
-    }
-    pthread_mutex_unlock(&e->mu);
+    } while (!fs_bgthread_wait(&e->bt, EXPIRE_EVERY_S * 1000));
     return NULL;
 }
 
@@ -205,8 +195,6 @@ int main(int argc, char **argv)
     uint16_t port = 0;
     sigset_t sigs;
     struct expirer exp;
-    pthread_t exp_thread;
-    int exp_started = 0;
     int status;
 
     memset(&app, 0, sizeof app);
@@ -220,8 +208,7 @@ int main(int argc, char **argv)
     }
     status = 1;
     exp.app = &app;
-    pthread_mutex_init(&exp.mu, NULL);
-    pthread_cond_init(&exp.cv, NULL);
+    fs_bgthread_init(&exp.bt);
     /* Every file this process creates (database, WAL, seeds) is private. */
     umask(077);
     /* Signals go to the main thread only: block them before any thread starts. */
@@ -233,11 +220,10 @@ int main(int argc, char **argv)
     if (start(&app, &cfg, host, port) != 0) {
         goto out;
     }
-    if (pthread_create(&exp_thread, NULL, expire_loop, &exp) != 0) {
+    if (fs_bgthread_start(&exp.bt, expire_loop, &exp, NULL) != 0) {
         fs_log(FS_LOG_ERROR, "cannot start the expiry thread", NULL);
         goto out;
     }
-    exp_started = 1;
     atomic_store(&app.ready, 1);
     if (app.test_seed_len > 0) {
         fs_log(FS_LOG_WARN,
@@ -258,15 +244,7 @@ int main(int argc, char **argv)
     status = 0;
 out:
     mask_teststop_release();
-    if (exp_started) {
-        pthread_mutex_lock(&exp.mu);
-        exp.stop = 1;
-        pthread_cond_signal(&exp.cv);
-        pthread_mutex_unlock(&exp.mu);
-        pthread_join(exp_thread, NULL);
-    }
-    pthread_cond_destroy(&exp.cv);
-    pthread_mutex_destroy(&exp.mu);
+    fs_bgthread_stop(&exp.bt);
     mask_keygen_close(app.kg);
     fs_http_server_free(app.srv);
     mask_keygen_free(app.kg);
