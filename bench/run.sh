@@ -4,7 +4,8 @@
 # noise exchange's costs, bench_ppm_ratio: Nicolas et al. 2024's r(k, n),
 # bench_dgauss: the fast, the previous and the reference exact discrete Gaussian samplers
 # side by side, bench_csr: a Netflix-sized party's A^T (A Z), the row-major
-# kernel against the column-by-column loop it replaced, ...)
+# kernel against the column-by-column loop it replaced, bench_ed25519: our
+# Ed25519 verification against OpenSSL's, ...)
 # and print their output, then time `fedsvd svd` end to end (including .npy
 # reading and writing) on a generated 10000 x 1000 matrix. The scale experiment of the
 # power methods is separate: bench/scale_fedpower.sh (see its header).

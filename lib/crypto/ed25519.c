@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 
 #include "../core/hex.h"
+#include "ed25519_int.h"
 #include "rand.h"
 
 #include <stdlib.h>
@@ -148,34 +149,20 @@ void fs_ed25519_signer_free(fs_ed25519_signer *s)
 int fs_ed25519_verify(const uint8_t sig[FS_ED25519_SIG_LEN], const uint8_t pub[FS_ED25519_KEY_LEN],
                       const void *msg, size_t msg_len, struct fs_err *err)
 {
-    EVP_PKEY *pk = NULL;
-    EVP_MD_CTX *md = NULL;
-    int rc = FS_ECRYPTO;
+    int ok;
 
     if (msg == NULL && msg_len != 0) {
         return fs_err_set(err, FS_EINVAL, "ed25519: NULL message with length %zu", msg_len);
     }
-    pk = EVP_PKEY_new_raw_public_key(EVP_PKEY_ED25519, NULL, pub, FS_ED25519_KEY_LEN);
-    md = EVP_MD_CTX_new();
-    if (pk == NULL || md == NULL || EVP_DigestVerifyInit(md, NULL, NULL, NULL, pk) != 1) {
-        fs_err_set(err, FS_ECRYPTO, "ed25519: verify setup failed");
-        goto out;
+    ok = fs_ed25519_verify_sig(sig, pub, msg, msg_len);
+    if (ok < 0) {
+        return fs_err_set(err, FS_ECRYPTO, "ed25519: verify setup failed");
     }
-    /* 1 = valid; 0 = bad signature; < 0 = error, which for Ed25519 also
-     * covers an undecodable point: all of them mean "not authentic". */
-    if (EVP_DigestVerify(md, sig, FS_ED25519_SIG_LEN, msg != NULL ? msg : empty_msg, msg_len) !=
-        1) {
-        rc = fs_err_set(err, FS_EAUTH, "ed25519: signature does not verify");
-        goto out;
+    if (ok == 0) {
+        /* also a public key that is not a point encoding */
+        return fs_err_set(err, FS_EAUTH, "ed25519: signature does not verify");
     }
-    rc = 0;
-out:
-    if (rc != 0) {
-        ERR_clear_error();
-    }
-    EVP_MD_CTX_free(md);
-    EVP_PKEY_free(pk);
-    return rc;
+    return 0;
 }
 
 void fs_ed25519_fpr_format(const uint8_t pub[FS_ED25519_KEY_LEN], char out[FS_ED25519_FPR_LEN + 1])

@@ -337,6 +337,12 @@ static void test_ed25519_rfc8032(void)
         CHECK_OK(fs_ed25519_sign(got, sk, nm ? msg : NULL, nm, &err), &err);
         CHECK_MSG(memcmp(got, sig, 64) == 0, "%s signature", v[i].name);
         CHECK_OK(fs_ed25519_verify(sig, pk, nm ? msg : NULL, nm, &err), &err);
+        for (int bit = 0; bit < 512; bit += 37) { /* any flipped bit of R or S fails */
+            sig[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+            CHECK_MSG(fs_ed25519_verify(sig, pk, nm ? msg : NULL, nm, &err) == FS_EAUTH,
+                      "%s bit %d", v[i].name, bit);
+            sig[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+        }
     }
     CHECK(strlen(msg1024) == 2 * 1023);
 }
