@@ -356,6 +356,8 @@ enum fs_agent_power ca_power_kind(const struct ca_power *p);
 uint32_t ca_power_aggregations(const struct ca_power *p);
 /** fedpower-utility: aggregations followed by a noise exchange (the syncs); else 0. */
 uint32_t ca_power_exchanges(const struct ca_power *p);
+/** 1 when an exchange answer costs next to nothing (ot: a few curve operations). */
+int ca_power_exchange_cheap(const struct ca_power *p);
 int ca_power_is_rayleigh(const struct ca_power *p, uint32_t r);
 /** Words (entries) of aggregation r's upload: d r at a sync, r r at the Rayleigh round. */
 uint64_t ca_power_agg_len(const struct ca_power *p, uint32_t r);

@@ -105,6 +105,11 @@ uint32_t ca_power_exchanges(const struct ca_power *p)
     return p->cfg.alg == FS_FEDPOWER_UTILITY ? p->syncs : 0;
 }
 
+int ca_power_exchange_cheap(const struct ca_power *p)
+{
+    return p->cfg.noise_exchange == FS_NOISEX_OT;
+}
+
 int ca_power_is_rayleigh(const struct ca_power *p, uint32_t r)
 {
     return r >= p->syncs;
