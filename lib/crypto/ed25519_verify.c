@@ -389,51 +389,48 @@ static void pt_dbl(pt_done *r, const pt_proj *p)
     fe_add(&r->F, &c, &r->G);
 }
 
-/* P + Q (neg = 0) or P - Q (neg = 1): -Q swaps Y + X and Y - X and negates
- * T, which turns F = D - C into D + C and G = D + C into D - C.
- * A = (Y1 - X1)(Y2 - X2), B = (Y1 + X1)(Y2 + X2), C = 2d T1 T2, D = 2 Z1 Z2,
+/* P + Q (neg = 0) or P - Q (neg = 1) for Q given as (Y + X, Y - X, 2d T)
+ * and d = 2 Z1 Z2: -Q swaps Y + X and Y - X and negates T, which turns
+ * F = D - C into D + C and G = D + C into D - C.
+ * A = (Y1 - X1)(Y2 - X2), B = (Y1 + X1)(Y2 + X2), C = 2d T1 T2,
  * E = B - A, F = D - C, G = D + C, H = B + A. */
-static void pt_add_cached(pt_done *r, const pt_ext *p, const pt_cached *q, int neg)
+static void pt_add_with(pt_done *r, const pt_ext *p, const fe *ypx, const fe *ymx, const fe *t2d,
+                        const fe *d, int neg)
 {
-    fe a, b, c, d, t;
+    fe a, b, c, t;
 
     fe_sub(&t, &p->Y, &p->X);
-    fe_mul(&a, &t, neg ? &q->YpX : &q->YmX);
+    fe_mul(&a, &t, neg ? ypx : ymx);
     fe_add(&t, &p->Y, &p->X);
-    fe_mul(&b, &t, neg ? &q->YmX : &q->YpX);
-    fe_mul(&c, &p->T, &q->T2d);
-    fe_mul(&d, &p->Z, &q->Z2);
+    fe_mul(&b, &t, neg ? ymx : ypx);
+    fe_mul(&c, &p->T, t2d);
     fe_sub(&r->E, &b, &a);
     fe_add(&r->H, &b, &a);
     if (neg) {
-        fe_add(&r->F, &d, &c);
-        fe_sub(&r->G, &d, &c);
+        fe_add(&r->F, d, &c);
+        fe_sub(&r->G, d, &c);
     } else {
-        fe_sub(&r->F, &d, &c);
-        fe_add(&r->G, &d, &c);
+        fe_sub(&r->F, d, &c);
+        fe_add(&r->G, d, &c);
     }
+}
+
+/* P +- Q for a cached Q (D = Z1 2 Z2). */
+static void pt_add_cached(pt_done *r, const pt_ext *p, const pt_cached *q, int neg)
+{
+    fe d;
+
+    fe_mul(&d, &p->Z, &q->Z2);
+    pt_add_with(r, p, &q->YpX, &q->YmX, &q->T2d, &d, neg);
 }
 
 /* The same with an affine addend (Z2 = 1, so D = 2 Z1). */
 static void pt_add_affine(pt_done *r, const pt_ext *p, const pt_affine *q, int neg)
 {
-    fe a, b, c, d, t;
+    fe d;
 
-    fe_sub(&t, &p->Y, &p->X);
-    fe_mul(&a, &t, neg ? &q->YpX : &q->YmX);
-    fe_add(&t, &p->Y, &p->X);
-    fe_mul(&b, &t, neg ? &q->YmX : &q->YpX);
-    fe_mul(&c, &p->T, &q->T2d);
     fe_add(&d, &p->Z, &p->Z);
-    fe_sub(&r->E, &b, &a);
-    fe_add(&r->H, &b, &a);
-    if (neg) {
-        fe_add(&r->F, &d, &c);
-        fe_sub(&r->G, &d, &c);
-    } else {
-        fe_sub(&r->F, &d, &c);
-        fe_add(&r->G, &d, &c);
-    }
+    pt_add_with(r, p, &q->YpX, &q->YmX, &q->T2d, &d, neg);
 }
 
 static void pt_tobytes(uint8_t s[32], const pt_proj *p)
