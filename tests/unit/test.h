@@ -7,7 +7,9 @@
 #define FS_TEST_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int t_passed;
@@ -72,7 +74,7 @@ static int t_case_failed;
     (printf("%s: %d passed, %d failed\n", (name), t_passed, t_failed), t_failed ? 1 : 0)
 
 /* UNDER_SAN: 1 in an AddressSanitizer build (slow: tests run fewer rounds). */
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
 #define UNDER_SAN 1
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
@@ -82,5 +84,19 @@ static int t_case_failed;
 #ifndef UNDER_SAN
 #define UNDER_SAN 0
 #endif
+
+/* 1 in a sanitizer build or with FS_TEST_QUICK set (and not "0"), as
+ * `make test-valgrind` sets it: the slow tests then run fewer rounds. */
+static inline int t_quick(void)
+{
+    const char *q = getenv("FS_TEST_QUICK");
+    return UNDER_SAN || (q != NULL && q[0] != '\0' && q[0] != '0');
+}
+
+/* n, or n / 10 when t_quick(). */
+static inline size_t t_scale(size_t n)
+{
+    return t_quick() ? n / 10 : n;
+}
 
 #endif

@@ -29,19 +29,6 @@
 #include <stdlib.h>
 #include <time.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
-#define T_SANITIZED 1
-#else
-#define T_SANITIZED 0
-#endif
-
-static size_t scale(size_t n)
-{
-    const char *q = getenv("FS_TEST_QUICK");
-    int quick = T_SANITIZED || (q != NULL && q[0] != '\0' && q[0] != '0');
-    return quick ? n / 10 : n;
-}
-
 /* Upper p ~ 1e-6 point of chi-square with k degrees of freedom
  * (Wilson-Hilferty). */
 static double chi2_crit(double k)
@@ -229,7 +216,7 @@ static void test_exact_pmf(void)
     /* 7.0368744177664e11: the party's sigma in the fedpower-utility
      * configuration of bench/run.sh (0.1 * 0.05 * 2^47) */
     const double sig[] = {16.0, 1000.0 / 3, 1.37 * 1048576.0, 7.0368744177664e11};
-    size_t n = scale(10000000);
+    size_t n = t_scale(10000000);
     int64_t *v = alloc_v(n);
     uint8_t key[32] = {3};
     struct fs_err err = {0};
@@ -254,7 +241,7 @@ static void test_exact_pmf(void)
 static void test_same_as_reference(void)
 {
     const double sig[] = {20.5, 7.3e11};
-    size_t n = scale(2000000);
+    size_t n = t_scale(2000000);
     int64_t *a = alloc_v(n), *r = alloc_v(n);
     struct fs_err err = {0};
 
@@ -317,7 +304,7 @@ static void test_rare_paths(void)
     struct fs_err err = {0};
 
     for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
-        size_t n = scale(c[k].n);
+        size_t n = t_scale(c[k].n);
         int64_t *v = alloc_v(n);
         if (v == NULL) {
             break;
@@ -345,7 +332,7 @@ static void test_gamma_bounds(void)
                           3.5e10,
                           9007199254740991.0 / 2.0 /* < 2^52 */,
                           4503599627370496.0 /* 2^52 */};
-    size_t n = scale(1000000);
+    size_t n = t_scale(1000000);
     int64_t *v = alloc_v(n);
     struct fs_err err = {0};
 
@@ -376,7 +363,7 @@ static void test_v1(void)
     struct fs_err err = {0};
 
     for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
-        size_t n = scale(c[k].n);
+        size_t n = t_scale(c[k].n);
         int64_t *v = alloc_v(n);
         fs_prg *prg = NULL;
         if (v == NULL) {
@@ -450,7 +437,7 @@ static void test_known_answer(void)
 static void test_batch_same_as_one_by_one(void)
 {
     const double sig[] = {16.0, 33.3, 1000.0, 7.0368744177664e11, 4503599627370496.0};
-    size_t n = scale(1000000);
+    size_t n = t_scale(1000000);
     int64_t *a = alloc_v(n), *b = alloc_v(n);
     uint8_t key[32] = {6};
     struct fs_err err = {0};
@@ -536,7 +523,7 @@ out:
  * matters less; timing varies under sanitizers). */
 static void test_throughput(void)
 {
-    size_t n = scale(4000000);
+    size_t n = t_scale(4000000);
     int64_t *v = alloc_v(n);
     uint8_t key[32] = {9};
     fs_prg *p = NULL;

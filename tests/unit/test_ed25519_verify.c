@@ -25,19 +25,6 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_UNDEFINED__)
-#define T_SANITIZED 1
-#else
-#define T_SANITIZED 0
-#endif
-
-static size_t scale(size_t n)
-{
-    const char *q = getenv("FS_TEST_QUICK");
-    int quick = T_SANITIZED || UNDER_SAN || (q != NULL && q[0] != '\0' && q[0] != '0');
-    return quick ? n / 10 : n;
-}
-
 /* splitmix64: repeatable test data (not for secrets). */
 static uint64_t prng_state = 0x6564766572696679ULL;
 
@@ -167,7 +154,7 @@ static void test_sc_reduce(void)
     BN_CTX *ctx = BN_CTX_new();
     BIGNUM *l = bn_le(L_le, 32);
     BIGNUM *x = NULL, *r = NULL;
-    size_t n = scale(3000);
+    size_t n = t_scale(3000);
 
     for (size_t i = 0; i < n + 6; i++) {
         uint8_t in[64], got[32], want[32];
@@ -255,7 +242,7 @@ static void mutate(int kind, uint8_t sig[64], uint8_t pub[32], uint8_t *msg, siz
  * rejects where we are stricter by design. */
 static void test_differential(void)
 {
-    size_t n = scale(2000);
+    size_t n = t_scale(2000);
     size_t agree = 0, strict = 0, mutated = 0, accepted = 0;
 
     for (size_t i = 0; i < n; i++) {

@@ -155,9 +155,7 @@ static void test_j_uniform(void)
     struct fs_noisex_result res = {0};
     const uint32_t ids[4] = {1, 2, 3, 4};
     unsigned count[5] = {0};
-    const char *quick = getenv("FS_TEST_QUICK");
-    unsigned rounds =
-        UNDER_SAN || (quick != NULL && quick[0] != '\0' && quick[0] != '0') ? 400u : 2000u;
+    unsigned rounds = t_quick() ? 400u : 2000u;
     unsigned tol = (unsigned)(5.2 * sqrt(rounds * 3.0 / 16.0));
 
     job_init(&j, 4);

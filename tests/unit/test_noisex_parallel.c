@@ -16,12 +16,7 @@
 #define BITS    2048u
 #define PARTIES 100u
 
-/* FS_TEST_QUICK (valgrind) or a sanitizer build: no 100-party rounds, fewer modes. */
-static int quick(void)
-{
-    const char *q = getenv("FS_TEST_QUICK");
-    return UNDER_SAN || (q != NULL && q[0] != '\0' && q[0] != '0');
-}
+/* t_quick() (valgrind or a sanitizer build): no 100-party rounds, fewer modes. */
 
 static void sleep_ms(long ms)
 {
@@ -239,10 +234,10 @@ static void test_every_party(void)
     static const uint32_t ns[] = {1, 5, 6, 19, 20, 100};
 
     for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
-        if (quick() && ns[i] == 100) {
+        if (t_quick() && ns[i] == 100) {
             continue;
         }
-        if (ns[i] == 100 || quick()) {
+        if (ns[i] == 100 || t_quick()) {
             run_case(ns[i], 0, some_modes, 3);
         } else {
             run_case(ns[i], 0, all_modes, 4);
@@ -258,10 +253,10 @@ static void test_hidden_party(void)
     static const uint32_t hide[] = {2, 1, 20, 37};
 
     for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
-        if (quick() && ns[i] == 100) {
+        if (t_quick() && ns[i] == 100) {
             continue;
         }
-        if (ns[i] == 100 || quick()) {
+        if (ns[i] == 100 || t_quick()) {
             run_case(ns[i], hide[i], some_modes, 3);
         } else {
             run_case(ns[i], hide[i], all_modes, 4);
