@@ -638,7 +638,7 @@ json_t *fs_job_spec_encode(const struct fs_job_spec *s)
 static int invitation_seeded_noise(const struct fs_invitation *inv)
 {
     return inv->is_fedpower && fs_invitation_algo(inv) == FS_ALGO_FEDPOWER_UTILITY &&
-           inv->power.noise_exchange != FS_NOISEX_ELEMENTWISE;
+           fs_noisex_mode_seeded((enum fs_noisex_mode)inv->power.noise_exchange);
 }
 
 json_t *fs_invitation_encode(const struct fs_invitation *inv)

@@ -300,12 +300,12 @@ int fs_job_fedpower_decode(const json_t *j, enum fs_algo algo, uint32_t parties,
     if (rc != 0) {
         return rc;
     }
-    if (present && out->noise_exchange == FS_NOISEX_OT) {
+    if (present && !fs_noisex_mode_paillier((enum fs_noisex_mode)out->noise_exchange)) {
         return fs_err_set(err, FS_EINVAL,
                           "paillier_bits: does not apply to noise_exchange ot (no Paillier key)");
     }
     /* ot has no Paillier key: no key size */
-    out->paillier_bits = util && out->noise_exchange != FS_NOISEX_OT
+    out->paillier_bits = util && fs_noisex_mode_paillier((enum fs_noisex_mode)out->noise_exchange)
                              ? (present ? (uint32_t)x : FS_PAILLIER_DEFAULT_BITS)
                              : 0;
     if (out->paillier_bits % 2 != 0) {
@@ -376,7 +376,7 @@ int fs_job_fedpower_encode(json_t *obj, enum fs_algo algo, uint32_t parties,
         bad |= json_object_set_new(
             obj, "noise_exchange",
             json_string(fs_noisex_mode_name((enum fs_noisex_mode)p->noise_exchange)));
-        if (p->noise_exchange != FS_NOISEX_OT) {
+        if (fs_noisex_mode_paillier((enum fs_noisex_mode)p->noise_exchange)) {
             bad |= json_object_set_new(obj, "paillier_bits", json_integer(p->paillier_bits));
         }
     }

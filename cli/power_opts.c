@@ -252,9 +252,9 @@ int orch_power_params(const char *cmd, enum fs_algo algo, const struct orch_powe
             out->noise_exchange = FS_NOISEX_OT;
         }
         /* ot has no Paillier key: no key size (the job spec omits it) */
-        out->paillier_bits = out->noise_exchange == FS_NOISEX_OT ? 0
-                             : o->paillier_bits != NULL          ? (uint32_t)v.bits
-                                                                 : FS_PAILLIER_DEFAULT_BITS;
+        out->paillier_bits = !fs_noisex_mode_paillier((enum fs_noisex_mode)out->noise_exchange) ? 0
+                             : o->paillier_bits != NULL ? (uint32_t)v.bits
+                                                        : FS_PAILLIER_DEFAULT_BITS;
     }
     out->eigenvalues = !o->no_eigenvalues;
     out->allow_weak_privacy = o->allow_weak_privacy;

@@ -208,7 +208,7 @@ int fs_fedpower_config_check(const struct fs_fedpower_config *cfg, struct fs_err
             return fs_err_set(err, FS_EINVAL, "%s: unknown noise exchange", fn);
         }
         /* ot has no Paillier key: paillier_bits is not used */
-        if (cfg->noise_exchange != FS_NOISEX_OT &&
+        if (fs_noisex_mode_paillier(cfg->noise_exchange) &&
             (cfg->paillier_bits < 256 || cfg->paillier_bits > 8192 || cfg->paillier_bits % 2)) {
             return fs_err_set(err, FS_EINVAL, "%s: paillier_bits %u", fn, cfg->paillier_bits);
         }

@@ -511,7 +511,7 @@ static int sync_upload(fs_fedpower_party *p, uint32_t iter, struct fs_err *err)
         rc = ring_encode(p, p->y, err);
         if (rc == 0) {
             rc = ring_noise(p, dr, p->weight * p->plan.sigma,
-                            c->noise_exchange != FS_NOISEX_ELEMENTWISE, NZ_SYNC, iter, err);
+                            fs_noisex_mode_seeded(c->noise_exchange), NZ_SYNC, iter, err);
         }
         p->exchange_pending = rc == 0;
         break;
@@ -763,7 +763,7 @@ int fs_fedpower_party_exchange(fs_fedpower_party *p, const uint8_t *sel, size_t 
             return rc;
         }
     }
-    if (p->cfg.noise_exchange != FS_NOISEX_ELEMENTWISE) {
+    if (fs_noisex_mode_seeded(p->cfg.noise_exchange)) {
         /* seed and ot: the 32-byte seed this sync's noise was expanded from */
         rc = fs_noisex_client_respond_seed(p->nx, sel, sel_len, p->seed, out, out_len, err);
     } else {

@@ -106,6 +106,19 @@ FS_WUR int fs_noisex_params_check(const struct fs_noisex_params *p, struct fs_er
 const char *fs_noisex_mode_name(enum fs_noisex_mode m);
 FS_WUR int fs_noisex_mode_parse(const char *s, enum fs_noisex_mode *out, struct fs_err *err);
 
+/** 1 when the parties expand their noise from a 32-byte seed that the
+ * exchange moves (seed, ot), 0 when it moves the noise itself (elementwise). */
+static inline int fs_noisex_mode_seeded(enum fs_noisex_mode m)
+{
+    return m != FS_NOISEX_ELEMENTWISE;
+}
+
+/** 1 when the mode uses a Paillier key (seed, elementwise; ot does not). */
+static inline int fs_noisex_mode_paillier(enum fs_noisex_mode m)
+{
+    return m != FS_NOISEX_OT;
+}
+
 /* ------------------------------------------------------------------ server */
 
 typedef struct fs_noisex_server fs_noisex_server;

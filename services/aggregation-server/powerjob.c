@@ -350,7 +350,8 @@ static int attach_with(agg_job *j, int with_server, const uint8_t *secret, size_
                 return fs_err_set(err, FS_ENOMEM, "out of memory");
             }
             /* ot: the group's size (P-256), there is no Paillier key */
-            pw->pk_bits = pw->cfg.noise_exchange == FS_NOISEX_OT ? 256u : pw->cfg.paillier_bits;
+            pw->pk_bits =
+                fs_noisex_mode_paillier(pw->cfg.noise_exchange) ? pw->cfg.paillier_bits : 256u;
             pw->sel_size = fs_fedpower_server_selector_size(pw->srv);
             pw->resp_size = fs_fedpower_server_response_size(pw->srv);
             pw->crypto_s = agg_now_mono() - t0;
