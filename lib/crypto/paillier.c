@@ -1103,6 +1103,33 @@ int fs_paillier_decrypt_packed_p(const fs_paillier_sk *sk, mpz_t m, const mpz_sr
     return rc;
 }
 
+int fs_paillier_decrypt_sum_p(const fs_paillier_sk *sk, mpz_t m, const mpz_srcptr *c, size_t cnt,
+                              struct fs_err *err)
+{
+    mpz_t acc;
+    mpz_t t;
+    int rc;
+
+    if (cnt < 1 || cnt > 64) {
+        return fs_err_set(err, FS_EINVAL, "paillier: sum decryption of %zu ciphertexts", cnt);
+    }
+    for (size_t i = 0; i < cnt; i++) {
+        if (!ct_in_range(&sk->pub, c[i])) {
+            return fs_err_set(err, FS_EINVAL, "paillier: ciphertext out of range");
+        }
+    }
+    mpz_init(acc);
+    mpz_init(t);
+    /* the product modulo p^2 in Montgomery form (no squarings: shift 0) */
+    rc = fs_paillier_crt_horner(acc, sk->p2, c, cnt, 0, err);
+    if (rc == 0 && crt_half(m, acc, sk->p, sk->p2, sk->pm1, sk->hp, t) != 0) {
+        rc = fs_err_set(err, FS_EINVAL, "paillier: ciphertext not invertible");
+    }
+    secret_clear(acc);
+    secret_clear(t);
+    return rc;
+}
+
 int fs_paillier_decrypt_nocrt(const fs_paillier_sk *sk, mpz_t m, const mpz_t c, struct fs_err *err)
 {
     mpz_t t;

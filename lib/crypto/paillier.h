@@ -354,6 +354,18 @@ FS_WUR int fs_paillier_decrypt_packed_p(const fs_paillier_sk *sk, mpz_t m, const
                                         size_t cnt, unsigned shift, struct fs_err *err);
 
 /**
+ * The plaintext of prod_t c[t] mod n^2 (t = 0 .. cnt-1), the sum of the
+ * c[t]'s plaintexts, known to be below p (keys have primes of exactly
+ * bits/2 bits, so any sum below 2^(bits/2 - 1) is): the product modulo p^2
+ * (constant-time Montgomery products) and one decryption modulo p, on the
+ * calling thread. A sum that breaks the bound decrypts to the sum mod p.
+ * @param cnt 1..64. @return 0, FS_EINVAL (a ciphertext out of range or not
+ *         invertible).
+ */
+FS_WUR int fs_paillier_decrypt_sum_p(const fs_paillier_sk *sk, mpz_t m, const mpz_srcptr *c,
+                                     size_t cnt, struct fs_err *err);
+
+/**
  * Decryption without CRT, m = L(c^lambda mod n^2) mu mod n (mpz_powm_sec):
  * the baseline the CRT path is measured against, and a cross-check in tests.
  * Same contract as fs_paillier_decrypt.

@@ -90,7 +90,8 @@ size_t fs_paillier_crt_table_bytes(const struct fs_paillier_crt *c);
 /**
  * out = prod_t c[t]^(2^(shift t)) mod x2 (t = 0 .. cnt-1; x2 = p^2 or q^2,
  * secret) by Horner's rule in Montgomery form: shift squarings per
- * ciphertext after the top one. @return 0, FS_EINVAL, FS_ENOMEM.
+ * ciphertext after the top one (shift 0: the plain product).
+ * @return 0, FS_EINVAL, FS_ENOMEM.
  */
 FS_WUR int fs_paillier_crt_horner(mpz_t out, mpz_srcptr x2, const mpz_srcptr *c, size_t cnt,
                                   unsigned shift, struct fs_err *err);

@@ -42,6 +42,7 @@ struct fs_noisex_server {
     uint8_t *sel;    /* k * ct_size */
     uint8_t **resp;  /* k, each response_size bytes or NULL */
     struct nxd *dec; /* seed mode: the round's background decryptions, or NULL */
+    int unshifted;   /* seed mode: restored selectors of 0 and 1 (answers shifted here) */
 };
 
 struct fs_noisex_client {
@@ -138,10 +139,10 @@ static int layout(const struct fs_noisex_params *p, const fs_paillier_pk *pk,
     unsigned bits = fs_paillier_pk_bits(pk);
 
     if (p->mode == FS_NOISEX_SEED) {
-        /* Seeds shifted into 256-bit slots: sum < 2^(256 S) <= 2^(bits/2-1) <= p
-         * (primes of exactly bits/2 bits), so the server decrypts modulo p
-         * alone (fs_paillier_decrypt_packed_p); keys too small for one such
-         * slot use 2^(256 S) <= 2^(bits-1) < n and both primes. */
+        /* Seeds in 256-bit slots (selectors of 2^(256 t)): sum < 2^(256 S) <=
+         * 2^(bits/2-1) <= p (primes of exactly bits/2 bits), so the server
+         * decrypts modulo p alone (fs_paillier_decrypt_sum_p); keys too small
+         * for one such slot use one slot below n and both primes. */
         *slots = (bits / 2 - 1) / NX_SEED_BITS;
         if (*slots < 1) {
             *slots = (bits - 1) / NX_SEED_BITS;
@@ -180,6 +181,7 @@ static void round_reset(fs_noisex_server *s)
     s->ids = NULL;
     s->k = 0;
     s->open = 0;
+    s->unshifted = 0;
 }
 
 /* The Paillier key (fresh when sk_buf is NULL), its layout and selector table. */
@@ -377,19 +379,43 @@ struct sel_part {
     struct fs_err err;
 };
 
+/* Seed mode: the slot of round index q in its decryption group when j is
+ * at index jq (the parties but j, `slots` at a time in ascending order). */
+static size_t seed_slot(size_t q, size_t jq, size_t slots)
+{
+    return (q < jq ? q : q - 1) % slots;
+}
+
+/* Index of the chosen party in x. */
+static size_t chosen_index(const fs_noisex_prepared *x)
+{
+    size_t q = 0;
+
+    while (q < x->k && x->ids[q] != x->chosen) {
+        q++;
+    }
+    return q;
+}
+
 static void *sel_part_main(void *arg)
 {
     struct sel_part *sp = arg;
     const fs_noisex_server *s = sp->s;
     fs_noisex_prepared *x = sp->x;
+    size_t jq = chosen_index(x);
     mpz_t c, m;
 
     mpz_init(c);
     mpz_init(m);
     for (size_t q = sp->first; q < x->k && sp->rc == 0; q += 2) {
         /* A fresh DJN encryption for every party and round: all selectors are
-         * distinct, unlinkable and of one size, whatever the bit. */
-        mpz_set_ui(m, x->ids[q] == x->chosen ? 0u : 1u);
+         * distinct, unlinkable and of one size, whatever the plaintext. Seed
+         * mode: 2^(256 t) for slot t of the party's group (its answer then
+         * carries its seed in that slot), 0 for j; elementwise: 1 and 0. */
+        mpz_set_ui(m, q == jq ? 0u : 1u);
+        if (q != jq && s->p.mode == FS_NOISEX_SEED) {
+            mpz_mul_2exp(m, m, (mp_bitcnt_t)(NX_SEED_BITS * seed_slot(q, jq, s->slots)));
+        }
         sp->rc = fs_paillier_encrypt(s->pk, s->djn, c, m, &sp->err);
         if (sp->rc == 0) {
             sp->rc = fs_paillier_ct_export(s->pk, c, x->sel + q * s->ct_size, s->ct_size, &sp->err);
@@ -552,36 +578,75 @@ const uint8_t *fs_noisex_server_selectors(const fs_noisex_server *s, size_t *len
     return s->sel;
 }
 
-/* The chosen party of restored selectors: the one whose selector decrypts
- * to 0, all others to 1 (else FS_EFORMAT). */
+/* Restored selectors' plaintexts m[0..k): the index of j, the one that is
+ * 0, with every other one 2^(256 t) for its slot t (seed mode; *unshifted
+ * 0) or 1 (elementwise, and seed-mode rounds begun before selectors
+ * carried the slot: *unshifted 1); else -1. */
+static long restored_index(const fs_noisex_server *s, mpz_t *m, int *unshifted)
+{
+    long jq = -1;
+    int ones = 1;
+    int slots = s->p.mode == FS_NOISEX_SEED;
+
+    for (size_t q = 0; q < s->k; q++) {
+        if (mpz_sgn(m[q]) == 0 && jq < 0) {
+            jq = (long)q;
+        } else if (mpz_cmp_ui(m[q], 1) != 0) {
+            ones = 0;
+        }
+    }
+    if (jq < 0) {
+        return -1;
+    }
+    for (size_t q = 0; q < s->k && slots; q++) {
+        size_t t = seed_slot(q, (size_t)jq, s->slots);
+        slots = q == (size_t)jq || (mpz_scan1(m[q], 0) == NX_SEED_BITS * t &&
+                                    mpz_sizeinbase(m[q], 2) == NX_SEED_BITS * t + 1);
+    }
+    *unshifted = !slots;
+    return slots || ones ? jq : -1;
+}
+
+/* The chosen party of restored selectors (restored_index; else FS_EFORMAT). */
 static int restored_choice(fs_noisex_server *s, struct fs_err *err)
 {
-    mpz_t c, m;
-    long zero = -1;
+    mpz_t c;
+    mpz_t *m = calloc(s->k, sizeof *m);
+    long jq = -1;
+    int unshifted = 0;
     int rc = 0;
 
+    if (m == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
     mpz_init(c);
-    mpz_init(m);
+    for (size_t q = 0; q < s->k; q++) {
+        mpz_init(m[q]);
+    }
     for (size_t q = 0; q < s->k && rc == 0; q++) {
         rc = fs_paillier_ct_import(s->pk, c, s->sel + q * s->ct_size, s->ct_size, err);
         if (rc == 0) {
-            rc = fs_paillier_decrypt(s->sk, m, c, err);
+            rc = fs_paillier_decrypt(s->sk, m[q], c, err);
         }
         if (rc != 0) {
             rc = fs_err_set(err, FS_EFORMAT, "noise exchange: selector %zu does not decrypt", q);
-        } else if (mpz_cmp_ui(m, 0) == 0 && zero < 0) {
-            zero = (long)q;
-        } else if (mpz_cmp_ui(m, 1) != 0) {
-            rc = fs_err_set(err, FS_EFORMAT, "noise exchange: selector %zu is not a selector", q);
         }
     }
-    if (rc == 0 && zero < 0) {
-        rc = fs_err_set(err, FS_EFORMAT, "noise exchange: no party is chosen");
+    if (rc == 0) {
+        jq = restored_index(s, m, &unshifted);
+    }
+    if (rc == 0 && jq < 0) {
+        rc = fs_err_set(err, FS_EFORMAT,
+                        "noise exchange: the selectors are not one 0 and the others' slots");
     }
     if (rc == 0) {
-        s->chosen = s->ids[zero];
+        s->chosen = s->ids[jq];
+        s->unshifted = unshifted;
     }
-    mpz_wipe_clear(m);
+    for (size_t q = 0; q < s->k; q++) {
+        mpz_wipe_clear(m[q]);
+    }
+    free(m);
     mpz_clear(c);
     return rc;
 }
@@ -656,6 +721,7 @@ static void dec_src(const fs_noisex_server *s, struct nxd_src *src)
     src->resp = s->resp;
     src->ct_size = s->ct_size;
     src->slots = s->slots;
+    src->preshift = !s->unshifted;
     /* modulo p^2 and p alone when the slots fit below p (every key of 1024
      * bits or more), else modulo both primes */
     src->mod_p = s->slots * NX_SEED_BITS <= fs_paillier_pk_bits(s->pk) / 2 - 1;
@@ -799,23 +865,36 @@ void fs_noisex_result_clear(struct fs_noisex_result *r)
     memset(r, 0, sizeof *r);
 }
 
-/* Seed mode: groups of `slots` responders; slot t's ciphertext is raised to
- * 2^(256 t) (public squarings) and the group multiplied, by Horner's rule
- * (acc = acc^(2^256) c_t from the top slot down: 256 squarings per
- * ciphertext), then decrypted once per group (noisex_dec.c: the groups on
- * several threads, those complete before the end in the background). */
-static int finish_seeds(const fs_noisex_server *s, const size_t *who, size_t nw,
-                        struct fs_noisex_result *out, struct fs_err *err)
+/* Seed mode: the parties but j in groups of `slots`, slot t of a group
+ * selected by 2^(256 t): the group's answers are multiplied (no
+ * squarings; a member without an answer adds 0 to its slot) and decrypted
+ * once (noisex_dec.c: the groups on several threads, those complete before
+ * the end in the background). */
+static int finish_seeds(const fs_noisex_server *s, struct fs_noisex_result *out, struct fs_err *err)
 {
     struct nxd_src src;
+    size_t *plan;
+    size_t np = 0;
+    int rc;
 
     _Static_assert(FS_NOISEX_SEED_LEN == NXD_SEED_LEN, "seed length");
     if (s->slots > NX_MAX_SLOTS) {
         return fs_err_set(err, FS_EINTERNAL, "noise exchange: %zu slots", s->slots);
     }
+    plan = malloc(s->k * sizeof *plan);
+    if (plan == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "noise exchange: out of memory");
+    }
+    for (size_t q = 0; q < s->k; q++) {
+        if (s->ids[q] != s->chosen) {
+            plan[np++] = q;
+        }
+    }
     dec_src(s, &src);
-    return nxd_seeds(s->dec, &src, who, nw, s->round, out->seeds, &out->decryptions, &out->ahead,
-                     err);
+    rc = nxd_seeds(s->dec, &src, plan, np, s->round, out->seeds, &out->decryptions, &out->ahead,
+                   err);
+    free(plan);
+    return rc;
 }
 
 /* Elementwise: per packed plaintext, the product of all responders' ciphertexts, decrypted once. */
@@ -922,7 +1001,7 @@ int fs_noisex_server_peek(const fs_noisex_server *s, struct fs_noisex_result *ou
         rc = nxot_seeds(s->ot, s->round, s->ids, s->sel, s->resp, who, nw, out->seeds, err);
         out->decryptions = (unsigned)nw;
     } else if (s->p.mode == FS_NOISEX_SEED) {
-        rc = finish_seeds(s, who, nw, out, err);
+        rc = finish_seeds(s, out, err);
     } else {
         rc = finish_elementwise(s, who, nw, out, err);
     }

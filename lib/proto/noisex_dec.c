@@ -53,8 +53,10 @@ static void mpz_wipe_clear(mpz_t z)
     mpz_clear(z);
 }
 
-/* One group: the product of c_t^(2^(256 t)) over its members, decrypted
- * (own temporaries: any number of threads may run this at once). */
+/* One group of the plan: its members' answers multiplied (preshift), or
+ * the product of c_t^(2^(256 t)), then decrypted; a member without an
+ * answer counts as the ciphertext 1, an encryption of 0 (own temporaries:
+ * any number of threads may run this at once). */
 static int group_decrypt(const struct nxd_src *src, const size_t *members, size_t cnt, mpz_t m,
                          struct fs_err *err)
 {
@@ -63,13 +65,24 @@ static int group_decrypt(const struct nxd_src *src, const size_t *members, size_
     int rc = 0;
 
     for (size_t t = 0; t < cnt; t++) {
-        mpz_init(c[t]);
+        mpz_init_set_ui(c[t], 1);
         cs[t] = c[t];
     }
-    for (size_t t = 0; t < cnt && rc == 0; t++) {
-        rc = fs_paillier_ct_import(src->pk, c[t], src->resp[members[t]], src->ct_size, err);
+    for (size_t t = 0; t < cnt; t++) {
+        /* checked when it was added (range, invertibility: a gcd with n,
+         * a few percent of a decryption); the decryption checks the range
+         * again and that the product is invertible modulo p */
+        if (src->resp[members[t]] != NULL) {
+            mpz_import(c[t], src->ct_size, 1, 1, 1, 0, src->resp[members[t]]);
+        }
     }
-    if (rc == 0) {
+    if (rc == 0 && src->preshift && src->mod_p) {
+        rc = fs_paillier_decrypt_sum_p(src->sk, m, cs, cnt, err);
+    } else if (rc == 0 && src->preshift) {
+        /* a key too small for a slot below p: one slot, decrypted modulo n */
+        rc = cnt == 1 ? fs_paillier_decrypt(src->sk, m, c[0], err)
+                      : fs_err_set(err, FS_EINTERNAL, "noise exchange: %zu slots below n", cnt);
+    } else if (rc == 0) {
         rc = src->mod_p ? fs_paillier_decrypt_packed_p(src->sk, m, cs, cnt, NXD_SEED_BITS, err)
                         : fs_paillier_decrypt_packed(src->sk, m, cs, cnt, NXD_SEED_BITS, err);
     }
@@ -269,6 +282,7 @@ void nxd_free(struct nxd *d)
 /* ---- the final call ----------------------------------------------------- */
 
 enum fin_mode {
+    F_SKIP,  /* no member answered: nothing to decrypt */
     F_WORK,  /* decrypted now, into the item's m */
     F_CLAIM, /* a queued group of the plan, decrypted now, then kept in it */
     F_WAIT,  /* a group of the plan another thread decrypts */
@@ -276,9 +290,10 @@ enum fin_mode {
 };
 
 struct fin_item {
-    const size_t *members;
+    const size_t *members; /* the plan's group (index: the group) */
     size_t cnt;
-    size_t g; /* the plan's group (not F_WORK) */
+    size_t answered; /* of its members */
+    size_t off;      /* its first seed in the output */
     enum fin_mode mode;
     int rc;
     struct fs_err err;
@@ -339,7 +354,8 @@ static void fin_run(const struct nxd_src *src, struct fin_item *it, size_t n, si
     }
 }
 
-/* d->mu held (d not NULL): item a (members, cnt set) against the plan. */
+/* d->mu held (d not NULL): item a (a group of the plan with an answer)
+ * against the background's state of the same group. */
 static void fin_match(struct nxd *d, struct fin_item *x, size_t a, unsigned *ahead)
 {
     struct nxd_group *g = a < d->ng ? &d->g[a] : NULL;
@@ -347,9 +363,8 @@ static void fin_match(struct nxd *d, struct fin_item *x, size_t a, unsigned *ahe
     x->mode = F_WORK;
     if (g == NULL || g->cnt != x->cnt ||
         memcmp(d->plan + g->first, x->members, x->cnt * sizeof *x->members) != 0) {
-        return; /* not a group of the plan: a party before it did not answer */
+        return; /* (another plan: not reached) */
     }
-    x->g = a;
     switch (g->state) {
     case G_DONE:
         x->mode = F_REUSE;
@@ -364,24 +379,35 @@ static void fin_match(struct nxd *d, struct fin_item *x, size_t a, unsigned *ahe
         x->mode = F_CLAIM;
         break;
     case G_WAIT:
-        break; /* (every member answered: not reached) */
+        break; /* a member did not answer: its slot is 0, decrypted now */
     }
 }
 
-/* out[0..cnt) from a group's plaintext m. */
-static int unpack(const mpz_t m, size_t cnt, uint32_t round, uint8_t (*out)[NXD_SEED_LEN],
-                  mpz_t part, struct fs_err *err)
+/* The seeds of the answered members of group x from its plaintext m. */
+static int unpack(const struct nxd_src *src, const struct fin_item *x, const mpz_t m,
+                  uint32_t round, uint8_t (*out)[NXD_SEED_LEN], mpz_t part, struct fs_err *err)
 {
-    if (mpz_sizeinbase(m, 2) > NXD_SEED_BITS * cnt) {
+    size_t q = 0;
+
+    if (mpz_sizeinbase(m, 2) > NXD_SEED_BITS * x->cnt) {
         return fs_err_set(err, FS_EFORMAT,
                           "noise exchange: a decrypted seed group exceeds its slots (round %u)",
                           round);
     }
-    for (size_t t = 0; t < cnt; t++) {
-        uint8_t *dst = out[t];
-        size_t count = 0;
+    for (size_t t = 0; t < x->cnt; t++) {
         mpz_tdiv_q_2exp(part, m, (mp_bitcnt_t)(NXD_SEED_BITS * t));
         mpz_tdiv_r_2exp(part, part, NXD_SEED_BITS);
+        if (src->resp[x->members[t]] == NULL) {
+            if (mpz_sgn(part) != 0) {
+                return fs_err_set(err, FS_EFORMAT,
+                                  "noise exchange: the slot of a party without an answer is not "
+                                  "0 (round %u)",
+                                  round);
+            }
+            continue;
+        }
+        uint8_t *dst = out[q++];
+        size_t count = 0;
         memset(dst, 0, NXD_SEED_LEN);
         /* big-endian, right-aligned in 32 bytes */
         size_t nb = (mpz_sizeinbase(part, 2) + 7) / 8;
@@ -403,7 +429,10 @@ static int fin_collect(struct nxd *d, const struct nxd_src *src, struct fin_item
 
     mpz_init(part);
     for (size_t a = 0; a < n && rc == 0; a++) {
-        struct nxd_group *g = it[a].mode == F_WORK ? NULL : &d->g[it[a].g];
+        if (it[a].mode == F_SKIP) {
+            continue;
+        }
+        struct nxd_group *g = it[a].mode == F_WORK ? NULL : &d->g[a];
         mpz_srcptr m = g != NULL ? g->m : it[a].m;
         rc = g != NULL ? g->rc : it[a].rc;
         if (rc != 0) {
@@ -413,19 +442,41 @@ static int fin_collect(struct nxd *d, const struct nxd_src *src, struct fin_item
             break;
         }
         (*decryptions)++;
-        rc = unpack(m, it[a].cnt, round, seeds + a * src->slots, part, err);
+        rc = unpack(src, &it[a], m, round, seeds + it[a].off, part, err);
     }
     mpz_wipe_clear(part);
     return rc;
 }
 
-int nxd_seeds(struct nxd *d, const struct nxd_src *src, const size_t *who, size_t nw,
+/* d->mu held when d: the claimed groups' outcomes kept in d (for a later
+ * call: finish after peek), then wait for those another thread decrypts. */
+static void fin_settle(struct nxd *d, struct fin_item *it, size_t n)
+{
+    for (size_t a = 0; a < n; a++) {
+        if (it[a].mode == F_CLAIM) {
+            struct nxd_group *g = &d->g[a];
+            mpz_swap(g->m, it[a].m);
+            g->rc = it[a].rc;
+            g->err = it[a].err;
+            g->state = G_DONE;
+            pthread_cond_broadcast(&d->cv);
+        }
+    }
+    for (size_t a = 0; a < n; a++) {
+        while (it[a].mode == F_WAIT && d->g[a].state != G_DONE) {
+            pthread_cond_wait(&d->cv, &d->mu);
+        }
+    }
+}
+
+int nxd_seeds(struct nxd *d, const struct nxd_src *src, const size_t *plan, size_t np,
               uint32_t round, uint8_t (*seeds)[NXD_SEED_LEN], unsigned *decryptions,
               unsigned *ahead, struct fs_err *err)
 {
-    size_t n = (nw + src->slots - 1) / src->slots;
+    size_t n = (np + src->slots - 1) / src->slots;
     struct fin_item *it;
     size_t work = 0;
+    size_t off = 0;
     int rc;
 
     *decryptions = 0;
@@ -441,10 +492,17 @@ int nxd_seeds(struct nxd *d, const struct nxd_src *src, const size_t *who, size_
         pthread_mutex_lock(&d->mu);
     }
     for (size_t a = 0; a < n; a++) {
-        it[a].members = who + a * src->slots;
-        it[a].cnt = nw - a * src->slots < src->slots ? nw - a * src->slots : src->slots;
+        it[a].members = plan + a * src->slots;
+        it[a].cnt = np - a * src->slots < src->slots ? np - a * src->slots : src->slots;
+        for (size_t t = 0; t < it[a].cnt; t++) {
+            it[a].answered += src->resp[it[a].members[t]] != NULL;
+        }
+        it[a].off = off;
+        off += it[a].answered;
         mpz_init(it[a].m);
-        if (d != NULL) {
+        if (it[a].answered == 0) {
+            it[a].mode = F_SKIP;
+        } else if (d != NULL) {
             fin_match(d, &it[a], a, ahead);
         } else {
             it[a].mode = F_WORK;
@@ -457,22 +515,7 @@ int nxd_seeds(struct nxd *d, const struct nxd_src *src, const size_t *who, size_
     fin_run(src, it, n, work);
     if (d != NULL) {
         pthread_mutex_lock(&d->mu);
-        for (size_t a = 0; a < n; a++) {
-            if (it[a].mode == F_CLAIM) {
-                struct nxd_group *g = &d->g[it[a].g];
-                /* kept for a later call (finish after peek) */
-                mpz_swap(g->m, it[a].m);
-                g->rc = it[a].rc;
-                g->err = it[a].err;
-                g->state = G_DONE;
-                pthread_cond_broadcast(&d->cv);
-            }
-        }
-        for (size_t a = 0; a < n; a++) {
-            while (it[a].mode == F_WAIT && d->g[it[a].g].state != G_DONE) {
-                pthread_cond_wait(&d->cv, &d->mu);
-            }
-        }
+        fin_settle(d, it, n);
     }
     rc = fin_collect(d, src, it, n, round, seeds, decryptions, err);
     if (d != NULL) {

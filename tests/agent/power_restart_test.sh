@@ -11,8 +11,11 @@
 #                     server noise (sigma_server), whose replay must rebuild
 #                     every broadcast Z byte for byte (else the job fails)
 #   fedpower-utility  noise_exchange of sync 1 (party 3 does not answer its
-#                     selector), 1024-bit Paillier key restored from the
-#                     sealed secret; then the same with noise_exchange ot
+#                     selector), 2048-bit Paillier key restored from the
+#                     sealed secret, j from the persisted selectors (three
+#                     seed slots per decryption group: the two parties but
+#                     j share one, party 3's slot empty when it is not j);
+#                     then the same with noise_exchange ot
 #                     (the oblivious-transfer secret restored)
 #   fedpower-private  consistency of aggregation 1
 #   dp-ppm            masked_input of aggregation 2 (a later sync)
@@ -84,7 +87,7 @@ check "fedpower (server noise): job done, every Z rebuilt byte for byte" job_don
 
 echo "== fedpower-utility: killed in noise_exchange of sync 1"
 job_start util "{\"algorithm\":\"fedpower-utility\",$COMMON,\"sigma\":0.001,\"value_bound\":$VB,
-  \"paillier_bits\":1024,\"allow_weak_privacy\":true}" - - noise_exchange:1
+  \"paillier_bits\":2048,\"allow_weak_privacy\":true}" - - noise_exchange:1
 check "fedpower-utility: killed in noise_exchange of sync 1" kill_at util noise_exchange 1
 wait_job util
 check "fedpower-utility: job done after the restart" job_done util

@@ -2,7 +2,12 @@
  * process with real Paillier keys (1024 bits; one 3072-bit run): the
  * server's recovered noise equals the sum of every party's noise but j's,
  * exactly, in both modes; selectors are fresh, distinct and of one size;
- * j is uniform; non-responders and bad messages. */
+ * j is uniform; non-responders and bad messages. Seed mode with a 2048-bit
+ * key (three slots per group): the selectors encrypt 0 for j and
+ * 2^(256 t) for the others' slots t; round trips from 1 to 50 parties; a
+ * group with non-responders still opens the others' seeds; restore from
+ * persisted selectors, also from selectors of 0 and 1. */
+#include "crypto/paillier.h"
 #include "crypto/rand.h"
 #include "dp/dgauss.h"
 #include "proto/fedpower.h"
@@ -464,6 +469,344 @@ static void test_3072(void)
     (void)err;
 }
 
+/* ---- seed mode, selectors carrying the slots (2048 bits: 3 per group) ---- */
+
+#define SBITS    2048u
+#define SPARTIES 50u
+
+struct sjob {
+    struct fs_noisex_params p;
+    fs_noisex_server *s;
+    fs_noisex_client *c; /* one client answers for every party */
+    fs_paillier_sk *sk;  /* the server's key, to read selectors */
+    size_t cs, rs, slots;
+    uint8_t (*seed)[32]; /* [id] */
+    uint8_t *sel;        /* the open round's selectors, [id - 1] */
+    uint8_t *resp;       /* [id - 1] */
+};
+
+static struct sjob g_sj;
+
+static void sjob_init(struct sjob *j)
+{
+    struct fs_err err = {0};
+    size_t skl, pkl;
+    uint8_t *buf;
+
+    memset(j, 0, sizeof *j);
+    j->p.mode = FS_NOISEX_SEED;
+    j->p.parties = SPARTIES;
+    CHECK_OK(fs_noisex_server_new(&j->p, SBITS, &j->s, &err), &err);
+    skl = fs_noisex_server_sk_size(j->s);
+    pkl = fs_noisex_server_pk_size(j->s);
+    buf = malloc(skl > pkl ? skl : pkl);
+    CHECK_OK(fs_noisex_server_sk_export(j->s, buf, skl, &err), &err);
+    CHECK_OK(fs_paillier_sk_import(&j->sk, buf, skl, &err), &err);
+    CHECK_OK(fs_noisex_server_pk_export(j->s, buf, pkl, &err), &err);
+    CHECK_OK(fs_noisex_client_new(&j->p, buf, pkl, &j->c, &err), &err);
+    free(buf);
+    j->cs = fs_noisex_server_ct_size(j->s);
+    j->rs = fs_noisex_server_response_size(j->s);
+    j->slots = fs_noisex_server_slots(j->s);
+    CHECK(j->slots == 3);
+    j->seed = calloc(SPARTIES + 1, sizeof *j->seed);
+    j->sel = malloc(SPARTIES * j->cs);
+    j->resp = malloc(SPARTIES * j->rs);
+}
+
+static void sjob_free(struct sjob *j)
+{
+    fs_noisex_client_free(j->c);
+    fs_noisex_server_free(j->s);
+    fs_paillier_sk_free(j->sk);
+    free(j->seed);
+    free(j->sel);
+    free(j->resp);
+}
+
+/* Round `round` over ids 1..n begun (ids passed in descending order):
+ * copies its selectors, draws every party's seed and answer. */
+static void sjob_begin(struct sjob *j, uint32_t round, uint32_t n)
+{
+    struct fs_err err = {0};
+    uint32_t ids[SPARTIES];
+    size_t len = 0;
+
+    for (uint32_t i = 0; i < n; i++) {
+        ids[i] = n - i;
+    }
+    CHECK_OK(fs_noisex_server_begin(j->s, round, ids, n, &err), &err);
+    const uint8_t *sel = fs_noisex_server_selectors(j->s, &len);
+    CHECK(sel != NULL && len == n * j->cs);
+    memcpy(j->sel, sel, n * j->cs);
+    for (uint32_t id = 1; id <= n; id++) {
+        CHECK_OK(fs_rand_bytes(j->seed[id], 32, &err), &err);
+        CHECK_OK(fs_noisex_client_respond_seed(j->c, j->sel + (id - 1) * j->cs, j->cs, j->seed[id],
+                                               j->resp + (id - 1) * j->rs, j->rs, &err),
+                 &err);
+    }
+}
+
+/* The plaintext of selector sel (decrypted with the server's key). */
+static void selector_plain(const struct sjob *j, const uint8_t *sel, mpz_t m)
+{
+    struct fs_err err = {0};
+    mpz_t c;
+
+    mpz_init(c);
+    CHECK_OK(fs_paillier_ct_import(fs_paillier_sk_pub(j->sk), c, sel, j->cs, &err), &err);
+    CHECK_OK(fs_paillier_decrypt(j->sk, m, c, &err), &err);
+    mpz_clear(c);
+}
+
+/* j of the open round over ids 1..n: the one selector that decrypts to 0. */
+static uint32_t sjob_chosen(const struct sjob *j, uint32_t n)
+{
+    uint32_t chosen = 0;
+    mpz_t m;
+
+    mpz_init(m);
+    for (uint32_t id = 1; id <= n; id++) {
+        selector_plain(j, j->sel + (id - 1) * j->cs, m);
+        if (mpz_sgn(m) == 0) {
+            CHECK(chosen == 0);
+            chosen = id;
+        }
+    }
+    mpz_clear(m);
+    CHECK(chosen >= 1);
+    return chosen;
+}
+
+/* Finish the open round over 1..n where answered[id] parties answered:
+ * exactly their seeds but j's, in ascending ids, one decryption per group
+ * of the parties but j (slots at a time, ascending) with an answer. */
+static void sjob_check(struct sjob *j, uint32_t n, const int *answered)
+{
+    struct fs_err err = {0};
+    struct fs_noisex_result res = {0};
+    size_t q = 0, rank = 0, groups = 0, in_group = 0;
+
+    CHECK_OK(fs_noisex_server_finish(j->s, &res, &err), &err);
+    for (uint32_t id = 1; id <= n; id++) {
+        if (id == res.chosen) {
+            continue;
+        }
+        if (rank % j->slots == 0) {
+            in_group = 0;
+        }
+        rank++;
+        if (answered[id]) {
+            groups += in_group == 0;
+            in_group++;
+            CHECK_MSG(q < res.removed && res.ids[q] == id, "%u parties: id %u", n, id);
+            if (q < res.removed) {
+                CHECK_MSG(memcmp(res.seeds[q], j->seed[id], 32) == 0, "%u parties: seed of %u", n,
+                          id);
+            }
+            q++;
+        }
+    }
+    CHECK_MSG(res.removed == q, "%u parties: removed %zu, expected %zu", n, res.removed, q);
+    CHECK_MSG(res.decryptions == groups, "%u parties: %u decryptions, expected %zu", n,
+              res.decryptions, groups);
+    fs_noisex_result_clear(&res);
+}
+
+static void sjob_answer(struct sjob *j, uint32_t n, const int *answered)
+{
+    struct fs_err err = {0};
+
+    for (uint32_t id = n; id >= 1; id--) {
+        if (answered[id]) {
+            CHECK_OK(
+                fs_noisex_server_add_response(j->s, id, j->resp + (id - 1) * j->rs, j->rs, &err),
+                &err);
+        }
+    }
+}
+
+/* Every selector's plaintext: 0 for j, 2^(256 t) for the others, t their
+ * slot among the parties but j in ascending id order, three per group. */
+static void test_selector_slots(void)
+{
+    static const uint32_t ns[] = {1, 2, 7, 11};
+    uint32_t round = 100;
+    mpz_t m;
+
+    mpz_init(m);
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+        for (int rep = 0; rep < 2; rep++) {
+            uint32_t n = ns[i];
+            size_t rank = 0;
+            sjob_begin(&g_sj, ++round, n);
+            uint32_t chosen = sjob_chosen(&g_sj, n);
+            for (uint32_t id = 1; id <= n; id++) {
+                selector_plain(&g_sj, g_sj.sel + (id - 1) * g_sj.cs, m);
+                if (id == chosen) {
+                    CHECK(mpz_sgn(m) == 0);
+                    continue;
+                }
+                size_t t = rank++ % g_sj.slots;
+                CHECK_MSG(mpz_popcount(m) == 1 && mpz_scan1(m, 0) == 256 * t,
+                          "%u parties, id %u (j %u): not 2^(256 * %zu)", n, id, chosen, t);
+            }
+            fs_noisex_server_end(g_sj.s);
+        }
+    }
+    mpz_clear(m);
+}
+
+/* Round trips at 1..50 parties, every party answering, then with parties 2
+ * and 3 silent. */
+static void test_seed_sizes(void)
+{
+    static const uint32_t ns[] = {1, 2, 3, 5, 6, 11, 20, 50};
+    int answered[SPARTIES + 1];
+    uint32_t round = 200;
+
+    for (size_t i = 0; i < sizeof ns / sizeof *ns; i++) {
+        uint32_t n = ns[i];
+        if (t_quick() && n > 11) {
+            continue;
+        }
+        for (int silent = 0; silent < 2; silent++) {
+            for (uint32_t id = 0; id <= n; id++) {
+                answered[id] = !(silent && (id == 2 || id == 3));
+            }
+            sjob_begin(&g_sj, ++round, n);
+            sjob_answer(&g_sj, n, answered);
+            sjob_check(&g_sj, n, answered);
+        }
+    }
+}
+
+/* Non-responders inside a group: 11 parties, the 2nd and 3rd of the first
+ * group silent: its first member's seed is still opened, the groups after
+ * it do not move (4 decryptions for 8 seeds). A silent member's slot must
+ * stay 0: an answer that used its selector instead of the party's own is
+ * refused. */
+static void test_seed_silent_in_group(void)
+{
+    struct fs_err err = {0};
+    struct fs_noisex_result res = {0};
+    int answered[SPARTIES + 1];
+    uint32_t plan[SPARTIES];
+    const uint32_t n = 11;
+    size_t np = 0;
+
+    sjob_begin(&g_sj, 300, n);
+    uint32_t chosen = sjob_chosen(&g_sj, n);
+    for (uint32_t id = 1; id <= n; id++) {
+        answered[id] = 1;
+        if (id != chosen) {
+            plan[np++] = id;
+        }
+    }
+    answered[plan[1]] = answered[plan[2]] = 0;
+    sjob_answer(&g_sj, n, answered);
+    sjob_check(&g_sj, n, answered); /* 4 groups with an answer */
+    /* plan[0] answers with plan[1]'s selector: its seed lands in the slot
+     * of a party that did not answer */
+    sjob_begin(&g_sj, 301, n);
+    chosen = sjob_chosen(&g_sj, n);
+    np = 0;
+    for (uint32_t id = 1; id <= n; id++) {
+        if (id != chosen) {
+            plan[np++] = id;
+        }
+    }
+    CHECK_OK(fs_noisex_client_respond_seed(g_sj.c, g_sj.sel + (plan[1] - 1) * g_sj.cs, g_sj.cs,
+                                           g_sj.seed[plan[0]], g_sj.resp, g_sj.rs, &err),
+             &err);
+    CHECK_OK(fs_noisex_server_add_response(g_sj.s, plan[0], g_sj.resp, g_sj.rs, &err), &err);
+    CHECK(fs_noisex_server_finish(g_sj.s, &res, &err) == FS_EFORMAT);
+    CHECK(res.seeds == NULL);
+    fs_noisex_server_end(g_sj.s);
+}
+
+/* Restore: a second server from the key reopens a round from its persisted
+ * selectors with the same j and opens the seeds, a silent party included;
+ * selectors in the wrong slots are refused; selectors of 0 and 1 (rounds
+ * begun before they carried the slots) restore and open the same seeds. */
+static void test_seed_restore(void)
+{
+    struct fs_err err = {0};
+    fs_noisex_server *s2 = NULL;
+    fs_paillier_djn *djn = NULL;
+    const fs_paillier_pk *pk = fs_paillier_sk_pub(g_sj.sk);
+    int answered[SPARTIES + 1];
+    uint32_t ids[SPARTIES], plan[SPARTIES];
+    const uint32_t n = 8;
+    size_t skl = fs_noisex_server_sk_size(g_sj.s), np = 0;
+    uint8_t *skb = malloc(skl), *tmp = malloc(g_sj.cs);
+    mpz_t c, m;
+    fs_noisex_server *keep = g_sj.s;
+
+    mpz_inits(c, m, NULL);
+    CHECK_OK(fs_noisex_server_sk_export(g_sj.s, skb, skl, &err), &err);
+    CHECK_OK(fs_noisex_server_new_from_key(&g_sj.p, skb, skl, &s2, &err), &err);
+    free(skb);
+    for (uint32_t i = 0; i < n; i++) {
+        ids[i] = i + 1;
+        answered[i + 1] = i + 1 != 5;
+    }
+    sjob_begin(&g_sj, 400, n);
+    uint32_t chosen = sjob_chosen(&g_sj, n);
+    fs_noisex_server_end(g_sj.s);
+    /* the restarted server: the same round from the persisted selectors */
+    g_sj.s = s2;
+    CHECK_OK(fs_noisex_server_restore(s2, 400, ids, n, g_sj.sel, n * g_sj.cs, &err), &err);
+    sjob_answer(&g_sj, n, answered);
+    {
+        struct fs_noisex_result res = {0};
+        CHECK_OK(fs_noisex_server_peek(s2, &res, &err), &err);
+        CHECK(res.chosen == chosen);
+        fs_noisex_result_clear(&res);
+    }
+    sjob_check(&g_sj, n, answered);
+    /* two selectors of different slots swapped: not this round's */
+    for (uint32_t id = 1; id <= n; id++) {
+        if (id != chosen) {
+            plan[np++] = id;
+        }
+    }
+    memcpy(tmp, g_sj.sel + (plan[0] - 1) * g_sj.cs, g_sj.cs);
+    memcpy(g_sj.sel + (plan[0] - 1) * g_sj.cs, g_sj.sel + (plan[1] - 1) * g_sj.cs, g_sj.cs);
+    memcpy(g_sj.sel + (plan[1] - 1) * g_sj.cs, tmp, g_sj.cs);
+    CHECK(fs_noisex_server_restore(s2, 400, ids, n, g_sj.sel, n * g_sj.cs, &err) == FS_EFORMAT);
+    /* swapped back, then j's selector made an Enc(1): no party is chosen */
+    memcpy(g_sj.sel + (plan[1] - 1) * g_sj.cs, g_sj.sel + (plan[0] - 1) * g_sj.cs, g_sj.cs);
+    memcpy(g_sj.sel + (plan[0] - 1) * g_sj.cs, tmp, g_sj.cs);
+    CHECK_OK(fs_noisex_server_restore(s2, 400, ids, n, g_sj.sel, n * g_sj.cs, &err), &err);
+    mpz_set_ui(m, 1);
+    CHECK_OK(fs_paillier_encrypt(pk, NULL, c, m, &err), &err);
+    CHECK_OK(fs_paillier_ct_export(pk, c, g_sj.sel + (chosen - 1) * g_sj.cs, g_sj.cs, &err), &err);
+    CHECK(fs_noisex_server_restore(s2, 400, ids, n, g_sj.sel, n * g_sj.cs, &err) == FS_EFORMAT);
+    /* selectors of 0 (j = 4) and 1, answered and restored: the same seeds */
+    CHECK_OK(fs_paillier_djn_new_crt(&djn, g_sj.sk, 0, 4, NULL, &err), &err);
+    for (uint32_t id = 1; id <= n; id++) {
+        mpz_set_ui(m, id == 4 ? 0u : 1u);
+        CHECK_OK(fs_paillier_encrypt(pk, djn, c, m, &err), &err);
+        CHECK_OK(fs_paillier_ct_export(pk, c, g_sj.sel + (id - 1) * g_sj.cs, g_sj.cs, &err), &err);
+        CHECK_OK(fs_noisex_client_respond_seed(g_sj.c, g_sj.sel + (id - 1) * g_sj.cs, g_sj.cs,
+                                               g_sj.seed[id], g_sj.resp + (id - 1) * g_sj.rs,
+                                               g_sj.rs, &err),
+                 &err);
+    }
+    for (int ahead = 0; ahead < 2; ahead++) {
+        fs_noisex_server_set_threads(s2, 2, ahead);
+        CHECK_OK(fs_noisex_server_restore(s2, 401, ids, n, g_sj.sel, n * g_sj.cs, &err), &err);
+        sjob_answer(&g_sj, n, answered);
+        sjob_check(&g_sj, n, answered);
+    }
+    fs_paillier_djn_free(djn);
+    fs_noisex_server_free(s2);
+    g_sj.s = keep;
+    free(tmp);
+    mpz_clears(c, m, NULL);
+}
+
 int main(void)
 {
     RUN(test_params);
@@ -474,5 +817,11 @@ int main(void)
     RUN(test_nonresponder);
     RUN(test_bad_messages);
     RUN(test_3072);
+    sjob_init(&g_sj);
+    RUN(test_selector_slots);
+    RUN(test_seed_sizes);
+    RUN(test_seed_silent_in_group);
+    RUN(test_seed_restore);
+    sjob_free(&g_sj);
     return TEST_END("test_noise_exchange");
 }

@@ -827,6 +827,63 @@ static void test_decrypt_packed(void)
     mpz_clears(prod, t, e, want, got, n2, NULL);
 }
 
+/* fs_paillier_decrypt_sum_p: the product of up to 6 ciphertexts whose
+ * plaintexts sum below p decrypts to that sum (as fs_paillier_decrypt of
+ * the product mod n^2), with encryptions of 0 among them; a sum at or
+ * above p decrypts modulo p; bad arguments refused. */
+static void test_decrypt_sum_p(void)
+{
+    struct fs_err err = {0};
+    mpz_srcptr n = fs_paillier_pk_n(g_pk);
+    mpz_t c[6], m[6], prod, want, got, n2, bound;
+    mpz_srcptr cs[6];
+
+    mpz_inits(prod, want, got, n2, bound, NULL);
+    mpz_mul(n2, n, n);
+    /* each plaintext below 2^(bits/2 - 4): the sum of 6 stays below p */
+    mpz_setbit(bound, fs_paillier_pk_bits(g_pk) / 2 - 4);
+    for (int i = 0; i < 6; i++) {
+        mpz_inits(c[i], m[i], NULL);
+        cs[i] = c[i];
+    }
+    for (int it = 0; it < ITERS / 10; it++) {
+        size_t cnt = 1 + (size_t)(rand_u64() % 6);
+        mpz_set_ui(prod, 1);
+        mpz_set_ui(want, 0);
+        for (size_t q = 0; q < cnt; q++) {
+            rand_below(m[q], bound);
+            if (rand_u64() % 4 == 0) {
+                mpz_set_ui(m[q], 0);
+            }
+            CHECK_OK(fs_paillier_encrypt(g_pk, NULL, c[q], m[q], &err), &err);
+            mpz_mul(prod, prod, c[q]);
+            mpz_mod(prod, prod, n2);
+            mpz_add(want, want, m[q]);
+        }
+        CHECK_OK(fs_paillier_decrypt_sum_p(g_sk, got, cs, cnt, &err), &err);
+        CHECK(mpz_cmp(got, want) == 0);
+        CHECK_OK(fs_paillier_decrypt(g_sk, want, prod, &err), &err);
+        CHECK(mpz_cmp(got, want) == 0);
+    }
+    /* n - 1 = p q - 1 is beyond the bound: it decrypts to (n - 1) mod p =
+     * p - 1, so got + 1 is a proper factor of n */
+    mpz_sub_ui(m[0], n, 1);
+    CHECK_OK(fs_paillier_encrypt(g_pk, NULL, c[0], m[0], &err), &err);
+    CHECK_OK(fs_paillier_decrypt_sum_p(g_sk, got, cs, 1, &err), &err);
+    mpz_add_ui(got, got, 1);
+    CHECK(mpz_cmp_ui(got, 1) > 0 && mpz_cmp(got, n) < 0 && mpz_divisible_p(n, got));
+    CHECK(fs_paillier_decrypt_sum_p(g_sk, got, cs, 0, &err) == FS_EINVAL);
+    CHECK(fs_paillier_decrypt_sum_p(g_sk, got, cs, 65, &err) == FS_EINVAL);
+    mpz_set_ui(c[1], 0); /* out of range */
+    CHECK(fs_paillier_decrypt_sum_p(g_sk, got, cs, 2, &err) == FS_EINVAL);
+    mpz_set(c[1], n); /* not invertible */
+    CHECK(fs_paillier_decrypt_sum_p(g_sk, got, cs, 2, &err) == FS_EINVAL);
+    for (int i = 0; i < 6; i++) {
+        mpz_clears(c[i], m[i], NULL);
+    }
+    mpz_clears(prod, want, got, n2, bound, NULL);
+}
+
 int main(void)
 {
     struct fs_err err = {0};
@@ -854,6 +911,7 @@ int main(void)
     RUN(test_djn);
     RUN(test_packing);
     RUN(test_decrypt_packed);
+    RUN(test_decrypt_sum_p);
     RUN(test_3072);
     fs_paillier_sk_free(g_sk);
     return TEST_END("test_paillier");
