@@ -8,6 +8,7 @@
 #include "cli.h"
 #include "local.h"
 #include "orch.h"
+#include "proto/jobsm.h"
 
 #define NOPTS(a) (sizeof(a) / sizeof((a)[0]))
 
@@ -336,6 +337,15 @@ static int parse_keys(struct local *L, const char *s, const char *colon, struct 
     return CLI_OK;
 }
 
+/* 0 when every aggregation needs every input (no --allow-dropouts, secure-sum
+ * aside): the secure aggregation then has no consistency round. */
+static int enters_consistency(const struct local *L, enum fs_algo algo)
+{
+    struct fs_jobsm_config c = {.algo = algo, .allow_dropouts = L->allow_dropouts};
+
+    return !fs_jobsm_all_inputs(&c);
+}
+
 /* One SERVICE@PHASE[:R] into *r (L->k parties, algorithm algo). */
 static int parse_restart(struct local *L, enum fs_algo algo, const char *s, struct local_restart *r)
 {
@@ -427,6 +437,12 @@ static int parse_restart(struct local *L, enum fs_algo algo, const char *s, stru
     if (r->phase != FS_JOB_DONE && !algo_enters(algo, r->phase)) {
         return cli_usage_error(cmd, "--restart %s: a %s job never enters %s (it passes through %s)",
                                s, fs_algo_name(algo), phase, list);
+    }
+    if (r->phase == FS_JOB_CONSISTENCY && !enters_consistency(L, algo)) {
+        return cli_usage_error(cmd,
+                               "--restart %s: a %s job enters consistency only with "
+                               "--allow-dropouts",
+                               s, fs_algo_name(algo));
     }
     if (colon != NULL) {
         size_t round = 0;

@@ -39,6 +39,7 @@ int local_apply_args(struct local *L, struct local_args *a, size_t nphases, enum
     L->thr = L->k / 2 + 1;
     L->allow_low_threshold = a->allow_low;
     L->s_secagg = a->s_secagg;
+    L->allow_dropouts = a->allow_dropouts; /* a restart in consistency needs it */
     if ((rc = local_alloc(L, a->fail, a->nfail, nphases)) != CLI_OK ||
         (rc = local_parse_restarts(L, algo, a->restart, a->nrestart)) != CLI_OK) {
         return rc;

@@ -189,6 +189,11 @@ int fs_agent_driver_init_power(struct fs_agent_driver *d, enum fs_agent_power ki
     return 0;
 }
 
+void fs_agent_driver_set_all_inputs(struct fs_agent_driver *d, int on)
+{
+    d->all_inputs = on != 0;
+}
+
 /* Positions on one line: the job's (phase, aggregation) and the place each
  * step needs. Key setup comes first, then five rounds per aggregation
  * (exponents only in fedsvd/fedpca jobs, plain_upload in their place in
@@ -294,6 +299,9 @@ void fs_agent_driver_done(struct fs_agent_driver *d)
     case FS_AGENT_S_STATS:
         d->r++;
         d->step = FS_AGENT_S_BEGIN;
+        break;
+    case FS_AGENT_S_SURVIVORS:
+        d->step = d->all_inputs ? FS_AGENT_S_UNMASK : FS_AGENT_S_CONSISTENCY;
         break;
     case FS_AGENT_S_FINISHED:
         break;
@@ -513,6 +521,7 @@ const char *fs_agent_driver_phase(const struct fs_agent_driver *d)
     case FS_AGENT_S_UPLOAD:
         return "masked_input";
     case FS_AGENT_S_SURVIVORS:
+        return d->all_inputs ? "unmasking" : "consistency";
     case FS_AGENT_S_CONSISTENCY:
         return "consistency";
     case FS_AGENT_S_SIGNATURES:

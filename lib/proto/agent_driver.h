@@ -17,6 +17,9 @@
  *   SIGNATURES r GET aggregations/r (U4)   (needs a phase after consistency of r)
  *   UNMASK r     POST unmask               (needs unmasking of r)
  *   RESULT       GET result and its files  (needs done)
+ * All-inputs jobs (fs_agent_driver_set_all_inputs; secagg.h) have no
+ * consistency round: SURVIVORS r (U3, needs a phase after masked_input of
+ * r) is followed by UNMASK r, without CONSISTENCY and SIGNATURES.
  *
  * fedsvd / fedpca jobs (docs/wire-fedsvd.md; fs_agent_driver_init_fed) add,
  * per aggregation r:
@@ -156,6 +159,7 @@ struct fs_agent_driver {
     uint32_t exchanges;  /* fedpower-utility: the first `exchanges` aggregations exchange noise */
     uint32_t fail_round; /* the aggregation a per-aggregation fail_at stops at */
     int replay;          /* resuming after a restart: see fs_agent_driver_resume */
+    int all_inputs;      /* no consistency round: SURVIVORS, then UNMASK */
 };
 
 /* Kinds of power-method job (fs_agent_driver_init_power). */
@@ -208,6 +212,13 @@ FS_WUR int fs_agent_driver_init_power(struct fs_agent_driver *d, enum fs_agent_p
                                       uint32_t aggregations, uint32_t exchanges,
                                       enum fs_agent_fail_at fail_at, uint32_t fail_round,
                                       struct fs_err *err);
+
+/**
+ * The job's aggregations need every active party's input (fedsvd/fedpca or a
+ * secure-aggregation power method without allow_dropouts): no consistency
+ * round. Call after init.
+ */
+void fs_agent_driver_set_all_inputs(struct fs_agent_driver *d, int on);
 
 /**
  * Decide what to do given the latest job status. May advance the driver

@@ -22,6 +22,7 @@ int fs_jobsm_init(struct fs_jobsm *s, const struct fs_jobsm_config *cfg, double 
     s->fed = fs_algo_is_fedsvd(cfg->algo);
     s->power = fs_algo_is_power(cfg->algo);
     s->plain = cfg->algo == FS_ALGO_FEDPOWER;
+    s->all_inputs = fs_jobsm_all_inputs(cfg);
     s->joined = calloc(n1, 1);
     s->shared = calloc(n1, 1);
     s->dropped = calloc(n1, 1);
@@ -44,6 +45,14 @@ int fs_jobsm_init(struct fs_jobsm *s, const struct fs_jobsm_config *cfg, double 
     s->phase_opened = at;
     memset(s->in_round + 1, 1, cfg->parties);
     return 0;
+}
+
+int fs_jobsm_all_inputs(const struct fs_jobsm_config *cfg)
+{
+    int secagg_job = fs_algo_is_fedsvd(cfg->algo) ||
+                     (fs_algo_is_power(cfg->algo) && cfg->algo != FS_ALGO_FEDPOWER);
+
+    return secagg_job && !cfg->allow_dropouts;
 }
 
 void fs_jobsm_clear(struct fs_jobsm *s)
@@ -620,8 +629,7 @@ void fs_jobsm_close_clear(struct fs_jobsm_close *c)
     memset(c, 0, sizeof *c);
 }
 
-/* The dropout rule: does a drop at the close of ph fail the job? */
-static int drop_fails(const struct fs_jobsm *s, enum fs_job_phase ph)
+int fs_jobsm_drop_fails(const struct fs_jobsm *s, enum fs_job_phase ph)
 {
     if (s->cfg.allow_dropouts) {
         return 0;
@@ -682,7 +690,7 @@ int fs_jobsm_advance(struct fs_jobsm *s, const fs_secagg_server *sa, const struc
                      double at, struct fs_jobsm_step *st, struct fs_err *err)
 {
     memset(st, 0, sizeof *st);
-    if (c->drops > 0 && drop_fails(s, c->phase)) {
+    if (c->drops > 0 && fs_jobsm_drop_fails(s, c->phase)) {
         st->action = FS_JOBSM_FAIL;
         st->no_dropouts = 1;
         return 0;
@@ -716,7 +724,9 @@ int fs_jobsm_advance(struct fs_jobsm *s, const fs_secagg_server *sa, const struc
         return next_from_flags(s, s->has_sealed, FS_JOB_MASKED_INPUT, at, st, err);
     }
     case FS_JOB_MASKED_INPUT:
-        return next_from_secagg(s, sa, 3, FS_JOB_CONSISTENCY, at, st, err);
+        /* all-inputs: the secure aggregation opened R4 with U4 = U3 */
+        return s->all_inputs ? next_from_secagg(s, sa, 4, FS_JOB_UNMASKING, at, st, err)
+                             : next_from_secagg(s, sa, 3, FS_JOB_CONSISTENCY, at, st, err);
     case FS_JOB_CONSISTENCY:
         return next_from_secagg(s, sa, 4, FS_JOB_UNMASKING, at, st, err);
     case FS_JOB_UNMASKING:

@@ -15,7 +15,9 @@
  * larger value; FS_JOB_DONE and FS_JOB_FAILED end a job):
  *   ADVERTISE, SHARE_KEYS                 once per job (SecAgg R0, R1)
  *   EXPONENTS                             fedsvd/fedpca: sealed exponents of aggregation r
- *   MASKED_INPUT, CONSISTENCY, UNMASKING  per aggregation (R2, R3, R4)
+ *   MASKED_INPUT, CONSISTENCY, UNMASKING  per aggregation (R2, R3, R4); all-inputs
+ *                                         jobs (below) go from MASKED_INPUT to
+ *                                         UNMASKING: no CONSISTENCY phase
  *   FACTORIZING                           fedsvd/fedpca, after the last aggregation
  *   NOISE_EXCHANGE                        fedpower-utility: after R4 of a sync
  *   PLAIN_UPLOAD                          plain fedpower: instead of R2..R4
@@ -26,6 +28,12 @@
  * masked input (its data would be missing from the result); power-method
  * jobs without allow_dropouts fail at any round; secure-sum jobs go on while
  * the secure aggregation has its threshold.
+ *
+ * All-inputs jobs: fedsvd/fedpca and the secure-aggregation power methods
+ * without allow_dropouts need every active party's masked input in every
+ * aggregation, so their secure aggregation runs without the consistency
+ * round (fs_secagg_config.all_inputs; the reason is in secagg.h). Secure-sum
+ * jobs and jobs with allow_dropouts keep it.
  *
  * Concurrency contract (the service's): every function that changes the
  * state is called with the service's state-machine lock held and, where
@@ -73,9 +81,10 @@ struct fs_jobsm_config {
  * entries, indexed by party id. */
 struct fs_jobsm {
     struct fs_jobsm_config cfg;
-    int fed;   /* fedsvd / fedpca */
-    int power; /* a power method */
-    int plain; /* plain fedpower: no secure aggregation after R1 */
+    int fed;        /* fedsvd / fedpca */
+    int power;      /* a power method */
+    int plain;      /* plain fedpower: no secure aggregation after R1 */
+    int all_inputs; /* fs_jobsm_all_inputs(&cfg): no CONSISTENCY phase */
     enum fs_job_phase phase;
     uint32_t r;          /* the aggregation in progress (or the last one) */
     int finishing;       /* a round closed and its work runs on the service's worker */
@@ -101,6 +110,18 @@ struct fs_jobsm {
 /** A new job in phase ADVERTISE (every party expected), opened at `at`. */
 FS_WUR int fs_jobsm_init(struct fs_jobsm *s, const struct fs_jobsm_config *cfg, double at,
                          struct fs_err *err);
+
+/**
+ * 1 when the job's aggregations need every active party's masked input
+ * (fedsvd/fedpca or a secure-aggregation power method, without
+ * allow_dropouts): its secure aggregation is configured with all_inputs and
+ * has no consistency round. 0 for secure-sum, plain fedpower and jobs with
+ * allow_dropouts.
+ */
+int fs_jobsm_all_inputs(const struct fs_jobsm_config *cfg);
+
+/** The dropout rule: 1 when a drop at the close of phase ph fails the job. */
+int fs_jobsm_drop_fails(const struct fs_jobsm *s, enum fs_job_phase ph);
 
 /** Free the arrays. Accepts a zeroed struct. */
 void fs_jobsm_clear(struct fs_jobsm *s);

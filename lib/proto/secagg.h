@@ -44,7 +44,30 @@
  * service layer checks advertisements and rosters against the pins);
  * otherwise they are trusted on first use. Clients refuse to reveal both
  * kinds of share for the same peer and check that t parties signed the same
- * survivor set. */
+ * survivor set (in all-inputs mode, below: that it is the whole active set). */
+/*
+ * All-inputs aggregations (cfg.all_inputs = 1). Bonawitz et al. add the
+ * consistency round R3 against a server that lies about who dropped: it
+ * tells some parties "u dropped" (they reveal shares of u's mask key) and
+ * others "u survived" (they reveal shares of u's self-mask seed), collects
+ * enough of both and unmasks u's input alone. That attack needs some party
+ * to reveal a mask-key share. In a job where every active party's masked
+ * input is required (the job fails when one is missing), a client never
+ * reveals one: it unmasks only when the survivor set U3 it is shown is
+ * exactly the active set of that aggregation, and then reveals self-mask
+ * seed shares only, which an honest run hands the server anyway. Whatever
+ * the server claims, it collects no mask-key share and can unmask no
+ * individual input; signatures on U3 would protect nothing. So in this
+ * mode R3 does not run:
+ *   R2 MaskedInput     as above; server: close_masked fails (the job
+ *                      aborts) unless U3 is the whole active set, and
+ *                      opens R4 with U4 = U3
+ *   R4 Unmasking       client: unmask_all(U3)              -> server: add_reveals, finish
+ * The consistency entry points refuse (FS_ESTATE) in this mode, and
+ * fs_secagg_client_unmask_all never produces a mask-key share. A server
+ * and a client that disagree on the mode derive different session ids and
+ * fail at the key exchange.
+ */
 #ifndef FS_PROTO_SECAGG_H
 #define FS_PROTO_SECAGG_H
 
@@ -71,6 +94,10 @@ struct fs_secagg_config {
      * else the even degree k of the neighbour graph, 2 <= k <= n - 2 */
     uint32_t degree;
     uint32_t share_t; /* with degree: Shamir threshold among a party's neighbours, 1..degree */
+    /* 1: every aggregation needs every active party's masked input (see
+     * "All-inputs aggregations" above): no consistency round; 0: the four
+     * rounds. Bound into the session id. */
+    uint32_t all_inputs;
 };
 
 /* SecAgg+ (Bell, Bonawitz, Gascon, Lepoint, Raykova, "Secure Single-Server
@@ -257,9 +284,22 @@ FS_WUR int fs_secagg_client_mask(fs_secagg_client *c, uint64_t off, const uint64
                                  size_t m, struct fs_err *err);
 
 /** R3: sign the survivor set U3 the server announced (must contain this party, >= t, within the
- * active set). */
+ * active set). FS_ESTATE in an all-inputs job (no R3). */
 FS_WUR int fs_secagg_client_consistency(fs_secagg_client *c, const uint32_t *u3, size_t n3,
                                         uint8_t sig[FS_SECAGG_SIG_LEN], struct fs_err *err);
+
+/**
+ * R4 of an all-inputs aggregation (cfg.all_inputs; no R3): u3 is the
+ * survivor set the server announced. Refuses (FS_EAUTH, nothing revealed)
+ * unless u3 is exactly this aggregation's active set, then reveals a
+ * self-seed share for itself and each active neighbour (every active
+ * party: full graph), never a mask-key share. FS_ESTATE outside all-inputs
+ * mode or before the upload's aggregation began.
+ * @param out new array (free()) of *nout reveals.
+ */
+FS_WUR int fs_secagg_client_unmask_all(fs_secagg_client *c, const uint32_t *u3, size_t n3,
+                                       struct fs_secagg_reveal **out, size_t *nout,
+                                       struct fs_err *err);
 
 /**
  * R4: given the signatures on U3 the server collected (ids and signatures,
@@ -267,7 +307,7 @@ FS_WUR int fs_secagg_client_consistency(fs_secagg_client *c, const uint32_t *u3,
  * self-seed share for each survivor and a mask-key share for each active
  * party not in U3 (a share of that party's mask key for this aggregation
  * only). Refuses (FS_EAUTH / FS_ESTATE) rather than ever revealing both kinds
- * for one peer.
+ * for one peer. FS_ESTATE in an all-inputs job (fs_secagg_client_unmask_all).
  * @param out new array (free()) of *nout reveals.
  */
 FS_WUR int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
@@ -470,18 +510,21 @@ void fs_secagg_server_upload_release(struct fs_secagg_upload *up);
 /** 1 if party from's upload of this aggregation is complete. */
 int fs_secagg_server_has_masked(const fs_secagg_server *s, uint32_t from);
 
-/** Close R2: U3 = parties with complete uploads; aborts if fewer than t. */
+/** Close R2: U3 = parties with complete uploads; aborts if fewer than t. All-inputs
+ * mode: aborts unless U3 is the whole active set, then opens R4 with U4 = U3 (no R3). */
 FS_WUR int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err);
 
-/** R3: party from (in U3) signs U3. Invalid signature is FS_EAUTH. */
+/** R3: party from (in U3) signs U3. Invalid signature is FS_EAUTH; FS_ESTATE in all-inputs
+ * mode. */
 FS_WUR int fs_secagg_server_add_consistency(fs_secagg_server *s, uint32_t from,
                                             const uint8_t sig[FS_SECAGG_SIG_LEN],
                                             struct fs_err *err);
 
-/** Close R3: U4 = signers; aborts if fewer than t. */
+/** Close R3: U4 = signers; aborts if fewer than t. FS_ESTATE in all-inputs mode. */
 FS_WUR int fs_secagg_server_close_consistency(fs_secagg_server *s, struct fs_err *err);
 
-/** The U4 signatures (borrowed; ids from fs_secagg_server_set(s, 4, ...), same order). */
+/** The U4 signatures (borrowed; ids from fs_secagg_server_set(s, 4, ...), same order).
+ * All-inputs mode: none were collected (the entries are zero; do not publish them). */
 const uint8_t (*fs_secagg_server_sigs(const fs_secagg_server *s))[FS_SECAGG_SIG_LEN];
 
 /** R4: party from's reveals (one per active party other than a dropped... see client). */

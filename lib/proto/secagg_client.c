@@ -677,6 +677,9 @@ int fs_secagg_client_consistency(fs_secagg_client *c, const uint32_t *u3, size_t
     int self_in = 0;
     int rc;
 
+    if (c->cfg.all_inputs) {
+        return fs_err_set(err, FS_ESTATE, "secagg: no consistency round in an all-inputs job");
+    }
     if (c->stage != ST_MASKING) {
         return fs_err_set(err, FS_ESTATE, "secagg: consistency outside an aggregation");
     }
@@ -786,6 +789,10 @@ int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
 
     *out = NULL;
     *nout = 0;
+    if (c->cfg.all_inputs) {
+        return fs_err_set(err, FS_ESTATE,
+                          "secagg: an all-inputs job unmasks without signatures (unmask_all)");
+    }
     if (c->stage != ST_SIGNED) {
         return fs_err_set(err, FS_ESTATE, "secagg: unmask before consistency");
     }
@@ -825,6 +832,73 @@ int fs_secagg_client_unmask(fs_secagg_client *c, const uint32_t *ids,
     *out = rv;
     *nout = n;
     return 0;
+}
+
+int fs_secagg_client_unmask_all(fs_secagg_client *c, const uint32_t *u3, size_t n3,
+                                struct fs_secagg_reveal **out, size_t *nout, struct fs_err *err)
+{
+    struct fs_secagg_reveal *rv = NULL;
+    uint32_t *ids = NULL;
+    size_t nactive = 0;
+    size_t n = 0;
+    int rc;
+
+    *out = NULL;
+    *nout = 0;
+    if (!c->cfg.all_inputs) {
+        return fs_err_set(err, FS_ESTATE, "secagg: unmask_all needs an all-inputs job");
+    }
+    if (c->stage != ST_MASKING) {
+        return fs_err_set(err, FS_ESTATE, "secagg: unmask outside an aggregation");
+    }
+    rc = sa_sorted_ids(u3, n3, c->cfg.n, &ids, err);
+    if (rc != 0) {
+        return rc;
+    }
+    /* The rule of secagg.h: U3 must be exactly the active set, so that only
+     * self-seed shares are ever revealed. */
+    for (size_t i = 0; i < n3; i++) {
+        if (!c->peers[ids[i]].active) {
+            rc = fs_err_set(err, FS_EAUTH, "secagg: survivor %u was not active", ids[i]);
+            goto out;
+        }
+    }
+    for (uint32_t v = 1; v <= c->cfg.n; v++) {
+        if (c->peers[v].active && !in_sorted(ids, n3, v)) {
+            rc = fs_err_set(err, FS_EAUTH,
+                            "secagg: active party %u is missing from the survivors of an "
+                            "all-inputs aggregation: nothing revealed",
+                            v);
+            goto out;
+        }
+        nactive += (size_t)(c->peers[v].active != 0);
+    }
+    if (nactive != n3) {
+        rc = fs_err_set(err, FS_EAUTH, "secagg: the survivors are not the active set");
+        goto out;
+    }
+    rv = calloc(c->cfg.n, sizeof *rv);
+    if (rv == NULL) {
+        rc = fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+        goto out;
+    }
+    for (uint32_t v = 1; v <= c->cfg.n; v++) {
+        struct peer *p = &c->peers[v];
+        if (!p->active || (v != c->id && !nbr(c, v))) {
+            continue; /* SecAgg+: we hold shares of our neighbours' secrets only */
+        }
+        rv[n].about = v;
+        rv[n].kind = FS_SECAGG_SELF_SEED;
+        memcpy(rv[n].share, p->seed_shares + (size_t)c->round * FS_SHAMIR_SHARE_LEN,
+               FS_SHAMIR_SHARE_LEN);
+        n++;
+    }
+    c->stage = ST_READY;
+    *out = rv;
+    *nout = n;
+out:
+    free(ids);
+    return rc;
 }
 
 const uint8_t *fs_secagg_client_session(const fs_secagg_client *c)

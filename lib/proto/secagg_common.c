@@ -17,6 +17,7 @@
 static const char ADV_TAG[] = "fedsvd/secagg/v2/adv";
 static const char U3_TAG[] = "fedsvd/secagg/v1/u3";
 static const char SESSION_TAG[] = "fedsvd/secagg/v2/session";
+static const char ALL_INPUTS_TAG[] = "fedsvd/secagg/v2/all-inputs";
 static const char SHARE_INFO[] = "fedsvd/secagg/v1/share-enc";
 static const char PAIR_INFO[] = "fedsvd/secagg/v1/pair-mask";
 static const char SELF_INFO[] = "fedsvd/secagg/v1/self-mask";
@@ -63,6 +64,10 @@ int fs_secagg_config_check(const struct fs_secagg_config *cfg, struct fs_err *er
     if (cfg->degree != 0 && (cfg->share_t < 1 || cfg->share_t > cfg->degree)) {
         return fs_err_set(err, FS_EINVAL, "secagg: neighbour share threshold %u must be 1..%u",
                           cfg->share_t, cfg->degree);
+    }
+    if (cfg->all_inputs > 1) {
+        return fs_err_set(err, FS_EINVAL, "secagg: all_inputs must be 0 or 1, got %u",
+                          cfg->all_inputs);
     }
     return 0;
 }
@@ -352,6 +357,10 @@ int sa_session_id(const struct fs_secagg_config *cfg, const struct fs_secagg_adv
         sa_put_u32(plus, cfg->degree);
         sa_put_u32(plus + 4, cfg->share_t);
         rc = fs_sha256_update(h, plus, sizeof plus, err);
+    }
+    if (rc == 0 && cfg->all_inputs != 0) {
+        /* no consistency round (absent in the four-round mode) */
+        rc = fs_sha256_update(h, ALL_INPUTS_TAG, sizeof ALL_INPUTS_TAG, err);
     }
     /* roster is sorted by id by both sides before hashing */
     for (size_t i = 0; rc == 0 && i < k; i++) {

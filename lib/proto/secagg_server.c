@@ -938,6 +938,41 @@ int fs_secagg_server_has_masked(const fs_secagg_server *s, uint32_t from)
     return party_ok(s, from) && s->p[from].complete;
 }
 
+/* Open R4 for U4 = the first n4 ids of set[4]: room for their shares about every active party. */
+static int open_unmask(fs_secagg_server *s, size_t n4, struct fs_err *err)
+{
+    s->nset[4] = n4;
+    for (size_t i = 0; i < s->nset[0]; i++) {
+        uint32_t v = s->set[0][i];
+        s->rv[v] = calloc(n4 > 0 ? n4 : 1, sizeof *s->rv[v]);
+        if (s->rv[v] == NULL) {
+            return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
+        }
+    }
+    s->phase = FS_SECAGG_UNMASK;
+    return 0;
+}
+
+/* All-inputs mode, R2 closed with U3 (secagg.h): every active party's input
+ * is required, so a missing one aborts; else R4 opens at once with U4 = U3. */
+static int all_inputs_unmask(fs_secagg_server *s, struct fs_err *err)
+{
+    for (size_t i = 0; i < s->nset[0]; i++) {
+        uint32_t v = s->set[0][i];
+        if (!s->p[v].in_u3) {
+            return abort_job(s, err,
+                             "party %u's masked input is missing in aggregation %u, which "
+                             "needs every active party's input",
+                             v, s->round);
+        }
+    }
+    for (size_t i = 0; i < s->nset[3]; i++) {
+        s->set[4][i] = s->set[3][i];
+        s->p[s->set[3][i]].in_u4 = 1;
+    }
+    return open_unmask(s, s->nset[3], err);
+}
+
 int fs_secagg_server_close_masked(fs_secagg_server *s, struct fs_err *err)
 {
     return sa_close_masked(s, NULL, err);
@@ -983,6 +1018,9 @@ int sa_close_masked(fs_secagg_server *s, const uint8_t *elsewhere, struct fs_err
         return abort_job(s, err, "%zu masked inputs in aggregation %u, threshold %u", n3, s->round,
                          s->cfg.t);
     }
+    if (s->cfg.all_inputs) {
+        return all_inputs_unmask(s, err);
+    }
     rc =
         sa_u3_msg(s->session, s->round, s->total_len, s->set[3], n3, &s->u3msg, &s->u3msg_len, err);
     if (rc == 0) {
@@ -997,6 +1035,9 @@ int fs_secagg_server_add_consistency(fs_secagg_server *s, uint32_t from,
     struct sparty *p;
     int rc;
 
+    if (s->cfg.all_inputs) {
+        return fs_err_set(err, FS_ESTATE, "secagg: no consistency round in an all-inputs job");
+    }
     if (round_closed(s, FS_SECAGG_CONSISTENCY)) {
         if (party_ok(s, from) && s->p[from].in_u4 &&
             fs_ct_eq(s->p[from].sig, sig, FS_SECAGG_SIG_LEN)) {
@@ -1024,7 +1065,9 @@ int fs_secagg_server_add_consistency(fs_secagg_server *s, uint32_t from,
 int fs_secagg_server_close_consistency(fs_secagg_server *s, struct fs_err *err)
 {
     size_t n4 = 0;
-    int rc = want_phase(s, FS_SECAGG_CONSISTENCY, "closing consistency check", err);
+    int rc = s->cfg.all_inputs
+                 ? fs_err_set(err, FS_ESTATE, "secagg: no consistency round in an all-inputs job")
+                 : want_phase(s, FS_SECAGG_CONSISTENCY, "closing consistency check", err);
 
     if (rc != 0) {
         return rc;
@@ -1041,15 +1084,7 @@ int fs_secagg_server_close_consistency(fs_secagg_server *s, struct fs_err *err)
         return abort_job(s, err, "%zu consistency signatures in aggregation %u, threshold %u", n4,
                          s->round, s->cfg.t);
     }
-    for (size_t i = 0; i < s->nset[0]; i++) {
-        uint32_t v = s->set[0][i];
-        s->rv[v] = calloc(n4, sizeof *s->rv[v]);
-        if (s->rv[v] == NULL) {
-            return fs_err_set(err, FS_ENOMEM, "secagg: out of memory");
-        }
-    }
-    s->phase = FS_SECAGG_UNMASK;
-    return 0;
+    return open_unmask(s, n4, err);
 }
 
 const uint8_t (*fs_secagg_server_sigs(const fs_secagg_server *s))[FS_SECAGG_SIG_LEN]
@@ -1117,7 +1152,10 @@ int fs_secagg_server_add_reveals(fs_secagg_server *s, uint32_t from,
         return closed_conflict(err, "unmasking", from);
     }
     if (!party_ok(s, from) || !s->p[from].in_u4) {
-        return fs_err_set(err, FS_EINVAL, "secagg: party %u did not sign the survivors", from);
+        return fs_err_set(err, FS_EINVAL,
+                          s->cfg.all_inputs ? "secagg: party %u is not a survivor"
+                                            : "secagg: party %u did not sign the survivors",
+                          from);
     }
     if (k > s->cfg.n) {
         return fs_err_set(err, FS_EINVAL, "secagg: %zu reveals from party %u", k, from);

@@ -243,6 +243,8 @@ int agg_job_alloc(agg_mgr *m, const char *id, const struct fs_job_spec *spec, ui
     j->cfg.t = spec->threshold;
     j->cfg.aggregations = j->ops != NULL ? j->ops->secagg_aggregations(spec) : j->naggs;
     j->cfg.chunk_words = chunk_words;
+    /* every active party's input required: no consistency round (secagg.h) */
+    j->cfg.all_inputs = rc == 0 ? (uint32_t)j->st.all_inputs : 0;
     if (rc == 0) {
         rc = fs_job_secagg_config(spec->secagg, &j->cfg, err);
     }

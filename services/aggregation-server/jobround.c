@@ -203,8 +203,9 @@ static int update_docs_locked(agg_job *j, const struct fs_jobsm_close *c,
         return set_doc(j, "exponents", exps_doc(j, st->set, st->k),
                        fs_job_phase_name(FS_JOB_MASKED_INPUT));
     case FS_JOB_MASKED_INPUT:
+        /* consistency, or unmasking at once in an all-inputs job */
         return set_doc(j, "survivors", fs_wire_ids_encode(st->set, st->k),
-                       fs_job_phase_name(FS_JOB_CONSISTENCY));
+                       fs_job_phase_name(j->st.phase));
     case FS_JOB_CONSISTENCY:
         return set_doc(j, "signatures",
                        fs_wire_sigs_encode(st->set, fs_secagg_server_sigs(j->sm), st->k),
@@ -272,6 +273,14 @@ int agg_close_round(agg_job *j, double at, int by_deadline, struct fs_err *err)
         return rc;
     }
     log_close(j, &c, by_deadline);
+    if (src != 0 && c.drops > 0 && fs_jobsm_drop_fails(&j->st, c.phase) &&
+        fs_secagg_server_phase(j->sm) == FS_SECAGG_ABORTED) {
+        /* an all-inputs secure aggregation refuses to go on without a
+         * party: the job fails by its dropout rule, said as such */
+        agg_fail_no_dropouts(j, c.phase, c.first_drop, c.drops);
+        rc = src;
+        goto out;
+    }
     if (src != 0) {
         agg_after_sm_error(j, src, err);
         rc = src;

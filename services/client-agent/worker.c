@@ -58,6 +58,8 @@ static int setup(struct ca_wk *w, const struct fs_agent_job *job, struct fs_err 
         w->cfg.n = job->parties;
         w->cfg.t = job->threshold;
         w->cfg.aggregations = job->aggregations;
+        /* without allow_dropouts every sum needs every party: no consistency round */
+        w->cfg.all_inputs = inv->fed.allow_dropouts ? 0 : 1;
         rc = fs_agent_job_secagg_config(job, &w->cfg, err);
         if (rc == 0) {
             rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
@@ -68,6 +70,9 @@ static int setup(struct ca_wk *w, const struct fs_agent_job *job, struct fs_err 
         if (rc == 0) {
             rc = fs_agent_driver_init_fed(&w->drv, job->aggregations, job->aggregations - 1,
                                           w->p->req.fail_at, err);
+        }
+        if (rc == 0) {
+            fs_agent_driver_set_all_inputs(&w->drv, !inv->fed.allow_dropouts);
         }
         if (rc == 0) {
             w->ready = 1;
@@ -405,6 +410,15 @@ static int step_survivors(struct ca_wk *w, uint32_t r, struct fs_err *err)
                         "dropped by the server: not among the survivors of aggregation %u "
                         "(masked input incomplete at the deadline)",
                         r);
+    } else if (w->cfg.all_inputs) {
+        /* no consistency round: U3 must be the whole active set (secagg.h) */
+        if (w->rv != NULL) {
+            fs_wipe(w->rv, w->nrv * sizeof *w->rv);
+            free(w->rv);
+            w->rv = NULL;
+        }
+        w->skip_unmask = 0;
+        rc = fs_secagg_client_unmask_all(w->sc, a.survivors, a.nsurvivors, &w->rv, &w->nrv, err);
     } else {
         rc = fs_secagg_client_consistency(w->sc, a.survivors, a.nsurvivors, w->sig, err);
     }
@@ -587,6 +601,11 @@ static int do_step(struct ca_wk *w, const struct fs_agent_action *a, struct fs_e
     case FS_AGENT_S_SIGNATURES:
         return step_signatures(w, a->r, err);
     case FS_AGENT_S_UNMASK:
+        if (w->cfg.all_inputs && w->pw != NULL && ca_power_exchange_cheap(w->pw)) {
+            /* ot, no consistency round: the answer costs ~0.1 ms, so give
+             * it as unmasking opens, before the unmask message */
+            ca_wk_exchange_early(w, a->r);
+        }
         rc = step_unmask(w, a->r, err);
         if (rc == 0) {
             /* fedpower-utility: after the unmask message, so that the

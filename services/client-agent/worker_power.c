@@ -163,6 +163,9 @@ int ca_wk_setup_power(struct ca_wk *w, const struct fs_agent_job *job, struct fs
     w->cfg.t = job->threshold;
     /* plain fedpower never uses SecAgg after the join (docs/wire-fedpower.md) */
     w->cfg.aggregations = ca_power_kind(w->pw) == FS_AGENT_POWER_PLAIN ? 1 : job->aggregations;
+    /* without allow_dropouts every sum needs every party: no consistency round */
+    w->cfg.all_inputs =
+        ca_power_kind(w->pw) != FS_AGENT_POWER_PLAIN && !inv->power.allow_dropouts ? 1 : 0;
     rc = fs_agent_job_secagg_config(job, &w->cfg, err);
     if (rc == 0) {
         rc = fs_wire_secagg_job_id(inv->job_id, w->cfg.job_id, err);
@@ -174,6 +177,9 @@ int ca_wk_setup_power(struct ca_wk *w, const struct fs_agent_job *job, struct fs
         rc = fs_agent_driver_init_power(&w->drv, ca_power_kind(w->pw), job->aggregations,
                                         ca_power_exchanges(w->pw), w->p->req.fail_at,
                                         w->p->req.fail_round, err);
+    }
+    if (rc == 0) {
+        fs_agent_driver_set_all_inputs(&w->drv, (int)w->cfg.all_inputs);
     }
     if (rc == 0) {
         w->ready = 1;
@@ -401,7 +407,8 @@ int ca_wk_exchange(struct ca_wk *w, uint32_t r, struct fs_err *err)
 
 /* fedpower-utility: answer sync r's exchange right after this party's
  * unmask message (ot, whose answer costs ~0.1 ms: already after its
- * consistency message, while the others sign): the server unmasks while
+ * consistency message, while the others sign, or, in a job without a
+ * consistency round, as unmasking opens, before the unmask message): the server unmasks while
  * the party computes its answer, instead of waiting for it. The exchange opens when masked input
  * closes and the selector request is a long poll (ca_wk_exchange), so the party never polls for it.
  * Anything but success (not open in time, closed, an error) leaves the answer to the EXCHANGE step.

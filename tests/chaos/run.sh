@@ -182,6 +182,8 @@ usage "R on begin" "PHASE begin is for the aggregation-server only, without :R" 
   aggregation-server@begin:0
 usage "R not a number" "the aggregation R" dp-ppm aggregation-server@masked_input:x
 usage "no @" "expected SERVICE@PHASE[:R]" dp-ppm aggregation-server
+usage "consistency without --allow-dropouts" "enters consistency only with --allow-dropouts" \
+  fedpca agent-1@consistency
 # --test-mask-seed: hex only, and only where there is a masking server
 tseed_usage() { # NAME EXPECTED-TEXT ALGORITHM VALUE
   expect_usage "$1" "$2" --algorithm "$3" "${SPARTS[@]}" --test-mask-seed "$4"
@@ -383,6 +385,8 @@ run_case() { # ALGORITHM SERVICE PHASE
   local alg=$1 svc=$2 ph=$3 out=$T/case root job state err perr fired idx f n
   rm -rf "$out"
   args_for "$alg"
+  # only secure-sum and jobs with --allow-dropouts have a consistency round
+  case $alg:$ph in secure-sum:*) ;; *:consistency*) ARGS+=(--allow-dropouts) ;; esac
   local t0=$SECONDS
   "$F" local "${ARGS[@]}" --out "$out" --restart "$svc@$ph" --keep >"$T/case.out" 2>"$T/case.err"
   local rc=$?

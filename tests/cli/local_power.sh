@@ -236,6 +236,11 @@ if [ "$have_services" -eq 1 ]; then
     if [ -f "$PW/fu/summary.json" ]; then
         c=$(jget "$PW/fu/summary.json" .phases.crypto)
         [ -n "$c" ] && ok "fedpower-utility: crypto seconds $c" || fail "fedpower-utility: no crypto timing"
+        # without --allow-dropouts every sum needs every party: no consistency round
+        [ -n "$(jget "$PW/fu/summary.json" .phases.unmasking)" ] &&
+            [ -z "$(jget "$PW/fu/summary.json" .phases.consistency)" ] &&
+            ok "fedpower-utility: unmasking right after masked input, no consistency phase" ||
+            fail "fedpower-utility: phases $(jget "$PW/fu/summary.json" .phases)"
         [ "$(jget "$PW/fu/summary.json" .spec.paillier_bits)" = 1024 ] &&
             [ "$(jget "$PW/fu/summary.json" .value_bound.source)" = frobenius ] &&
             ok "fedpower-utility: 1024-bit key, value bound from the files" ||

@@ -107,11 +107,13 @@ check "fedsvd --shards 4: agent 2 was killed in masked_input and resumed" \
 
 # ---- shard peers and the coordinator killed (-9) and started again: the
 # peers reload their windows from disk (shard 1 after every upload, in
-# consistency; shard 2 as masked_input begins), the coordinator resumes
+# consistency, which only a job with --allow-dropouts has; shard 2 as
+# masked_input begins), the coordinator resumes
 # from its events; with the same test mask seed the result is the
 # undisturbed --shards 3 run's, byte for byte
 run_local svd3r fedsvd --shards 3 --test-mask-seed 0123abcd \
-  --restart aggregation-shard-1@consistency --restart aggregation-shard-2@masked_input \
+  --allow-dropouts --restart aggregation-shard-1@consistency \
+  --restart aggregation-shard-2@masked_input \
   --restart aggregation-server@unmasking
 check "fedsvd local --shards 3 with peers and the coordinator restarted is done" \
   test $? -eq 0 -a -s "$T/svd3r/S.npy"

@@ -596,6 +596,80 @@ static void test_power_secagg_dropout(void)
     CHECK(strcmp(fs_agent_step_name(FS_AGENT_S_EXCHANGE), "exchange") == 0);
 }
 
+static struct fs_agent_action next_a(struct fs_agent_driver *d, enum fs_agent_jphase ph,
+                                     uint32_t r);
+
+/* All-inputs jobs (no allow_dropouts): no consistency round. After the
+ * upload, the survivors (once masked input closed, the job straight in
+ * unmasking), then the unmask message; a late unmask is skipped; fail_at
+ * consistency never fires; a resumed driver replays without the consistency
+ * steps. */
+static void test_all_inputs(void)
+{
+    struct fs_agent_driver d;
+    struct fs_err err = {0};
+    struct fs_agent_action a;
+    enum fs_agent_step s;
+    double prev;
+
+    CHECK_OK(fs_agent_driver_init_power(&d, FS_AGENT_POWER_UTILITY, 2, 1, FS_AGENT_FAIL_CONSISTENCY,
+                                        0, &err),
+             &err);
+    fs_agent_driver_set_all_inputs(&d, 1);
+    setup_keys(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_UPLOAD);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 0, &s) == FS_AGENT_WAIT && s == FS_AGENT_S_SURVIVORS);
+    CHECK(strcmp(fs_agent_driver_phase(&d), "unmasking") == 0);
+    prev = fs_agent_driver_progress(&d, 0, 0);
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_SURVIVORS);
+    fs_agent_driver_done(&d);
+    CHECK(d.step == FS_AGENT_S_UNMASK);
+    CHECK(fs_agent_driver_progress(&d, 0, 0) > prev);
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_UNMASK);
+    fs_agent_driver_done(&d);
+    CHECK(d.step == FS_AGENT_S_EXCHANGE && d.r == 0);
+    CHECK(next(&d, FS_AGENT_J_NOISE_EXCHANGE, 0, &s) == FS_AGENT_DO && s == FS_AGENT_S_EXCHANGE);
+    fs_agent_driver_done(&d);
+    /* the Rayleigh sum: the unmasking round closed without us: skipped */
+    CHECK(next(&d, FS_AGENT_J_MASKED, 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_BEGIN);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_MASKED, 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_UPLOAD);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_UNMASKING, 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_SURVIVORS);
+    fs_agent_driver_done(&d);
+    CHECK(next(&d, FS_AGENT_J_DONE, 1, &s) == FS_AGENT_DO && s == FS_AGENT_S_RESULT);
+
+    /* resumed in unmasking of aggregation 1 (fedsvd-like secure sum driver) */
+    CHECK_OK(fs_agent_driver_init(&d, 2, FS_AGENT_FAIL_NONE, &err), &err);
+    fs_agent_driver_set_all_inputs(&d, 1);
+    fs_agent_driver_resume(&d);
+    {
+        static const enum fs_agent_step local_steps[] = {
+            FS_AGENT_S_ADVERTISE, FS_AGENT_S_ROSTER, FS_AGENT_S_SHARE,     FS_AGENT_S_RECEIVE,
+            FS_AGENT_S_BEGIN,     FS_AGENT_S_UPLOAD, FS_AGENT_S_SURVIVORS, FS_AGENT_S_UNMASK,
+            FS_AGENT_S_BEGIN,     FS_AGENT_S_UPLOAD, FS_AGENT_S_SURVIVORS};
+        for (size_t i = 0; i < sizeof local_steps / sizeof local_steps[0]; i++) {
+            a = next_a(&d, FS_AGENT_J_UNMASKING, 1);
+            CHECK_MSG(a.act == FS_AGENT_DO && a.step == local_steps[i] && a.local == 1,
+                      "replay step %zu: act %d step %s local %d", i, (int)a.act,
+                      fs_agent_step_name(a.step), a.local);
+            fs_agent_driver_done(&d);
+        }
+    }
+    a = next_a(&d, FS_AGENT_J_UNMASKING, 1);
+    CHECK(a.act == FS_AGENT_DO && a.step == FS_AGENT_S_UNMASK && a.r == 1 && a.local == 0);
+
+    /* the four-round order stays for the others */
+    CHECK_OK(fs_agent_driver_init(&d, 1, FS_AGENT_FAIL_NONE, &err), &err);
+    fs_agent_driver_set_all_inputs(&d, 0);
+    d.step = FS_AGENT_S_SURVIVORS;
+    fs_agent_driver_done(&d);
+    CHECK(d.step == FS_AGENT_S_CONSISTENCY);
+}
+
 /* next() returning the whole action. */
 static struct fs_agent_action next_a(struct fs_agent_driver *d, enum fs_agent_jphase ph, uint32_t r)
 {
@@ -673,5 +747,6 @@ int main(void)
     RUN(test_power_utility);
     RUN(test_power_secagg_dropout);
     RUN(test_resume_replay);
+    RUN(test_all_inputs);
     return TEST_END("test_agent_driver");
 }

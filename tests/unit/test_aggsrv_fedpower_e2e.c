@@ -196,10 +196,12 @@ static int job_create(struct job *j, struct server *s, const char *alg, const ch
         struct party *p = &j->p[v];
         uint8_t sk[32];
         uint8_t pk[32];
+        int allow;
         CHECK_OK(fs_invitation_decode(json_array_get(invs, v - 1), &inv, &err), &err);
         CHECK(inv.party == v && inv.is_fedpower && inv.rows == g_rows[v - 1] && inv.cols == D);
         CHECK_OK(fs_invitation_fedpower_config(&inv, &j->cfg, j->rows, &err), &err);
         snprintf(p->token, sizeof p->token, "%s", inv.token);
+        allow = inv.power.allow_dropouts;
         if (v == 1) {
             j->sc.n = inv.parties;
             j->sc.t = inv.threshold;
@@ -212,6 +214,8 @@ static int job_create(struct job *j, struct server *s, const char *alg, const ch
         j->secagg = fs_fedpower_uses_secagg(j->cfg.alg);
         j->sc.aggregations = j->secagg ? j->naggs : 1;
         j->sc.chunk_words = 16;
+        /* without allow_dropouts every sum needs every party: no consistency round */
+        j->sc.all_inputs = j->secagg && !allow ? 1 : 0;
         CHECK_OK(fs_wire_secagg_job_id(j->id, j->sc.job_id, &err), &err);
         CHECK_OK(fs_secagg_client_new(&j->sc, v, sk, &p->c, &err), &err);
         CHECK_OK(fs_fedpower_party_new(&j->cfg, j->rows, v, g_x[v], NULL, &p->fp, &err), &err);
@@ -437,7 +441,8 @@ static void secagg_upload(struct job *j, struct party *p, uint32_t r, const json
 
 /* Run round r for every party still in; 0 when the round went through. */
 /* fedpower-utility with g_early: every party answers sync r's exchange
- * right after its consistency message (the exchange is open from when
+ * right after its consistency message, or, without a consistency round (no
+ * allow_dropouts), as unmasking opens (the exchange is open from when
  * masked input closed; `not_ready` while the server is still encrypting
  * the selectors), so that the server finishes the exchange while it
  * unmasks; in sync 0 a selector long poll sent during masked input is
@@ -589,6 +594,51 @@ static void sel_poll_check(struct job *j, uint32_t r, struct sel_poll *sp)
 /* (static: a round that fails half-way leaves it to the thread) */
 static struct sel_poll g_sp;
 
+/* An all-inputs sync (no allow_dropouts): no consistency round, no
+ * signatures; every party unmasks on the survivor set (and, early, answers
+ * the exchange before its unmask message, as the agent does with ot). */
+static int unmask_all(struct job *j, uint32_t r, const json_t *doc)
+{
+    struct fs_err err = {0};
+    char path[200];
+    uint32_t *u3 = NULL;
+    size_t n3 = 0;
+
+    CHECK(!json_is_array(json_object_get(doc, "signatures"))); /* stays null */
+    sel_poll_check(j, r, &g_sp);
+    if (g_early && j->cfg.alg == FS_FEDPOWER_UTILITY && r < j->syncs) {
+        answer_early(j, r);
+    }
+    snprintf(path, sizeof path, "%s/aggregations/%u/consistency", j->path, r);
+    {
+        /* the consistency route refuses in such a job */
+        json_t *out = NULL;
+        uint8_t sig[64] = {0};
+        json_t *body = fs_wire_sig_encode(sig);
+        long st = call_json(j->p[1].h, "POST", path, body, &out);
+        CHECK_MSG(st == 409, "consistency in an all-inputs job: %ld %s", st, pcode(out));
+        json_decref(out);
+        json_decref(body);
+    }
+    snprintf(path, sizeof path, "%s/aggregations/%u/unmask", j->path, r);
+    CHECK_OK(fs_wire_ids_decode(json_object_get(doc, "survivors"), NP, &u3, &n3, &err), &err);
+    for (uint32_t v = 1; v <= NP; v++) {
+        struct fs_secagg_reveal *rv = NULL;
+        size_t nrv = 0;
+        json_t *body;
+        if (j->p[v].out) {
+            continue;
+        }
+        CHECK_OK(fs_secagg_client_unmask_all(j->p[v].c, u3, n3, &rv, &nrv, &err), &err);
+        body = fs_wire_reveals_encode(rv, nrv);
+        CHECK(call_json(j->p[v].h, "POST", path, body, NULL) == 204);
+        json_decref(body);
+        free(rv);
+    }
+    free(u3);
+    return 0;
+}
+
 static int run_round(struct job *j, uint32_t r, int bad_inputs)
 {
     struct fs_err err = {0};
@@ -733,6 +783,20 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
     if (doc == NULL) {
         return -1;
     }
+    /* the survivors are published as the next round opens: unmasking at
+     * once without allow_dropouts, else consistency (nobody signed yet) */
+    CHECK_MSG(strcmp(json_string_value(json_object_get(doc, "phase")),
+                     j->sc.all_inputs ? "unmasking" : "consistency") == 0,
+              "%s sync %u after masked input: %s", j->alg, r,
+              json_string_value(json_object_get(doc, "phase")));
+    if (j->sc.all_inputs) {
+        int rc = unmask_all(j, r, doc);
+        json_decref(doc);
+        if (rc != 0) {
+            return rc;
+        }
+        goto after_unmask;
+    }
     {
         uint32_t *u3 = NULL;
         size_t n3 = 0;
@@ -786,6 +850,7 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
         free(sigs);
     }
     json_decref(doc);
+after_unmask:
     if (j->cfg.alg != FS_FEDPOWER_UTILITY || r >= j->syncs) {
         return 0;
     }
@@ -1003,7 +1068,8 @@ static void test_plain(void)
     job_free(&j);
 }
 
-/* early: the agents answer the noise exchange during consistency; the
+/* early: the agents answer the noise exchange before the sum is in (as
+ * unmasking opens: these jobs have no consistency round); the
  * noise_exchange round then closes at once and the aggregate is exact. */
 static void utility_case(int early)
 {
@@ -1157,6 +1223,10 @@ static void test_dropout(int allow, const char *alg, int threshold)
     } else {
         const char *e = json_string_value(json_object_get(st, "error"));
         CHECK_MSG(strcmp(ph, "failed") == 0, "%s should fail: %s", alg, ph);
+        CHECK_MSG(allow || threshold > 2 ||
+                      (e != NULL && strstr(e, "party 3 did not send its masked_input") != NULL) ||
+                      strcmp(alg, "fedpower") == 0,
+                  "error: %s", e != NULL ? e : "(null)");
         CHECK_MSG(e != NULL && (strstr(e, "threshold") != NULL || strstr(e, "dropouts") != NULL ||
                                 strstr(e, "masked inputs") != NULL),
                   "error: %s", e != NULL ? e : "(null)");
@@ -1173,6 +1243,8 @@ static void test_dropouts(void)
     test_dropout(1, "fedpower", 3);         /* below threshold */
     test_dropout(1, "fedpower-private", 3); /* below threshold (secagg) */
     test_dropout(0, "fedpower", 2);         /* dropouts not allowed */
+    /* an all-inputs secure aggregation: the dropout rule names the party */
+    test_dropout(0, "fedpower-private", 2);
 }
 
 static void test_routes(void)

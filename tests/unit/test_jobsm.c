@@ -78,6 +78,14 @@ static void h_init(struct h *h, enum fs_algo algo, uint32_t n, uint32_t t, uint3
     h->cfg.t = t;
     h->cfg.aggregations = naggs;
     h->cfg.chunk_words = CHUNK;
+    memset(&c, 0, sizeof c);
+    c.algo = algo;
+    c.parties = n;
+    c.threshold = t;
+    c.aggregations = naggs;
+    c.allow_dropouts = allow_dropouts;
+    /* as the service configures it: no consistency round when every input is needed */
+    h->cfg.all_inputs = (uint32_t)fs_jobsm_all_inputs(&c);
     CHECK_OK(fs_rand_bytes(h->cfg.job_id, 32, &err), &err);
     CHECK_OK(fs_secagg_server_new(&h->cfg, NULL, &h->sa, &err), &err);
     for (uint32_t i = 1; i <= n; i++) {
@@ -86,13 +94,8 @@ static void h_init(struct h *h, enum fs_algo algo, uint32_t n, uint32_t t, uint3
         CHECK_OK(fs_secagg_client_new(&h->cfg, i, sk, &h->c[i], &err), &err);
         h->stop[i] = FS_JOB_DONE;
     }
-    memset(&c, 0, sizeof c);
-    c.algo = algo;
-    c.parties = n;
-    c.threshold = t;
-    c.aggregations = naggs;
-    c.allow_dropouts = allow_dropouts;
     CHECK_OK(fs_jobsm_init(&h->s, &c, h->clock, &err), &err);
+    CHECK(h->s.all_inputs == (int)h->cfg.all_inputs);
 }
 
 static void h_free(struct h *h)
@@ -171,6 +174,15 @@ static int h_close(struct h *h, struct fs_jobsm_close *c, struct fs_jobsm_step *
 
     memset(st, 0, sizeof *st);
     CHECK_OK(fs_jobsm_close(&h->s, c, &err), &err);
+    if (src != 0 && c->drops > 0 && fs_jobsm_drop_fails(&h->s, c->phase)) {
+        /* an all-inputs secure aggregation refused to go on without a
+         * party: the service fails the job by the dropout rule */
+        record(h, EV_CLOSE, NULL, 0, 0, at);
+        st->action = FS_JOBSM_FAIL;
+        st->no_dropouts = 1;
+        fs_jobsm_fail(&h->s, "dropout rule");
+        return 0;
+    }
     if (src != 0) {
         fs_jobsm_fail(&h->s, err.msg);
         return src;
@@ -370,9 +382,14 @@ static void round_unmask(struct h *h)
         if (!sends(h, i)) {
             continue;
         }
-        CHECK_OK(
-            fs_secagg_client_unmask(h->c[i], u4, fs_secagg_server_sigs(h->sa), n4, &rv, &m.k, &err),
-            &err);
+        if (h->cfg.all_inputs) {
+            /* no consistency round: U4 = U3, no signatures */
+            CHECK_OK(fs_secagg_client_unmask_all(h->c[i], u4, n4, &rv, &m.k, &err), &err);
+        } else {
+            CHECK_OK(fs_secagg_client_unmask(h->c[i], u4, fs_secagg_server_sigs(h->sa), n4, &rv,
+                                             &m.k, &err),
+                     &err);
+        }
         keep(h, rv, 0, 0);
         m.rv = rv;
         CHECK(h_msg(h, &m, (char[FS_JOBSM_REASON_MAX]){0}) == 0);
@@ -419,8 +436,14 @@ static void check_replay(struct h *h)
             struct fs_jobsm_close c;
             struct fs_jobsm_step st;
             enum fs_job_phase ph = r.phase;
-            ok = fs_jobsm_close_secagg(&r, sa, &err) == 0 && fs_jobsm_close(&r, &c, &err) == 0 &&
-                 fs_jobsm_advance(&r, sa, &c, e->at, &st, &err) == 0;
+            int src = fs_jobsm_close_secagg(&r, sa, &err);
+            ok = fs_jobsm_close(&r, &c, &err) == 0;
+            if (ok && src != 0 && c.drops > 0 && fs_jobsm_drop_fails(&r, c.phase)) {
+                fs_jobsm_fail(&r, "dropout rule"); /* as h_close */
+                fs_jobsm_close_clear(&c);
+                continue;
+            }
+            ok = ok && src == 0 && fs_jobsm_advance(&r, sa, &c, e->at, &st, &err) == 0;
             if (ok && st.action == FS_JOBSM_FAIL) {
                 fs_jobsm_fail(&r, st.no_dropouts ? "dropout rule" : st.reason);
             }
@@ -571,11 +594,19 @@ static void run_fed(uint32_t who, enum fs_job_phase at, int allow, int expect_fa
         }
         CHECK(fs_jobsm_check(&h.s, FS_JOB_MASKED_INPUT, r, 1) == FS_JOBSM_CLOSED);
         CHECK(fs_jobsm_repeatable(&h.s, FS_JOB_MASKED_INPUT, r));
-        round_sig(&h);
-        CHECK(close_expect(&h, FS_JOB_CONSISTENCY, at == FS_JOB_CONSISTENCY && r == 0,
-                           at == FS_JOB_CONSISTENCY && r == 0 ? who : 0) == FS_JOBSM_NEXT);
+        if (allow) {
+            round_sig(&h);
+            CHECK(close_expect(&h, FS_JOB_CONSISTENCY, at == FS_JOB_CONSISTENCY && r == 0,
+                               at == FS_JOB_CONSISTENCY && r == 0 ? who : 0) == FS_JOBSM_NEXT);
+        } else {
+            /* every input needed: unmasking at once, no consistency phase */
+            CHECK(h.s.phase == FS_JOB_UNMASKING);
+            CHECK(fs_secagg_server_phase(h.sa) == FS_SECAGG_UNMASK);
+            CHECK(fs_jobsm_check(&h.s, FS_JOB_CONSISTENCY, r, 1) == FS_JOBSM_CLOSED);
+        }
         round_unmask(&h);
-        CHECK(close_expect(&h, FS_JOB_UNMASKING, 0, 0) == FS_JOBSM_WORK);
+        CHECK(close_expect(&h, FS_JOB_UNMASKING, at == FS_JOB_UNMASKING && r == 0,
+                           at == FS_JOB_UNMASKING && r == 0 ? who : 0) == FS_JOBSM_WORK);
         check_replay(&h);
         if (r == 0) {
             /* the worker publishes the statistics sum, then begins the next */
@@ -613,8 +644,64 @@ static void test_fed_dropout_rules(void)
 {
     run_fed(2, FS_JOB_SHARE_KEYS, 0, 1);
     run_fed(2, FS_JOB_MASKED_INPUT, 0, 1);
-    run_fed(2, FS_JOB_CONSISTENCY, 0, 0);
+    run_fed(2, FS_JOB_UNMASKING, 0, 0);
     run_fed(2, FS_JOB_SHARE_KEYS, 1, 0);
+    /* with allow_dropouts the consistency round runs (and a drop there is fine) */
+    run_fed(2, FS_JOB_CONSISTENCY, 1, 0);
+    run_fed(1, FS_JOB_DONE, 1, 0);
+}
+
+/* A secure-aggregation power method: without allow_dropouts its sums need
+ * every party (no consistency phase, a missing upload fails the job by the
+ * dropout rule); with allow_dropouts the consistency phase is there. */
+static void run_power(int allow, uint32_t who, enum fs_job_phase at)
+{
+    struct h h;
+    int fails = at == FS_JOB_MASKED_INPUT && !allow;
+
+    h_init(&h, FS_ALGO_FEDPOWER_PRIVATE, 4, 2, 1, allow);
+    CHECK(h.s.all_inputs == !allow && (int)h.cfg.all_inputs == !allow);
+    h.stop[who] = at;
+    round_adv(&h);
+    CHECK(close_expect(&h, FS_JOB_ADVERTISE, 0, 0) == FS_JOBSM_NEXT);
+    round_share(&h);
+    CHECK(close_expect(&h, FS_JOB_SHARE_KEYS, 0, 0) == FS_JOBSM_BEGIN);
+    receive(&h);
+    round_masked(&h, 0);
+    if (fails) {
+        CHECK(close_expect(&h, FS_JOB_MASKED_INPUT, 1, who) == FS_JOBSM_FAIL);
+        CHECK(h.s.phase == FS_JOB_FAILED);
+        CHECK(fs_secagg_server_phase(h.sa) == FS_SECAGG_ABORTED);
+        check_replay(&h);
+        h_free(&h);
+        return;
+    }
+    CHECK(close_expect(&h, FS_JOB_MASKED_INPUT, at == FS_JOB_MASKED_INPUT,
+                       at == FS_JOB_MASKED_INPUT ? who : 0) == FS_JOBSM_NEXT);
+    CHECK(h.s.phase == (allow ? FS_JOB_CONSISTENCY : FS_JOB_UNMASKING));
+    if (allow) {
+        round_sig(&h);
+        CHECK(close_expect(&h, FS_JOB_CONSISTENCY, 0, 0) == FS_JOBSM_NEXT);
+    }
+    round_unmask(&h);
+    CHECK(close_expect(&h, FS_JOB_UNMASKING, 0, 0) == FS_JOBSM_WORK);
+    check_replay(&h);
+    finish(&h, at == FS_JOB_DONE);
+    h_free(&h);
+}
+
+static void test_power_all_inputs(void)
+{
+    run_power(0, 1, FS_JOB_DONE);
+    run_power(0, 3, FS_JOB_MASKED_INPUT);
+    run_power(1, 1, FS_JOB_DONE);
+    run_power(1, 3, FS_JOB_MASKED_INPUT);
+    CHECK(fs_jobsm_all_inputs(&(struct fs_jobsm_config){.algo = FS_ALGO_SECURE_SUM}) == 0);
+    CHECK(fs_jobsm_all_inputs(&(struct fs_jobsm_config){.algo = FS_ALGO_FEDPOWER}) == 0);
+    CHECK(fs_jobsm_all_inputs(&(struct fs_jobsm_config){.algo = FS_ALGO_FEDSVD}) == 1);
+    CHECK(fs_jobsm_all_inputs(&(struct fs_jobsm_config){.algo = FS_ALGO_DP_PPM}) == 1);
+    CHECK(fs_jobsm_all_inputs(&(struct fs_jobsm_config){.algo = FS_ALGO_FEDPOWER_UTILITY,
+                                                        .allow_dropouts = 1}) == 0);
 }
 
 /* Too few sealed exponents: the job fails with the count in its reason. */
@@ -831,6 +918,7 @@ int main(void)
     RUN(test_below_threshold);
     RUN(test_fed_through);
     RUN(test_fed_dropout_rules);
+    RUN(test_power_all_inputs);
     RUN(test_fed_exponent_threshold);
     RUN(test_share_keys_close_to_begin);
     RUN(test_exponent_disagreement);
