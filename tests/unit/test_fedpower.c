@@ -20,6 +20,7 @@
 #include "proto/fedpower_internal.h"
 #include "proto/secagg.h"
 #include "test.h"
+#include "test_secagg_util.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -273,8 +274,6 @@ struct sa {
 static void sa_init(struct sa *a, uint32_t n, uint32_t t, uint32_t aggs)
 {
     struct fs_err err = {0};
-    const struct fs_secagg_adv *roster;
-    size_t k;
 
     memset(a, 0, sizeof *a);
     a->cfg.n = n;
@@ -292,29 +291,7 @@ static void sa_init(struct sa *a, uint32_t n, uint32_t t, uint32_t aggs)
         CHECK_OK(fs_secagg_client_advertise(a->c[i], &adv, &err), &err);
         CHECK_OK(fs_secagg_server_add_adv(a->s, &adv, &err), &err);
     }
-    CHECK_OK(fs_secagg_server_close_adv(a->s, &err), &err);
-    roster = fs_secagg_server_roster(a->s, &k);
-    for (uint32_t i = 1; i <= n; i++) {
-        struct fs_secagg_share_ct *cts = NULL;
-        size_t nct = 0;
-        CHECK_OK(fs_secagg_client_share_keys(a->c[i], roster, k, &cts, &nct, &err), &err);
-        CHECK_OK(fs_secagg_server_add_shares(a->s, i, cts, nct, &err), &err);
-        fs_secagg_share_cts_free(cts, nct);
-    }
-    CHECK_OK(fs_secagg_server_close_shares(a->s, &err), &err);
-    for (uint32_t i = 1; i <= n; i++) {
-        const struct fs_secagg_share_ct **mine = NULL;
-        struct fs_secagg_share_ct *flat;
-        size_t km = 0;
-        CHECK_OK(fs_secagg_server_shares_for(a->s, i, &mine, &km, &err), &err);
-        flat = calloc(km + 1, sizeof *flat);
-        for (size_t q = 0; q < km; q++) {
-            flat[q] = *mine[q];
-        }
-        CHECK_OK(fs_secagg_client_receive_shares(a->c[i], flat, km, &err), &err);
-        free(flat);
-        free(mine);
-    }
+    CHECK_OK(sa_share_all(a->s, a->c, n, &err), &err);
 }
 
 static void sa_free(struct sa *a)

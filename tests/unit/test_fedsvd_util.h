@@ -12,6 +12,7 @@
 #include "crypto/rand.h"
 #include "proto/secagg.h"
 #include "test_la_util.h"
+#include "test_secagg_util.h"
 
 #define SA_MAXP 16
 
@@ -38,8 +39,6 @@ static inline int sa_init_store(struct sa *j, uint32_t n, uint32_t t, uint32_t a
                                 const struct fs_secagg_chunk_store *store)
 {
     struct fs_err err = {0};
-    const struct fs_secagg_adv *roster;
-    size_t k;
 
     memset(j, 0, sizeof *j);
     j->cfg.n = n;
@@ -60,44 +59,7 @@ static inline int sa_init_store(struct sa *j, uint32_t n, uint32_t t, uint32_t a
             return -1;
         }
     }
-    if (fs_secagg_server_close_adv(j->s, &err) != 0) {
-        return -1;
-    }
-    roster = fs_secagg_server_roster(j->s, &k);
-    for (uint32_t i = 1; i <= n; i++) {
-        struct fs_secagg_share_ct *cts = NULL;
-        size_t nct = 0;
-        int rc = fs_secagg_client_share_keys(j->c[i], roster, k, &cts, &nct, &err);
-        if (rc == 0) {
-            rc = fs_secagg_server_add_shares(j->s, i, cts, nct, &err);
-        }
-        fs_secagg_share_cts_free(cts, nct);
-        if (rc != 0) {
-            return -1;
-        }
-    }
-    if (fs_secagg_server_close_shares(j->s, &err) != 0) {
-        return -1;
-    }
-    for (uint32_t i = 1; i <= n; i++) {
-        const struct fs_secagg_share_ct **mine = NULL;
-        struct fs_secagg_share_ct *flat;
-        size_t km = 0;
-        int rc = fs_secagg_server_shares_for(j->s, i, &mine, &km, &err);
-        flat = calloc(km + 1, sizeof *flat);
-        for (size_t q = 0; rc == 0 && q < km; q++) {
-            flat[q] = *mine[q];
-        }
-        if (rc == 0) {
-            rc = fs_secagg_client_receive_shares(j->c[i], flat, km, &err);
-        }
-        free(flat);
-        free(mine);
-        if (rc != 0) {
-            return -1;
-        }
-    }
-    return 0;
+    return sa_share_all(j->s, j->c, n, &err) == 0 ? 0 : -1;
 }
 
 /* Key setup (R0, R1) for n parties. 0 or -1. */

@@ -8,6 +8,7 @@
 #include "proto/jobsm.h"
 #include "proto/secagg.h"
 #include "test.h"
+#include "test_secagg_util.h"
 
 #include <stdlib.h>
 
@@ -276,20 +277,10 @@ static void receive(struct h *h)
     struct fs_err err = {0};
 
     for (uint32_t i = 1; i <= h->n; i++) {
-        const struct fs_secagg_share_ct **mine = NULL;
-        struct fs_secagg_share_ct *flat;
-        size_t km = 0;
         if (!h->s.shared[i]) {
             continue;
         }
-        CHECK_OK(fs_secagg_server_shares_for(h->sa, i, &mine, &km, &err), &err);
-        flat = calloc(km + 1, sizeof *flat);
-        for (size_t q = 0; q < km; q++) {
-            flat[q] = *mine[q];
-        }
-        CHECK_OK(fs_secagg_client_receive_shares(h->c[i], flat, km, &err), &err);
-        free(flat);
-        free(mine);
+        CHECK_OK(sa_receive(h->sa, h->c[i], i, &err), &err);
     }
 }
 

@@ -8,6 +8,7 @@
 #include "proto/secagg.h"
 #include "proto/secagg_internal.h" /* the key derivations a curious server would run */
 #include "test.h"
+#include "test_secagg_util.h"
 
 #include <stdlib.h>
 
@@ -215,20 +216,10 @@ static int job_setup(struct job *j)
         fs_secagg_share_cts_free(kept[i], nkept[i]);
     }
     for (uint32_t i = 1; i <= n; i++) {
-        const struct fs_secagg_share_ct **mine = NULL;
-        struct fs_secagg_share_ct *flat;
-        size_t km = 0;
         if (j->p[i].gone) {
             continue;
         }
-        CHECK_OK(fs_secagg_server_shares_for(j->s, i, &mine, &km, &err), &err);
-        flat = calloc(km + 1, sizeof *flat);
-        for (size_t q = 0; q < km; q++) {
-            flat[q] = *mine[q];
-        }
-        CHECK_OK(fs_secagg_client_receive_shares(j->p[i].c, flat, km, &err), &err);
-        free(flat);
-        free(mine);
+        CHECK_OK(sa_receive(j->s, j->p[i].c, i, &err), &err);
     }
     return 0;
 }

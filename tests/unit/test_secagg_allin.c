@@ -8,6 +8,7 @@
 #include "crypto/rand.h"
 #include "proto/secagg.h"
 #include "test.h"
+#include "test_secagg_util.h"
 
 #include <stdlib.h>
 
@@ -63,37 +64,13 @@ static void aj_free(struct aj *j)
 static void aj_setup(struct aj *j)
 {
     struct fs_err err = {0};
-    const struct fs_secagg_adv *roster;
-    size_t k = 0;
 
     for (uint32_t i = 1; i <= j->cfg.n; i++) {
         struct fs_secagg_adv a;
         CHECK_OK(fs_secagg_client_advertise(j->c[i], &a, &err), &err);
         CHECK_OK(fs_secagg_server_add_adv(j->s, &a, &err), &err);
     }
-    CHECK_OK(fs_secagg_server_close_adv(j->s, &err), &err);
-    roster = fs_secagg_server_roster(j->s, &k);
-    for (uint32_t i = 1; i <= j->cfg.n; i++) {
-        struct fs_secagg_share_ct *cts = NULL;
-        size_t nct = 0;
-        CHECK_OK(fs_secagg_client_share_keys(j->c[i], roster, k, &cts, &nct, &err), &err);
-        CHECK_OK(fs_secagg_server_add_shares(j->s, i, cts, nct, &err), &err);
-        fs_secagg_share_cts_free(cts, nct);
-    }
-    CHECK_OK(fs_secagg_server_close_shares(j->s, &err), &err);
-    for (uint32_t i = 1; i <= j->cfg.n; i++) {
-        const struct fs_secagg_share_ct **mine = NULL;
-        struct fs_secagg_share_ct *flat;
-        size_t km = 0;
-        CHECK_OK(fs_secagg_server_shares_for(j->s, i, &mine, &km, &err), &err);
-        flat = calloc(km + 1, sizeof *flat);
-        for (size_t q = 0; q < km; q++) {
-            flat[q] = *mine[q];
-        }
-        CHECK_OK(fs_secagg_client_receive_shares(j->c[i], flat, km, &err), &err);
-        free(flat);
-        free(mine);
-    }
+    CHECK_OK(sa_share_all(j->s, j->c, j->cfg.n, &err), &err);
 }
 
 static uint64_t xval(uint32_t i, uint32_t r, uint64_t w)

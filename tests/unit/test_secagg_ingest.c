@@ -8,6 +8,7 @@
 #include "crypto/rand.h"
 #include "proto/secagg.h"
 #include "test.h"
+#include "test_secagg_util.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -76,8 +77,6 @@ static void job_init(struct job *j, uint64_t len, uint32_t cw)
 {
     struct fs_err err = {0};
     struct fs_secagg_chunk_store st = {&j->st, st_put, st_get, st_drop};
-    const struct fs_secagg_adv *roster;
-    size_t k = 0;
 
     memset(j, 0, sizeof *j);
     pthread_mutex_init(&j->mu, NULL);
@@ -104,29 +103,7 @@ static void job_init(struct job *j, uint64_t len, uint32_t cw)
         j->x[i] = malloc(len * sizeof(uint64_t));
         j->y[i] = malloc(len * sizeof(uint64_t));
     }
-    CHECK_OK(fs_secagg_server_close_adv(j->s, &err), &err);
-    roster = fs_secagg_server_roster(j->s, &k);
-    for (uint32_t i = 1; i <= NP; i++) {
-        struct fs_secagg_share_ct *cts = NULL;
-        size_t nct = 0;
-        CHECK_OK(fs_secagg_client_share_keys(j->c[i], roster, k, &cts, &nct, &err), &err);
-        CHECK_OK(fs_secagg_server_add_shares(j->s, i, cts, nct, &err), &err);
-        fs_secagg_share_cts_free(cts, nct);
-    }
-    CHECK_OK(fs_secagg_server_close_shares(j->s, &err), &err);
-    for (uint32_t i = 1; i <= NP; i++) {
-        const struct fs_secagg_share_ct **mine = NULL;
-        struct fs_secagg_share_ct *flat;
-        size_t km = 0;
-        CHECK_OK(fs_secagg_server_shares_for(j->s, i, &mine, &km, &err), &err);
-        flat = calloc(km + 1, sizeof *flat);
-        for (size_t q = 0; q < km; q++) {
-            flat[q] = *mine[q];
-        }
-        CHECK_OK(fs_secagg_client_receive_shares(j->c[i], flat, km, &err), &err);
-        free(flat);
-        free(mine);
-    }
+    CHECK_OK(sa_share_all(j->s, j->c, NP, &err), &err);
 }
 
 static void job_free(struct job *j)

@@ -7,6 +7,7 @@
 #include "crypto/rand.h"
 #include "proto/secagg.h"
 #include "test.h"
+#include "test_secagg_util.h"
 
 #include <stdlib.h>
 
@@ -100,20 +101,10 @@ static int pjob_setup(struct pjob *j)
         return -1;
     }
     for (uint32_t i = 1; i <= j->cfg.n; i++) {
-        const struct fs_secagg_share_ct **mine = NULL;
-        struct fs_secagg_share_ct *flat;
-        size_t km = 0;
         if (j->gone[i]) {
             continue;
         }
-        CHECK_OK(fs_secagg_server_shares_for(j->s, i, &mine, &km, &err), &err);
-        flat = calloc(km + 1, sizeof *flat);
-        for (size_t q = 0; q < km; q++) {
-            flat[q] = *mine[q];
-        }
-        CHECK_OK(fs_secagg_client_receive_shares(j->c[i], flat, km, &err), &err);
-        free(flat);
-        free(mine);
+        CHECK_OK(sa_receive(j->s, j->c[i], i, &err), &err);
     }
     return 0;
 }
