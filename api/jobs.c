@@ -13,6 +13,7 @@
 #include "../lib/crypto/rand.h"
 #include "../lib/crypto/sha256.h"
 #include "../lib/dp/dgauss.h"
+#include "../lib/proto/fedpower.h"
 #include "../lib/proto/secagg.h"
 
 #define POWER_LIST "fedpower, fedpower-utility, fedpower-private or dp-ppm"
@@ -663,7 +664,7 @@ json_t *fs_invitation_encode(const struct fs_invitation *inv)
         if (json_object_set_new(o, "cols", json_integer((json_int_t)inv->cols)) != 0 ||
             fs_job_fedpower_encode(o, algo, inv->parties, &inv->power) != 0 ||
             (invitation_seeded_noise(inv) &&
-             json_object_set_new(o, "noise_sampler", json_integer(FS_DGAUSS_STREAM_VERSION)) !=
+             json_object_set_new(o, "noise_sampler", json_integer(FS_FEDPOWER_NOISE_MAP_VERSION)) !=
                  0)) {
             json_decref(o);
             return NULL;
@@ -804,26 +805,28 @@ static int invitation_known_fields(const json_t *j, const struct fs_invitation *
     return 0;
 }
 
-/* The seeded noise's sample map of the inviting server must be ours: a
- * mismatch would leave every party's noise in the result, silently. */
+/* The seeded noise's map (seed to samples) of the inviting server must be
+ * ours: a mismatch would leave every party's noise in the result, silently. */
+_Static_assert(FS_DGAUSS_STREAM_VERSION == 2,
+               "a new sampler stream needs a new FS_FEDPOWER_NOISE_MAP_VERSION");
 static int noise_sampler_field(const json_t *j, struct fs_err *err)
 {
     json_t *v = json_object_get(j, "noise_sampler");
 
     if (v == NULL) {
         return fs_err_set(err, FS_EINVAL,
-                          "noise_sampler: missing; the aggregation server predates discrete "
-                          "Gaussian sampler %d of this agent (seeded noise would not cancel): "
+                          "noise_sampler: missing; the aggregation server predates seeded "
+                          "noise map %d of this agent (seeded noise would not cancel): "
                           "run the same release on both",
-                          FS_DGAUSS_STREAM_VERSION);
+                          FS_FEDPOWER_NOISE_MAP_VERSION);
     }
-    if (!json_is_integer(v) || json_integer_value(v) != FS_DGAUSS_STREAM_VERSION) {
+    if (!json_is_integer(v) || json_integer_value(v) != FS_FEDPOWER_NOISE_MAP_VERSION) {
         return fs_err_set(err, FS_EINVAL,
-                          "noise_sampler: the aggregation server draws seeded noise with sampler "
+                          "noise_sampler: the aggregation server maps seeds to noise with version "
                           "%s, this agent with %d (it would not cancel): run the same release on "
                           "both",
                           json_is_integer(v) ? "of another release" : "(not an integer)",
-                          FS_DGAUSS_STREAM_VERSION);
+                          FS_FEDPOWER_NOISE_MAP_VERSION);
     }
     return 0;
 }

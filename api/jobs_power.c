@@ -104,6 +104,9 @@ static int power_config(enum fs_algo algo, uint32_t parties, uint32_t threshold,
     cfg->value_bound = p->value_bound;
     cfg->noise_exchange = (enum fs_noisex_mode)p->noise_exchange;
     cfg->paillier_bits = p->paillier_bits;
+    /* every party's input is in every sum: one exchange covers the job */
+    cfg->exchange_once = alg == FS_FEDPOWER_UTILITY && fs_noisex_mode_seeded(cfg->noise_exchange) &&
+                         !p->allow_dropouts;
     cfg->allow_weak_privacy = p->allow_weak_privacy;
     if (rows != NULL) {
         memset(rows, 0, FS_JOB_MAX_PARTIES * sizeof *rows);

@@ -192,6 +192,14 @@ static int fill_job(struct power *P)
         spec->power.party_rows[i] = L->sizes[i];
     }
     spec->power.allow_dropouts = P->allow_dropouts;
+    if (P->algo == FS_ALGO_FEDPOWER_UTILITY &&
+        spec->power.noise_exchange != FS_NOISEX_ELEMENTWISE && !P->allow_dropouts) {
+        /* one noise exchange, in aggregation 0 (fs_fedpower_exchanges) */
+        int rc = local_check_restart_exchanges(L, 1);
+        if (rc != CLI_OK) {
+            return rc;
+        }
+    }
     spec->round_timeout_s = (uint32_t)L->round_timeout;
     spec->join_timeout_s = (uint32_t)(L->round_timeout > 60 ? L->round_timeout : 60);
     json_decref(P->spec);

@@ -206,6 +206,10 @@ int local_parse_restarts(struct local *L, enum fs_algo algo, const char **specs,
  */
 int local_check_restart_rounds(struct local *L, uint32_t aggregations);
 
+/** Each --restart and --fail-party at noise_exchange:R against the job's
+ * noise exchanges (aggregations 0..exchanges-1). Exit status 2 otherwise. */
+int local_check_restart_exchanges(struct local *L, uint32_t exchanges);
+
 /**
  * --test-mask-seed HEX (fedsvd/fedpca; L->fed set): checked (2..128 hex
  * digits, an even number) into L->test_mask_seed, with a warning on stderr

@@ -488,6 +488,32 @@ int local_parse_restarts(struct local *L, enum fs_algo algo, const char **specs,
     return CLI_OK;
 }
 
+int local_check_restart_exchanges(struct local *L, uint32_t exchanges)
+{
+    for (size_t i = 0; L->fail_at != NULL && L->fail_round != NULL && i < L->k; i++) {
+        if (L->fail_at[i] >= 0 && strcmp(k_phases[L->fail_at[i]], "noise_exchange") == 0 &&
+            L->fail_round[i] >= 0 && (uint64_t)L->fail_round[i] >= (uint64_t)exchanges) {
+            return cli_usage_error(L->cmd,
+                                   "--fail-party %zu:noise_exchange:%d: without --allow-dropouts "
+                                   "the job's one noise exchange is in aggregation 0 (every sync "
+                                   "reuses it)",
+                                   i + 1, L->fail_round[i]);
+        }
+    }
+    for (size_t i = 0; i < L->nrestarts; i++) {
+        const struct local_restart *r = &L->restarts[i];
+
+        if (r->phase == FS_JOB_NOISE_EXCHANGE && r->round >= 0 &&
+            (uint64_t)r->round >= (uint64_t)exchanges) {
+            return cli_usage_error(L->cmd,
+                                   "--restart %s: without --allow-dropouts the job's one noise "
+                                   "exchange is in aggregation 0 (every sync reuses it)",
+                                   r->spec);
+        }
+    }
+    return CLI_OK;
+}
+
 int local_check_restart_rounds(struct local *L, uint32_t aggregations)
 {
     for (size_t i = 0; i < L->nrestarts; i++) {

@@ -165,6 +165,7 @@ struct fs_fedpower_config {
                            0 = d * m_hat for private (a Gershgorin bound), required otherwise */
     enum fs_noisex_mode noise_exchange; /* utility: seed (default), ot or elementwise */
     unsigned paillier_bits;             /* utility: key size (default 3072; ot: unused) */
+    int exchange_once; /* utility, seed and ot: one noise exchange per job (see below) */
     int allow_weak_privacy;
     enum fs_fedpower_cov cov;
 };
@@ -189,6 +190,36 @@ int fs_fedpower_uses_secagg(enum fs_fedpower_alg alg);
 
 /** Number of syncs ceil(T/p). */
 uint32_t fs_fedpower_syncs(const struct fs_fedpower_config *cfg);
+
+/**
+ * Noise exchanges of a job: 0 unless fedpower-utility; the syncs; 1 with
+ * exchange_once.
+ *
+ * exchange_once (seed and ot modes; set for jobs without allow_dropouts,
+ * where every party's masked input is in every sum): the exchange runs in
+ * the first sync only and moves each party's 32-byte master seed; the noise
+ * of sync q is expanded from HKDF(master, "fedpower/exchange-sync", q)
+ * (fs_fedpower_sync_seed), at the party and, for every party but j, at the
+ * server. So j is drawn once per job instead of once per sync: at every
+ * sync the aggregate keeps exactly the fresh noise of one party, unknown to
+ * the parties, as before. It needs every party in every sum: were j to drop
+ * out later, nobody's noise would remain, which is why jobs with
+ * allow_dropouts exchange at every sync.
+ */
+uint32_t fs_fedpower_exchanges(const struct fs_fedpower_config *cfg);
+
+/* The version of the map from a seed the noise exchange moves to the noise
+ * the server removes: the party and the server must share it, so
+ * invitations to fedpower-utility jobs with seeded noise carry it
+ * (noise_sampler). 1 and 2: the discrete Gaussian sampler's stream
+ * versions (FS_DGAUSS_STREAM_VERSION), the seed used as is at every sync;
+ * 3: sampler 2, and with exchange_once every sync's seed derived from the
+ * master seed (fs_fedpower_sync_seed). Bump it with either. */
+#define FS_FEDPOWER_NOISE_MAP_VERSION 3
+
+/** The seed of sync q's noise from a master seed (exchange_once). */
+FS_WUR int fs_fedpower_sync_seed(uint8_t out[32], const uint8_t master[32], uint32_t q,
+                                 struct fs_err *err);
 
 /** Secure sums the job runs: syncs, plus 1 for eigenvalues (0 for plain fedpower). */
 uint32_t fs_fedpower_aggregations(const struct fs_fedpower_config *cfg);

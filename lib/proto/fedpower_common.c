@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../crypto/derive.h"
 #include "../crypto/prg.h"
 #include "../la/qr.h"
 #include "fedpower_internal.h"
@@ -88,6 +89,21 @@ uint32_t fs_fedpower_syncs(const struct fs_fedpower_config *cfg)
         return 0;
     }
     return (cfg->iterations + cfg->sync_every - 1) / cfg->sync_every;
+}
+
+uint32_t fs_fedpower_exchanges(const struct fs_fedpower_config *cfg)
+{
+    uint32_t syncs = fs_fedpower_syncs(cfg);
+
+    if (cfg->alg != FS_FEDPOWER_UTILITY) {
+        return 0;
+    }
+    return cfg->exchange_once && syncs > 0 ? 1u : syncs;
+}
+
+int fs_fedpower_sync_seed(uint8_t out[32], const uint8_t master[32], uint32_t q, struct fs_err *err)
+{
+    return fs_derive_key(out, master, "fedpower/exchange-sync", q, 0, err);
 }
 
 uint32_t fs_fedpower_aggregations(const struct fs_fedpower_config *cfg)
@@ -212,6 +228,12 @@ int fs_fedpower_config_check(const struct fs_fedpower_config *cfg, struct fs_err
             (cfg->paillier_bits < 256 || cfg->paillier_bits > 8192 || cfg->paillier_bits % 2)) {
             return fs_err_set(err, FS_EINVAL, "%s: paillier_bits %u", fn, cfg->paillier_bits);
         }
+    }
+    if (cfg->exchange_once &&
+        (cfg->alg != FS_FEDPOWER_UTILITY || !fs_noisex_mode_seeded(cfg->noise_exchange))) {
+        return fs_err_set(err, FS_EINVAL,
+                          "%s: exchange_once needs fedpower-utility with the seed or ot exchange",
+                          fn);
     }
     if (cfg->cov != FS_FEDPOWER_COV_AUTO && cfg->cov != FS_FEDPOWER_COV_IMPLICIT &&
         cfg->cov != FS_FEDPOWER_COV_EXPLICIT) {

@@ -35,10 +35,12 @@ struct fs_fedpower_party {
     size_t ring_len; /* 0 = nothing pending */
     int64_t *noise;  /* the noise of the pending ring upload (units of 2^-f) */
     size_t noise_len;
-    uint8_t seed[FS_NOISEX_SEED_LEN]; /* utility seed and ot modes */
-    int exchange_pending;             /* utility: a sync upload whose noise may be exchanged */
-    uint8_t *resp_sel;                /* the selector last answered (this sync), or NULL */
-    uint8_t *resp;                    /* and the response sent: a retry gets the same bytes */
+    uint8_t seed[FS_NOISEX_SEED_LEN];   /* utility seed and ot modes */
+    uint8_t master[FS_NOISEX_SEED_LEN]; /* exchange_once: every sync's seed derives from it */
+    int has_master;
+    int exchange_pending; /* utility: a sync upload whose noise may be exchanged */
+    uint8_t *resp_sel;    /* the selector last answered (this sync), or NULL */
+    uint8_t *resp;        /* and the response sent: a retry gets the same bytes */
     size_t resp_len;
     uint32_t next_iter;
     int done;
@@ -367,6 +369,20 @@ static int ring_encode(fs_fedpower_party *p, fs_mat *v, struct fs_err *err)
     return fs_fixedpt_encode(&p->plan.fx, v->data, p->ring, n, err);
 }
 
+/* exchange_once: the seed of the sync that follows broadcast iteration iter,
+ * from the job's master seed (drawn, or derived from the secret, once). */
+static int sync_seed(fs_fedpower_party *p, uint32_t iter, struct fs_err *err)
+{
+    int rc = 0;
+
+    if (!p->has_master) {
+        rc = p->has_det ? fs_derive_key(p->master, p->det, "fedpower/exchange-master", 0, 0, err)
+                        : fs_rand_bytes(p->master, sizeof p->master, err);
+        p->has_master = rc == 0;
+    }
+    return rc != 0 ? rc : fs_fedpower_sync_seed(p->seed, p->master, iter / p->cfg.sync_every, err);
+}
+
 /* Integer noise with per-party std sigma (real units) into p->noise[0..n) and the ring. */
 static int ring_noise(fs_fedpower_party *p, size_t n, double sigma, int seeded, uint32_t kind,
                       uint32_t tag, struct fs_err *err)
@@ -376,7 +392,9 @@ static int ring_noise(fs_fedpower_party *p, size_t n, double sigma, int seeded, 
     int rc = 0;
 
     p->noise_len = n;
-    if (seeded) {
+    if (seeded && p->cfg.exchange_once) {
+        rc = sync_seed(p, tag, err);
+    } else if (seeded) {
         rc = p->has_det ? fs_derive_key(p->seed, p->det, "fedpower/exchange-seed", tag, 0, err)
                         : fs_rand_bytes(p->seed, sizeof p->seed, err);
     }
@@ -513,7 +531,8 @@ static int sync_upload(fs_fedpower_party *p, uint32_t iter, struct fs_err *err)
             rc = ring_noise(p, dr, p->weight * p->plan.sigma,
                             fs_noisex_mode_seeded(c->noise_exchange), NZ_SYNC, iter, err);
         }
-        p->exchange_pending = rc == 0;
+        /* exchange_once: only the first sync's exchange (its master seed) */
+        p->exchange_pending = rc == 0 && (!c->exchange_once || iter == 0);
         break;
     case FS_FEDPOWER_PRIVATE:
         rc = ring_encode(p, p->y, err);
@@ -731,7 +750,9 @@ int fs_fedpower_party_exchange(fs_fedpower_party *p, const uint8_t *sel, size_t 
         return fs_err_set(err, FS_ESTATE, "party %u: no exchange key", p->id);
     }
     if (!p->exchange_pending) {
-        return fs_err_set(err, FS_ESTATE, "party %u: no noisy upload to exchange", p->id);
+        return fs_err_set(err, FS_ESTATE, "party %u: no noisy upload to exchange%s", p->id,
+                          p->cfg.exchange_once ? " (the job's one exchange is its first sync's)"
+                                               : "");
     }
     if (sel == NULL || out == NULL) {
         return fs_err_set(err, FS_EINVAL, "fs_fedpower_party_exchange: NULL argument");
@@ -764,8 +785,10 @@ int fs_fedpower_party_exchange(fs_fedpower_party *p, const uint8_t *sel, size_t 
         }
     }
     if (fs_noisex_mode_seeded(p->cfg.noise_exchange)) {
-        /* seed and ot: the 32-byte seed this sync's noise was expanded from */
-        rc = fs_noisex_client_respond_seed(p->nx, sel, sel_len, p->seed, out, out_len, err);
+        /* seed and ot: the 32-byte seed this sync's noise was expanded from
+         * (exchange_once: the master seed every sync's derives from) */
+        rc = fs_noisex_client_respond_seed(
+            p->nx, sel, sel_len, p->cfg.exchange_once ? p->master : p->seed, out, out_len, err);
     } else {
         rc = fs_noisex_client_respond_noise(p->nx, sel, sel_len, p->noise, p->noise_len, out,
                                             out_len, err);
@@ -846,6 +869,7 @@ int fs_fedpower_party_set_secret(fs_fedpower_party *p, const uint8_t secret[32],
     }
     memcpy(p->det, secret, sizeof p->det);
     p->has_det = 1;
+    p->has_master = 0; /* derived from the secret from now on */
     return 0;
 }
 

@@ -41,6 +41,12 @@ struct fs_fedpower_server {
     uint8_t *pk;
     size_t pk_len;
     uint32_t last_chosen;
+    /* exchange_once: the first sync's exchange, which every later sync reuses */
+    uint32_t *x_ids; /* its parties (every sum must have exactly these) */
+    size_t x_k;
+    uint32_t *m_ids; /* the parties whose master seed it recovered (all but j) */
+    uint8_t (*m_seeds)[32];
+    size_t m_k;
     unsigned threads; /* for regenerating seeded noise */
     uint8_t
         seed[SECRET_SEED_LEN]; /* the server's own noise (fedpower): sync q from HKDF(seed, q) */
@@ -579,6 +585,101 @@ static void clear_sum(fs_fedpower_server *s)
     s->sum_k = 0;
 }
 
+/* ---- exchange_once ------------------------------------------------------ */
+
+static int remove_seeded(const fs_fedpower_server *s, const uint32_t *ids,
+                         const uint8_t (*seeds)[32], size_t k, uint32_t sync, uint64_t *target,
+                         size_t n, struct fs_err *err);
+
+static void forget_masters(fs_fedpower_server *s)
+{
+    if (s->m_seeds != NULL) {
+        OPENSSL_cleanse(s->m_seeds, s->m_k * sizeof *s->m_seeds);
+    }
+    free(s->m_seeds);
+    free(s->m_ids);
+    free(s->x_ids);
+    s->m_seeds = NULL;
+    s->m_ids = NULL;
+    s->x_ids = NULL;
+    s->m_k = 0;
+    s->x_k = 0;
+}
+
+/* Keep the first sync's exchange (its parties, and the master seeds of all
+ * but j) for the later syncs of an exchange_once job. */
+static int keep_masters(fs_fedpower_server *s, const uint32_t *ids, const uint8_t (*seeds)[32],
+                        size_t k, struct fs_err *err)
+{
+    if (!s->cfg.exchange_once) {
+        return 0;
+    }
+    forget_masters(s);
+    s->x_ids = malloc((s->sum_k > 0 ? s->sum_k : 1) * sizeof *s->x_ids);
+    s->m_ids = malloc((k > 0 ? k : 1) * sizeof *s->m_ids);
+    s->m_seeds = malloc((k > 0 ? k : 1) * sizeof *s->m_seeds);
+    if (s->x_ids == NULL || s->m_ids == NULL || s->m_seeds == NULL) {
+        forget_masters(s);
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    memcpy(s->x_ids, s->sum_ids, s->sum_k * sizeof *s->x_ids);
+    s->x_k = s->sum_k;
+    if (k > 0) {
+        memcpy(s->m_ids, ids, k * sizeof *ids);
+        memcpy(s->m_seeds, seeds, k * sizeof *seeds);
+    }
+    s->m_k = k;
+    return 0;
+}
+
+/* 1 when ids (any order, distinct) are exactly the first exchange's parties. */
+static int same_as_exchange(const fs_fedpower_server *s, const uint32_t *ids, size_t k)
+{
+    size_t hit = 0;
+
+    if (s->x_ids == NULL || k != s->x_k) {
+        return 0;
+    }
+    for (size_t q = 0; q < k; q++) {
+        for (size_t u = 0; u < s->x_k; u++) {
+            hit += ids[q] == s->x_ids[u];
+        }
+    }
+    return hit == k;
+}
+
+/* A later sync of an exchange_once job: remove the noise derived from the
+ * master seeds and complete the sync, with no exchange. */
+static int sync_from_masters(fs_fedpower_server *s, const uint64_t *sum, size_t len,
+                             const uint32_t *ids, size_t k, uint64_t s_u, struct fs_err *err)
+{
+    uint64_t *acc;
+    fs_mat *y = NULL;
+    int rc;
+
+    if (!same_as_exchange(s, ids, k)) {
+        return fs_err_set(err, FS_ESTATE,
+                          "fedpower: the sum's parties are not those of the job's noise exchange "
+                          "(its one exchange needs every party in every sum)");
+    }
+    acc = malloc(len * sizeof *acc);
+    if (acc == NULL) {
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    memcpy(acc, sum, len * sizeof *sum);
+    rc = remove_seeded(s, s->m_ids, (const uint8_t(*)[32])s->m_seeds, s->m_k, s->sync, acc, len,
+                       err);
+    if (rc == 0) {
+        rc = decode_sum(s, acc, len / s->cfg.r, s_u, &y, err);
+    }
+    OPENSSL_cleanse(acc, len * sizeof *acc);
+    free(acc);
+    if (rc == 0) {
+        rc = complete_sync(s, y, (uint32_t)k, (uint32_t)(k - s->m_k), err);
+    }
+    return rc;
+}
+
 /* 1 when ids (any order) are exactly the parties of the open exchange. */
 static int same_ids(const fs_fedpower_server *s, const uint32_t *ids, size_t k)
 {
@@ -632,6 +733,10 @@ int fs_fedpower_server_add_sum(fs_fedpower_server *s, const uint64_t *sum, size_
         !same_ids(s, ids, k)) {
         return fs_err_set(err, FS_ESTATE,
                           "fedpower: the sum's parties are not those of the open exchange");
+    }
+    if (c->alg == FS_FEDPOWER_UTILITY && s->phase == FS_FEDPOWER_UPLOAD && c->exchange_once &&
+        s->sync > 0) {
+        return sync_from_masters(s, sum, len, ids, k, s_u, err);
     }
     if (c->alg == FS_FEDPOWER_UTILITY && s->phase == FS_FEDPOWER_UPLOAD) {
         clear_sum(s);
@@ -705,6 +810,12 @@ static int check_early(const fs_fedpower_server *s, struct fs_err *err)
     if (s->phase != FS_FEDPOWER_UPLOAD || s->xopen) {
         return fs_err_set(err, FS_ESTATE, "fedpower: no sync waiting for its sum%s",
                           s->xopen ? " (its exchange is open)" : "");
+    }
+    if (s->cfg.exchange_once && s->sync > 0) {
+        return fs_err_set(err, FS_ESTATE,
+                          "fedpower: sync %u has no noise exchange (the first sync's covers the "
+                          "job)",
+                          s->sync);
     }
     return 0;
 }
@@ -813,36 +924,58 @@ int fs_fedpower_server_add_response(fs_fedpower_server *s, uint32_t id, const ui
     return fs_noisex_server_add_response(s->nx, id, buf, len, err);
 }
 
+/* target -= the noise of sync `sync` regenerated from the seeds of ids[0..k)
+ * (exchange_once: from the seeds derived from these master seeds). */
+static int remove_seeded(const fs_fedpower_server *s, const uint32_t *ids,
+                         const uint8_t (*seeds)[32], size_t k, uint32_t sync, uint64_t *target,
+                         size_t n, struct fs_err *err)
+{
+    uint8_t(*derived)[32] = NULL;
+    double *sig = NULL;
+    int rc = 0;
+
+    if (s->plan.sigma == 0.0 || k == 0) {
+        return 0;
+    }
+    sig = malloc(k * sizeof *sig);
+    derived = s->cfg.exchange_once ? malloc(k * sizeof *derived) : NULL;
+    if (sig == NULL || (s->cfg.exchange_once && derived == NULL)) {
+        free(sig);
+        free(derived);
+        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+    }
+    for (size_t q = 0; q < k && rc == 0; q++) {
+        /* the party drew with std w_i sigma: the same double expression here */
+        double w = (double)s->rows[ids[q] - 1] / (double)s->plan.total_rows;
+        sig[q] = ldexp(w * s->plan.sigma, s->plan.fx.frac_bits);
+        if (derived != NULL) {
+            rc = fs_fedpower_sync_seed(derived[q], seeds[q], sync, err);
+        }
+    }
+    if (rc == 0) {
+        rc = fs_fedpower_noise_remove(derived != NULL ? (const uint8_t(*)[32])derived : seeds, sig,
+                                      k, target, n, s->threads, err);
+    }
+    if (derived != NULL) {
+        OPENSSL_cleanse(derived, k * sizeof *derived);
+    }
+    free(derived);
+    free(sig);
+    return rc;
+}
+
 /* sum -= the noise regenerated from every recovered seed (or the recovered noise sum). */
 static int remove_noise(const fs_fedpower_server *s, const struct fs_noisex_result *res,
                         uint64_t *target, size_t n, struct fs_err *err)
 {
-    double *sig = NULL;
-    int rc = 0;
-
     if (s->cfg.noise_exchange == FS_NOISEX_ELEMENTWISE) {
         for (size_t i = 0; i < n; i++) {
             target[i] -= (uint64_t)res->noise_sum[i];
         }
         return 0;
     }
-    if (s->plan.sigma == 0.0 || res->removed == 0) {
-        return 0;
-    }
-    sig = malloc(res->removed * sizeof *sig);
-    if (sig == NULL) {
-        return fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
-    }
-    for (size_t q = 0; q < res->removed; q++) {
-        /* the party drew with std w_i sigma: the same double expression here */
-        uint32_t id = res->ids[q];
-        double w = (double)s->rows[id - 1] / (double)s->plan.total_rows;
-        sig[q] = ldexp(w * s->plan.sigma, s->plan.fx.frac_bits);
-    }
-    rc = fs_fedpower_noise_remove((const uint8_t(*)[32])res->seeds, sig, res->removed, target, n,
-                                  s->threads, err);
-    free(sig);
-    return rc;
+    return remove_seeded(s, res->ids, (const uint8_t(*)[32])res->seeds, res->removed, s->sync,
+                         target, n, err);
 }
 
 /* The exchange's outcome computed ahead (fs_fedpower_server_exchange_precompute). */
@@ -853,6 +986,8 @@ struct fs_fedpower_xpre {
     size_t answered; /* responses it covers: all of the exchange's parties */
     uint64_t *acc;   /* len words: minus the recovered noise, in the ring */
     size_t len;
+    uint32_t *ids; /* exchange_once: the removed ids and their master seeds */
+    uint8_t (*seeds)[32];
 };
 
 void fs_fedpower_xpre_free(struct fs_fedpower_xpre *x)
@@ -863,7 +998,12 @@ void fs_fedpower_xpre_free(struct fs_fedpower_xpre *x)
     if (x->acc != NULL) {
         OPENSSL_cleanse(x->acc, x->len * sizeof *x->acc);
     }
+    if (x->seeds != NULL) {
+        OPENSSL_cleanse(x->seeds, x->removed * sizeof *x->seeds);
+    }
     free(x->acc);
+    free(x->ids);
+    free(x->seeds);
     OPENSSL_cleanse(x, sizeof *x);
     free(x);
 }
@@ -918,6 +1058,17 @@ int fs_fedpower_server_exchange_precompute(const fs_fedpower_server *s,
         x->removed = res.removed;
         x->answered = k;
         rc = remove_noise(s, &res, x->acc, x->len, err);
+        if (rc == 0 && s->cfg.exchange_once) {
+            /* the master seeds, for the syncs after this one */
+            x->ids = malloc((res.removed > 0 ? res.removed : 1) * sizeof *x->ids);
+            x->seeds = malloc((res.removed > 0 ? res.removed : 1) * sizeof *x->seeds);
+            if (x->ids == NULL || x->seeds == NULL) {
+                rc = fs_err_set(err, FS_ENOMEM, "fedpower: out of memory");
+            } else if (res.removed > 0) {
+                memcpy(x->ids, res.ids, res.removed * sizeof *x->ids);
+                memcpy(x->seeds, res.seeds, res.removed * sizeof *x->seeds);
+            }
+        }
         fs_noisex_result_clear(&res);
     }
     if (rc != 0) {
@@ -954,6 +1105,9 @@ int fs_fedpower_server_close_exchange(fs_fedpower_server *s, struct fs_err *err)
     }
     s->last_chosen = res.chosen;
     rc = remove_noise(s, &res, s->sum, s->sum_len, err);
+    if (rc == 0) {
+        rc = keep_masters(s, res.ids, (const uint8_t(*)[32])res.seeds, res.removed, err);
+    }
     k = (uint32_t)s->sum_k;
     if (rc == 0) {
         rc = check_ids(s, s->sum_ids, s->sum_k, &s_u, err);
@@ -986,6 +1140,13 @@ int fs_fedpower_server_close_exchange_pre(fs_fedpower_server *s, struct fs_fedpo
     if (x->sync != s->sync || x->len != s->sum_len || x->answered != s->sum_k ||
         fs_fedpower_server_exchange_missing(s) != 0) {
         return fs_err_set(err, FS_ESTATE, "fedpower: precomputed for another exchange");
+    }
+    if (s->cfg.exchange_once && (x->ids == NULL || x->seeds == NULL)) {
+        return fs_err_set(err, FS_ESTATE, "fedpower: precomputed without the master seeds");
+    }
+    rc = keep_masters(s, x->ids, (const uint8_t(*)[32])x->seeds, x->removed, err);
+    if (rc != 0) {
+        return rc;
     }
     fs_noisex_server_end(s->nx);
     s->last_chosen = x->chosen;
@@ -1095,6 +1256,7 @@ void fs_fedpower_server_free(fs_fedpower_server *s)
     free(s->up);
     free(s->up_zmax);
     clear_sum(s);
+    forget_masters(s);
     fs_noisex_server_free(s->nx);
     free(s->pk);
     fs_mat_free(s->q);

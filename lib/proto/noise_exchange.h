@@ -3,7 +3,9 @@
  * machines. No sockets, files or clocks.
  *
  * The aggregation server owns a Paillier key. In each round (one per
- * power-method sync) it picks j uniformly (CSPRNG) among the parties whose
+ * power-method sync, or one per job for fedpower-utility jobs that set
+ * exchange_once, where the seeds moved are master seeds: see
+ * lib/proto/fedpower.h) it picks j uniformly (CSPRNG) among the parties whose
  * noisy inputs are in the secure sum, and sends every one of them a FRESH
  * encryption of a selector s_i = b_i u_i, with the bit b_i (b_j = 0, b_i = 1
  * otherwise) and u_i = 1 (elementwise) or a power of two (seed mode, below):
@@ -352,7 +354,7 @@ size_t fs_noisex_client_response_size(const fs_noisex_client *c);
  * Take the re-randomizers of the following responses from AES-256-CTR
  * under keys derived from key (32 bytes, copied; NULL: back to the CSPRNG):
  * the same selector and noise then give the same response bytes. The key
- * must be secret and serve one response (one sync) only. ot mode: r is
+ * must be secret and serve one response (one exchange) only. ot mode: r is
  * HKDF-SHA256(key, "fedsvd/noisex-ot/r") modulo the group order.
  * @return 0 or FS_EINVAL.
  */

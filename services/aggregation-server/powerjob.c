@@ -325,6 +325,7 @@ static int attach_with(agg_job *j, int with_server, const uint8_t *secret, size_
         return rc;
     }
     pw->syncs = fs_fedpower_syncs(&pw->cfg);
+    pw->exchanges = fs_fedpower_exchanges(&pw->cfg);
     pw->secagg = fs_fedpower_uses_secagg(pw->cfg.alg);
     if (with_server) {
         double t0 = agg_now_mono();

@@ -13,7 +13,12 @@
  * answers and regenerates the noise to remove while unmasking goes on.
  * After unmasking the worker adds the sum and opens the noise_exchange
  * round with the answers already in; when every U3 party answered, the
- * round is complete and closes at once. */
+ * round is complete and closes at once.
+ *
+ * With exchange_once (fedpower-utility, seed or ot, no allow_dropouts; see
+ * lib/proto/fedpower.h) only aggregation 0 has an exchange (pw->exchanges
+ * is 1): the parties send master seeds, later syncs go from unmasking to
+ * the next round with no exchange, and both routes answer 404 for r >= 1. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +40,7 @@ static int early_window_locked(const agg_job *j, uint32_t r)
 {
     const struct fs_jobsm *s = &j->st;
 
-    return fs_jobsm_running(s) && !s->finishing && s->r == r && r < j->pw->syncs &&
+    return fs_jobsm_running(s) && !s->finishing && s->r == r && r < j->pw->exchanges &&
            (s->phase == FS_JOB_CONSISTENCY || s->phase == FS_JOB_UNMASKING);
 }
 
@@ -74,6 +79,11 @@ static int enter_exchange(agg_job *j, uint32_t r, struct fs_err *err)
     }
     if (rc == 0 && r >= j->pw->syncs) {
         rc = fs_err_set(err, FS_ENOTFOUND, "round %u (Rayleigh) has no noise exchange", r);
+    } else if (rc == 0 && r >= j->pw->exchanges) {
+        rc = fs_err_set(err, FS_ENOTFOUND,
+                        "aggregation %u has no noise exchange: the exchange of aggregation 0 "
+                        "covers every sync of a job without allow_dropouts",
+                        r);
     }
     if (rc != 0) {
         return rc;
@@ -143,7 +153,7 @@ int agg_job_selector_pending(agg_job *j, uint32_t r)
         return 0;
     }
     pthread_mutex_lock(&j->mu);
-    pending = fs_jobsm_running(s) && r < j->pw->syncs && j->pw->x_open != r + 1 &&
+    pending = fs_jobsm_running(s) && r < j->pw->exchanges && j->pw->x_open != r + 1 &&
               (s->r < r || (s->r == r && s->phase <= FS_JOB_NOISE_EXCHANGE));
     if (pending && s->r == r && j->pw->x_late == r + 1 &&
         (s->phase == FS_JOB_CONSISTENCY || s->phase == FS_JOB_UNMASKING)) {
@@ -464,7 +474,7 @@ int pj_open_noise_round(agg_job *j, uint32_t r, const uint32_t *u3, size_t n3, d
  * (consistency or unmasking of r). */
 static int early_event(const agg_job *j, const struct agg_event *ev)
 {
-    return ev->idx == j->st.r && j->st.r < j->pw->syncs &&
+    return ev->idx == j->st.r && j->st.r < j->pw->exchanges &&
            (j->st.phase == FS_JOB_CONSISTENCY || j->st.phase == FS_JOB_UNMASKING);
 }
 

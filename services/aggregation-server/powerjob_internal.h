@@ -18,6 +18,7 @@ struct agg_power {
     uint64_t rows[FS_JOB_MAX_PARTIES];
     struct fs_fedpower_privacy priv;
     uint32_t syncs;
+    uint32_t exchanges; /* utility: noise exchanges, in aggregations 0..exchanges-1 */
     int secagg;
     char *pk_b64; /* fedpower-utility: the exported public key */
     unsigned pk_bits;

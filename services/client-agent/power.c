@@ -102,7 +102,7 @@ uint32_t ca_power_aggregations(const struct ca_power *p)
 
 uint32_t ca_power_exchanges(const struct ca_power *p)
 {
-    return p->cfg.alg == FS_FEDPOWER_UTILITY ? p->syncs : 0;
+    return fs_fedpower_exchanges(&p->cfg);
 }
 
 int ca_power_exchange_cheap(const struct ca_power *p)

@@ -184,6 +184,8 @@ usage "R not a number" "the aggregation R" dp-ppm aggregation-server@masked_inpu
 usage "no @" "expected SERVICE@PHASE[:R]" dp-ppm aggregation-server
 usage "consistency without --allow-dropouts" "enters consistency only with --allow-dropouts" \
   fedpca agent-1@consistency
+usage "a later noise exchange without --allow-dropouts" \
+  "the job's one noise exchange is in aggregation 0" fedpower-utility agent-1@noise_exchange:1
 # --test-mask-seed: hex only, and only where there is a masking server
 tseed_usage() { # NAME EXPECTED-TEXT ALGORITHM VALUE
   expect_usage "$1" "$2" --algorithm "$3" "${SPARTS[@]}" --test-mask-seed "$4"
@@ -385,8 +387,12 @@ run_case() { # ALGORITHM SERVICE PHASE
   local alg=$1 svc=$2 ph=$3 out=$T/case root job state err perr fired idx f n
   rm -rf "$out"
   args_for "$alg"
-  # only secure-sum and jobs with --allow-dropouts have a consistency round
-  case $alg:$ph in secure-sum:*) ;; *:consistency*) ARGS+=(--allow-dropouts) ;; esac
+  # only secure-sum and jobs with --allow-dropouts have a consistency round,
+  # and only the latter a noise exchange after aggregation 0
+  case $alg:$ph in
+    secure-sum:*) ;;
+    *:consistency* | *:noise_exchange:[1-9]*) ARGS+=(--allow-dropouts) ;;
+  esac
   local t0=$SECONDS
   "$F" local "${ARGS[@]}" --out "$out" --restart "$svc@$ph" --keep >"$T/case.out" 2>"$T/case.err"
   local rc=$?

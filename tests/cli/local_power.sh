@@ -115,6 +115,15 @@ power_usage "--fail-party bad phase" --algorithm fedpower "${PARTS[@]}" --out "$
     --fail-party 2:bogus
 power_usage "--fail-party share_keys:1" --algorithm fedpower "${PARTS[@]}" --out "$PW/u" --k 3 \
     --fail-party 2:share_keys:1
+# without --allow-dropouts a seed/ot fedpower-utility job exchanges noise in aggregation 0 only
+power_usage "--fail-party noise_exchange:1 of a job that exchanges once" \
+    --algorithm fedpower-utility "${PARTS[@]}" --out "$PW/u" --k 3 --fail-party 2:noise_exchange:1
+grep -q "one noise exchange is in aggregation 0" "$ERR" &&
+    ok "local power usage: --fail-party noise_exchange:1 says why" ||
+    fail "local power usage: --fail-party noise_exchange:1: '$(head -c 200 "$ERR")'"
+power_usage "--restart noise_exchange:1 of a job that exchanges once" \
+    --algorithm fedpower-utility "${PARTS[@]}" --out "$PW/u" --k 3 --noise-exchange ot \
+    --restart agent-1@noise_exchange:1
 power_usage "--input for fedpower" --algorithm fedpower --input "$PW/data/party-1.npy" \
     --parties 2 --out "$PW/u" --k 3
 power_usage "--epsilon 0" --algorithm dp-ppm "${PARTS[@]}" --out "$PW/u" --k 3 --epsilon 0

@@ -134,6 +134,8 @@ struct job {
     struct party p[NP + 1];
     uint32_t naggs;
     uint32_t syncs;
+    uint32_t exchanges; /* utility: the aggregations with a noise exchange */
+    int allow;          /* allow_dropouts */
     int secagg;
 };
 
@@ -202,6 +204,7 @@ static int job_create(struct job *j, struct server *s, const char *alg, const ch
         CHECK_OK(fs_invitation_fedpower_config(&inv, &j->cfg, j->rows, &err), &err);
         snprintf(p->token, sizeof p->token, "%s", inv.token);
         allow = inv.power.allow_dropouts;
+        j->allow = allow;
         if (v == 1) {
             j->sc.n = inv.parties;
             j->sc.t = inv.threshold;
@@ -221,7 +224,12 @@ static int job_create(struct job *j, struct server *s, const char *alg, const ch
         CHECK_OK(fs_fedpower_party_new(&j->cfg, j->rows, v, g_x[v], NULL, &p->fp, &err), &err);
     }
     j->syncs = fs_fedpower_syncs(&j->cfg);
+    j->exchanges = fs_fedpower_exchanges(&j->cfg);
     CHECK(j->naggs == j->syncs + (j->cfg.eigenvalues ? 1u : 0u));
+    /* one exchange (the first sync's) in a utility job without allow_dropouts */
+    CHECK(j->exchanges == (j->cfg.alg != FS_FEDPOWER_UTILITY                            ? 0u
+                           : j->allow || j->cfg.noise_exchange == FS_NOISEX_ELEMENTWISE ? j->syncs
+                                                                                        : 1u));
     if (reply != NULL) {
         *reply = out;
     } else {
@@ -606,7 +614,7 @@ static int unmask_all(struct job *j, uint32_t r, const json_t *doc)
 
     CHECK(!json_is_array(json_object_get(doc, "signatures"))); /* stays null */
     sel_poll_check(j, r, &g_sp);
-    if (g_early && j->cfg.alg == FS_FEDPOWER_UTILITY && r < j->syncs) {
+    if (g_early && j->cfg.alg == FS_FEDPOWER_UTILITY && r < j->exchanges) {
         answer_early(j, r);
     }
     snprintf(path, sizeof path, "%s/aggregations/%u/consistency", j->path, r);
@@ -672,7 +680,17 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
             fs_secagg_share_cts_free(cts, k);
         }
     }
-    if (g_early && r < j->syncs) {
+    if (j->cfg.alg == FS_FEDPOWER_UTILITY && r >= j->exchanges && r < j->syncs) {
+        /* a later sync of a job with one exchange has none (404) */
+        json_t *out = NULL;
+        char sp[200];
+        snprintf(sp, sizeof sp, "%s/aggregations/%u/selector", j->path, r);
+        st = call_json(j->p[1].h, "GET", sp, NULL, &out);
+        CHECK_MSG(st == 404 && strcmp(pcode(out), "not_found") == 0,
+                  "selector of sync %u after the job's one exchange: %ld %s", r, st, pcode(out));
+        json_decref(out);
+    }
+    if (g_early && r < j->exchanges) {
         /* masked input of r is open: the exchange is not (409 not_ready) */
         json_t *out = NULL;
         char sp[200];
@@ -817,7 +835,7 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
     }
     json_decref(doc);
     sel_poll_check(j, r, &g_sp);
-    if (g_early && j->cfg.alg == FS_FEDPOWER_UTILITY && r < j->syncs) {
+    if (g_early && j->cfg.alg == FS_FEDPOWER_UTILITY && r < j->exchanges) {
         answer_early(j, r);
     }
     doc = agg_wait(j, r, "signatures", NULL);
@@ -851,7 +869,7 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
     }
     json_decref(doc);
 after_unmask:
-    if (j->cfg.alg != FS_FEDPOWER_UTILITY || r >= j->syncs) {
+    if (j->cfg.alg != FS_FEDPOWER_UTILITY || r >= j->exchanges) {
         return 0;
     }
     if (g_early) {

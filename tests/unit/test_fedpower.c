@@ -364,9 +364,12 @@ struct run_opts {
     double noise_ss;     /* sum of squares of (aggregate - clean), dp-ppm: / Delta_l */
     size_t noise_n;
     int collect_noise;
-    int early;  /* utility: 1 the exchange opens before the sum and every party answers
-                   then; 2 the odd parties answer before the sum, the even ones after */
-    fs_mat *qt; /* the final Q_T (new) */
+    int early;              /* utility: 1 the exchange opens before the sum and every party answers
+                               then; 2 the odd parties answer before the sum, the even ones after */
+    fs_mat *qt;             /* the final Q_T (new) */
+    uint32_t chosen[64];    /* utility with check_one_noise: j of each sync */
+    int64_t j_noise[64][4]; /* and the first values of j's noise in it */
+    uint32_t exchanges;     /* utility: noise exchanges opened */
 };
 
 /* clean[i] = w_i M'_i Z from the raw data */
@@ -392,6 +395,7 @@ static void run_secagg(const struct data *D, const struct fs_fedpower_config *cf
     uint64_t **clean_ring = calloc(n + 1, sizeof *clean_ring); /* ring - noise */
     int64_t **noise = calloc(n + 1, sizeof *noise);
     fs_fedpower_server *s = NULL;
+    struct fs_fedpower_xpre *xpre = NULL;
     struct sa a;
     uint32_t agg = 0;
     uint64_t total = 0;
@@ -468,7 +472,12 @@ static void run_secagg(const struct data *D, const struct fs_fedpower_config *cf
             fs_mat_free(zc);
             break;
         }
-        if (o->early && cfg->alg == FS_FEDPOWER_UTILITY && !rayleigh) {
+        if (o->early && cfg->alg == FS_FEDPOWER_UTILITY && agg >= fs_fedpower_exchanges(cfg) &&
+            !rayleigh) {
+            /* exchange_once: no exchange after the first sync's */
+            CHECK(fs_fedpower_server_open_exchange(s, ids, k, &err) == FS_ESTATE);
+        }
+        if (o->early && cfg->alg == FS_FEDPOWER_UTILITY && agg < fs_fedpower_exchanges(cfg)) {
             /* masked input closed: U3 is known, the exchange opens before the sum */
             size_t cs = fs_fedpower_server_selector_size(s);
             size_t rs = fs_fedpower_server_response_size(s);
@@ -476,6 +485,7 @@ static void run_secagg(const struct data *D, const struct fs_fedpower_config *cf
             uint8_t *resp = malloc(rs);
             CHECK(fs_fedpower_server_selector(s, ids[0], sel, cs, &err) == FS_ESTATE);
             CHECK_OK(fs_fedpower_server_open_exchange(s, ids, k, &err), &err);
+            o->exchanges++;
             for (size_t q = 0; q < k; q++) {
                 if (o->early == 2 && ids[q] % 2 == 0) {
                     continue;
@@ -486,9 +496,14 @@ static void run_secagg(const struct data *D, const struct fs_fedpower_config *cf
             }
             free(sel);
             free(resp);
+            if (o->early == 1) {
+                /* everyone answered: the outcome computed ahead, as the service does */
+                CHECK_OK(fs_fedpower_server_exchange_precompute(s, &xpre, &err), &err);
+            }
         }
         CHECK_OK(fs_fedpower_server_add_sum(s, sum, len, ids, k, &err), &err);
         if (fs_fedpower_server_phase(s) == FS_FEDPOWER_EXCHANGE) {
+            o->exchanges += !o->early;
             size_t cs = fs_fedpower_server_selector_size(s);
             size_t rs = fs_fedpower_server_response_size(s);
             uint8_t *sel = malloc(cs);
@@ -504,7 +519,11 @@ static void run_secagg(const struct data *D, const struct fs_fedpower_config *cf
                 CHECK(fs_fedpower_party_exchange(p[ids[q]], sel, cs, resp, rs, &err) ==
                       FS_ECONFLICT);
             }
-            CHECK_OK(fs_fedpower_server_close_exchange(s, &err), &err);
+            CHECK_OK(xpre != NULL ? fs_fedpower_server_close_exchange_pre(s, xpre, &err)
+                                  : fs_fedpower_server_close_exchange(s, &err),
+                     &err);
+            fs_fedpower_xpre_free(xpre);
+            xpre = NULL;
             free(sel);
             free(resp);
         }
@@ -514,6 +533,12 @@ static void run_secagg(const struct data *D, const struct fs_fedpower_config *cf
             const fs_mat *ag = fs_fedpower_debug_server_aggregate(s);
             uint32_t j = fs_fedpower_debug_server_chosen(s);
             uint64_t *ex = calloc(len, sizeof *ex);
+            if (agg < 64) {
+                o->chosen[agg] = j;
+                for (size_t w = 0; w < 4 && w < len; w++) {
+                    o->j_noise[agg][w] = noise[j][w];
+                }
+            }
             fs_mat *dec = fs_mat_new(cfg->d, cfg->r);
             uint64_t s_u = 0;
             int j_in = 0;
@@ -904,28 +929,43 @@ static void test_plain_noisy(void)
 
 /* fedpower-utility, seed mode, real secagg + Paillier: after every exchange
  * the aggregate holds exactly one party's noise (j's), bit for bit. */
-static void test_utility_seed(void)
+/* The utility tests' data (4 parties, seed given) and configuration:
+ * T = 12, p = 2 (6 syncs), threshold 3, sigma 0.01. */
+static void utility_setup(struct data *D, struct fs_fedpower_config *cfg, uint64_t seed)
 {
     static const uint64_t rows[4] = {40, 55, 35, 50};
+
+    gen_data(D, 4, rows, 24, 4, LAM + 1, 1, 2, seed);
+    base_cfg(cfg, FS_FEDPOWER_UTILITY, D, 4, 12, 2);
+    cfg->threshold = 3;
+    cfg->sigma = 0.01;
+}
+
+/* Every sync of res summed all 4 parties and kept exactly one noise. */
+static void check_one_left(const struct fs_fedpower_result *res, const char *what, int early)
+{
+    for (uint32_t q = 0; q < res->syncs; q++) {
+        CHECK_MSG(res->survivors[q] == 4 && res->noises_left[q] == 1,
+                  "%s, early %d, sync %u: %u noises left", what, early, q, res->noises_left[q]);
+    }
+}
+
+static void test_utility_seed(void)
+{
     struct data D;
     struct fs_fedpower_config cfg;
     struct fs_fedpower_result res = {0};
     struct run_opts o;
     double dist;
 
-    gen_data(&D, 4, rows, 24, 4, LAM + 1, 1, 2, 41);
-    base_cfg(&cfg, FS_FEDPOWER_UTILITY, &D, 4, 12, 2);
-    cfg.threshold = 3;
-    cfg.sigma = 0.01;
+    utility_setup(&D, &cfg, 41);
     memset(&o, 0, sizeof o);
     o.check_one_noise = 1;
     run_secagg(&D, &cfg, &o, &res);
     dist = final_dist(&D, &res);
     printf("  utility (seed), sigma 0.01: distance %.2e\n", dist);
     CHECK(dist < 0.05);
-    for (uint32_t q = 0; q < res.syncs; q++) {
-        CHECK(res.survivors[q] == 4 && res.noises_left[q] == 1);
-    }
+    check_one_left(&res, "seed", 0);
     CHECK(res.eigenvalues != NULL);
     fs_fedpower_result_clear(&res);
     fs_mat_free(o.qt);
@@ -937,10 +977,7 @@ static void test_utility_seed(void)
         o.early = e;
         run_secagg(&D, &cfg, &o, &res);
         CHECK(final_dist(&D, &res) < 0.05);
-        for (uint32_t q = 0; q < res.syncs; q++) {
-            CHECK_MSG(res.survivors[q] == 4 && res.noises_left[q] == 1,
-                      "early %d, sync %u: %u noises left", e, q, res.noises_left[q]);
-        }
+        check_one_left(&res, "seed", e);
         fs_fedpower_result_clear(&res);
         fs_mat_free(o.qt);
     }
@@ -963,16 +1000,12 @@ static void test_utility_seed(void)
  * also with the exchange opened before the sum. */
 static void test_utility_ot(void)
 {
-    static const uint64_t rows[4] = {40, 55, 35, 50};
     struct data D;
     struct fs_fedpower_config cfg;
     struct fs_fedpower_result res = {0};
     struct run_opts o;
 
-    gen_data(&D, 4, rows, 24, 4, LAM + 1, 1, 2, 43);
-    base_cfg(&cfg, FS_FEDPOWER_UTILITY, &D, 4, 12, 2);
-    cfg.threshold = 3;
-    cfg.sigma = 0.01;
+    utility_setup(&D, &cfg, 43);
     cfg.noise_exchange = FS_NOISEX_OT;
     cfg.paillier_bits = 0; /* not used by ot */
     for (int e = 0; e <= 1 && !t_case_failed; e++) {
@@ -981,12 +1014,58 @@ static void test_utility_ot(void)
         o.early = e;
         run_secagg(&D, &cfg, &o, &res);
         CHECK(res.syncs == 6 && final_dist(&D, &res) < 0.05);
-        for (uint32_t q = 0; q < res.syncs; q++) {
-            CHECK_MSG(res.survivors[q] == 4 && res.noises_left[q] == 1,
-                      "ot, early %d, sync %u: %u noises left", e, q, res.noises_left[q]);
-        }
+        check_one_left(&res, "ot", e);
         fs_fedpower_result_clear(&res);
         fs_mat_free(o.qt);
+    }
+    data_free(&D);
+}
+
+/* exchange_once (seed and ot): one exchange, in the first sync, moves the
+ * master seeds; every later sync removes the noise derived from them. Each
+ * aggregate keeps exactly j's noise (bit for bit: the server derives what
+ * the party drew), j is the same at every sync, j's noise is fresh at every
+ * sync, and no exchange opens after the first. */
+static void test_utility_once(void)
+{
+    struct data D;
+    struct fs_fedpower_config cfg;
+    struct fs_fedpower_result res = {0};
+    struct run_opts o;
+
+    utility_setup(&D, &cfg, 47);
+    cfg.exchange_once = 1;
+    CHECK(fs_fedpower_exchanges(&cfg) == 1 && fs_fedpower_syncs(&cfg) == 6);
+    for (int mode = 0; mode < 2 && !t_case_failed; mode++) {
+        cfg.noise_exchange = mode == 0 ? FS_NOISEX_SEED : FS_NOISEX_OT;
+        for (int e = 0; e <= 2 && !t_case_failed; e++) {
+            memset(&o, 0, sizeof o);
+            o.check_one_noise = 1;
+            o.early = e;
+            run_secagg(&D, &cfg, &o, &res);
+            CHECK_MSG(o.exchanges == 1, "%s, early %d: %u exchanges",
+                      fs_noisex_mode_name(cfg.noise_exchange), e, o.exchanges);
+            CHECK(res.syncs == 6 && final_dist(&D, &res) < 0.05);
+            check_one_left(&res, "once", e);
+            for (uint32_t q = 0; q < res.syncs; q++) {
+                CHECK(o.chosen[q] >= 1 && o.chosen[q] <= 4 && o.chosen[q] == o.chosen[0]);
+                if (q > 0) {
+                    CHECK_MSG(memcmp(o.j_noise[q], o.j_noise[q - 1], sizeof o.j_noise[q]) != 0,
+                              "sync %u: j's noise repeats the previous sync's", q);
+                }
+            }
+            fs_fedpower_result_clear(&res);
+            fs_mat_free(o.qt);
+        }
+    }
+    /* only with a seeded exchange of fedpower-utility */
+    {
+        struct fs_err err = {0};
+        cfg.noise_exchange = FS_NOISEX_ELEMENTWISE;
+        CHECK(fs_fedpower_config_check(&cfg, &err) == FS_EINVAL);
+        base_cfg(&cfg, FS_FEDPOWER_PRIVATE, &D, 4, 12, 2);
+        cfg.exchange_once = 1;
+        CHECK(fs_fedpower_config_check(&cfg, &err) == FS_EINVAL);
     }
     data_free(&D);
 }
@@ -1461,7 +1540,7 @@ static void one_sync(const struct data *D, const struct fs_fedpower_config *cfg,
     o->noise = malloc(o->nlen * sizeof *o->noise);
     memcpy(o->ring, ring, o->len * sizeof *o->ring);
     memcpy(o->noise, nz, o->nlen * sizeof *o->noise);
-    if (sel != NULL) {
+    if (sel != NULL && (iter == 0 || !cfg->exchange_once)) {
         o->rlen = fs_fedpower_party_exchange_size(p);
         o->resp = malloc(o->rlen);
         CHECK_OK(fs_fedpower_party_exchange(p, sel, sel_len, o->resp, o->rlen, &err), &err);
@@ -1484,7 +1563,9 @@ static int same_sync(const struct sync_out *a, const struct sync_out *b)
 static void test_resume_same_noise(void)
 {
     static const uint64_t rows[3] = {40, 55, 35};
-    static const enum fs_fedpower_alg algs[2] = {FS_FEDPOWER_UTILITY, FS_FEDPOWER_DPPPM};
+    /* the second: utility with one exchange per job (every sync's seed from the master) */
+    static const enum fs_fedpower_alg algs[3] = {FS_FEDPOWER_UTILITY, FS_FEDPOWER_UTILITY,
+                                                 FS_FEDPOWER_DPPPM};
     struct fs_err err = {0};
     struct data D;
     uint8_t secret[32];
@@ -1493,7 +1574,7 @@ static void test_resume_same_noise(void)
     memset(secret, 0x5e, sizeof secret);
     memset(other, 0x5f, sizeof other);
     gen_data(&D, 3, rows, 12, 3, LAM + 1, 1, 0, 43);
-    for (int a = 0; a < 2 && !t_case_failed; a++) {
+    for (int a = 0; a < 3 && !t_case_failed; a++) {
         struct fs_fedpower_config cfg;
         fs_fedpower_server *s = NULL;
         fs_paillier_pk *ppk = NULL;
@@ -1508,6 +1589,7 @@ static void test_resume_same_noise(void)
         cfg.threshold = 2;
         cfg.sigma = 0.01;
         cfg.allow_weak_privacy = 1; /* the noise, not its calibration, is under test */
+        cfg.exchange_once = a == 1;
         CHECK_OK(fs_fedpower_z0(&cfg, &z, &err), &err);
         if (algs[a] == FS_FEDPOWER_UTILITY) {
             mpz_t c, m;
@@ -1577,6 +1659,7 @@ int main(void)
     RUN(test_plain_noisy);
     RUN(test_utility_seed);
     RUN(test_utility_ot);
+    RUN(test_utility_once);
     RUN(test_utility_elementwise);
     RUN(test_dropout_renormalises);
     RUN(test_private);

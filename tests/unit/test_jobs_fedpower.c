@@ -4,6 +4,7 @@
 
 #include "../../api/jobs.h"
 #include "../../lib/dp/dgauss.h"
+#include "../../lib/proto/fedpower.h"
 #include "../../lib/proto/noise_exchange.h"
 #include "test.h"
 
@@ -257,15 +258,15 @@ static void test_invitation(void)
     /* a seed-mode utility invitation names the server's sample map, and an
      * agent with another one (or a server that predates the field) is
      * refused: the regenerated noise would not cancel */
-    CHECK(json_integer_value(json_object_get(j, "noise_sampler")) == FS_DGAUSS_STREAM_VERSION);
-    json_object_set_new(j, "noise_sampler", json_integer(FS_DGAUSS_STREAM_VERSION - 1));
+    CHECK(json_integer_value(json_object_get(j, "noise_sampler")) == FS_FEDPOWER_NOISE_MAP_VERSION);
+    json_object_set_new(j, "noise_sampler", json_integer(FS_FEDPOWER_NOISE_MAP_VERSION - 1));
     CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL && strstr(err.msg, "noise_sampler"));
     json_object_set_new(j, "noise_sampler", json_string("2"));
     CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL && strstr(err.msg, "noise_sampler"));
     json_object_del(j, "noise_sampler");
     CHECK(fs_invitation_decode(j, &back, &err) == FS_EINVAL &&
           strstr(err.msg, "noise_sampler: missing"));
-    json_object_set_new(j, "noise_sampler", json_integer(FS_DGAUSS_STREAM_VERSION));
+    json_object_set_new(j, "noise_sampler", json_integer(FS_FEDPOWER_NOISE_MAP_VERSION));
     CHECK_OK(fs_invitation_decode(j, &back, &err), &err);
     fs_invitation_wipe(&back);
     {
@@ -278,7 +279,7 @@ static void test_invitation(void)
         CHECK(e != NULL && json_object_get(e, "noise_sampler") == NULL);
         CHECK_OK(fs_invitation_decode(e, &back, &err), &err);
         fs_invitation_wipe(&back);
-        json_object_set_new(e, "noise_sampler", json_integer(FS_DGAUSS_STREAM_VERSION));
+        json_object_set_new(e, "noise_sampler", json_integer(FS_FEDPOWER_NOISE_MAP_VERSION));
         CHECK(fs_invitation_decode(e, &back, &err) == FS_EINVAL &&
               strstr(err.msg, "unknown field \"noise_sampler\""));
         json_decref(e);
@@ -293,8 +294,8 @@ static void test_invitation(void)
         ot.power.noise_exchange = FS_NOISEX_OT;
         ot.power.paillier_bits = 0;
         e = fs_invitation_encode(&ot);
-        CHECK(e != NULL &&
-              json_integer_value(json_object_get(e, "noise_sampler")) == FS_DGAUSS_STREAM_VERSION);
+        CHECK(e != NULL && json_integer_value(json_object_get(e, "noise_sampler")) ==
+                               FS_FEDPOWER_NOISE_MAP_VERSION);
         CHECK(json_object_get(e, "paillier_bits") == NULL);
         CHECK_OK(fs_invitation_decode(e, &back, &err), &err);
         CHECK(back.power.noise_exchange == FS_NOISEX_OT && back.power.paillier_bits == 0);
