@@ -602,6 +602,33 @@ static void sel_poll_check(struct job *j, uint32_t r, struct sel_poll *sp)
 /* (static: a round that fails half-way leaves it to the thread) */
 static struct sel_poll g_sp;
 
+/* Every party still in posts its unmask message of round r: on the signed
+ * survivor set ids/sigs (k of them), or, with sigs NULL, on the survivor
+ * set ids of an all-inputs round (no signatures). */
+static void post_unmasks(struct job *j, uint32_t r, const uint32_t *ids, const uint8_t (*sigs)[64],
+                         size_t k)
+{
+    struct fs_err err = {0};
+    char path[200];
+
+    snprintf(path, sizeof path, "%s/aggregations/%u/unmask", j->path, r);
+    for (uint32_t v = 1; v <= NP; v++) {
+        struct fs_secagg_reveal *rv = NULL;
+        size_t nrv = 0;
+        json_t *body;
+        if (j->p[v].out) {
+            continue;
+        }
+        CHECK_OK(sigs != NULL ? fs_secagg_client_unmask(j->p[v].c, ids, sigs, k, &rv, &nrv, &err)
+                              : fs_secagg_client_unmask_all(j->p[v].c, ids, k, &rv, &nrv, &err),
+                 &err);
+        body = fs_wire_reveals_encode(rv, nrv);
+        CHECK(call_json(j->p[v].h, "POST", path, body, NULL) == 204);
+        json_decref(body);
+        free(rv);
+    }
+}
+
 /* An all-inputs sync (no allow_dropouts): no consistency round, no
  * signatures; every party unmasks on the survivor set (and, early, answers
  * the exchange before its unmask message, as the agent does with ot). */
@@ -628,21 +655,8 @@ static int unmask_all(struct job *j, uint32_t r, const json_t *doc)
         json_decref(out);
         json_decref(body);
     }
-    snprintf(path, sizeof path, "%s/aggregations/%u/unmask", j->path, r);
     CHECK_OK(fs_wire_ids_decode(json_object_get(doc, "survivors"), NP, &u3, &n3, &err), &err);
-    for (uint32_t v = 1; v <= NP; v++) {
-        struct fs_secagg_reveal *rv = NULL;
-        size_t nrv = 0;
-        json_t *body;
-        if (j->p[v].out) {
-            continue;
-        }
-        CHECK_OK(fs_secagg_client_unmask_all(j->p[v].c, u3, n3, &rv, &nrv, &err), &err);
-        body = fs_wire_reveals_encode(rv, nrv);
-        CHECK(call_json(j->p[v].h, "POST", path, body, NULL) == 204);
-        json_decref(body);
-        free(rv);
-    }
+    post_unmasks(j, r, u3, NULL, n3);
     free(u3);
     return 0;
 }
@@ -846,24 +860,9 @@ static int run_round(struct job *j, uint32_t r, int bad_inputs)
         uint32_t *ids = NULL;
         uint8_t(*sigs)[64] = NULL;
         size_t k = 0;
-        snprintf(path, sizeof path, "%s/aggregations/%u/unmask", j->path, r);
         CHECK_OK(fs_wire_sigs_decode(json_object_get(doc, "signatures"), NP, &ids, &sigs, &k, &err),
                  &err);
-        for (uint32_t v = 1; v <= NP; v++) {
-            struct fs_secagg_reveal *rv = NULL;
-            size_t nrv = 0;
-            json_t *body;
-            if (j->p[v].out) {
-                continue;
-            }
-            CHECK_OK(fs_secagg_client_unmask(j->p[v].c, ids, (const uint8_t(*)[64])sigs, k, &rv,
-                                             &nrv, &err),
-                     &err);
-            body = fs_wire_reveals_encode(rv, nrv);
-            CHECK(call_json(j->p[v].h, "POST", path, body, NULL) == 204);
-            json_decref(body);
-            free(rv);
-        }
+        post_unmasks(j, r, ids, (const uint8_t(*)[64])sigs, k);
         free(ids);
         free(sigs);
     }

@@ -271,6 +271,15 @@ static void round_share(struct h *h)
     }
 }
 
+/* R0 and R1 with every party, each round closed as expected: the job begins. */
+static void keys_shared(struct h *h)
+{
+    round_adv(h);
+    CHECK(close_expect(h, FS_JOB_ADVERTISE, 0, 0) == FS_JOBSM_NEXT);
+    round_share(h);
+    CHECK(close_expect(h, FS_JOB_SHARE_KEYS, 0, 0) == FS_JOBSM_BEGIN);
+}
+
 /* After R1: every party still in receives its shares (client side only). */
 static void receive(struct h *h)
 {
@@ -533,10 +542,7 @@ static void test_below_threshold(void)
 
     h_init(&h, FS_ALGO_SECURE_SUM, 3, 3, 1, 1);
     h.stop[3] = FS_JOB_MASKED_INPUT;
-    round_adv(&h);
-    CHECK(close_expect(&h, FS_JOB_ADVERTISE, 0, 0) == FS_JOBSM_NEXT);
-    round_share(&h);
-    CHECK(close_expect(&h, FS_JOB_SHARE_KEYS, 0, 0) == FS_JOBSM_BEGIN);
+    keys_shared(&h);
     receive(&h);
     round_masked(&h, 0);
     CHECK(h_close(&h, &c, &st) != 0);
@@ -653,10 +659,7 @@ static void run_power(int allow, uint32_t who, enum fs_job_phase at)
     h_init(&h, FS_ALGO_FEDPOWER_PRIVATE, 4, 2, 1, allow);
     CHECK(h.s.all_inputs == !allow && (int)h.cfg.all_inputs == !allow);
     h.stop[who] = at;
-    round_adv(&h);
-    CHECK(close_expect(&h, FS_JOB_ADVERTISE, 0, 0) == FS_JOBSM_NEXT);
-    round_share(&h);
-    CHECK(close_expect(&h, FS_JOB_SHARE_KEYS, 0, 0) == FS_JOBSM_BEGIN);
+    keys_shared(&h);
     receive(&h);
     round_masked(&h, 0);
     if (fails) {
@@ -706,10 +709,7 @@ static void test_fed_exponent_threshold(void)
     h_init(&h, FS_ALGO_FEDSVD, 3, 2, 1, 1);
     h.stop[2] = FS_JOB_EXPONENTS;
     h.stop[3] = FS_JOB_EXPONENTS;
-    round_adv(&h);
-    CHECK(close_expect(&h, FS_JOB_ADVERTISE, 0, 0) == FS_JOBSM_NEXT);
-    round_share(&h);
-    CHECK(close_expect(&h, FS_JOB_SHARE_KEYS, 0, 0) == FS_JOBSM_BEGIN);
+    keys_shared(&h);
     round_exp(&h);
     CHECK(fs_jobsm_close_secagg(&h.s, h.sa, &err) == 0);
     CHECK_OK(fs_jobsm_close(&h.s, &c, &err), &err);
@@ -814,10 +814,7 @@ static void test_plain_power(void)
         struct fs_jobsm_step st;
         struct fs_err err = {0};
         h_init(&h, FS_ALGO_FEDPOWER, 3, 2, 1, allow[q]);
-        round_adv(&h);
-        CHECK(close_expect(&h, FS_JOB_ADVERTISE, 0, 0) == FS_JOBSM_NEXT);
-        round_share(&h);
-        CHECK(close_expect(&h, FS_JOB_SHARE_KEYS, 0, 0) == FS_JOBSM_BEGIN);
+        keys_shared(&h);
         CHECK(h.s.phase == FS_JOB_PLAIN_UPLOAD && h.s.active[1] && h.s.active[3]);
         fs_jobsm_accepted(&h.s, h.sa, &(struct fs_jobsm_msg){.kind = FS_JOBSM_PLAIN, .party = 1});
         CHECK_OK(fs_jobsm_close(&h.s, &c, &err), &err);
